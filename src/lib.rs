@@ -1,0 +1,3 @@
+pub mod check;
+pub mod config;
+pub mod protocols;
