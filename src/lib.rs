@@ -1,3 +1,10 @@
 pub mod check;
 pub mod config;
+pub mod fabric;
 pub mod protocols;
+pub mod rng;
+pub mod runtime;
+pub mod stats;
+pub mod store;
+pub mod txn;
+pub mod workloads;

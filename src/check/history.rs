@@ -88,7 +88,11 @@ impl History {
     /// `{"txn": id, "node": n, "reads": [[table, key, seq], ...], "writes": [...]}`.
     pub fn write_jsonl<W: Write>(&self, mut out: W) -> io::Result<()> {
         for txn in &self.txns {
-            write!(out, "{{\"txn\":{},\"node\":{},\"reads\":[", txn.id, txn.node)?;
+            write!(
+                out,
+                "{{\"txn\":{},\"node\":{},\"reads\":[",
+                txn.id, txn.node
+            )?;
             write_items(&mut out, self.reads(txn))?;
             write!(out, "],\"writes\":[")?;
             write_items(&mut out, self.writes(txn))?;

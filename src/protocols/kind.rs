@@ -63,7 +63,9 @@ impl ProtocolKind {
             other => other,
         }
         .to_string();
-        ProtocolKind::ALL.into_iter().find(|p| p.name() == normalized)
+        ProtocolKind::ALL
+            .into_iter()
+            .find(|p| p.name() == normalized)
     }
 
     /// Whether this build can run the protocol.

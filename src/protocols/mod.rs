@@ -1,7 +1,79 @@
 //! Concurrency-control protocols (ARCHITECTURE.md layer 5).
+//!
+//! One module per protocol, all implementing [`Protocol`], whose methods are
+//! the stages of RCC §4: the execution-phase access (a protocol's `read` or
+//! `lock` stage, named by [`Protocol::ACCESS_STAGE`]), then at commit `lock`,
+//! `validate`, `renew`, `log`, `commit`, and `release` on abort. The
+//! transaction driver (`engine::coroutine`) calls them in that order and
+//! times each. Every stage has a one-sided and an RPC implementation and
+//! picks one per call from the run's [`StagePlan`] (`TxnCx::primitive`), so
+//! any mix of stage primitives runs without a rebuild (RCC §5).
+//!
+//! Mixed stage choices stay correct (RCC §5.2) because both forms of a stage
+//! act on the same tuple words: an RPC handler locks with a local CAS on the
+//! very lock word a one-sided CAS targets, and every RPC reply carries the
+//! tuple's slot so that a later one-sided stage knows its address.
+//!
+//! Implemented here: `no_wait` (RCC §4.2) and `occ` (DrTM+H §5.1–5.3). The
+//! other nine names exist in [`ProtocolKind`] and are refused by config
+//! validation until their issue lands.
 
+pub mod common;
 pub mod kind;
+pub mod no_wait;
+pub mod occ;
 pub mod stage;
 
 pub use kind::ProtocolKind;
 pub use stage::{Primitive, Stage, StagePlan};
+
+use crate::store::NodeStore;
+use crate::txn::{TxnCx, TxnResult};
+
+/// A concurrency-control protocol: its tuple header, its stages, and the RPC
+/// handlers that serve the two-sided form of its stages.
+#[allow(async_fn_in_trait)]
+pub trait Protocol: Sync {
+    const KIND: ProtocolKind;
+    /// Words of protocol metadata in every tuple header.
+    const HEADER_WORDS: u32;
+    /// The stage that [`Protocol::access`] performs.
+    const ACCESS_STAGE: Stage;
+
+    /// Execution phase: fetch `cx.accesses[index]` (with write intent if its
+    /// `write` flag is set) into the record copy, with whatever the protocol
+    /// needs (a lock, a version).
+    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()>;
+
+    /// A record first read is now also written.
+    async fn upgrade(&self, _cx: &mut TxnCx<'_>, _index: usize) -> TxnResult<()> {
+        Ok(())
+    }
+
+    async fn lock(&self, _cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        Ok(())
+    }
+
+    async fn validate(&self, _cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        Ok(())
+    }
+
+    async fn renew(&self, _cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        Ok(())
+    }
+
+    /// Coordinator log to backups before commit (RCC §4.1). Without
+    /// replication (this build) there are no backups and nothing to log.
+    async fn log(&self, _cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        Ok(())
+    }
+
+    /// Past the commit point: install the writes and drop the locks.
+    async fn commit(&self, cx: &mut TxnCx<'_>);
+
+    /// Abort: drop every lock the attempt holds.
+    async fn release(&self, cx: &mut TxnCx<'_>);
+
+    /// RPC handler, run on the event loop of a worker of `store`'s node.
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>);
+}

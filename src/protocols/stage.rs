@@ -250,6 +250,9 @@ mod tests {
         assert_eq!(plan.code(), 17);
         let widened = StagePlan::uniform(Primitive::OneSided).restrict_to(present);
         assert_eq!(widened.code(), present);
-        assert_eq!(widened.describe(), "lock=onesided,release=onesided,commit=onesided");
+        assert_eq!(
+            widened.describe(),
+            "lock=onesided,release=onesided,commit=onesided"
+        );
     }
 }

@@ -1,0 +1,79 @@
+//! Registered memory: the words of one node that the network may access.
+//!
+//! Every access is an 8-byte atomic on one aligned word, which is exactly the
+//! atomicity an RC queue pair gives (ARCHITECTURE.md, fabric semantics): CAS
+//! and FETCH_AND_ADD are atomic against each other, while a multi-word READ
+//! or WRITE is a sequence of word accesses in increasing address order, so a
+//! READ that overlaps a concurrent WRITE can return a torn tuple. Protocols
+//! are written against that, and tests show it happens.
+//!
+//! Ordering: stores are `Release` and loads `Acquire`, so the verbs one worker
+//! issues to one node take effect in issue order for every observer (FIFO).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A node's registered memory region, addressed in 8-byte words.
+pub struct Region {
+    words: Box<[AtomicU64]>,
+}
+
+impl Region {
+    pub fn new(len_words: usize) -> Region {
+        Region {
+            words: (0..len_words).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    pub fn len_words(&self) -> u64 {
+        self.words.len() as u64
+    }
+
+    #[inline]
+    pub fn load(&self, word: u64) -> u64 {
+        self.words[word as usize].load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub fn store(&self, word: u64, value: u64) {
+        self.words[word as usize].store(value, Ordering::Release)
+    }
+
+    /// Compare-and-swap; returns the previous value (success iff it equals
+    /// `expected`).
+    #[inline]
+    pub fn cas(&self, word: u64, expected: u64, new: u64) -> u64 {
+        match self.words[word as usize].compare_exchange(
+            expected,
+            new,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(previous) | Err(previous) => previous,
+        }
+    }
+
+    /// Fetch-and-add; returns the previous value.
+    #[inline]
+    pub fn faa(&self, word: u64, add: u64) -> u64 {
+        self.words[word as usize].fetch_add(add, Ordering::AcqRel)
+    }
+
+    /// Word-by-word copy out, lowest address first (tearable).
+    #[inline]
+    pub fn read(&self, word: u64, out: &mut [u64]) {
+        let start = word as usize;
+        let len = out.len();
+        for (slot, cell) in out.iter_mut().zip(&self.words[start..start + len]) {
+            *slot = cell.load(Ordering::Acquire);
+        }
+    }
+
+    /// Word-by-word copy in, lowest address first (tearable).
+    #[inline]
+    pub fn write(&self, word: u64, data: &[u64]) {
+        let start = word as usize;
+        for (value, cell) in data.iter().zip(&self.words[start..start + data.len()]) {
+            cell.store(*value, Ordering::Release);
+        }
+    }
+}

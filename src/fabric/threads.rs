@@ -1,0 +1,286 @@
+//! The `threads` fabric: every node and worker is an OS thread of one process.
+//!
+//! A one-sided verb is executed by the issuing thread directly on the target
+//! node's [`Region`], as a NIC would by DMA; the target's CPU does nothing.
+//! An RPC is pushed into the target worker's mailbox and its handler runs on
+//! that worker's event loop, costing that worker CPU as on real hardware.
+//!
+//! Injected latency (`LatencyConfig`): the effect of a verb is immediate, its
+//! completion is reported `rtt` later; a message becomes visible to its
+//! receiver `rtt / 2` after it was sent. Accesses of a node to itself take no
+//! injected latency.
+//!
+//! Idle workers spin for a short while, then yield, then park until a message
+//! arrives or their next timer is due (ARCHITECTURE.md, honest on small
+//! machines). The mailbox's `parked` flag and `has_mail` flag are both
+//! `SeqCst`, so a sender either sees the receiver parked and unparks it, or
+//! the receiver sees the mail before parking.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use super::verbs::{VerbKind, MSG_REPLY};
+use super::{Endpoint, Message, NodeId, Region, Verb, VerbCounters};
+use crate::config::LatencyConfig;
+
+const SPIN_ROUNDS: u32 = 200;
+const YIELD_ROUNDS: u32 = 4;
+/// Upper bound on one park, so a lost wake-up can only cost this much.
+const MAX_PARK: Duration = Duration::from_millis(2);
+
+struct Mailbox {
+    queue: Mutex<Vec<Message>>,
+    has_mail: AtomicBool,
+    parked: AtomicBool,
+    thread: OnceLock<Thread>,
+}
+
+struct Shared {
+    regions: Vec<Arc<Region>>,
+    workers: u16,
+    mailboxes: Vec<Mailbox>,
+    latency: LatencyConfig,
+    epoch: Instant,
+}
+
+/// The cluster-wide part of the `threads` fabric; hand one endpoint to each
+/// worker thread.
+#[derive(Clone)]
+pub struct ThreadsFabric {
+    shared: Arc<Shared>,
+}
+
+impl ThreadsFabric {
+    pub fn new(regions: Vec<Arc<Region>>, workers: u16, latency: LatencyConfig) -> ThreadsFabric {
+        let mailboxes = (0..regions.len() * workers as usize)
+            .map(|_| Mailbox {
+                queue: Mutex::new(Vec::new()),
+                has_mail: AtomicBool::new(false),
+                parked: AtomicBool::new(false),
+                thread: OnceLock::new(),
+            })
+            .collect();
+        ThreadsFabric {
+            shared: Arc::new(Shared {
+                regions,
+                workers,
+                mailboxes,
+                latency,
+                epoch: Instant::now(),
+            }),
+        }
+    }
+
+    /// The endpoint of worker `worker` of `node`. Call it on the thread that
+    /// will use it: that thread is the one unparked when mail arrives.
+    pub fn endpoint(&self, node: NodeId, worker: u16) -> ThreadsEndpoint {
+        let index = node as usize * self.shared.workers as usize + worker as usize;
+        let _ = self.shared.mailboxes[index]
+            .thread
+            .set(std::thread::current());
+        ThreadsEndpoint {
+            shared: self.shared.clone(),
+            node,
+            worker,
+            mailbox: index,
+            counters: VerbCounters::default(),
+            delayed: Vec::new(),
+            inbox: Vec::new(),
+        }
+    }
+
+    pub fn region(&self, node: NodeId) -> &Arc<Region> {
+        &self.shared.regions[node as usize]
+    }
+}
+
+pub struct ThreadsEndpoint {
+    shared: Arc<Shared>,
+    node: NodeId,
+    worker: u16,
+    mailbox: usize,
+    counters: VerbCounters,
+    /// Messages that arrived but are not due yet (injected latency).
+    delayed: Vec<Message>,
+    /// Swapped with the mailbox's queue, so neither side allocates.
+    inbox: Vec<Message>,
+}
+
+impl ThreadsEndpoint {
+    fn mailbox(&self) -> &Mailbox {
+        &self.shared.mailboxes[self.mailbox]
+    }
+
+    fn earliest_delayed(&self) -> Option<u64> {
+        self.delayed.iter().map(|m| m.deliver_at_ns).min()
+    }
+}
+
+impl Endpoint for ThreadsEndpoint {
+    fn node(&self) -> NodeId {
+        self.node
+    }
+
+    fn worker(&self) -> u16 {
+        self.worker
+    }
+
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        self.shared.epoch.elapsed().as_nanos() as u64
+    }
+
+    fn post(&mut self, verbs: &[Verb], write_data: &[u64], results: &mut [u64]) -> u64 {
+        let Some(first) = verbs.first() else {
+            return self.now_ns();
+        };
+        let target = first.node;
+        let region = &self.shared.regions[target as usize];
+        let mut rtt_ns = 0;
+        for verb in verbs {
+            debug_assert_eq!(verb.node, target, "a doorbell batch targets one node");
+            self.counters.count(verb);
+            let buf = verb.buf as usize;
+            match verb.kind {
+                VerbKind::Read => {
+                    region.read(verb.addr, &mut results[buf..buf + verb.len as usize]);
+                    rtt_ns = rtt_ns.max(self.shared.latency.onesided_ns);
+                }
+                VerbKind::Write => {
+                    region.write(verb.addr, &write_data[buf..buf + verb.len as usize]);
+                    rtt_ns = rtt_ns.max(self.shared.latency.onesided_ns);
+                }
+                VerbKind::Cas => {
+                    results[buf] = region.cas(verb.addr, verb.compare, verb.swap);
+                    rtt_ns = rtt_ns.max(self.shared.latency.atomic_ns);
+                }
+                VerbKind::Faa => {
+                    results[buf] = region.faa(verb.addr, verb.compare);
+                    rtt_ns = rtt_ns.max(self.shared.latency.atomic_ns);
+                }
+            }
+        }
+        self.counters.doorbells += 1;
+        if target == self.node || rtt_ns == 0 {
+            0
+        } else {
+            self.now_ns() + rtt_ns
+        }
+    }
+
+    fn send(&mut self, mut msg: Message) {
+        if msg.flags & MSG_REPLY == 0 {
+            self.counters.rpc += 1;
+            self.counters.rpc_request_bytes += 8 * msg.payload.len() as u64;
+        }
+        msg.deliver_at_ns = if msg.dst_node == self.node || self.shared.latency.rpc_ns == 0 {
+            0
+        } else {
+            self.now_ns() + self.shared.latency.rpc_ns / 2
+        };
+        let index = msg.dst_node as usize * self.shared.workers as usize + msg.dst_worker as usize;
+        let mailbox = &self.shared.mailboxes[index];
+        mailbox
+            .queue
+            .lock()
+            .expect("a worker panicked while holding a mailbox")
+            .push(msg);
+        mailbox.has_mail.store(true, Ordering::SeqCst);
+        if mailbox.parked.load(Ordering::SeqCst) {
+            if let Some(thread) = mailbox.thread.get() {
+                thread.unpark();
+            }
+        }
+    }
+
+    fn receive(&mut self, out: &mut Vec<Message>) {
+        if !self.delayed.is_empty() {
+            let now = self.now_ns();
+            let mut i = 0;
+            while i < self.delayed.len() {
+                if self.delayed[i].deliver_at_ns <= now {
+                    // Keep arrival order among due messages (FIFO per sender).
+                    out.push(self.delayed.remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        let mailbox = &self.shared.mailboxes[self.mailbox];
+        if !mailbox.has_mail.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        {
+            let mut queue = mailbox
+                .queue
+                .lock()
+                .expect("a worker panicked while holding a mailbox");
+            std::mem::swap(&mut *queue, &mut self.inbox);
+        }
+        let now = if self.inbox.iter().any(|m| m.deliver_at_ns != 0) {
+            self.now_ns()
+        } else {
+            0
+        };
+        for msg in self.inbox.drain(..) {
+            // A message from a sender with delayed predecessors must wait too.
+            let blocked = self
+                .delayed
+                .iter()
+                .any(|d| d.src_node == msg.src_node && d.src_worker == msg.src_worker);
+            if msg.deliver_at_ns <= now && !blocked {
+                out.push(msg);
+            } else {
+                self.delayed.push(msg);
+            }
+        }
+    }
+
+    fn spend_cpu(&mut self, ns: u64) {
+        if ns == 0 {
+            return;
+        }
+        let until = self.now_ns() + ns;
+        while self.now_ns() < until {
+            std::hint::spin_loop();
+        }
+    }
+
+    fn idle(&mut self, wake_at_ns: Option<u64>) {
+        let wake_at = match (wake_at_ns, self.earliest_delayed()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let due = |endpoint: &Self| wake_at.is_some_and(|t| endpoint.now_ns() >= t);
+        for _ in 0..SPIN_ROUNDS {
+            if self.mailbox().has_mail.load(Ordering::Relaxed) || due(self) {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+        for _ in 0..YIELD_ROUNDS {
+            std::thread::yield_now();
+            if self.mailbox().has_mail.load(Ordering::Relaxed) || due(self) {
+                return;
+            }
+        }
+        let mailbox = &self.shared.mailboxes[self.mailbox];
+        mailbox.parked.store(true, Ordering::SeqCst);
+        if !mailbox.has_mail.load(Ordering::SeqCst) {
+            let timeout = match wake_at {
+                Some(t) => Duration::from_nanos(t.saturating_sub(self.now_ns())).min(MAX_PARK),
+                None => MAX_PARK,
+            };
+            if !timeout.is_zero() {
+                std::thread::park_timeout(timeout);
+            }
+        }
+        mailbox.parked.store(false, Ordering::SeqCst);
+    }
+
+    fn counters(&self) -> &VerbCounters {
+        &self.counters
+    }
+}

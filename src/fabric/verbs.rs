@@ -1,0 +1,295 @@
+//! What a coroutine posts: one-sided verbs and RPC messages, and the
+//! per-coroutine [`Batch`] that collects them between two awaits.
+//!
+//! A coroutine queues verbs and RPCs into its batch, then awaits the whole
+//! round once (`runtime`). Consecutive verbs to the same node form one
+//! doorbell batch (one MMIO on real hardware, DrTM+H §3.2); batches to
+//! several nodes are in flight together (outstanding requests). Results land
+//! in the batch's arenas, addressed by the ids returned when queueing.
+//!
+//! No allocation in steady state: the arenas keep their capacity across
+//! rounds, and RPC payload vectors circulate between workers (a request's
+//! vector comes back as its reply) and return to the worker's pool.
+
+use serde::Serialize;
+
+use super::NodeId;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerbKind {
+    Read,
+    Write,
+    Cas,
+    Faa,
+}
+
+/// One one-sided verb against `node`'s registered memory.
+#[derive(Clone, Copy, Debug)]
+pub struct Verb {
+    pub kind: VerbKind,
+    pub node: NodeId,
+    /// Word address in the target region.
+    pub addr: u64,
+    /// Words read or written (1 for atomics).
+    pub len: u32,
+    /// Read/Cas/Faa: offset of the result in `results`; Write: offset of the
+    /// payload in `write_data`.
+    pub buf: u32,
+    /// Cas: expected value; Faa: addend.
+    pub compare: u64,
+    /// Cas: new value.
+    pub swap: u64,
+}
+
+/// Handle of a queued verb, valid until the batch is cleared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VerbId(pub u32);
+
+/// Handle of a queued RPC, valid until the batch is cleared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallId(pub u16);
+
+pub const MSG_REPLY: u8 = 1;
+/// The sender does not wait for the reply (passive ACK, DrTM+H §3.2): the
+/// reply only returns the payload buffer and is absorbed by the event loop.
+pub const MSG_PASSIVE: u8 = 2;
+
+/// An RPC request or reply between two workers.
+#[derive(Debug)]
+pub struct Message {
+    pub src_node: NodeId,
+    pub src_worker: u16,
+    pub dst_node: NodeId,
+    pub dst_worker: u16,
+    /// The requesting coroutine and its call, echoed in the reply.
+    pub coroutine: u16,
+    pub call: u16,
+    /// Handler kind (requests); echoed in replies.
+    pub kind: u16,
+    pub flags: u8,
+    /// Earliest time the receiver may see it (injected latency).
+    pub deliver_at_ns: u64,
+    pub payload: Vec<u64>,
+}
+
+/// Verbs and messages by type, with bytes. Counted by the issuing side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct VerbCounters {
+    pub read: u64,
+    pub read_bytes: u64,
+    pub write: u64,
+    pub write_bytes: u64,
+    pub cas: u64,
+    pub faa: u64,
+    pub doorbells: u64,
+    pub rpc: u64,
+    pub rpc_request_bytes: u64,
+}
+
+impl VerbCounters {
+    pub fn add(&mut self, other: &VerbCounters) {
+        self.read += other.read;
+        self.read_bytes += other.read_bytes;
+        self.write += other.write;
+        self.write_bytes += other.write_bytes;
+        self.cas += other.cas;
+        self.faa += other.faa;
+        self.doorbells += other.doorbells;
+        self.rpc += other.rpc;
+        self.rpc_request_bytes += other.rpc_request_bytes;
+    }
+
+    pub fn sub(&self, earlier: &VerbCounters) -> VerbCounters {
+        VerbCounters {
+            read: self.read - earlier.read,
+            read_bytes: self.read_bytes - earlier.read_bytes,
+            write: self.write - earlier.write,
+            write_bytes: self.write_bytes - earlier.write_bytes,
+            cas: self.cas - earlier.cas,
+            faa: self.faa - earlier.faa,
+            doorbells: self.doorbells - earlier.doorbells,
+            rpc: self.rpc - earlier.rpc,
+            rpc_request_bytes: self.rpc_request_bytes - earlier.rpc_request_bytes,
+        }
+    }
+
+    pub fn count(&mut self, verb: &Verb) {
+        match verb.kind {
+            VerbKind::Read => {
+                self.read += 1;
+                self.read_bytes += 8 * verb.len as u64;
+            }
+            VerbKind::Write => {
+                self.write += 1;
+                self.write_bytes += 8 * verb.len as u64;
+            }
+            VerbKind::Cas => self.cas += 1,
+            VerbKind::Faa => self.faa += 1,
+        }
+    }
+}
+
+/// An outgoing RPC of the current round.
+#[derive(Debug)]
+pub struct OutgoingCall {
+    pub node: NodeId,
+    pub kind: u16,
+    pub passive: bool,
+    pub payload: Vec<u64>,
+}
+
+/// One coroutine's queue of verbs and RPCs for the current round, and their
+/// results.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub verbs: Vec<Verb>,
+    pub write_data: Vec<u64>,
+    pub results: Vec<u64>,
+    pub calls: Vec<OutgoingCall>,
+    /// Replies by call index; filled by the worker's event loop.
+    pub replies: Vec<Option<Vec<u64>>>,
+    /// Payload buffers for new calls (this coroutine's share of the pool).
+    pub pool: Vec<Vec<u64>>,
+}
+
+impl Batch {
+    pub fn read(&mut self, node: NodeId, addr: u64, len: u32) -> VerbId {
+        let buf = self.results.len() as u32;
+        self.results.resize(self.results.len() + len as usize, 0);
+        self.push(Verb {
+            kind: VerbKind::Read,
+            node,
+            addr,
+            len,
+            buf,
+            compare: 0,
+            swap: 0,
+        })
+    }
+
+    pub fn write(&mut self, node: NodeId, addr: u64, data: &[u64]) -> VerbId {
+        let buf = self.write_data.len() as u32;
+        self.write_data.extend_from_slice(data);
+        self.push(Verb {
+            kind: VerbKind::Write,
+            node,
+            addr,
+            len: data.len() as u32,
+            buf,
+            compare: 0,
+            swap: 0,
+        })
+    }
+
+    /// One WRITE of `first` followed by `second` at consecutive addresses.
+    pub fn write_joined(
+        &mut self,
+        node: NodeId,
+        addr: u64,
+        first: &[u64],
+        second: &[u64],
+    ) -> VerbId {
+        let buf = self.write_data.len() as u32;
+        self.write_data.extend_from_slice(first);
+        self.write_data.extend_from_slice(second);
+        self.push(Verb {
+            kind: VerbKind::Write,
+            node,
+            addr,
+            len: (first.len() + second.len()) as u32,
+            buf,
+            compare: 0,
+            swap: 0,
+        })
+    }
+
+    pub fn write_word(&mut self, node: NodeId, addr: u64, value: u64) -> VerbId {
+        self.write(node, addr, &[value])
+    }
+
+    pub fn cas(&mut self, node: NodeId, addr: u64, expected: u64, new: u64) -> VerbId {
+        let buf = self.results.len() as u32;
+        self.results.push(0);
+        self.push(Verb {
+            kind: VerbKind::Cas,
+            node,
+            addr,
+            len: 1,
+            buf,
+            compare: expected,
+            swap: new,
+        })
+    }
+
+    pub fn faa(&mut self, node: NodeId, addr: u64, add: u64) -> VerbId {
+        let buf = self.results.len() as u32;
+        self.results.push(0);
+        self.push(Verb {
+            kind: VerbKind::Faa,
+            node,
+            addr,
+            len: 1,
+            buf,
+            compare: add,
+            swap: 0,
+        })
+    }
+
+    fn push(&mut self, verb: Verb) -> VerbId {
+        self.verbs.push(verb);
+        VerbId(self.verbs.len() as u32 - 1)
+    }
+
+    /// Result words of a READ, or the previous value of a CAS/FAA (1 word).
+    pub fn result(&self, id: VerbId) -> &[u64] {
+        let verb = &self.verbs[id.0 as usize];
+        debug_assert_ne!(verb.kind, VerbKind::Write, "WRITE has no result");
+        &self.results[verb.buf as usize..verb.buf as usize + verb.len as usize]
+    }
+
+    pub fn result_word(&self, id: VerbId) -> u64 {
+        self.result(id)[0]
+    }
+
+    /// A payload buffer to fill for [`Batch::call`].
+    pub fn payload(&mut self) -> Vec<u64> {
+        let mut buffer = self.pool.pop().unwrap_or_default();
+        buffer.clear();
+        buffer
+    }
+
+    /// Queues an RPC of handler `kind` to `node`'s worker with this worker's
+    /// index. A passive call is not awaited (its reply only returns buffers).
+    pub fn call(&mut self, node: NodeId, kind: u16, payload: Vec<u64>, passive: bool) -> CallId {
+        self.calls.push(OutgoingCall {
+            node,
+            kind,
+            passive,
+            payload,
+        });
+        let id = (self.calls.len() - 1) as u16;
+        if self.replies.len() <= id as usize {
+            self.replies.push(None);
+        }
+        CallId(id)
+    }
+
+    pub fn reply(&self, id: CallId) -> &[u64] {
+        self.replies[id.0 as usize]
+            .as_deref()
+            .expect("reply read before the round completed")
+    }
+
+    /// Forgets the round: results, replies (buffers back to the pool).
+    pub fn clear(&mut self) {
+        self.verbs.clear();
+        self.write_data.clear();
+        self.results.clear();
+        debug_assert!(self.calls.is_empty(), "calls are taken when posted");
+        for reply in self.replies.iter_mut() {
+            if let Some(buffer) = reply.take() {
+                self.pool.push(buffer);
+            }
+        }
+    }
+}

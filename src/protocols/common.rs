@@ -1,0 +1,256 @@
+//! Stage pieces that several protocols share: index lookup by one-sided
+//! READs, tuple decoding, and the update-and-unlock commit and the unlock
+//! release of the lock-word protocols (RCC §4.2 Fig. 5; DrTM+H §5.3), each in
+//! one-sided and RPC form, with their RPC handlers.
+//!
+//! Commit write-back order, which `store`'s tear check relies on: one WRITE
+//! of `record ++ seq_end`, then a WRITE of `seq`, then a WRITE of the lock
+//! word — three verbs in one doorbell batch, FIFO on the queue pair (the RPC
+//! handler stores in the same order). A reader that sees `seq == seq_end`
+//! with the lock free therefore read no record words of a newer version.
+//!
+//! Both commit and release use passive ACK (DrTM+H §3.2, §5.3): the
+//! coordinator does not wait for them; the runtime drains them before the
+//! run ends.
+
+use crate::fabric::{Batch, NodeId};
+use crate::store::index::{IndexLayout, BUCKET_WORDS};
+use crate::store::{NodeStore, TableLayout, KEY_WORD, SEQ_WORD};
+use crate::txn::{AbortReason, TxnCx, TxnResult};
+
+use super::{Primitive, Stage};
+
+/// RPC handler kinds. Shared ones first; each protocol owns a range.
+pub mod kind {
+    pub const WRITE_BACK: u16 = 1;
+    pub const UNLOCK: u16 = 2;
+    pub const NO_WAIT_LOCK_READ: u16 = 10;
+    pub const OCC_READ: u16 = 20;
+    pub const OCC_LOCK: u16 = 21;
+    pub const OCC_VALIDATE: u16 = 22;
+}
+
+/// Status words in RPC replies.
+pub mod status {
+    pub const OK: u64 = 0;
+    pub const LOCKED: u64 = 1;
+    pub const NOT_FOUND: u64 = 2;
+    pub const INCONSISTENT: u64 = 3;
+    pub const STALE: u64 = 4;
+}
+
+/// Address of the lock word: protocol header word 0.
+#[inline]
+pub fn lock_addr(table: &TableLayout, slot: u64) -> u64 {
+    table.header_addr(slot, 0)
+}
+
+/// A fetched tuple, decoded.
+pub struct TupleView<'a> {
+    pub key: u64,
+    pub seq: u64,
+    pub seq_end: u64,
+    pub lock: u64,
+    pub record: &'a [u64],
+}
+
+pub fn decode<'a>(table: &TableLayout, tuple: &'a [u64]) -> TupleView<'a> {
+    debug_assert_eq!(tuple.len(), table.tuple_words as usize);
+    let record = table.record_offset() as usize;
+    TupleView {
+        key: tuple[KEY_WORD as usize],
+        seq: tuple[SEQ_WORD as usize],
+        seq_end: tuple[table.seq_end_offset() as usize],
+        lock: tuple[table.record_offset() as usize - table.header_words as usize],
+        record: &tuple[record..record + table.record_words as usize],
+    }
+}
+
+/// Makes `cx.accesses[index].slot` known: a location-cache hit costs
+/// nothing; a miss probes the three cuckoo buckets with one doorbell batch of
+/// READs (one round trip) and fills the cache.
+pub async fn locate_onesided(cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+    if cx.locate_cached(index) {
+        return Ok(());
+    }
+    let access = cx.accesses[index];
+    let table = cx.table(access.table);
+    let reads = {
+        let mut batch = cx.round();
+        table
+            .index
+            .candidates(access.key)
+            .map(|bucket| batch.read(access.node, bucket, BUCKET_WORDS as u32))
+    };
+    cx.submit().await;
+    let found = {
+        let batch = cx.batch();
+        reads
+            .iter()
+            .find_map(|&id| IndexLayout::find_in_bucket(access.key, batch.result(id)))
+    };
+    match found {
+        Some(slot) => {
+            cx.remember_slot(index, slot);
+            Ok(())
+        }
+        None => Err(AbortReason::NotFound),
+    }
+}
+
+/// Copies a fetched record into the access's copy and notes its version.
+pub fn accept_record(cx: &mut TxnCx<'_>, index: usize, seq: u64, record: &[u64]) {
+    cx.accesses[index].seq = seq;
+    cx.record_mut(index).copy_from_slice(record);
+}
+
+/// Appends the one-sided update-and-unlock of access `index` to `batch`.
+fn queue_write_back_onesided(cx: &TxnCx<'_>, batch: &mut Batch, index: usize) {
+    let access = &cx.accesses[index];
+    let table = cx.table(access.table);
+    let new_seq = access.seq + 1;
+    batch.write_joined(
+        access.node,
+        table.record_addr(access.slot),
+        cx.record(index),
+        &[new_seq],
+    );
+    batch.write_word(access.node, table.seq_addr(access.slot), new_seq);
+    batch.write_word(access.node, lock_addr(table, access.slot), 0);
+}
+
+/// Commit stage of the lock-word protocols: every locked write-set record is
+/// written back and unlocked (commit primitive); every other locked record is
+/// unlocked (release primitive). Posted with passive ACK.
+pub fn post_commit(cx: &mut TxnCx<'_>) {
+    cx.collect_nodes(|a| a.locked);
+    let commit = cx.primitive(Stage::Commit);
+    let release = cx.primitive(Stage::Release);
+    let mut batch = cx.round();
+    for n in 0..cx.nodes.len() {
+        let node = cx.nodes[n];
+        let mut write_back: Option<Vec<u64>> = None;
+        let mut unlock: Option<Vec<u64>> = None;
+        for index in 0..cx.accesses.len() {
+            let access = cx.accesses[index];
+            if access.node != node || !access.locked {
+                continue;
+            }
+            let primitive = if access.write { commit } else { release };
+            match (access.write, primitive) {
+                (true, Primitive::OneSided) => queue_write_back_onesided(cx, &mut batch, index),
+                (false, Primitive::OneSided) => {
+                    let table = cx.table(access.table);
+                    batch.write_word(node, lock_addr(table, access.slot), 0);
+                }
+                (true, Primitive::Rpc) => {
+                    let payload = write_back.get_or_insert_with(|| {
+                        let mut p = batch.payload();
+                        p.push(cx.owner);
+                        p
+                    });
+                    payload.extend_from_slice(&[access.table as u64, access.slot, access.seq + 1]);
+                    payload.extend_from_slice(cx.record(index));
+                }
+                (false, Primitive::Rpc) => {
+                    let payload = unlock.get_or_insert_with(|| {
+                        let mut p = batch.payload();
+                        p.push(cx.owner);
+                        p
+                    });
+                    payload.extend_from_slice(&[access.table as u64, access.slot]);
+                }
+            }
+        }
+        if let Some(payload) = write_back {
+            batch.call(node, kind::WRITE_BACK, payload, true);
+        }
+        if let Some(payload) = unlock {
+            batch.call(node, kind::UNLOCK, payload, true);
+        }
+    }
+    drop(batch);
+    cx.submit_passive();
+}
+
+/// Release stage: unlock every record the attempt holds locked (abort path),
+/// with passive ACK.
+pub fn post_release(cx: &mut TxnCx<'_>) {
+    cx.collect_nodes(|a| a.locked);
+    if cx.nodes.is_empty() {
+        return;
+    }
+    let primitive = cx.primitive(Stage::Release);
+    let mut batch = cx.round();
+    for n in 0..cx.nodes.len() {
+        let node = cx.nodes[n];
+        let mut unlock: Option<Vec<u64>> = None;
+        for access in cx.accesses.iter().filter(|a| a.node == node && a.locked) {
+            let table = cx.table(access.table);
+            match primitive {
+                Primitive::OneSided => {
+                    batch.write_word(node, lock_addr(table, access.slot), 0);
+                }
+                Primitive::Rpc => {
+                    let payload = unlock.get_or_insert_with(|| {
+                        let mut p = batch.payload();
+                        p.push(cx.owner);
+                        p
+                    });
+                    payload.extend_from_slice(&[access.table as u64, access.slot]);
+                }
+            }
+        }
+        if let Some(payload) = unlock {
+            batch.call(node, kind::UNLOCK, payload, true);
+        }
+    }
+    drop(batch);
+    for access in cx.accesses.iter_mut() {
+        access.locked = false;
+    }
+    cx.submit_passive();
+}
+
+/// Handler of `WRITE_BACK`: `[owner, (table, slot, new_seq, record…)…]`.
+pub fn serve_write_back(store: &NodeStore, payload: &mut Vec<u64>) {
+    let owner = payload[0];
+    let mut at = 1;
+    while at < payload.len() {
+        let table = store.layout.table(payload[at] as u32);
+        let slot = payload[at + 1];
+        let new_seq = payload[at + 2];
+        let record = &payload[at + 3..at + 3 + table.record_words as usize];
+        debug_assert_eq!(store.region.load(lock_addr(table, slot)), owner);
+        store.region.write(table.record_addr(slot), record);
+        store.region.store(
+            table.tuple_addr(slot) + table.seq_end_offset() as u64,
+            new_seq,
+        );
+        store.region.store(table.seq_addr(slot), new_seq);
+        store.region.store(lock_addr(table, slot), 0);
+        at += 3 + table.record_words as usize;
+    }
+    let _ = owner;
+    payload.clear();
+}
+
+/// Handler of `UNLOCK`: `[owner, (table, slot)…]`. Unlocks only what
+/// `owner` holds (RCC §5.2: an RPC release is a CAS from the owner to 0).
+pub fn serve_unlock(store: &NodeStore, payload: &mut Vec<u64>) {
+    let owner = payload[0];
+    for pair in payload[1..].chunks_exact(2) {
+        let table = store.layout.table(pair[0] as u32);
+        let previous = store.region.cas(lock_addr(table, pair[1]), owner, 0);
+        debug_assert_eq!(previous, owner, "unlock of a lock this owner does not hold");
+    }
+    payload.clear();
+}
+
+/// Queues a single-record RPC whose payload is `words`.
+pub fn call_one(cx: &TxnCx<'_>, node: NodeId, kind: u16, words: &[u64]) -> crate::fabric::CallId {
+    let mut batch = cx.round();
+    let mut payload = batch.payload();
+    payload.extend_from_slice(words);
+    batch.call(node, kind, payload, false)
+}

@@ -1,0 +1,344 @@
+//! OCC in the DrTM+H style (DrTM+H §5.1–5.3; RCC §4, which bases its OCC on
+//! DrTM+H; FaRM/Silo lineage).
+//!
+//! Execution reads records without locks and remembers their versions; at
+//! commit the write set is locked, the read set is validated, and the writes
+//! are installed and unlocked.
+//!
+//! Stages (RCC bits): `read` = 2 (execution-phase fetch), `lock` = 1 (lock
+//! the write set; the version of each locked record is checked in the same
+//! round, DrTM+H §5.2's optimization — a locked record cannot change), `validate`
+//! = 32 (re-read `seq` and the lock of read-only records), `log` = 4 (empty
+//! without replication), `commit` = 16 (update & unlock), `release` = 8
+//! (unlock on abort).
+//!
+//! * one-sided read: one READ of the whole tuple (after an index probe on a
+//!   cache miss). The tuple is refused if locked (`read_locked`) or if
+//!   `seq != seq_end` (`read_inconsistent`: a torn READ; see `store`).
+//! * RPC read: the handler reads the tuple locally and replies
+//!   `[status, slot, seq, record…]` (the handler's word-by-word copy can race
+//!   a one-sided write-back just as a READ can, and is checked the same way).
+//! * one-sided lock: CAS(lock, 0 → owner) + READ(seq) per record, doorbell
+//!   batched per node; RPC lock: one request per node, the handler CASes and
+//!   compares each version and replies a status per record.
+//! * one-sided validate: READ of the two words `[seq, lock]`; RPC validate:
+//!   one request per node.
+//!
+//! Header layout: word 0 = lock (0 free, else owner = coroutine id + 1). The
+//! version is the store's `seq` word.
+//! Hybrid handshakes (RCC §5.2): none beyond the lock word and the slot
+//! returned by every RPC read, which lets a one-sided lock, commit or release
+//! address a tuple first fetched by RPC.
+//!
+//! Invariant: a transaction commits only if every record it read still has
+//! the version it read, with no other owner's lock, at a time when it holds
+//! every lock of its write set — the serialization point.
+
+use crate::store::NodeStore;
+use crate::txn::{AbortReason, TxnCx, TxnResult};
+
+use super::common::{self, kind, lock_addr, status};
+use super::{Primitive, Protocol, ProtocolKind, Stage};
+
+#[derive(Clone, Debug, Default)]
+pub struct Occ {
+    /// Broken on purpose: skip read-set validation. Only tests set it, to
+    /// prove the checker catches a non-serializable protocol.
+    pub skip_validation: bool,
+}
+
+/// Reply status of one record in an `OCC_LOCK` reply.
+const LOCK_OK: u64 = 0;
+const LOCK_CONFLICT: u64 = 1;
+const LOCK_STALE: u64 = 2;
+
+impl Occ {
+    async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        common::locate_onesided(cx, index).await?;
+        let access = cx.accesses[index];
+        let table = cx.table(access.table);
+        let read = cx.round().read(
+            access.node,
+            table.tuple_addr(access.slot),
+            table.tuple_words,
+        );
+        cx.submit().await;
+        let batch = cx.batch();
+        let tuple = common::decode(table, batch.result(read));
+        debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
+        if tuple.lock != 0 {
+            return Err(AbortReason::ReadLocked);
+        }
+        if tuple.seq != tuple.seq_end {
+            return Err(AbortReason::ReadInconsistent);
+        }
+        common::accept_record(cx, index, tuple.seq, tuple.record);
+        Ok(())
+    }
+
+    async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        let access = cx.accesses[index];
+        let call = common::call_one(
+            cx,
+            access.node,
+            kind::OCC_READ,
+            &[access.table as u64, access.key],
+        );
+        cx.submit().await;
+        let batch = cx.batch();
+        let reply = batch.reply(call);
+        if reply[0] != status::NOT_FOUND {
+            cx.remember_slot(index, reply[1]);
+        }
+        match reply[0] {
+            status::OK => {
+                common::accept_record(cx, index, reply[2], &reply[3..]);
+                Ok(())
+            }
+            status::LOCKED => Err(AbortReason::ReadLocked),
+            status::INCONSISTENT => Err(AbortReason::ReadInconsistent),
+            _ => Err(AbortReason::NotFound),
+        }
+    }
+
+    async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        cx.collect_nodes(|a| a.write);
+        {
+            let mut batch = cx.round();
+            for &node in &cx.nodes {
+                for access in cx.accesses.iter().filter(|a| a.write && a.node == node) {
+                    let table = cx.table(access.table);
+                    batch.cas(node, lock_addr(table, access.slot), 0, cx.owner);
+                    batch.read(node, table.seq_addr(access.slot), 1);
+                }
+            }
+        }
+        cx.submit().await;
+        // Verbs were queued node by node; walk them in the same order.
+        let batch = cx.batch();
+        let mut verb = 0u32;
+        let mut outcome = Ok(());
+        for n in 0..cx.nodes.len() {
+            let node = cx.nodes[n];
+            for index in 0..cx.accesses.len() {
+                let access = cx.accesses[index];
+                if !(access.write && access.node == node) {
+                    continue;
+                }
+                let previous = batch.result_word(crate::fabric::VerbId(verb));
+                let seq = batch.result_word(crate::fabric::VerbId(verb + 1));
+                verb += 2;
+                if previous != 0 {
+                    outcome = outcome.and(Err(AbortReason::LockConflict));
+                    continue;
+                }
+                cx.accesses[index].locked = true;
+                if seq != access.seq {
+                    outcome = outcome.and(Err(AbortReason::ValidationFailed));
+                }
+            }
+        }
+        outcome
+    }
+
+    async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        cx.collect_nodes(|a| a.write);
+        {
+            let mut batch = cx.round();
+            for &node in &cx.nodes {
+                let mut payload = batch.payload();
+                payload.push(cx.owner);
+                for access in cx.accesses.iter().filter(|a| a.write && a.node == node) {
+                    payload.extend_from_slice(&[access.table as u64, access.slot, access.seq]);
+                }
+                batch.call(node, kind::OCC_LOCK, payload, false);
+            }
+        }
+        cx.submit().await;
+        let batch = cx.batch();
+        let mut outcome = Ok(());
+        for n in 0..cx.nodes.len() {
+            let node = cx.nodes[n];
+            let reply = batch.reply(crate::fabric::CallId(n as u16));
+            let mut next = 0;
+            for index in 0..cx.accesses.len() {
+                let access = cx.accesses[index];
+                if !(access.write && access.node == node) {
+                    continue;
+                }
+                match reply[next] {
+                    LOCK_OK => cx.accesses[index].locked = true,
+                    LOCK_STALE => {
+                        cx.accesses[index].locked = true;
+                        outcome = outcome.and(Err(AbortReason::ValidationFailed));
+                    }
+                    _ => outcome = outcome.and(Err(AbortReason::LockConflict)),
+                }
+                next += 1;
+            }
+        }
+        outcome
+    }
+
+    async fn validate_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        let reads = cx.accesses.iter().filter(|a| !a.write).count();
+        if reads == 0 {
+            return Ok(());
+        }
+        cx.collect_nodes(|a| !a.write);
+        {
+            let mut batch = cx.round();
+            for &node in &cx.nodes {
+                for access in cx.accesses.iter().filter(|a| !a.write && a.node == node) {
+                    let table = cx.table(access.table);
+                    debug_assert_eq!(
+                        lock_addr(table, access.slot),
+                        table.seq_addr(access.slot) + 1
+                    );
+                    batch.read(node, table.seq_addr(access.slot), 2);
+                }
+            }
+        }
+        cx.submit().await;
+        let batch = cx.batch();
+        let mut verb = 0u32;
+        for &node in &cx.nodes {
+            for access in cx.accesses.iter().filter(|a| !a.write && a.node == node) {
+                let words = batch.result(crate::fabric::VerbId(verb));
+                verb += 1;
+                if words[0] != access.seq || words[1] != 0 {
+                    return Err(AbortReason::ValidationFailed);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn validate_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        cx.collect_nodes(|a| !a.write);
+        if cx.nodes.is_empty() {
+            return Ok(());
+        }
+        {
+            let mut batch = cx.round();
+            for &node in &cx.nodes {
+                let mut payload = batch.payload();
+                for access in cx.accesses.iter().filter(|a| !a.write && a.node == node) {
+                    payload.extend_from_slice(&[access.table as u64, access.slot, access.seq]);
+                }
+                batch.call(node, kind::OCC_VALIDATE, payload, false);
+            }
+        }
+        cx.submit().await;
+        let batch = cx.batch();
+        for n in 0..cx.nodes.len() {
+            if batch.reply(crate::fabric::CallId(n as u16))[0] != status::OK {
+                return Err(AbortReason::ValidationFailed);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Protocol for Occ {
+    const KIND: ProtocolKind = ProtocolKind::Occ;
+    const HEADER_WORDS: u32 = 1;
+    const ACCESS_STAGE: Stage = Stage::Read;
+
+    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        match cx.primitive(Stage::Read) {
+            Primitive::OneSided => self.read_onesided(cx, index).await,
+            Primitive::Rpc => self.read_rpc(cx, index).await,
+        }
+    }
+
+    async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        if !cx.accesses.iter().any(|a| a.write) {
+            return Ok(());
+        }
+        match cx.primitive(Stage::Lock) {
+            Primitive::OneSided => self.lock_onesided(cx).await,
+            Primitive::Rpc => self.lock_rpc(cx).await,
+        }
+    }
+
+    async fn validate(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        if self.skip_validation {
+            return Ok(());
+        }
+        match cx.primitive(Stage::Validate) {
+            Primitive::OneSided => self.validate_onesided(cx).await,
+            Primitive::Rpc => self.validate_rpc(cx).await,
+        }
+    }
+
+    async fn commit(&self, cx: &mut TxnCx<'_>) {
+        common::post_commit(cx);
+    }
+
+    async fn release(&self, cx: &mut TxnCx<'_>) {
+        common::post_release(cx);
+    }
+
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) {
+        match kind {
+            kind::OCC_READ => {
+                let (table_id, key) = (payload[0] as u32, payload[1]);
+                payload.clear();
+                let Some(slot) = store.lookup(table_id, key) else {
+                    payload.push(status::NOT_FOUND);
+                    return;
+                };
+                let table = store.layout.table(table_id);
+                payload.resize(table.tuple_words as usize, 0);
+                store.region.read(table.tuple_addr(slot), payload);
+                let tuple = common::decode(table, payload);
+                let (lock, seq, seq_end) = (tuple.lock, tuple.seq, tuple.seq_end);
+                let record_at = table.record_offset() as usize;
+                let status = if lock != 0 {
+                    status::LOCKED
+                } else if seq != seq_end {
+                    status::INCONSISTENT
+                } else {
+                    status::OK
+                };
+                // Reply [status, slot, seq, record…] in the same buffer.
+                payload.copy_within(record_at..record_at + table.record_words as usize, 3);
+                payload.truncate(3 + table.record_words as usize);
+                payload[0] = status;
+                payload[1] = slot;
+                payload[2] = seq;
+            }
+            kind::OCC_LOCK => {
+                let owner = payload[0];
+                let entries = (payload.len() - 1) / 3;
+                for entry in 0..entries {
+                    let at = 1 + 3 * entry;
+                    let table = store.layout.table(payload[at] as u32);
+                    let (slot, seq) = (payload[at + 1], payload[at + 2]);
+                    payload[entry] = if store.region.cas(lock_addr(table, slot), 0, owner) != 0 {
+                        LOCK_CONFLICT
+                    } else if store.region.load(table.seq_addr(slot)) != seq {
+                        LOCK_STALE
+                    } else {
+                        LOCK_OK
+                    };
+                }
+                payload.truncate(entries);
+            }
+            kind::OCC_VALIDATE => {
+                let valid = payload.chunks_exact(3).all(|entry| {
+                    let table = store.layout.table(entry[0] as u32);
+                    let slot = entry[1];
+                    store.region.load(table.seq_addr(slot)) == entry[2]
+                        && store.region.load(lock_addr(table, slot)) == 0
+                });
+                payload.clear();
+                payload.push(if valid { status::OK } else { status::STALE });
+            }
+            kind::WRITE_BACK => common::serve_write_back(store, payload),
+            kind::UNLOCK => common::serve_unlock(store, payload),
+            other => panic!("occ has no RPC handler {other}"),
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! The runtime (ARCHITECTURE.md layer 3): per worker, a single-threaded
+//! executor for C transaction coroutines and the event loop beside them
+//! (RCC §3.1, DrTM+H §3.2: coroutines, outstanding requests, doorbell
+//! batching, passive ACK).
+//!
+//! A coroutine is a Rust future, boxed once when the worker starts and polled
+//! until the run ends; it waits only through this module — on a round of
+//! verbs and RPCs ([`Worker::submit`]), a timer ([`Worker::sleep`]) or a
+//! yield — which is what makes the executor the only scheduler and lets the
+//! `sim` fabric drive the same code in virtual time.
+//!
+//! Wakers are not used: each coroutine has a [`CoSlot`] whose counters say
+//! when it is runnable (no awaited reply outstanding and its completion time
+//! or timer reached). The event loop, between polls, drains the endpoint's
+//! inbox: requests run their protocol handler and are answered with the same
+//! payload buffer; replies are filed into the waiting coroutine's batch.
+//!
+//! Invariants: a `RefCell` borrow of a slot's batch or of the endpoint is
+//! never held across an await; `pending` counts exactly the non-passive
+//! replies not yet filed, `unacked` the passive ones.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
+
+use crate::fabric::verbs::{MSG_PASSIVE, MSG_REPLY};
+use crate::fabric::{Batch, Endpoint, Message, NodeId};
+
+/// The scheduling state of one coroutine.
+#[derive(Default)]
+pub struct CoSlot {
+    pub batch: RefCell<Batch>,
+    /// Awaited RPC replies not yet arrived.
+    pending: Cell<u32>,
+    /// Passive RPCs whose reply has not come back.
+    unacked: Cell<u32>,
+    /// Not runnable before this time (verb completion or timer).
+    ready_at_ns: Cell<u64>,
+    /// Waiting for `unacked` to reach 0 (draining at the end of the run).
+    draining: Cell<bool>,
+    done: Cell<bool>,
+}
+
+impl CoSlot {
+    #[inline]
+    fn runnable(&self, now_ns: u64) -> bool {
+        self.pending.get() == 0
+            && self.ready_at_ns.get() <= now_ns
+            && (!self.draining.get() || self.unacked.get() == 0)
+    }
+}
+
+/// Handles RPC requests on the target worker: turns the request payload
+/// into the reply payload in place.
+pub trait RpcService {
+    fn serve(&self, kind: u16, payload: &mut Vec<u64>);
+}
+
+/// One worker: its endpoint, its coroutines' slots, its clock.
+pub struct Worker {
+    pub node: NodeId,
+    pub worker: u16,
+    endpoint: RefCell<Box<dyn Endpoint>>,
+    slots: Box<[CoSlot]>,
+}
+
+impl Worker {
+    pub fn new(endpoint: Box<dyn Endpoint>, coroutines: usize) -> Worker {
+        Worker {
+            node: endpoint.node(),
+            worker: endpoint.worker(),
+            endpoint: RefCell::new(endpoint),
+            slots: (0..coroutines).map(|_| CoSlot::default()).collect(),
+        }
+    }
+
+    pub fn coroutines(&self) -> usize {
+        self.slots.len()
+    }
+
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        self.endpoint.borrow().now_ns()
+    }
+
+    pub fn slot(&self, co: u16) -> &CoSlot {
+        &self.slots[co as usize]
+    }
+
+    pub fn spend_cpu(&self, ns: u64) {
+        self.endpoint.borrow_mut().spend_cpu(ns)
+    }
+
+    pub fn counters(&self) -> crate::fabric::VerbCounters {
+        *self.endpoint.borrow().counters()
+    }
+
+    /// Posts everything queued in `co`'s batch: each run of consecutive verbs
+    /// to one node as one doorbell batch, all batches and RPCs in flight
+    /// together. Passive RPCs are not awaited.
+    fn post(&self, co: u16) -> u64 {
+        let slot = &self.slots[co as usize];
+        let mut batch = slot.batch.borrow_mut();
+        let mut endpoint = self.endpoint.borrow_mut();
+        let Batch {
+            verbs,
+            write_data,
+            results,
+            calls,
+            ..
+        } = &mut *batch;
+        let mut ready_at = 0;
+        let mut start = 0;
+        while start < verbs.len() {
+            let node = verbs[start].node;
+            let mut end = start + 1;
+            while end < verbs.len() && verbs[end].node == node {
+                end += 1;
+            }
+            ready_at = ready_at.max(endpoint.post(&verbs[start..end], write_data, results));
+            start = end;
+        }
+        for (index, call) in calls.drain(..).enumerate() {
+            let flags = if call.passive {
+                slot.unacked.set(slot.unacked.get() + 1);
+                MSG_PASSIVE
+            } else {
+                slot.pending.set(slot.pending.get() + 1);
+                0
+            };
+            endpoint.send(Message {
+                src_node: self.node,
+                src_worker: self.worker,
+                dst_node: call.node,
+                dst_worker: self.worker,
+                coroutine: co,
+                call: index as u16,
+                kind: call.kind,
+                flags,
+                deliver_at_ns: 0,
+                payload: call.payload,
+            });
+        }
+        ready_at
+    }
+
+    /// Posts `co`'s round and waits until every verb has completed and every
+    /// awaited reply has arrived. Completes without yielding when nothing is
+    /// outstanding (a local round with no injected latency).
+    pub fn submit(&self, co: u16) -> Wait<'_> {
+        let ready_at = self.post(co);
+        self.slots[co as usize].ready_at_ns.set(ready_at);
+        Wait { worker: self, co }
+    }
+
+    /// Posts `co`'s round without waiting for it (passive ACK): verbs and
+    /// RPCs of later rounds still take effect after these (FIFO).
+    pub fn submit_passive(&self, co: u16) {
+        let slot = &self.slots[co as usize];
+        debug_assert!(
+            slot.batch.borrow().calls.iter().all(|c| c.passive),
+            "a passive round carries passive calls only"
+        );
+        self.post(co);
+    }
+
+    /// Sleeps `ns` (back-off).
+    pub fn sleep(&self, co: u16, ns: u64) -> Wait<'_> {
+        let slot = &self.slots[co as usize];
+        slot.ready_at_ns.set(self.now_ns() + ns);
+        Wait { worker: self, co }
+    }
+
+    /// Lets the other coroutines and the event loop run once.
+    pub fn yield_now(&self) -> YieldNow {
+        YieldNow { yielded: false }
+    }
+
+    /// Waits until every passive RPC of `co` has been acknowledged, so no
+    /// write-back is still in flight when the run ends.
+    pub fn drain(&self, co: u16) -> Wait<'_> {
+        self.slots[co as usize].draining.set(true);
+        Wait { worker: self, co }
+    }
+
+    fn file_reply(&self, msg: Message) {
+        let slot = &self.slots[msg.coroutine as usize];
+        let mut batch = slot.batch.borrow_mut();
+        if msg.flags & MSG_PASSIVE != 0 {
+            debug_assert!(slot.unacked.get() > 0);
+            slot.unacked.set(slot.unacked.get() - 1);
+            batch.pool.push(msg.payload);
+        } else {
+            debug_assert!(slot.pending.get() > 0, "reply nobody waits for");
+            let call = msg.call as usize;
+            debug_assert!(batch.replies[call].is_none());
+            batch.replies[call] = Some(msg.payload);
+            slot.pending.set(slot.pending.get() - 1);
+        }
+    }
+
+    /// Runs the coroutines and the event loop until every coroutine has
+    /// finished and every worker of the cluster has too (`finished` counts
+    /// them, up to `total_workers`): a worker keeps serving RPCs until no peer
+    /// can need it.
+    pub fn run(
+        &self,
+        coroutines: &mut [Pin<Box<dyn Future<Output = ()> + '_>>],
+        service: &dyn RpcService,
+        finished: &AtomicUsize,
+        total_workers: usize,
+    ) {
+        assert_eq!(coroutines.len(), self.slots.len());
+        let mut context = Context::from_waker(Waker::noop());
+        let mut inbox: Vec<Message> = Vec::with_capacity(64);
+        let mut live = coroutines.len();
+        let mut announced = false;
+        loop {
+            self.endpoint.borrow_mut().receive(&mut inbox);
+            let served = !inbox.is_empty();
+            for mut msg in inbox.drain(..) {
+                if msg.flags & MSG_REPLY != 0 {
+                    self.file_reply(msg);
+                } else {
+                    service.serve(msg.kind, &mut msg.payload);
+                    std::mem::swap(&mut msg.src_node, &mut msg.dst_node);
+                    std::mem::swap(&mut msg.src_worker, &mut msg.dst_worker);
+                    msg.flags |= MSG_REPLY;
+                    self.endpoint.borrow_mut().send(msg);
+                }
+            }
+
+            let now = self.now_ns();
+            let mut polled = false;
+            let mut wake_at: Option<u64> = None;
+            for (index, coroutine) in coroutines.iter_mut().enumerate() {
+                let slot = &self.slots[index];
+                if slot.done.get() {
+                    continue;
+                }
+                if slot.runnable(now) {
+                    polled = true;
+                    if coroutine.as_mut().poll(&mut context).is_ready() {
+                        slot.done.set(true);
+                        live -= 1;
+                    }
+                } else if slot.pending.get() == 0 && !slot.draining.get() {
+                    let at = slot.ready_at_ns.get();
+                    wake_at = Some(wake_at.map_or(at, |w: u64| w.min(at)));
+                }
+            }
+
+            if live == 0 && !announced {
+                finished.fetch_add(1, Ordering::SeqCst);
+                announced = true;
+            }
+            if announced && finished.load(Ordering::SeqCst) >= total_workers {
+                return;
+            }
+            if !polled && !served {
+                self.endpoint.borrow_mut().idle(wake_at);
+            }
+        }
+    }
+}
+
+/// Future of [`Worker::submit`], [`Worker::sleep`] and [`Worker::drain`].
+pub struct Wait<'w> {
+    worker: &'w Worker,
+    co: u16,
+}
+
+impl Future for Wait<'_> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        let slot = &self.worker.slots[self.co as usize];
+        if slot.runnable(self.worker.now_ns()) {
+            slot.draining.set(false);
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+pub struct YieldNow {
+    yielded: bool,
+}
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if self.yielded {
+            Poll::Ready(())
+        } else {
+            self.yielded = true;
+            Poll::Pending
+        }
+    }
+}

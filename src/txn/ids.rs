@@ -1,0 +1,39 @@
+//! Packing of ids into 64-bit words.
+//!
+//! A coroutine id is `node:12 | worker:8 | coroutine:8` (28 bits; the config
+//! limits are `MAX_NODES`, `MAX_WORKERS`, `MAX_COROUTINES`). A lock word
+//! holds `coroutine id + 1`, so 0 means free. A transaction id is the
+//! coroutine id above a 36-bit per-coroutine attempt counter, unique over a
+//! run.
+
+use crate::fabric::NodeId;
+
+pub const COUNTER_BITS: u32 = 36;
+
+#[inline]
+pub fn coroutine_id(node: NodeId, worker: u16, co: u16) -> u32 {
+    debug_assert!(node < 4096 && worker < 256 && co < 256);
+    ((node as u32) << 16) | ((worker as u32) << 8) | co as u32
+}
+
+#[inline]
+pub fn lock_owner(coroutine: u32) -> u64 {
+    coroutine as u64 + 1
+}
+
+#[inline]
+pub fn txn_id(coroutine: u32, counter: u64) -> u64 {
+    debug_assert!(counter < 1 << COUNTER_BITS);
+    ((coroutine as u64) << COUNTER_BITS) | counter
+}
+
+/// `(node, worker, coroutine, counter)` of a transaction id.
+pub fn split_txn_id(id: u64) -> (NodeId, u16, u16, u64) {
+    let coroutine = (id >> COUNTER_BITS) as u32;
+    (
+        (coroutine >> 16) as NodeId,
+        ((coroutine >> 8) & 0xff) as u16,
+        (coroutine & 0xff) as u16,
+        id & ((1 << COUNTER_BITS) - 1),
+    )
+}

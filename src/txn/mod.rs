@@ -1,0 +1,332 @@
+//! The transaction layer (ARCHITECTURE.md layer 4): the context a protocol's
+//! stages work on ([`TxnCx`]), the API a transaction program sees ([`Txn`]),
+//! and abort reasons.
+//!
+//! A program reads and updates records through [`Txn`]; each first access of
+//! a record runs the protocol's execution-phase stage (`Protocol::access`) and
+//! leaves a copy of the record in the context's data arena, where the program
+//! computes on it. Writes change only that copy; the protocol's commit stages
+//! install it. Read-your-writes holds: a second access to a record returns
+//! the same copy.
+//!
+//! Invariants: accesses are unique per `(table, node, key)`; an access's
+//! `data` range holds `record_words` words; a write-set access was fetched
+//! with write intent (or upgraded by the protocol).
+
+pub mod ids;
+
+use std::cell::RefMut;
+
+use crate::fabric::{Batch, NodeId};
+use crate::protocols::{Protocol, Stage, StagePlan};
+use crate::runtime::Worker;
+use crate::store::{LocationCache, StoreLayout, TableId, TableLayout};
+
+/// Why an attempt aborted. The protocol layer picks the reason; users see
+/// counts per reason in the report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AbortReason {
+    /// A lock was held by another transaction (NO_WAIT, OCC lock stage).
+    LockConflict,
+    /// An optimistic read found the tuple locked.
+    ReadLocked,
+    /// An optimistic read saw a tuple mid-update (torn READ).
+    ReadInconsistent,
+    /// Validation found a version changed since it was read.
+    ValidationFailed,
+    /// The key does not exist.
+    NotFound,
+    /// The program asked to abort.
+    User,
+}
+
+impl AbortReason {
+    pub const ALL: [AbortReason; 6] = [
+        AbortReason::LockConflict,
+        AbortReason::ReadLocked,
+        AbortReason::ReadInconsistent,
+        AbortReason::ValidationFailed,
+        AbortReason::NotFound,
+        AbortReason::User,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AbortReason::LockConflict => "lock_conflict",
+            AbortReason::ReadLocked => "read_locked",
+            AbortReason::ReadInconsistent => "read_inconsistent",
+            AbortReason::ValidationFailed => "validation_failed",
+            AbortReason::NotFound => "not_found",
+            AbortReason::User => "user",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+pub type TxnResult<T> = Result<T, AbortReason>;
+
+/// Slot not known yet (location cache miss, no lookup done).
+pub const NO_SLOT: u64 = u64::MAX;
+
+/// One record in the read or write set.
+#[derive(Clone, Copy, Debug)]
+pub struct Access {
+    pub table: TableId,
+    pub node: NodeId,
+    pub key: u64,
+    /// Tuple slot on `node`, or `NO_SLOT`.
+    pub slot: u64,
+    /// Version (`seq`) observed when fetched.
+    pub seq: u64,
+    /// Offset of the record copy in `TxnCx::data`.
+    pub data: u32,
+    /// In the write set.
+    pub write: bool,
+    /// This transaction holds the tuple's lock.
+    pub locked: bool,
+}
+
+/// Per-coroutine transaction context, reused by every transaction the
+/// coroutine runs (no allocation once its vectors have grown).
+pub struct TxnCx<'w> {
+    pub worker: &'w Worker,
+    pub co: u16,
+    pub layout: &'w StoreLayout,
+    cache: &'w std::cell::RefCell<LocationCache>,
+    pub plan: StagePlan,
+    /// Value a lock word holds while this coroutine owns it (never 0).
+    pub owner: u64,
+    pub txn_id: u64,
+    pub accesses: Vec<Access>,
+    pub data: Vec<u64>,
+    /// Scratch list of nodes, for grouping per participant.
+    pub nodes: Vec<NodeId>,
+    /// Time spent per stage in this attempt, ns (index: `Stage::index`).
+    pub stage_ns: [u64; 9],
+}
+
+impl<'w> TxnCx<'w> {
+    pub fn new(
+        worker: &'w Worker,
+        co: u16,
+        layout: &'w StoreLayout,
+        cache: &'w std::cell::RefCell<LocationCache>,
+        plan: StagePlan,
+    ) -> TxnCx<'w> {
+        TxnCx {
+            worker,
+            co,
+            layout,
+            cache,
+            plan,
+            owner: ids::lock_owner(ids::coroutine_id(worker.node, worker.worker, co)),
+            txn_id: 0,
+            accesses: Vec::with_capacity(64),
+            data: Vec::with_capacity(64 * 16),
+            nodes: Vec::with_capacity(16),
+            stage_ns: [0; 9],
+        }
+    }
+
+    /// Starts an attempt.
+    pub fn begin(&mut self, txn_id: u64) {
+        self.txn_id = txn_id;
+        self.accesses.clear();
+        self.data.clear();
+        self.stage_ns = [0; 9];
+    }
+
+    #[inline]
+    pub fn primitive(&self, stage: Stage) -> crate::protocols::Primitive {
+        self.plan.get(stage)
+    }
+
+    #[inline]
+    pub fn table(&self, table: TableId) -> &'w TableLayout {
+        self.layout.table(table)
+    }
+
+    /// Starts a new round of verbs and RPCs, forgetting the last round's
+    /// results.
+    pub fn round(&self) -> RefMut<'w, Batch> {
+        let mut batch = self.worker.slot(self.co).batch.borrow_mut();
+        batch.clear();
+        batch
+    }
+
+    /// The current round (to read results after [`TxnCx::submit`]).
+    pub fn batch(&self) -> RefMut<'w, Batch> {
+        self.worker.slot(self.co).batch.borrow_mut()
+    }
+
+    pub async fn submit(&self) {
+        self.worker.submit(self.co).await
+    }
+
+    pub fn submit_passive(&self) {
+        self.worker.submit_passive(self.co)
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.worker.now_ns()
+    }
+
+    pub fn record(&self, index: usize) -> &[u64] {
+        let access = &self.accesses[index];
+        let words = self.table(access.table).record_words as usize;
+        &self.data[access.data as usize..access.data as usize + words]
+    }
+
+    pub fn record_mut(&mut self, index: usize) -> &mut [u64] {
+        let access = self.accesses[index];
+        let words = self.table(access.table).record_words as usize;
+        &mut self.data[access.data as usize..access.data as usize + words]
+    }
+
+    /// Fills `slot` from the location cache; true on a hit.
+    pub fn locate_cached(&mut self, index: usize) -> bool {
+        let access = &mut self.accesses[index];
+        if access.slot != NO_SLOT {
+            return true;
+        }
+        match self
+            .cache
+            .borrow_mut()
+            .get(access.table, access.node, access.key)
+        {
+            Some(slot) => {
+                access.slot = slot;
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn remember_slot(&mut self, index: usize, slot: u64) {
+        let access = &mut self.accesses[index];
+        access.slot = slot;
+        self.cache
+            .borrow_mut()
+            .put(access.table, access.node, access.key, slot);
+    }
+
+    pub fn forget_slot(&mut self, index: usize) {
+        let access = &mut self.accesses[index];
+        self.cache
+            .borrow_mut()
+            .invalidate(access.table, access.node, access.key);
+        access.slot = NO_SLOT;
+    }
+
+    fn find(&self, table: TableId, node: NodeId, key: u64) -> Option<usize> {
+        self.accesses
+            .iter()
+            .position(|a| a.key == key && a.table == table && a.node == node)
+    }
+
+    fn push_access(&mut self, table: TableId, node: NodeId, key: u64, write: bool) -> usize {
+        let words = self.table(table).record_words as usize;
+        let data = self.data.len() as u32;
+        self.data.resize(self.data.len() + words, 0);
+        self.accesses.push(Access {
+            table,
+            node,
+            key,
+            slot: NO_SLOT,
+            seq: 0,
+            data,
+            write,
+            locked: false,
+        });
+        self.accesses.len() - 1
+    }
+
+    /// Distinct nodes of the accesses matching `filter`, into `self.nodes`.
+    pub fn collect_nodes(&mut self, filter: impl Fn(&Access) -> bool) {
+        self.nodes.clear();
+        for access in &self.accesses {
+            if filter(access) && !self.nodes.contains(&access.node) {
+                self.nodes.push(access.node);
+            }
+        }
+    }
+
+    pub fn add_stage_time(&mut self, stage: Stage, ns: u64) {
+        self.stage_ns[stage.index()] += ns;
+    }
+}
+
+/// Handle of a record accessed by a program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rec(usize);
+
+/// What a transaction program sees.
+pub struct Txn<'c, 'w, P: Protocol> {
+    cx: &'c mut TxnCx<'w>,
+    protocol: &'c P,
+}
+
+impl<'c, 'w, P: Protocol> Txn<'c, 'w, P> {
+    pub fn new(cx: &'c mut TxnCx<'w>, protocol: &'c P) -> Self {
+        Txn { cx, protocol }
+    }
+
+    /// Reads `key` of `table` on `node`.
+    pub async fn read(&mut self, table: TableId, node: NodeId, key: u64) -> TxnResult<Rec> {
+        self.access(table, node, key, false).await
+    }
+
+    /// Reads `key` with intent to write it (read-modify-write).
+    pub async fn update(&mut self, table: TableId, node: NodeId, key: u64) -> TxnResult<Rec> {
+        self.access(table, node, key, true).await
+    }
+
+    async fn access(
+        &mut self,
+        table: TableId,
+        node: NodeId,
+        key: u64,
+        write: bool,
+    ) -> TxnResult<Rec> {
+        if let Some(index) = self.cx.find(table, node, key) {
+            if write && !self.cx.accesses[index].write {
+                self.protocol.upgrade(self.cx, index).await?;
+                self.cx.accesses[index].write = true;
+            }
+            return Ok(Rec(index));
+        }
+        let index = self.cx.push_access(table, node, key, write);
+        let start = self.cx.now_ns();
+        let result = self.protocol.access(self.cx, index).await;
+        let elapsed = self.cx.now_ns() - start;
+        self.cx.add_stage_time(P::ACCESS_STAGE, elapsed);
+        result.map(|_| Rec(index))
+    }
+
+    pub fn get(&self, rec: Rec) -> &[u64] {
+        self.cx.record(rec.0)
+    }
+
+    /// The record copy to modify; the record must have been accessed with
+    /// [`Txn::update`].
+    pub fn get_mut(&mut self, rec: Rec) -> &mut [u64] {
+        debug_assert!(
+            self.cx.accesses[rec.0].write,
+            "get_mut on a record read without update intent"
+        );
+        self.cx.record_mut(rec.0)
+    }
+
+    /// Spends `ns` of CPU time on the program's own computation.
+    pub fn compute(&self, ns: u64) {
+        self.cx.worker.spend_cpu(ns)
+    }
+
+    /// The error a program returns to abort by its own choice.
+    pub fn user_abort(&self) -> AbortReason {
+        AbortReason::User
+    }
+}
