@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocols::{Primitive, ProtocolKind, StagePlan};
+use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
 
 /// Upper bounds that the id packing of `txn::ids` relies on.
 pub const MAX_NODES: u32 = 4096;
@@ -29,7 +29,11 @@ pub struct Config {
     pub workers: u32,
     pub coroutines: u32,
     pub protocol: ProtocolKind,
-    /// Primitive per stage. Built from `primitive` and `stages` flags.
+    /// Primitive of every stage not named in `stages`.
+    pub primitive: Primitive,
+    /// Primitive per stage. Before `validate`: only the stages the user
+    /// named (`--stages`, or a `[stages]` table); after: every stage of the
+    /// protocol, resolved against `primitive`.
     pub stages: StagePlan,
     pub workload: WorkloadKind,
     /// Measured interval, seconds.
@@ -124,7 +128,8 @@ impl Default for Config {
             workers: 1,
             coroutines: 8,
             protocol: ProtocolKind::NoWait,
-            stages: StagePlan::uniform(Primitive::OneSided),
+            primitive: Primitive::OneSided,
+            stages: StagePlan::empty(),
             workload: WorkloadKind::Ycsb,
             duration_s: 2.0,
             warmup_s: 0.5,
@@ -162,5 +167,189 @@ impl Default for YcsbConfig {
             compute_us: 5.0,
             partitions_per_txn: None,
         }
+    }
+}
+
+/// A configuration value that is out of range, unknown or inconsistent. The
+/// message names the value and what is allowed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Largest registered memory a run may allocate in all (every node's
+/// region together), so a typo in `rows_per_node` fails with a message
+/// instead of exhausting the machine.
+pub const MAX_REGION_BYTES: u64 = 16 << 30;
+
+fn check_count(name: &str, value: u32, low: u32, high: u32) -> Result<(), ConfigError> {
+    if value < low || value > high {
+        return Err(ConfigError(format!(
+            "{name} = {value} is out of range; allowed: {low}..={high}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_real(
+    name: &str,
+    value: f64,
+    low: f64,
+    high: f64,
+    high_open: bool,
+) -> Result<(), ConfigError> {
+    let above = if high_open {
+        value >= high
+    } else {
+        value > high
+    };
+    if !value.is_finite() || value < low || above {
+        let close = if high_open { ")" } else { "]" };
+        return Err(ConfigError(format!(
+            "{name} = {value} is out of range; allowed: [{low}, {high}{close}"
+        )));
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Checks every value and resolves the stage plan against the protocol.
+    /// Idempotent: a validated config validates again unchanged.
+    pub fn validate(&mut self) -> Result<(), ConfigError> {
+        check_count("nodes", self.nodes, 1, MAX_NODES)?;
+        check_count("workers", self.workers, 1, MAX_WORKERS)?;
+        check_count("coroutines", self.coroutines, 1, MAX_COROUTINES)?;
+        if !self.protocol.implemented() {
+            return Err(ConfigError(format!(
+                "protocol {} is not implemented in this build yet; implemented: {}",
+                self.protocol.name(),
+                ProtocolKind::implemented_names().join(", ")
+            )));
+        }
+        self.resolve_stages()?;
+        check_real("duration_s", self.duration_s, 0.001, 86_400.0, false)?;
+        check_real("warmup_s", self.warmup_s, 0.0, 86_400.0, false)?;
+        for (name, value) in [
+            ("latency.onesided_ns", self.latency.onesided_ns),
+            ("latency.atomic_ns", self.latency.atomic_ns),
+            ("latency.rpc_ns", self.latency.rpc_ns),
+        ] {
+            if value > 1_000_000_000 {
+                return Err(ConfigError(format!(
+                    "{name} = {value} is out of range; allowed: 0..=1000000000 (1 s)"
+                )));
+            }
+        }
+        if self.backoff.cap_ns > 1_000_000_000 || self.backoff.base_ns > self.backoff.cap_ns {
+            return Err(ConfigError(format!(
+                "backoff base_ns = {} and cap_ns = {} are inconsistent; allowed: base_ns <= cap_ns <= 1000000000",
+                self.backoff.base_ns, self.backoff.cap_ns
+            )));
+        }
+        if self.location_cache_entries > 1 << 24 {
+            return Err(ConfigError(format!(
+                "location_cache_entries = {} is out of range; allowed: 0..={}",
+                self.location_cache_entries,
+                1 << 24
+            )));
+        }
+        self.validate_ycsb()
+    }
+
+    fn resolve_stages(&mut self) -> Result<(), ConfigError> {
+        let protocol_bits = self.protocol.stage_bits();
+        for stage in self.stages.stages() {
+            if protocol_bits & stage.bit() == 0 {
+                return Err(ConfigError(format!(
+                    "protocol {} has no stage `{}`; its stages are {}",
+                    self.protocol.name(),
+                    stage.name(),
+                    self.protocol
+                        .stages()
+                        .iter()
+                        .map(|s| s.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+        let mut plan = StagePlan::uniform(self.primitive).restrict_to(protocol_bits);
+        for stage in self.stages.stages() {
+            plan = plan.with(stage, self.stages.get(stage));
+        }
+        self.stages = plan;
+        Ok(())
+    }
+
+    fn validate_ycsb(&mut self) -> Result<(), ConfigError> {
+        let y = &mut self.ycsb;
+        check_count("ycsb.ops_per_txn", y.ops_per_txn, 1, MAX_OPS_PER_TXN)?;
+        if y.record_bytes < 8 || y.record_bytes > 4096 || y.record_bytes % 8 != 0 {
+            return Err(ConfigError(format!(
+                "ycsb.record_bytes = {} is not allowed; allowed: a multiple of 8 in 8..=4096",
+                y.record_bytes
+            )));
+        }
+        check_real("ycsb.write_ratio", y.write_ratio, 0.0, 1.0, false)?;
+        check_real("ycsb.theta", y.theta, 0.0, 1.0, true)?;
+        check_real("ycsb.hot_probability", y.hot_probability, 0.0, 1.0, false)?;
+        if !(y.hot_fraction > 0.0 && y.hot_fraction <= 1.0) {
+            return Err(ConfigError(format!(
+                "ycsb.hot_fraction = {} is out of range; allowed: (0, 1]",
+                y.hot_fraction
+            )));
+        }
+        check_real("ycsb.compute_us", y.compute_us, 0.0, 1_000_000.0, false)?;
+        let partitions = y.partitions_per_txn.unwrap_or(self.nodes.min(2));
+        let most = self.nodes.min(y.ops_per_txn);
+        if partitions < 1 || partitions > most {
+            return Err(ConfigError(format!(
+                "ycsb.partitions_per_txn = {partitions} is out of range; allowed: 1..={most} (at most nodes and ops_per_txn)"
+            )));
+        }
+        y.partitions_per_txn = Some(partitions);
+        // Each partition must hold the distinct keys a transaction draws there.
+        let keys_per_partition = y.ops_per_txn.div_ceil(partitions) as u64;
+        if y.rows_per_node < keys_per_partition || y.rows_per_node > 1 << 40 {
+            return Err(ConfigError(format!(
+                "ycsb.rows_per_node = {} is out of range; allowed: {}..={} (a transaction draws {} distinct keys per partition)",
+                y.rows_per_node,
+                keys_per_partition,
+                1u64 << 40,
+                keys_per_partition
+            )));
+        }
+        // Rough footprint: tuple words plus the index (≤ 50 % load).
+        let tuple_bytes = 8 * (4 + y.record_bytes as u64 / 8) + 32;
+        let total = tuple_bytes
+            .saturating_mul(y.rows_per_node)
+            .saturating_mul(self.nodes as u64);
+        if total > MAX_REGION_BYTES {
+            return Err(ConfigError(format!(
+                "ycsb.rows_per_node = {} × record_bytes = {} on {} nodes needs about {} MiB of registered memory; allowed: at most {} MiB",
+                y.rows_per_node,
+                y.record_bytes,
+                self.nodes,
+                total >> 20,
+                MAX_REGION_BYTES >> 20
+            )));
+        }
+        Ok(())
+    }
+
+    /// Resolved primitive of `stage`.
+    pub fn primitive_of(&self, stage: Stage) -> Primitive {
+        self.stages.get(stage)
+    }
+
+    /// Worker threads of the whole run.
+    pub fn total_workers(&self) -> u32 {
+        self.nodes * self.workers
     }
 }

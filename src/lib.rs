@@ -1,5 +1,7 @@
 pub mod check;
+pub mod cli;
 pub mod config;
+pub mod engine;
 pub mod fabric;
 pub mod protocols;
 pub mod rng;

@@ -91,6 +91,11 @@ impl ThreadsFabric {
         }
     }
 
+    /// The fabric's clock, as every endpoint reads it.
+    pub fn now_ns(&self) -> u64 {
+        self.shared.epoch.elapsed().as_nanos() as u64
+    }
+
     pub fn region(&self, node: NodeId) -> &Arc<Region> {
         &self.shared.regions[node as usize]
     }

@@ -122,6 +122,15 @@ impl StagePlan {
         }
     }
 
+    /// A plan that names no stage (the user's explicit choices, before
+    /// resolution, start from it).
+    pub fn empty() -> StagePlan {
+        StagePlan {
+            present: 0,
+            onesided: 0,
+        }
+    }
+
     /// A plan from an RCC hybrid code over the stages `present`.
     pub fn from_code(present: u16, code: u16) -> StagePlan {
         debug_assert_eq!(code & !present, 0, "code has bits outside the protocol");
@@ -199,7 +208,7 @@ impl<'de> Deserialize<'de> for StagePlan {
                 f.write_str("a table of stage = \"onesided\" | \"rpc\"")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StagePlan, A::Error> {
-                let mut plan = StagePlan::uniform(Primitive::OneSided);
+                let mut plan = StagePlan::empty();
                 while let Some((stage, primitive)) = map.next_entry::<String, String>()? {
                     let stage_value = Stage::parse(&stage).ok_or_else(|| {
                         de::Error::custom(format!(

@@ -99,8 +99,9 @@ impl Worker {
 
     /// Posts everything queued in `co`'s batch: each run of consecutive verbs
     /// to one node as one doorbell batch, all batches and RPCs in flight
-    /// together. Passive RPCs are not awaited.
-    fn post(&self, co: u16) -> u64 {
+    /// together. Passive RPCs are not awaited. Returns when the verbs
+    /// complete, and whether the round left this node.
+    fn post(&self, co: u16) -> (u64, bool) {
         let slot = &self.slots[co as usize];
         let mut batch = slot.batch.borrow_mut();
         let mut endpoint = self.endpoint.borrow_mut();
@@ -112,9 +113,11 @@ impl Worker {
             ..
         } = &mut *batch;
         let mut ready_at = 0;
+        let mut remote = !calls.is_empty();
         let mut start = 0;
         while start < verbs.len() {
             let node = verbs[start].node;
+            remote |= node != self.node;
             let mut end = start + 1;
             while end < verbs.len() && verbs[end].node == node {
                 end += 1;
@@ -143,16 +146,23 @@ impl Worker {
                 payload: call.payload,
             });
         }
-        ready_at
+        (ready_at, remote)
     }
 
     /// Posts `co`'s round and waits until every verb has completed and every
-    /// awaited reply has arrived. Completes without yielding when nothing is
-    /// outstanding (a local round with no injected latency).
+    /// awaited reply has arrived. A round that left the node yields at least
+    /// once, as a coroutine does after posting to a real NIC, so the other
+    /// coroutines and the event loop run even when the fabric completes
+    /// verbs at once; a purely local round completes without yielding
+    /// (DrTM+H §4.1: local accesses bypass the NIC).
     pub fn submit(&self, co: u16) -> Wait<'_> {
-        let ready_at = self.post(co);
+        let (ready_at, remote) = self.post(co);
         self.slots[co as usize].ready_at_ns.set(ready_at);
-        Wait { worker: self, co }
+        Wait {
+            worker: self,
+            co,
+            must_yield: remote,
+        }
     }
 
     /// Posts `co`'s round without waiting for it (passive ACK): verbs and
@@ -170,7 +180,11 @@ impl Worker {
     pub fn sleep(&self, co: u16, ns: u64) -> Wait<'_> {
         let slot = &self.slots[co as usize];
         slot.ready_at_ns.set(self.now_ns() + ns);
-        Wait { worker: self, co }
+        Wait {
+            worker: self,
+            co,
+            must_yield: true,
+        }
     }
 
     /// Lets the other coroutines and the event loop run once.
@@ -182,7 +196,11 @@ impl Worker {
     /// write-back is still in flight when the run ends.
     pub fn drain(&self, co: u16) -> Wait<'_> {
         self.slots[co as usize].draining.set(true);
-        Wait { worker: self, co }
+        Wait {
+            worker: self,
+            co,
+            must_yield: false,
+        }
     }
 
     fn file_reply(&self, msg: Message) {
@@ -270,11 +288,16 @@ impl Worker {
 pub struct Wait<'w> {
     worker: &'w Worker,
     co: u16,
+    must_yield: bool,
 }
 
 impl Future for Wait<'_> {
     type Output = ();
-    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if self.must_yield {
+            self.must_yield = false;
+            return Poll::Pending;
+        }
         let slot = &self.worker.slots[self.co as usize];
         if slot.runnable(self.worker.now_ns()) {
             slot.draining.set(false);

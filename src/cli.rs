@@ -1,0 +1,493 @@
+//! The `verbena` command line (ARCHITECTURE.md layer 10): `run`, `demo`,
+//! `help`. A run's configuration comes from defaults, then an optional TOML
+//! file (`--config`), then flags (flags win); `Config::validate` checks the
+//! result. Every bad value exits with code 2 and a message that names the
+//! value and what is allowed; nothing here panics on user input.
+//!
+//! Exit codes: 0 success; 1 the run failed (e.g. writing the report); 2 bad
+//! input; 3 the run finished but `--check` found a violation.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use crate::config::{Config, KeyDistribution, WorkloadKind};
+use crate::engine::{self, Report};
+use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILED: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_CHECK_FAILED: i32 = 3;
+
+/// A failure with the exit code it maps to.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: i32,
+    pub message: String,
+}
+
+fn usage(message: impl Into<String>) -> CliError {
+    CliError {
+        code: EXIT_USAGE,
+        message: message.into(),
+    }
+}
+
+fn failed(message: impl Into<String>) -> CliError {
+    CliError {
+        code: EXIT_FAILED,
+        message: message.into(),
+    }
+}
+
+pub const HELP: &str = "\
+verbena — distributed in-memory transactions: every concurrency-control
+protocol on one store, runtime and network; each stage one-sided or RPC.
+
+USAGE:
+    verbena run [FLAGS]     run one configuration and report it
+    verbena demo [FLAGS]    YCSB on 2 nodes: NO_WAIT and OCC, one-sided and
+                            RPC, checker on, one comparison table
+    verbena help            this text
+
+RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
+    --config FILE             TOML file with any of the keys below (flags win)
+    --nodes N                 nodes [2]
+    --workers N               worker threads per node [1]
+    --coroutines N            transaction coroutines per worker [8]
+    --protocol NAME           no_wait | occ [no_wait]
+                              (named, not yet built: wait_die, wound_wait,
+                              timestamp, mvcc, maat, sundial, cicada, calvin, drtm)
+    --primitive P             onesided | rpc: every stage's default [onesided]
+    --stages LIST             per-stage choice, e.g. read=rpc,lock=onesided
+                              stages: lock, read, validate, renew, log,
+                              commit, release (those the protocol has)
+    --duration S              measured seconds [2]
+    --warmup S                warm-up seconds, not measured [0.5]
+    --seed N                  seed of every generator [1]
+    --check                   record the history; run the serializability
+                              checker and the workload invariants
+    --json PATH               write the JSON report
+    --history PATH            write the committed history as JSON lines
+                              (implies --check)
+    --latency-onesided-ns N   injected READ/WRITE round trip [0]
+    --latency-atomic-ns N     injected CAS/FAA round trip [0]
+    --latency-rpc-ns N        injected RPC round trip [0]
+    --backoff-base-ns N       abort back-off base [1000]
+    --backoff-cap-ns N        abort back-off cap [100000]
+    --location-cache N        location-cache entries per worker, 0 = off [65536]
+  YCSB:
+    --rows-per-node N         [100000]
+    --record-bytes N          multiple of 8 [64]
+    --ops-per-txn N           1..=64 [10]
+    --write-ratio F           [0.2]
+    --distribution D          uniform | zipf | hot [hot]
+    --theta F                 Zipf skew in [0, 1) [0.99]
+    --hot-fraction F          share of rows in the hot area [0.001]
+    --hot-probability F       share of accesses to the hot area [0.1]
+    --compute-us F            execution-phase compute per txn, µs [5]
+    --partitions-per-txn N    nodes a transaction touches [min(2, nodes)]
+
+DEMO FLAGS: --duration S [2], --warmup S [0.5], --json PATH (all four reports)
+
+EXIT CODES: 0 ok, 1 run failed, 2 bad input, 3 check found a violation
+";
+
+/// Runs the command line `args` (without the program name); returns the
+/// exit code. Output goes to stdout, errors to stderr.
+pub fn main_with_args(args: &[String]) -> i32 {
+    match dispatch(args) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("verbena: {}", error.message);
+            if error.code == EXIT_USAGE {
+                eprintln!("(see `verbena help`)");
+            }
+            error.code
+        }
+    }
+}
+
+fn dispatch(args: &[String]) -> Result<i32, CliError> {
+    let Some(command) = args.first() else {
+        print!("{HELP}");
+        return Ok(EXIT_OK);
+    };
+    match command.as_str() {
+        "run" => command_run(&args[1..]),
+        "demo" => command_demo(&args[1..]),
+        "help" | "--help" | "-h" => {
+            print!("{HELP}");
+            Ok(EXIT_OK)
+        }
+        "--version" | "-V" | "version" => {
+            println!("verbena {}", env!("CARGO_PKG_VERSION"));
+            Ok(EXIT_OK)
+        }
+        other => Err(usage(format!(
+            "unknown command `{other}`; commands: run, demo, help"
+        ))),
+    }
+}
+
+/// Where a run's outputs go.
+#[derive(Default)]
+struct Outputs {
+    json: Option<String>,
+    history: Option<String>,
+}
+
+/// Splits `--flag=value` / `--flag value` pairs.
+struct Flags<'a> {
+    args: &'a [String],
+    at: usize,
+}
+
+impl<'a> Flags<'a> {
+    fn new(args: &'a [String]) -> Flags<'a> {
+        Flags { args, at: 0 }
+    }
+
+    /// Next `(flag, inline value)`.
+    fn next_flag(&mut self) -> Option<Result<(String, Option<String>), CliError>> {
+        let arg = self.args.get(self.at)?;
+        self.at += 1;
+        if !arg.starts_with("--") {
+            return Some(Err(usage(format!(
+                "unexpected argument `{arg}`; flags start with --"
+            ))));
+        }
+        Some(Ok(match arg.split_once('=') {
+            Some((flag, value)) => (flag.to_string(), Some(value.to_string())),
+            None => (arg.clone(), None),
+        }))
+    }
+
+    fn value(&mut self, flag: &str, inline: Option<String>) -> Result<String, CliError> {
+        if let Some(value) = inline {
+            return Ok(value);
+        }
+        let value = self
+            .args
+            .get(self.at)
+            .ok_or_else(|| usage(format!("{flag} needs a value")))?;
+        self.at += 1;
+        Ok(value.clone())
+    }
+}
+
+fn parse_number<T: std::str::FromStr>(flag: &str, text: &str, what: &str) -> Result<T, CliError> {
+    text.trim()
+        .parse()
+        .map_err(|_| usage(format!("{flag} `{text}` is not {what}")))
+}
+
+fn parse_stages(text: &str) -> Result<StagePlan, CliError> {
+    let mut plan = StagePlan::empty();
+    for part in text.split(',').filter(|p| !p.trim().is_empty()) {
+        let (stage, primitive) = part.split_once('=').ok_or_else(|| {
+            usage(format!(
+                "--stages entry `{part}` is not STAGE=PRIMITIVE (e.g. read=rpc)"
+            ))
+        })?;
+        let stage_value = Stage::parse(stage.trim()).ok_or_else(|| {
+            usage(format!(
+                "--stages: unknown stage `{stage}`; stages: {}",
+                Stage::ALL.map(|s| s.name()).join(", ")
+            ))
+        })?;
+        let primitive_value = Primitive::parse(primitive.trim()).ok_or_else(|| {
+            usage(format!(
+                "--stages: unknown primitive `{primitive}` for stage {stage}; allowed: onesided, rpc"
+            ))
+        })?;
+        plan = plan.with(stage_value, primitive_value);
+    }
+    Ok(plan)
+}
+
+fn load_toml(path: &str) -> Result<Config, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("cannot read config file {path}: {e}")))?;
+    toml::from_str(&text).map_err(|e| usage(format!("config file {path}: {e}")))
+}
+
+/// Builds the configuration of `verbena run` from its flags.
+fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
+    // The file comes first whatever its position, so flags override it.
+    let mut config = Config::default();
+    let mut flags = Flags::new(args);
+    while let Some(flag) = flags.next_flag() {
+        let (flag, inline) = flag?;
+        if flag == "--config" {
+            let path = flags.value(&flag, inline)?;
+            config = load_toml(&path)?;
+        } else if !matches!(flag.as_str(), "--check") && inline.is_none() {
+            flags.at += 1;
+        }
+    }
+    let mut outputs = Outputs::default();
+    let mut flags = Flags::new(args);
+    while let Some(flag) = flags.next_flag() {
+        let (flag, inline) = flag?;
+        let f = flag.as_str();
+        if f == "--check" {
+            if inline.is_some() {
+                return Err(usage("--check takes no value"));
+            }
+            config.check = true;
+            continue;
+        }
+        let value = flags.value(f, inline)?;
+        let v = value.as_str();
+        let count = "a whole number";
+        let real = "a number";
+        match f {
+            "--config" => {}
+            "--nodes" => config.nodes = parse_number(f, v, count)?,
+            "--workers" => config.workers = parse_number(f, v, count)?,
+            "--coroutines" => config.coroutines = parse_number(f, v, count)?,
+            "--protocol" => {
+                config.protocol = ProtocolKind::parse(v).ok_or_else(|| {
+                    usage(format!(
+                        "unknown protocol `{v}`; protocols: {}",
+                        ProtocolKind::ALL.map(|p| p.name()).join(", ")
+                    ))
+                })?
+            }
+            "--primitive" => {
+                config.primitive = Primitive::parse(v).ok_or_else(|| {
+                    usage(format!("unknown primitive `{v}`; allowed: onesided, rpc"))
+                })?
+            }
+            "--stages" => {
+                let given = parse_stages(v)?;
+                for stage in given.stages() {
+                    config.stages = config.stages.with(stage, given.get(stage));
+                }
+            }
+            "--workload" => {
+                config.workload = match v {
+                    "ycsb" => WorkloadKind::Ycsb,
+                    other => {
+                        return Err(usage(format!(
+                            "unknown workload `{other}`; workloads in this build: ycsb"
+                        )))
+                    }
+                }
+            }
+            "--duration" => config.duration_s = parse_number(f, v, real)?,
+            "--warmup" => config.warmup_s = parse_number(f, v, real)?,
+            "--seed" => config.seed = parse_number(f, v, count)?,
+            "--json" => outputs.json = Some(value),
+            "--history" => {
+                outputs.history = Some(value);
+                config.check = true;
+            }
+            "--latency-onesided-ns" => config.latency.onesided_ns = parse_number(f, v, count)?,
+            "--latency-atomic-ns" => config.latency.atomic_ns = parse_number(f, v, count)?,
+            "--latency-rpc-ns" => config.latency.rpc_ns = parse_number(f, v, count)?,
+            "--backoff-base-ns" => config.backoff.base_ns = parse_number(f, v, count)?,
+            "--backoff-cap-ns" => config.backoff.cap_ns = parse_number(f, v, count)?,
+            "--location-cache" => config.location_cache_entries = parse_number(f, v, count)?,
+            "--rows-per-node" => config.ycsb.rows_per_node = parse_number(f, v, count)?,
+            "--record-bytes" => config.ycsb.record_bytes = parse_number(f, v, count)?,
+            "--ops-per-txn" => config.ycsb.ops_per_txn = parse_number(f, v, count)?,
+            "--write-ratio" => config.ycsb.write_ratio = parse_number(f, v, real)?,
+            "--distribution" => {
+                config.ycsb.distribution = match v {
+                    "uniform" => KeyDistribution::Uniform,
+                    "zipf" => KeyDistribution::Zipf,
+                    "hot" => KeyDistribution::Hot,
+                    other => {
+                        return Err(usage(format!(
+                            "unknown distribution `{other}`; allowed: uniform, zipf, hot"
+                        )))
+                    }
+                }
+            }
+            "--theta" => config.ycsb.theta = parse_number(f, v, real)?,
+            "--hot-fraction" => config.ycsb.hot_fraction = parse_number(f, v, real)?,
+            "--hot-probability" => config.ycsb.hot_probability = parse_number(f, v, real)?,
+            "--compute-us" => config.ycsb.compute_us = parse_number(f, v, real)?,
+            "--partitions-per-txn" => {
+                config.ycsb.partitions_per_txn = Some(parse_number(f, v, count)?)
+            }
+            other => return Err(usage(format!("unknown flag {other} for `verbena run`"))),
+        }
+    }
+    config.validate().map_err(|e| usage(e.0))?;
+    Ok((config, outputs))
+}
+
+fn write_file(
+    path: &str,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<(), CliError> {
+    let file =
+        std::fs::File::create(path).map_err(|e| failed(format!("cannot create {path}: {e}")))?;
+    let mut out = std::io::BufWriter::new(file);
+    write(&mut out)
+        .and_then(|_| out.flush())
+        .map_err(|e| failed(format!("cannot write {path}: {e}")))
+}
+
+fn write_json<T: serde::Serialize>(path: &str, value: &T) -> Result<(), CliError> {
+    write_file(path, |out| {
+        serde_json::to_writer_pretty(&mut *out, value).map_err(std::io::Error::other)?;
+        out.write_all(b"\n")
+    })
+}
+
+fn command_run(args: &[String]) -> Result<i32, CliError> {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{HELP}");
+        return Ok(EXIT_OK);
+    }
+    let (config, outputs) = parse_run_flags(args)?;
+    let output = engine::run(&config).map_err(|e| failed(e.to_string()))?;
+    print!("{}", output.report.table());
+    if let Some(path) = &outputs.json {
+        write_json(path, &output.report)?;
+    }
+    if let (Some(path), Some(history)) = (&outputs.history, &output.history) {
+        write_file(path, |out| history.write_jsonl(out))?;
+    }
+    Ok(check_exit(&[&output.report]))
+}
+
+fn check_exit(reports: &[&Report]) -> i32 {
+    let failed = reports
+        .iter()
+        .any(|r| r.check.as_ref().is_some_and(|c| !c.passed()));
+    if failed {
+        eprintln!("verbena: the checker found a violation (see the report above)");
+        EXIT_CHECK_FAILED
+    } else {
+        EXIT_OK
+    }
+}
+
+/// The configurations `verbena demo` compares.
+pub fn demo_configs(duration_s: f64, warmup_s: f64) -> Vec<Config> {
+    let mut configs = Vec::new();
+    for protocol in [ProtocolKind::NoWait, ProtocolKind::Occ] {
+        for primitive in [Primitive::OneSided, Primitive::Rpc] {
+            configs.push(Config {
+                protocol,
+                primitive,
+                duration_s,
+                warmup_s,
+                check: true,
+                ..Config::default()
+            });
+        }
+    }
+    configs
+}
+
+fn command_demo(args: &[String]) -> Result<i32, CliError> {
+    let (mut duration_s, mut warmup_s, mut json) = (2.0, 0.5, None);
+    let mut flags = Flags::new(args);
+    while let Some(flag) = flags.next_flag() {
+        let (flag, inline) = flag?;
+        let value = flags.value(&flag, inline)?;
+        match flag.as_str() {
+            "--duration" => duration_s = parse_number(&flag, &value, "a number")?,
+            "--warmup" => warmup_s = parse_number(&flag, &value, "a number")?,
+            "--json" => json = Some(value),
+            other => {
+                return Err(usage(format!(
+                    "unknown flag {other} for `verbena demo`; allowed: --duration, --warmup, --json"
+                )))
+            }
+        }
+    }
+    let mut reports = Vec::new();
+    for mut config in demo_configs(duration_s, warmup_s) {
+        config.validate().map_err(|e| usage(e.0))?;
+        eprintln!(
+            "running {} with {} verbs for {:.1} s (+{:.1} s warm-up), checker on…",
+            config.protocol.name(),
+            config.primitive.name(),
+            duration_s,
+            warmup_s
+        );
+        let output = engine::run(&config).map_err(|e| failed(e.to_string()))?;
+        reports.push(output.report);
+    }
+    print!("{}", demo_table(&reports));
+    if let Some(path) = &json {
+        write_json(path, &reports)?;
+    }
+    Ok(check_exit(&reports.iter().collect::<Vec<_>>()))
+}
+
+/// One row per report: the comparison `verbena demo` prints.
+pub fn demo_table(reports: &[Report]) -> String {
+    let mut out = String::new();
+    if let Some(first) = reports.first() {
+        let c = &first.config;
+        let _ = writeln!(
+            out,
+            "\nYCSB, {} nodes × {} worker × {} coroutines, {} ops/txn, {:.0} % writes, hot area {} % of rows gets {:.0} % of accesses, {:.0} µs compute",
+            c.nodes,
+            c.workers,
+            c.coroutines,
+            c.ycsb.ops_per_txn,
+            c.ycsb.write_ratio * 100.0,
+            c.ycsb.hot_fraction * 100.0,
+            c.ycsb.hot_probability * 100.0,
+            c.ycsb.compute_us
+        );
+        if first.oversubscribed {
+            let _ = writeln!(
+                out,
+                "(more worker threads than the {} cores: time-shared)",
+                first.cores
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{:<9} {:<9} {:>11} {:>7} {:>8} {:>8} {:>6} {:>6} {:>6} {:>5}  {}",
+        "protocol",
+        "primitive",
+        "txn/s",
+        "abort%",
+        "p50 µs",
+        "p99 µs",
+        "reads",
+        "cas",
+        "rpcs",
+        "dbell",
+        "check"
+    );
+    for r in reports {
+        let verdict = match &r.check {
+            None => "off".to_string(),
+            Some(c) if c.passed() => format!("serializable, invariants ok ({} txns)", c.txn_count),
+            Some(c) => format!(
+                "FAILED (serializable: {}, invariants: {})",
+                c.serializable, c.invariants_ok
+            ),
+        };
+        let v = &r.verbs_per_txn;
+        let _ = writeln!(
+            out,
+            "{:<9} {:<9} {:>11.0} {:>7.2} {:>8.1} {:>8.1} {:>6.2} {:>6.2} {:>6.2} {:>5.2}  {}",
+            r.config.protocol.name(),
+            r.config.primitive.name(),
+            r.throughput_txn_per_s,
+            r.abort_rate * 100.0,
+            r.latency_us.p50,
+            r.latency_us.p99,
+            v.read,
+            v.cas,
+            v.rpc,
+            v.doorbells,
+            verdict
+        );
+    }
+    out
+}

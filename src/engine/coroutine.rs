@@ -1,0 +1,239 @@
+//! The transaction driver: what one coroutine does for the whole run (RCC
+//! §3.1's closed loop). It takes a request from the workload's generator,
+//! runs the program (whose accesses run the protocol's execution-phase
+//! stage), then the commit stages in RCC's order — `lock`, `validate`,
+//! `renew`, `log`, `commit` — timing each; on an abort it runs `release`,
+//! backs off `min(base · 2^n, cap)` with jitter, and retries the same request.
+//!
+//! Invariants: a request is retried until it commits, the program aborts by
+//! its own choice, or the run ends; every abort runs `release` before the
+//! next attempt; nothing here allocates per transaction (the context, the
+//! history scratch lists and the batch arenas keep their capacity).
+
+use std::cell::RefCell;
+
+use crate::check::{History, Item};
+use crate::config::BackoffConfig;
+use crate::protocols::{Protocol, Stage, StagePlan};
+use crate::rng::Rng;
+use crate::runtime::Worker;
+use crate::stats::WorkerStats;
+use crate::store::{LocationCache, StoreLayout};
+use crate::txn::{ids, AbortReason, Txn, TxnCx, TxnResult};
+use crate::workloads::Workload;
+
+/// Everything the coroutines of one worker share (all on the worker's
+/// thread, so `RefCell`s suffice).
+pub struct CoroutineEnv<'a, P: Protocol, W: Workload> {
+    pub worker: &'a Worker,
+    pub layout: &'a StoreLayout,
+    pub cache: &'a RefCell<LocationCache>,
+    pub stats: &'a RefCell<WorkerStats>,
+    /// Present when the run records its history for the checker.
+    pub history: Option<&'a RefCell<History>>,
+    pub protocol: &'a P,
+    pub workload: &'a W,
+    pub plan: StagePlan,
+    pub backoff: BackoffConfig,
+    pub seed: u64,
+    pub warmup_end_ns: u64,
+    pub end_ns: u64,
+}
+
+impl<P: Protocol, W: Workload> CoroutineEnv<'_, P, W> {
+    fn measured(&self, at_ns: u64) -> bool {
+        at_ns >= self.warmup_end_ns && at_ns < self.end_ns
+    }
+
+    /// Snapshots the verb counters at the edges of the measured interval.
+    fn note_boundaries(&self, now_ns: u64) {
+        if now_ns < self.warmup_end_ns {
+            return;
+        }
+        let mut stats = self.stats.borrow_mut();
+        if stats.counters_at_start.is_none() {
+            stats.counters_at_start = Some(self.worker.counters());
+        }
+        if now_ns >= self.end_ns && stats.counters_at_end.is_none() {
+            stats.counters_at_end = Some(self.worker.counters());
+        }
+    }
+}
+
+/// Back-off before retry number `attempt` (1-based): uniform in
+/// `[d/2, d]` with `d = min(base · 2^(attempt-1), cap)`.
+pub fn backoff_ns(config: BackoffConfig, attempt: u32, rng: &mut Rng) -> u64 {
+    let shift = attempt.saturating_sub(1).min(32);
+    let ceiling = config
+        .base_ns
+        .saturating_mul(1u64 << shift)
+        .min(config.cap_ns);
+    if ceiling == 0 {
+        return 0;
+    }
+    ceiling / 2 + rng.below(ceiling / 2 + 1)
+}
+
+macro_rules! timed_stage {
+    ($cx:expr, $stage:expr, $call:expr) => {{
+        let start = $cx.now_ns();
+        let result = $call.await;
+        let elapsed = $cx.now_ns() - start;
+        $cx.add_stage_time($stage, elapsed);
+        result
+    }};
+}
+
+/// One attempt: the program, then the commit stages. On `Err`, locks may
+/// still be held; the caller releases them.
+async fn attempt<P: Protocol, W: Workload>(
+    protocol: &P,
+    workload: &W,
+    cx: &mut TxnCx<'_>,
+    request: &W::Request,
+) -> TxnResult<()> {
+    {
+        let mut txn = Txn::new(cx, protocol);
+        workload.execute(&mut txn, request).await?;
+    }
+    timed_stage!(cx, Stage::Lock, protocol.lock(cx))?;
+    timed_stage!(cx, Stage::Validate, protocol.validate(cx))?;
+    timed_stage!(cx, Stage::Renew, protocol.renew(cx))?;
+    timed_stage!(cx, Stage::Log, protocol.log(cx))?;
+    timed_stage!(cx, Stage::Commit, protocol.commit(cx));
+    Ok(())
+}
+
+/// Appends the committed attempt in `cx` to `history`.
+fn record_history(
+    cx: &TxnCx<'_>,
+    history: &RefCell<History>,
+    reads: &mut Vec<Item>,
+    writes: &mut Vec<Item>,
+) {
+    reads.clear();
+    writes.clear();
+    for access in &cx.accesses {
+        reads.push(Item {
+            table: access.table,
+            key: access.key,
+            seq: access.seq,
+        });
+        if access.write {
+            writes.push(Item {
+                table: access.table,
+                key: access.key,
+                seq: access.seq + 1,
+            });
+        }
+    }
+    history
+        .borrow_mut()
+        .push(cx.txn_id, cx.worker.node, reads, writes);
+}
+
+/// The closed loop of coroutine `co` until the run ends.
+pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W>, co: u16) {
+    let worker = env.worker;
+    let mut cx = TxnCx::new(worker, co, env.layout, env.cache, env.plan);
+    let coroutine = ids::coroutine_id(worker.node, worker.worker, co);
+    let mut rng = Rng::derive(
+        env.seed,
+        &[worker.node as u64, worker.worker as u64, co as u64],
+    );
+    let mut counter: u64 = 0;
+    let mut history_reads: Vec<Item> = Vec::with_capacity(64);
+    let mut history_writes: Vec<Item> = Vec::with_capacity(64);
+    loop {
+        let begin_ns = worker.now_ns();
+        env.note_boundaries(begin_ns);
+        if begin_ns >= env.end_ns {
+            break;
+        }
+        let request = env.workload.generate(&mut rng, worker.node);
+        let mut retries = 0u32;
+        loop {
+            counter += 1;
+            cx.begin(ids::txn_id(coroutine, counter));
+            let attempt_start_ns = worker.now_ns();
+            let outcome = attempt(env.protocol, env.workload, &mut cx, &request).await;
+            match outcome {
+                Ok(()) => {
+                    let commit_ns = worker.now_ns();
+                    if let Some(history) = env.history {
+                        record_history(&cx, history, &mut history_reads, &mut history_writes);
+                    }
+                    if env.measured(commit_ns) {
+                        let mut stats = env.stats.borrow_mut();
+                        stats.committed += 1;
+                        stats.latency_ns.record(commit_ns - begin_ns);
+                        let mut in_stages = 0;
+                        for (sum, ns) in stats.stage_ns.iter_mut().zip(cx.stage_ns.iter()) {
+                            *sum += ns;
+                            in_stages += ns;
+                        }
+                        stats.execution_ns +=
+                            (commit_ns - attempt_start_ns).saturating_sub(in_stages);
+                    }
+                    break;
+                }
+                Err(reason) => {
+                    timed_stage!(cx, Stage::Release, env.protocol.release(&mut cx));
+                    debug_assert!(
+                        cx.accesses.iter().all(|a| !a.locked),
+                        "release left a lock held"
+                    );
+                    let now = worker.now_ns();
+                    let gives_up = matches!(reason, AbortReason::User | AbortReason::NotFound);
+                    if env.measured(now) {
+                        let mut stats = env.stats.borrow_mut();
+                        stats.aborts[reason.index()] += 1;
+                        if gives_up {
+                            stats.user_aborted += 1;
+                        }
+                    }
+                    if gives_up || now >= env.end_ns {
+                        break;
+                    }
+                    retries += 1;
+                    let pause = backoff_ns(env.backoff, retries, &mut rng);
+                    worker.sleep(co, pause).await;
+                }
+            }
+        }
+        // Let the event loop serve peers between transactions even when
+        // every round of this one stayed local.
+        worker.yield_now().await;
+    }
+    env.note_boundaries(worker.now_ns().max(env.end_ns));
+    worker.drain(co).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_with_jitter() {
+        let config = BackoffConfig {
+            base_ns: 1_000,
+            cap_ns: 16_000,
+        };
+        let mut rng = Rng::new(3);
+        for attempt in 1..40 {
+            let ceiling = (1_000u64 << (attempt - 1).min(20)).min(16_000);
+            for _ in 0..50 {
+                let pause = backoff_ns(config, attempt, &mut rng);
+                assert!(
+                    pause >= ceiling / 2 && pause <= ceiling,
+                    "attempt {attempt}: {pause}"
+                );
+            }
+        }
+        let none = BackoffConfig {
+            base_ns: 0,
+            cap_ns: 0,
+        };
+        assert_eq!(backoff_ns(none, 5, &mut rng), 0);
+    }
+}

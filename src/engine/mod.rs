@@ -1,0 +1,236 @@
+//! The engine: builds a cluster from a validated [`Config`], loads the
+//! workload, runs every worker's coroutines and event loop for the
+//! configured time, and gathers what they measured into a [`Report`]
+//! (ARCHITECTURE.md: the protocol is the only moving part — this module is
+//! the same for every protocol, generic over it).
+//!
+//! A run: every node's store is allocated (one registered region per node,
+//! laid out identically) and loaded in parallel; one OS thread per
+//! `(node, worker)` builds its endpoint, location cache and `coroutines`
+//! futures; all start together; the measured interval is
+//! `[warmup, warmup + duration)` after the start; after it each coroutine
+//! finishes its transaction, drains its passive write-backs, and each worker
+//! keeps serving RPCs until every worker is done. With `check` on, the
+//! committed history of the whole run (warm-up included: the checker needs
+//! every version) goes to the serializability checker, and the final store
+//! to the workload's invariants.
+
+pub mod coroutine;
+pub mod report;
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+
+use crate::check::{check_serializable, History};
+use crate::config::{Config, ConfigError, WorkloadKind};
+use crate::fabric::threads::ThreadsFabric;
+use crate::fabric::NodeId;
+use crate::protocols::no_wait::NoWait;
+use crate::protocols::occ::Occ;
+use crate::protocols::{Protocol, ProtocolKind};
+use crate::runtime::{RpcService, Worker};
+use crate::stats::WorkerStats;
+use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout};
+use crate::workloads::ycsb::Ycsb;
+use crate::workloads::Workload;
+
+pub use coroutine::{backoff_ns, CoroutineEnv};
+pub use report::{CheckSummary, Report};
+
+/// Why a run could not be carried out.
+#[derive(Debug)]
+pub enum RunError {
+    Config(ConfigError),
+    Load(StoreError),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Config(e) => write!(f, "invalid configuration: {e}"),
+            RunError::Load(e) => write!(f, "loading the workload failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+impl From<ConfigError> for RunError {
+    fn from(e: ConfigError) -> Self {
+        RunError::Config(e)
+    }
+}
+
+/// What a run produced.
+pub struct RunOutput {
+    pub report: Report,
+    /// The committed history, when the run recorded it (`check`).
+    pub history: Option<History>,
+}
+
+/// Validates `config` and runs it.
+pub fn run(config: &Config) -> Result<RunOutput, RunError> {
+    let mut config = config.clone();
+    config.validate()?;
+    match config.protocol {
+        ProtocolKind::NoWait => run_protocol(&config, NoWait),
+        ProtocolKind::Occ => run_protocol(
+            &config,
+            Occ {
+                skip_validation: config.unsafe_skip_occ_validation,
+            },
+        ),
+        // `validate` refuses protocols this build lacks.
+        other => unreachable!("validate accepted unimplemented protocol {}", other.name()),
+    }
+}
+
+fn run_protocol<P: Protocol>(config: &Config, protocol: P) -> Result<RunOutput, RunError> {
+    match config.workload {
+        WorkloadKind::Ycsb => {
+            let workload = Ycsb::new(&config.ycsb, config.nodes);
+            run_workload(config, &protocol, &workload)
+        }
+    }
+}
+
+/// Serves the two-sided form of `P`'s stages on one node.
+struct Service<'a, P: Protocol> {
+    protocol: &'a P,
+    store: &'a NodeStore,
+}
+
+impl<P: Protocol> RpcService for Service<'_, P> {
+    fn serve(&self, kind: u16, payload: &mut Vec<u64>) {
+        self.protocol.serve(self.store, kind, payload)
+    }
+}
+
+/// Allocates and loads every node's store, one loader thread per node.
+fn load_stores<W: Workload>(
+    config: &Config,
+    workload: &W,
+    layout: &Arc<StoreLayout>,
+) -> Result<Vec<Arc<NodeStore>>, StoreError> {
+    let stores: Vec<Arc<NodeStore>> = (0..config.nodes)
+        .map(|node| Arc::new(NodeStore::new(node as NodeId, layout.clone())))
+        .collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for chunk in stores.chunks(cores) {
+        std::thread::scope(|scope| {
+            let loaders: Vec<_> = chunk
+                .iter()
+                .map(|store| scope.spawn(|| workload.load(store)))
+                .collect();
+            loaders
+                .into_iter()
+                .map(|loader| loader.join().expect("a loader thread panicked"))
+                .collect::<Result<Vec<()>, StoreError>>()
+        })?;
+    }
+    Ok(stores)
+}
+
+fn run_workload<P: Protocol, W: Workload>(
+    config: &Config,
+    protocol: &P,
+    workload: &W,
+) -> Result<RunOutput, RunError> {
+    let layout = Arc::new(StoreLayout::new(&workload.tables(), P::HEADER_WORDS));
+    let stores = load_stores(config, workload, &layout).map_err(RunError::Load)?;
+    let fabric = ThreadsFabric::new(
+        stores.iter().map(|s| s.region.clone()).collect(),
+        config.workers as u16,
+        config.latency,
+    );
+    let total_workers = config.total_workers() as usize;
+    let ready = Barrier::new(total_workers + 1);
+    let go = Barrier::new(total_workers + 1);
+    let start_ns = AtomicU64::new(0);
+    let finished = AtomicUsize::new(0);
+    let warmup_ns = (config.warmup_s * 1e9) as u64;
+    let duration_ns = (config.duration_s * 1e9) as u64;
+
+    let results: Vec<(WorkerStats, History)> = std::thread::scope(|scope| {
+        let mut handles = Vec::with_capacity(total_workers);
+        for node in 0..config.nodes as NodeId {
+            for worker_index in 0..config.workers as u16 {
+                let (fabric, stores, layout) = (&fabric, &stores, &layout);
+                let (ready, go, start_ns, finished) = (&ready, &go, &start_ns, &finished);
+                let handle = std::thread::Builder::new()
+                    .name(format!("verbena-n{node}-w{worker_index}"))
+                    .spawn_scoped(scope, move || {
+                        let endpoint = fabric.endpoint(node, worker_index);
+                        let worker = Worker::new(Box::new(endpoint), config.coroutines as usize);
+                        let cache = RefCell::new(LocationCache::new(config.location_cache_entries));
+                        let stats = RefCell::new(WorkerStats::new());
+                        let history = RefCell::new(History::new());
+                        let service = Service {
+                            protocol,
+                            store: &stores[node as usize],
+                        };
+                        ready.wait();
+                        go.wait();
+                        let start = start_ns.load(Ordering::SeqCst);
+                        let env = CoroutineEnv {
+                            worker: &worker,
+                            layout,
+                            cache: &cache,
+                            stats: &stats,
+                            history: config.check.then_some(&history),
+                            protocol,
+                            workload,
+                            plan: config.stages,
+                            backoff: config.backoff,
+                            seed: config.seed,
+                            warmup_end_ns: start + warmup_ns,
+                            end_ns: start + warmup_ns + duration_ns,
+                        };
+                        let mut coroutines: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = (0
+                            ..config.coroutines as u16)
+                            .map(|co| {
+                                Box::pin(coroutine::run_coroutine(&env, co))
+                                    as Pin<Box<dyn Future<Output = ()> + '_>>
+                            })
+                            .collect();
+                        worker.run(&mut coroutines, &service, finished, total_workers);
+                        drop(coroutines);
+                        let mut stats = stats.into_inner();
+                        let cache = cache.into_inner();
+                        stats.cache_hits = cache.hits;
+                        stats.cache_misses = cache.misses;
+                        (stats, history.into_inner())
+                    })
+                    .expect("spawning a worker thread");
+                handles.push(handle);
+            }
+        }
+        ready.wait();
+        start_ns.store(fabric.now_ns(), Ordering::SeqCst);
+        go.wait();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a worker thread panicked"))
+            .collect()
+    });
+
+    let mut total = WorkerStats::new();
+    let mut history = History::new();
+    for (stats, worker_history) in &results {
+        total.merge(stats);
+        history.append(worker_history);
+    }
+    let check = config.check.then(|| {
+        let verdict = check_serializable(&history);
+        let invariants = workload.check_invariants(&stores, &history);
+        CheckSummary::new(verdict, invariants)
+    });
+    let report = Report::build(config, &total, total_workers, check);
+    Ok(RunOutput {
+        report,
+        history: config.check.then_some(history),
+    })
+}

@@ -1,0 +1,295 @@
+//! The report of a run: the JSON document scripts consume (the contract of
+//! the foundation issue: `config`, `throughput_txn_per_s`, `abort_rate`,
+//! `latency_us`, `stages`, `verbs_per_txn`, `check`) and the human table.
+//!
+//! Every figure covers the measured interval only (warm-up excluded), except
+//! `check`, which covers the whole run, and the location-cache hit rate,
+//! which covers every lookup of the run.
+
+use std::fmt::Write as _;
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
+use crate::check::CheckReport;
+use crate::config::Config;
+use crate::stats::WorkerStats;
+use crate::txn::AbortReason;
+use crate::workloads::InvariantReport;
+
+/// Name → value pairs serialized as a JSON object in their given order.
+#[derive(Clone, Debug, Default)]
+pub struct OrderedMap<V>(pub Vec<(&'static str, V)>);
+
+impl<V: Serialize> Serialize for OrderedMap<V> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+impl<V: Copy + Default> OrderedMap<V> {
+    pub fn get(&self, name: &str) -> Option<V> {
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LatencyUs {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub mean: f64,
+    pub max: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct VerbsPerTxn {
+    pub read: f64,
+    pub write: f64,
+    pub cas: f64,
+    pub faa: f64,
+    pub rpc: f64,
+    /// Doorbell batches (one MMIO each on real hardware).
+    pub doorbells: f64,
+    /// Bytes of one-sided READ and WRITE payloads and RPC requests.
+    pub bytes: f64,
+}
+
+/// The checker's and the workload's verdicts.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckSummary {
+    pub serializable: bool,
+    pub invariants_ok: bool,
+    /// Transaction ids of a dependency cycle, if one was found.
+    pub cycle: Option<Vec<u64>>,
+    pub txn_count: usize,
+    pub edge_count: usize,
+    pub anomalies: Vec<String>,
+    pub invariants: Vec<String>,
+}
+
+impl CheckSummary {
+    pub fn new(verdict: CheckReport, invariants: InvariantReport) -> CheckSummary {
+        CheckSummary {
+            serializable: verdict.serializable,
+            invariants_ok: invariants.ok,
+            cycle: verdict.cycle,
+            txn_count: verdict.txn_count,
+            edge_count: verdict.edge_count,
+            anomalies: verdict.anomalies,
+            invariants: invariants.details,
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.serializable && self.invariants_ok
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub verbena_version: &'static str,
+    /// The fully resolved configuration.
+    pub config: Config,
+    pub cores: usize,
+    /// More worker threads than cores: the figures are those of a
+    /// time-shared machine.
+    pub oversubscribed: bool,
+    pub measured_s: f64,
+    pub committed: u64,
+    pub throughput_txn_per_s: f64,
+    pub throughput_per_worker_txn_per_s: f64,
+    /// Aborted attempts / (aborted attempts + commits).
+    pub abort_rate: f64,
+    /// Aborted attempts by reason.
+    pub aborts: OrderedMap<u64>,
+    /// Transactions the program gave up on (user aborts, missing keys).
+    pub user_aborted: u64,
+    pub latency_us: LatencyUs,
+    /// Mean time per stage of committed transactions' final attempt, µs,
+    /// in the protocol's stage order, then `execution` (the program's own
+    /// work between stages).
+    pub stages: OrderedMap<f64>,
+    pub verbs_per_txn: VerbsPerTxn,
+    pub location_cache_hit_rate: f64,
+    /// Null when the run did not check.
+    pub check: Option<CheckSummary>,
+}
+
+fn per(value: u64, count: u64) -> f64 {
+    if count == 0 {
+        0.0
+    } else {
+        value as f64 / count as f64
+    }
+}
+
+impl Report {
+    pub fn build(
+        config: &Config,
+        stats: &WorkerStats,
+        workers: usize,
+        check: Option<CheckSummary>,
+    ) -> Report {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let committed = stats.committed;
+        let throughput = committed as f64 / config.duration_s;
+        let aborted = stats.aborted();
+        let us = |ns: u64| ns as f64 / 1_000.0;
+        let latency = &stats.latency_ns;
+        let mut stages: Vec<(&'static str, f64)> = config
+            .protocol
+            .stages()
+            .iter()
+            .map(|s| {
+                (
+                    s.name(),
+                    per(stats.stage_ns[s.index()], committed) / 1_000.0,
+                )
+            })
+            .collect();
+        stages.push(("execution", per(stats.execution_ns, committed) / 1_000.0));
+        let verbs = stats.measured_counters();
+        let lookups = stats.cache_hits + stats.cache_misses;
+        Report {
+            verbena_version: env!("CARGO_PKG_VERSION"),
+            config: config.clone(),
+            cores,
+            oversubscribed: workers > cores,
+            measured_s: config.duration_s,
+            committed,
+            throughput_txn_per_s: throughput,
+            throughput_per_worker_txn_per_s: throughput / workers as f64,
+            abort_rate: per(aborted, aborted + committed),
+            aborts: OrderedMap(
+                AbortReason::ALL
+                    .iter()
+                    .map(|r| (r.name(), stats.aborts[r.index()]))
+                    .collect(),
+            ),
+            user_aborted: stats.user_aborted,
+            latency_us: LatencyUs {
+                p50: us(latency.quantile(0.5)),
+                p90: us(latency.quantile(0.9)),
+                p99: us(latency.quantile(0.99)),
+                p999: us(latency.quantile(0.999)),
+                mean: latency.mean() / 1_000.0,
+                max: us(latency.max()),
+            },
+            stages: OrderedMap(stages),
+            verbs_per_txn: VerbsPerTxn {
+                read: per(verbs.read, committed),
+                write: per(verbs.write, committed),
+                cas: per(verbs.cas, committed),
+                faa: per(verbs.faa, committed),
+                rpc: per(verbs.rpc, committed),
+                doorbells: per(verbs.doorbells, committed),
+                bytes: per(
+                    verbs.read_bytes + verbs.write_bytes + verbs.rpc_request_bytes,
+                    committed,
+                ),
+            },
+            location_cache_hit_rate: per(stats.cache_hits, lookups),
+            check,
+        }
+    }
+
+    /// The human-readable summary printed by `verbena run`.
+    pub fn table(&self) -> String {
+        let c = &self.config;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "verbena {} · {} · ycsb · {} nodes × {} workers × {} coroutines · {}",
+            self.verbena_version,
+            c.protocol.name(),
+            c.nodes,
+            c.workers,
+            c.coroutines,
+            c.stages.describe()
+        );
+        if self.oversubscribed {
+            let _ = writeln!(
+                out,
+                "note: {} worker threads on {} cores (oversubscribed): figures are of a time-shared machine",
+                c.total_workers(),
+                self.cores
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  throughput      {:>12.0} txn/s ({:.0} per worker)",
+            self.throughput_txn_per_s, self.throughput_per_worker_txn_per_s
+        );
+        let _ = writeln!(
+            out,
+            "  committed       {:>12} in {:.2} s",
+            self.committed, self.measured_s
+        );
+        let _ = writeln!(out, "  abort rate      {:>12.4}", self.abort_rate);
+        let reasons: Vec<String> = self
+            .aborts
+            .0
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| format!("{name} {n}"))
+            .collect();
+        if !reasons.is_empty() {
+            let _ = writeln!(out, "  aborts          {}", reasons.join(", "));
+        }
+        let l = &self.latency_us;
+        let _ = writeln!(
+            out,
+            "  latency µs      p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}",
+            l.p50, l.p90, l.p99, l.p999, l.max
+        );
+        let stages: Vec<String> = self
+            .stages
+            .0
+            .iter()
+            .map(|(name, us)| format!("{name} {us:.2}"))
+            .collect();
+        let _ = writeln!(out, "  stages µs       {}", stages.join("  "));
+        let v = &self.verbs_per_txn;
+        let _ = writeln!(
+            out,
+            "  verbs/txn       read {:.2}  write {:.2}  cas {:.2}  faa {:.2}  rpc {:.2}  doorbells {:.2}  bytes {:.0}",
+            v.read, v.write, v.cas, v.faa, v.rpc, v.doorbells, v.bytes
+        );
+        match &self.check {
+            None => {
+                let _ = writeln!(out, "  check           off (--check turns it on)");
+            }
+            Some(check) => {
+                let _ = writeln!(
+                    out,
+                    "  check           serializable: {}  invariants: {}  ({} txns, {} edges)",
+                    if check.serializable { "yes" } else { "NO" },
+                    if check.invariants_ok {
+                        "ok"
+                    } else {
+                        "VIOLATED"
+                    },
+                    check.txn_count,
+                    check.edge_count
+                );
+                if let Some(cycle) = &check.cycle {
+                    let _ = writeln!(out, "  cycle           {cycle:?}");
+                }
+                for line in check
+                    .anomalies
+                    .iter()
+                    .chain(check.invariants.iter().filter(|_| !check.invariants_ok))
+                {
+                    let _ = writeln!(out, "  !               {line}");
+                }
+            }
+        }
+        out
+    }
+}
