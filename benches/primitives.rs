@@ -140,13 +140,28 @@ fn main() {
     let mut results = serde_json::Map::new();
     let mut note = |name: &str, value: f64, unit: &str| {
         println!("{name:<44} {value:>14.1} {unit}");
-        results.insert(name.to_string(), serde_json::json!({ "value": value, "unit": unit }));
+        results.insert(
+            name.to_string(),
+            serde_json::json!({ "value": value, "unit": unit }),
+        );
     };
     note("coroutine_switch", coroutine_switch_ns(4_000_000), "ns");
-    note("onesided_read_raw_post", raw_verb_ns(false, 4_000_000), "ns");
+    note(
+        "onesided_read_raw_post",
+        raw_verb_ns(false, 4_000_000),
+        "ns",
+    );
     note("onesided_cas_raw_post", raw_verb_ns(true, 4_000_000), "ns");
-    note("onesided_read_round_trip_coroutine", coroutine_verb_ns(false, 2_000_000), "ns");
-    note("onesided_cas_round_trip_coroutine", coroutine_verb_ns(true, 2_000_000), "ns");
+    note(
+        "onesided_read_round_trip_coroutine",
+        coroutine_verb_ns(false, 2_000_000),
+        "ns",
+    );
+    note(
+        "onesided_cas_round_trip_coroutine",
+        coroutine_verb_ns(true, 2_000_000),
+        "ns",
+    );
     note("rpc_round_trip", rpc_round_trip_ns(200_000), "ns");
     for protocol in [ProtocolKind::NoWait, ProtocolKind::Occ] {
         for primitive in [Primitive::OneSided, Primitive::Rpc] {
@@ -173,7 +188,8 @@ fn main() {
             );
         }
     }
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-primitives.json");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-primitives.json");
     if let Ok(text) = serde_json::to_string_pretty(&results) {
         let _ = std::fs::write(&path, text);
     }

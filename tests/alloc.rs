@@ -42,7 +42,10 @@ fn allocations_and_commits(config: &Config) -> (u64, u64) {
     let before = ALLOCATIONS.load(Ordering::SeqCst);
     let report = engine::run(config).expect("run").report;
     let after = ALLOCATIONS.load(Ordering::SeqCst);
-    (after - before, report.committed + report.aborts.0.iter().map(|(_, n)| n).sum::<u64>())
+    (
+        after - before,
+        report.committed + report.aborts.0.iter().map(|(_, n)| n).sum::<u64>(),
+    )
 }
 
 fn steady_state_allocates_nothing(protocol: ProtocolKind, primitive: Primitive) {
@@ -59,7 +62,10 @@ fn steady_state_allocates_nothing(protocol: ProtocolKind, primitive: Primitive) 
     config.duration_s = 1.0;
     let (long_allocs, long_txns) = allocations_and_commits(&config);
     let extra_txns = long_txns.saturating_sub(short_txns);
-    assert!(extra_txns > 1_000, "the longer run did too little work: {short_txns} vs {long_txns}");
+    assert!(
+        extra_txns > 1_000,
+        "the longer run did too little work: {short_txns} vs {long_txns}"
+    );
     let extra_allocs = long_allocs.saturating_sub(short_allocs);
     // Set-up noise (thread start-up, a vector reaching its working size a
     // little later) is a few dozen allocations; one per transaction would be

@@ -14,29 +14,69 @@ fn verbena(args: &[&str]) -> Output {
 fn assert_usage_error(args: &[&str], expected: &[&str]) {
     let output = verbena(args);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{args:?} should exit 2; stderr: {stderr}");
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{args:?} should exit 2; stderr: {stderr}"
+    );
     for text in expected {
-        assert!(stderr.contains(text), "{args:?}: stderr lacks `{text}`: {stderr}");
+        assert!(
+            stderr.contains(text),
+            "{args:?}: stderr lacks `{text}`: {stderr}"
+        );
     }
 }
 
 #[test]
 fn bad_values_exit_2_naming_the_value_and_what_is_allowed() {
-    assert_usage_error(&["run", "--nodes", "0"], &["nodes = 0", "allowed: 1..=4096"]);
+    assert_usage_error(
+        &["run", "--nodes", "0"],
+        &["nodes = 0", "allowed: 1..=4096"],
+    );
     assert_usage_error(&["run", "--theta", "1.0"], &["ycsb.theta = 1", "[0, 1)"]);
     assert_usage_error(&["run", "--theta", "-0.1"], &["ycsb.theta", "[0, 1)"]);
-    assert_usage_error(&["run", "--protocol", "2pl"], &["unknown protocol `2pl`", "no_wait", "drtm"]);
-    assert_usage_error(&["run", "--protocol", "mvcc"], &["mvcc is not implemented", "no_wait, occ"]);
-    assert_usage_error(&["run", "--stages", "validate=rpc"], &["no_wait has no stage `validate`", "lock, log"]);
-    assert_usage_error(&["run", "--stages", "fetch=rpc"], &["unknown stage `fetch`", "lock, read"]);
-    assert_usage_error(&["run", "--stages", "lock=dma"], &["unknown primitive `dma`", "onesided, rpc"]);
-    assert_usage_error(&["run", "--primitive", "verbs"], &["unknown primitive `verbs`"]);
-    assert_usage_error(&["run", "--coroutines", "many"], &["--coroutines `many` is not a whole number"]);
-    assert_usage_error(&["run", "--record-bytes", "12"], &["record_bytes = 12", "multiple of 8"]);
+    assert_usage_error(
+        &["run", "--protocol", "2pl"],
+        &["unknown protocol `2pl`", "no_wait", "drtm"],
+    );
+    assert_usage_error(
+        &["run", "--protocol", "mvcc"],
+        &["mvcc is not implemented", "no_wait, occ"],
+    );
+    assert_usage_error(
+        &["run", "--stages", "validate=rpc"],
+        &["no_wait has no stage `validate`", "lock, log"],
+    );
+    assert_usage_error(
+        &["run", "--stages", "fetch=rpc"],
+        &["unknown stage `fetch`", "lock, read"],
+    );
+    assert_usage_error(
+        &["run", "--stages", "lock=dma"],
+        &["unknown primitive `dma`", "onesided, rpc"],
+    );
+    assert_usage_error(
+        &["run", "--primitive", "verbs"],
+        &["unknown primitive `verbs`"],
+    );
+    assert_usage_error(
+        &["run", "--coroutines", "many"],
+        &["--coroutines `many` is not a whole number"],
+    );
+    assert_usage_error(
+        &["run", "--record-bytes", "12"],
+        &["record_bytes = 12", "multiple of 8"],
+    );
     assert_usage_error(&["run", "--nodes"], &["--nodes needs a value"]);
-    assert_usage_error(&["run", "--frobnicate", "3"], &["unknown flag --frobnicate"]);
+    assert_usage_error(
+        &["run", "--frobnicate", "3"],
+        &["unknown flag --frobnicate"],
+    );
     assert_usage_error(&["launch"], &["unknown command `launch`"]);
-    assert_usage_error(&["run", "--config", "/nonexistent/verbena.toml"], &["cannot read config file"]);
+    assert_usage_error(
+        &["run", "--config", "/nonexistent/verbena.toml"],
+        &["cannot read config file"],
+    );
 }
 
 #[test]
@@ -47,7 +87,10 @@ fn a_bad_config_file_names_the_key() {
     std::fs::write(&path, "nodes = 2\nwrokers = 3\n").unwrap();
     assert_usage_error(&["run", "--config", path.to_str().unwrap()], &["wrokers"]);
     std::fs::write(&path, "nodes = 2\n[ycsb]\ntheta = 2.0\n").unwrap();
-    assert_usage_error(&["run", "--config", path.to_str().unwrap()], &["ycsb.theta = 2"]);
+    assert_usage_error(
+        &["run", "--config", path.to_str().unwrap()],
+        &["ycsb.theta = 2"],
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -78,21 +121,47 @@ fn a_checked_run_writes_the_report_and_history_scripts_consume() {
         history.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(0), "stdout {stdout} stderr {}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout {stdout} stderr {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(stdout.contains("serializable: yes"), "{stdout}");
 
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["config"]["protocol"], "occ");
     assert_eq!(report["config"]["nodes"], 3, "the file's value is kept");
-    assert_eq!(report["config"]["stages"]["read"], "rpc", "the flag's stage choice");
-    assert_eq!(report["config"]["stages"]["validate"], "rpc", "the file's stage choice");
-    assert_eq!(report["config"]["stages"]["lock"], "onesided", "the default primitive");
+    assert_eq!(
+        report["config"]["stages"]["read"], "rpc",
+        "the flag's stage choice"
+    );
+    assert_eq!(
+        report["config"]["stages"]["validate"], "rpc",
+        "the file's stage choice"
+    );
+    assert_eq!(
+        report["config"]["stages"]["lock"], "onesided",
+        "the default primitive"
+    );
     assert!(report["throughput_txn_per_s"].as_f64().unwrap() > 0.0);
     assert!(report["abort_rate"].as_f64().unwrap() >= 0.0);
     for p in ["p50", "p90", "p99", "p999"] {
-        assert!(report["latency_us"][p].as_f64().unwrap() > 0.0, "latency {p}");
+        assert!(
+            report["latency_us"][p].as_f64().unwrap() > 0.0,
+            "latency {p}"
+        );
     }
-    for stage in ["read", "lock", "validate", "log", "commit", "release", "execution"] {
+    for stage in [
+        "read",
+        "lock",
+        "validate",
+        "log",
+        "commit",
+        "release",
+        "execution",
+    ] {
         assert!(report["stages"][stage].is_number(), "stage {stage}");
     }
     assert!(report["verbs_per_txn"]["rpc"].as_f64().unwrap() > 0.0);
@@ -106,7 +175,12 @@ fn a_checked_run_writes_the_report_and_history_scripts_consume() {
     for line in text.lines() {
         let txn: serde_json::Value = serde_json::from_str(line).unwrap();
         assert!(txn["txn"].is_u64() && txn["node"].as_u64().unwrap() < 3);
-        for item in txn["reads"].as_array().unwrap().iter().chain(txn["writes"].as_array().unwrap()) {
+        for item in txn["reads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(txn["writes"].as_array().unwrap())
+        {
             let item = item.as_array().unwrap();
             assert_eq!(item.len(), 3, "[table, key, seq]");
             assert!(item.iter().all(|v| v.is_u64()));
@@ -122,7 +196,13 @@ fn help_lists_the_commands_and_flags() {
     let output = verbena(&["help"]);
     assert_eq!(output.status.code(), Some(0));
     let text = String::from_utf8_lossy(&output.stdout);
-    for needle in ["verbena run", "verbena demo", "--stages", "--check", "--history"] {
+    for needle in [
+        "verbena run",
+        "verbena demo",
+        "--stages",
+        "--check",
+        "--history",
+    ] {
         assert!(text.contains(needle), "help lacks {needle}");
     }
 }

@@ -62,8 +62,16 @@ fn cas_and_faa_are_atomic_across_threads() {
         }
     });
     let region = fabric.region(1);
-    assert_eq!(region.load(0), THREADS as u64 * INCREMENTS, "a CAS increment was lost");
-    assert_eq!(region.load(1), THREADS as u64 * INCREMENTS, "an FAA increment was lost");
+    assert_eq!(
+        region.load(0),
+        THREADS as u64 * INCREMENTS,
+        "a CAS increment was lost"
+    );
+    assert_eq!(
+        region.load(1),
+        THREADS as u64 * INCREMENTS,
+        "an FAA increment was lost"
+    );
 }
 
 #[test]
@@ -96,8 +104,14 @@ fn verbs_from_one_worker_take_effect_in_issue_order() {
                 let data = batch.read(1, 0, 1);
                 post(&mut endpoint, &mut batch);
                 let (flag, data) = (batch.result_word(flag), batch.result_word(data));
-                assert!(data >= flag, "saw flag {flag} before its data (data {data})");
-                assert!(flag >= observed, "flag went backwards: {observed} then {flag}");
+                assert!(
+                    data >= flag,
+                    "saw flag {flag} before its data (data {data})"
+                );
+                assert!(
+                    flag >= observed,
+                    "flag went backwards: {observed} then {flag}"
+                );
                 observed = flag;
             }
         });
@@ -165,10 +179,17 @@ fn injected_latency_delays_completion_and_delivery_of_remote_verbs_only() {
     batch.cas(1, 1, 0, 1);
     let before = endpoint.now_ns();
     let done = post(&mut endpoint, &mut batch);
-    assert!(done >= before + 500_000, "a batch completes with its slowest verb");
+    assert!(
+        done >= before + 500_000,
+        "a batch completes with its slowest verb"
+    );
     batch.clear();
     batch.read(0, 0, 1);
-    assert_eq!(post(&mut endpoint, &mut batch), 0, "local verbs take no injected latency");
+    assert_eq!(
+        post(&mut endpoint, &mut batch),
+        0,
+        "local verbs take no injected latency"
+    );
     let counters = *endpoint.counters();
     assert_eq!((counters.read, counters.cas, counters.doorbells), (3, 1, 3));
     assert_eq!(counters.read_bytes, 24);
@@ -278,7 +299,11 @@ fn a_remote_worker_finds_keys_with_one_round_of_index_reads() {
         store.insert(0, key * 3 + 11, &[key, key]).unwrap();
     }
     let empty = Arc::new(Region::new(layout.region_words as usize));
-    let fabric = ThreadsFabric::new(vec![empty, store.region.clone()], 1, LatencyConfig::default());
+    let fabric = ThreadsFabric::new(
+        vec![empty, store.region.clone()],
+        1,
+        LatencyConfig::default(),
+    );
     let mut endpoint = fabric.endpoint(0, 0);
     let table = layout.table(0);
     let mut batch = Batch::default();
@@ -290,7 +315,11 @@ fn a_remote_worker_finds_keys_with_one_round_of_index_reads() {
             .map(|bucket| batch.read(1, bucket, BUCKET_WORDS as u32));
         let doorbells_before = endpoint.counters().doorbells;
         post(&mut endpoint, &mut batch);
-        assert_eq!(endpoint.counters().doorbells, doorbells_before + 1, "one round trip");
+        assert_eq!(
+            endpoint.counters().doorbells,
+            doorbells_before + 1,
+            "one round trip"
+        );
         let slot = reads
             .iter()
             .find_map(|&id| IndexLayout::find_in_bucket(key, batch.result(id)));
@@ -315,4 +344,74 @@ fn verb_structs_describe_what_was_queued() {
     assert_eq!((verbs[1].compare, verbs[1].swap), (1, 2));
     assert_eq!(batch.result(read).len(), 4);
     assert_eq!(batch.result(cas).len(), 1);
+}
+
+#[test]
+fn the_write_back_order_makes_every_torn_read_detectable() {
+    // One writer installs versions with the RPC write-back handler (the
+    // order every write-back keeps); a reader READs the whole tuple word by
+    // word. Whenever it sees `seq == seq_end`, the record must be exactly
+    // that version; tears (seq != seq_end) must also occur, or the race was
+    // never exercised.
+    use verbena::protocols::common::{lock_addr, serve_write_back};
+    const RECORD: u32 = 24;
+    let layout = Arc::new(StoreLayout::new(
+        &[TableSpec {
+            name: "t",
+            record_words: RECORD,
+            capacity_per_node: 1,
+        }],
+        1,
+    ));
+    let store = NodeStore::new(0, layout.clone());
+    let slot = store.insert(0, 5, &[0; RECORD as usize]).unwrap();
+    let table = layout.table(0);
+    let stop = AtomicBool::new(false);
+    let mut consistent = 0u64;
+    let mut torn = 0u64;
+    std::thread::scope(|scope| {
+        let (store, stop) = (&store, &stop);
+        scope.spawn(move || {
+            let owner = 7;
+            let mut payload = Vec::new();
+            let mut version = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                version += 1;
+                assert_eq!(store.region.cas(lock_addr(table, slot), 0, owner), 0);
+                payload.clear();
+                payload.extend_from_slice(&[owner, 0, slot, version]);
+                payload.extend(std::iter::repeat_n(version, RECORD as usize));
+                serve_write_back(store, &mut payload);
+            }
+        });
+        // Stops the writer even when an assertion below fails.
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _stop_writer = StopOnDrop(stop);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut tuple = vec![0u64; table.tuple_words as usize];
+        while Instant::now() < deadline && (torn < 100 || consistent < 1000) {
+            store.region.read(table.tuple_addr(slot), &mut tuple);
+            let seq = tuple[1];
+            let seq_end = tuple[table.seq_end_offset() as usize];
+            let record = &tuple[table.record_offset() as usize..][..RECORD as usize];
+            if seq == seq_end {
+                assert!(
+                    record.iter().all(|&w| w == seq),
+                    "seq == seq_end == {seq} but the record is {record:?}"
+                );
+                consistent += 1;
+            } else {
+                torn += 1;
+            }
+        }
+    });
+    assert!(
+        torn >= 100,
+        "only {torn} torn READs seen: the race was not exercised"
+    );
 }

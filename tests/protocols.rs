@@ -59,8 +59,14 @@ fn plans(protocol: ProtocolKind) -> Vec<(Primitive, StagePlan)> {
         (Primitive::Rpc, StagePlan::empty()),
     ];
     for &stage in protocol.stages() {
-        plans.push((Primitive::OneSided, StagePlan::empty().with(stage, Primitive::Rpc)));
-        plans.push((Primitive::Rpc, StagePlan::empty().with(stage, Primitive::OneSided)));
+        plans.push((
+            Primitive::OneSided,
+            StagePlan::empty().with(stage, Primitive::Rpc),
+        ));
+        plans.push((
+            Primitive::Rpc,
+            StagePlan::empty().with(stage, Primitive::OneSided),
+        ));
     }
     plans
 }
@@ -140,5 +146,8 @@ fn the_checker_catches_occ_without_read_validation() {
     }
     let check = caught.expect("OCC without validation passed the checker on 5 seeds");
     let cycle = check.cycle.expect("a cycle is reported");
-    assert!(cycle.len() >= 2, "a cycle has at least two transactions: {cycle:?}");
+    assert!(
+        cycle.len() >= 2,
+        "a cycle has at least two transactions: {cycle:?}"
+    );
 }

@@ -181,28 +181,6 @@ impl Batch {
         })
     }
 
-    /// One WRITE of `first` followed by `second` at consecutive addresses.
-    pub fn write_joined(
-        &mut self,
-        node: NodeId,
-        addr: u64,
-        first: &[u64],
-        second: &[u64],
-    ) -> VerbId {
-        let buf = self.write_data.len() as u32;
-        self.write_data.extend_from_slice(first);
-        self.write_data.extend_from_slice(second);
-        self.push(Verb {
-            kind: VerbKind::Write,
-            node,
-            addr,
-            len: (first.len() + second.len()) as u32,
-            buf,
-            compare: 0,
-            swap: 0,
-        })
-    }
-
     pub fn write_word(&mut self, node: NodeId, addr: u64, value: u64) -> VerbId {
         self.write(node, addr, &[value])
     }

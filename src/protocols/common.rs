@@ -3,11 +3,14 @@
 //! release of the lock-word protocols (RCC §4.2 Fig. 5; DrTM+H §5.3), each in
 //! one-sided and RPC form, with their RPC handlers.
 //!
-//! Commit write-back order, which `store`'s tear check relies on: one WRITE
-//! of `record ++ seq_end`, then a WRITE of `seq`, then a WRITE of the lock
-//! word — three verbs in one doorbell batch, FIFO on the queue pair (the RPC
-//! handler stores in the same order). A reader that sees `seq == seq_end`
-//! with the lock free therefore read no record words of a newer version.
+//! Commit write-back order, which `store`'s tear check relies on: a WRITE of
+//! `seq_end`, then a WRITE of the record, then one WRITE of the adjacent
+//! words `[seq, lock = 0]` — three verbs in one doorbell batch, FIFO on the
+//! queue pair (the RPC handler stores in the same order). The trailer is
+//! written first and the header last, against the reader's increasing
+//! address order, so a READ that saw any new record word also saw the new
+//! `seq_end`, and one that saw the new `seq` saw the whole new record: a
+//! reader that sees `seq == seq_end` read one version only.
 //!
 //! Both commit and release use passive ACK (DrTM+H §3.2, §5.3): the
 //! coordinator does not wait for them; the runtime drains them before the
@@ -109,14 +112,18 @@ fn queue_write_back_onesided(cx: &TxnCx<'_>, batch: &mut Batch, index: usize) {
     let access = &cx.accesses[index];
     let table = cx.table(access.table);
     let new_seq = access.seq + 1;
-    batch.write_joined(
+    let tuple = table.tuple_addr(access.slot);
+    debug_assert_eq!(
+        lock_addr(table, access.slot),
+        table.seq_addr(access.slot) + 1
+    );
+    batch.write_word(access.node, tuple + table.seq_end_offset() as u64, new_seq);
+    batch.write(
         access.node,
         table.record_addr(access.slot),
         cx.record(index),
-        &[new_seq],
     );
-    batch.write_word(access.node, table.seq_addr(access.slot), new_seq);
-    batch.write_word(access.node, lock_addr(table, access.slot), 0);
+    batch.write(access.node, table.seq_addr(access.slot), &[new_seq, 0]);
 }
 
 /// Commit stage of the lock-word protocols: every locked write-set record is
@@ -222,11 +229,11 @@ pub fn serve_write_back(store: &NodeStore, payload: &mut Vec<u64>) {
         let new_seq = payload[at + 2];
         let record = &payload[at + 3..at + 3 + table.record_words as usize];
         debug_assert_eq!(store.region.load(lock_addr(table, slot)), owner);
-        store.region.write(table.record_addr(slot), record);
         store.region.store(
             table.tuple_addr(slot) + table.seq_end_offset() as u64,
             new_seq,
         );
+        store.region.write(table.record_addr(slot), record);
         store.region.store(table.seq_addr(slot), new_seq);
         store.region.store(lock_addr(table, slot), 0);
         at += 3 + table.record_words as usize;

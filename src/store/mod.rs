@@ -16,13 +16,14 @@
 //! * `seq`: count of committed writes to this tuple (version 0 = loaded).
 //!   The checker needs it; OCC uses it as its version.
 //! * protocol header: e.g. the lock word (NO_WAIT, OCC: word 0).
-//! * `seq_end`: a copy of `seq`. Writers install `record + seq_end` first and
-//!   `seq` after it (separate verbs, FIFO), so a reader whose forward READ
-//!   sees `seq == seq_end` did not see a half-written record of a newer
-//!   version than `seq` (DrTM+H §5.2's consistency check; see `protocols::common`).
+//! * `seq_end`: a copy of `seq`. Writers install `seq_end` first, then the
+//!   record, then `seq` (separate verbs, FIFO), against the increasing
+//!   address order of every READ, so a READ that sees `seq == seq_end` saw
+//!   one version of the record whole (DrTM+H §5.2's consistency check; the
+//!   argument is in `protocols::common`).
 //!
 //! Invariant: `seq` only changes while the tuple's lock is held, and is
-//! written after the record it describes.
+//! written after the record it describes; `seq_end` before it.
 
 pub mod cache;
 pub mod index;
