@@ -21,8 +21,15 @@
 //! * one-sided lock: CAS(lock, 0 → owner) + READ(seq) per record, doorbell
 //!   batched per node; RPC lock: one request per node, the handler CASes and
 //!   compares each version and replies a status per record.
-//! * one-sided validate: READ of the two words `[seq, lock]`; RPC validate:
-//!   one request per node.
+//! * one-sided validate: READ(lock) then READ(seq) per record, doorbell
+//!   batched per node; RPC validate: one request per node, whose handler
+//!   loads the lock, then seq. The lock must be read *before* seq: a writer
+//!   installs seq and then frees the lock, so a single READ of the adjacent
+//!   words `[seq, lock]` (increasing address order) can see the old seq and
+//!   then the freed lock of a writer that committed in between — a missed
+//!   conflict that the seeded checker found as a write-skew cycle. Read
+//!   lock-then-seq, a free lock and an unchanged seq mean no writer
+//!   installed a version between the read and the validation.
 //!
 //! Header layout: word 0 = lock (0 free, else owner = coroutine id + 1). The
 //! version is the store's `seq` word.
@@ -191,11 +198,10 @@ impl Occ {
             for &node in &cx.nodes {
                 for access in cx.accesses.iter().filter(|a| !a.write && a.node == node) {
                     let table = cx.table(access.table);
-                    debug_assert_eq!(
-                        lock_addr(table, access.slot),
-                        table.seq_addr(access.slot) + 1
-                    );
-                    batch.read(node, table.seq_addr(access.slot), 2);
+                    // Lock first, then seq, as two verbs (FIFO): see the
+                    // module doc for why one READ of [seq, lock] is unsafe.
+                    batch.read(node, lock_addr(table, access.slot), 1);
+                    batch.read(node, table.seq_addr(access.slot), 1);
                 }
             }
         }
@@ -204,9 +210,10 @@ impl Occ {
         let mut verb = 0u32;
         for &node in &cx.nodes {
             for access in cx.accesses.iter().filter(|a| !a.write && a.node == node) {
-                let words = batch.result(crate::fabric::VerbId(verb));
-                verb += 1;
-                if words[0] != access.seq || words[1] != 0 {
+                let lock = batch.result_word(crate::fabric::VerbId(verb));
+                let seq = batch.result_word(crate::fabric::VerbId(verb + 1));
+                verb += 2;
+                if lock != 0 || seq != access.seq {
                     return Err(AbortReason::ValidationFailed);
                 }
             }
@@ -327,11 +334,12 @@ impl Protocol for Occ {
                 payload.truncate(entries);
             }
             kind::OCC_VALIDATE => {
+                // Lock before seq, for the reason the module doc gives.
                 let valid = payload.chunks_exact(3).all(|entry| {
                     let table = store.layout.table(entry[0] as u32);
                     let slot = entry[1];
-                    store.region.load(table.seq_addr(slot)) == entry[2]
-                        && store.region.load(lock_addr(table, slot)) == 0
+                    store.region.load(lock_addr(table, slot)) == 0
+                        && store.region.load(table.seq_addr(slot)) == entry[2]
                 });
                 payload.clear();
                 payload.push(if valid { status::OK } else { status::STALE });
