@@ -450,7 +450,7 @@ pub fn demo_table(reports: &[Report]) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<9} {:<9} {:>11} {:>7} {:>8} {:>8} {:>6} {:>6} {:>6} {:>5}  {}",
+        "{:<9} {:<9} {:>11} {:>7} {:>8} {:>8} {:>6} {:>6} {:>6} {:>5}  check",
         "protocol",
         "primitive",
         "txn/s",
@@ -461,7 +461,6 @@ pub fn demo_table(reports: &[Report]) -> String {
         "cas",
         "rpcs",
         "dbell",
-        "check"
     );
     for r in reports {
         let verdict = match &r.check {

@@ -1,0 +1,82 @@
+//! The heavy correctness sweep, run by `.ci/run` (`cargo test --test stress
+//! -- --ignored`): many seeds, each drawing its own cluster shape, stage
+//! plan, contention and injected latency, for every implemented protocol,
+//! with the serializability checker and the YCSB invariants on.
+
+use verbena::config::{Config, KeyDistribution, LatencyConfig};
+use verbena::engine;
+use verbena::protocols::{Primitive, ProtocolKind, StagePlan};
+use verbena::rng::Rng;
+
+fn drawn(protocol: ProtocolKind, seed: u64) -> Config {
+    let mut rng = Rng::derive(seed, &[protocol as u64]);
+    let mut stages = StagePlan::empty();
+    for &stage in protocol.stages() {
+        let primitive = if rng.below(2) == 0 {
+            Primitive::OneSided
+        } else {
+            Primitive::Rpc
+        };
+        stages = stages.with(stage, primitive);
+    }
+    let nodes = 1 + rng.below(4) as u32;
+    let mut config = Config {
+        protocol,
+        nodes,
+        workers: 1 + rng.below(2) as u32,
+        coroutines: 1 + rng.below(8) as u32,
+        stages,
+        duration_s: 0.3,
+        warmup_s: 0.0,
+        seed,
+        check: true,
+        location_cache_entries: [0, 64, 4096][rng.below(3) as usize],
+        ..Config::default()
+    };
+    if rng.below(2) == 0 {
+        config.latency = LatencyConfig {
+            onesided_ns: rng.below(5_000),
+            atomic_ns: rng.below(5_000),
+            rpc_ns: rng.below(10_000),
+        };
+    }
+    let y = &mut config.ycsb;
+    y.rows_per_node = [16, 64, 1_000][rng.below(3) as usize];
+    y.ops_per_txn = 1 + rng.below(12) as u32;
+    y.write_ratio = [0.0, 0.2, 0.5, 1.0][rng.below(4) as usize];
+    y.distribution = [
+        KeyDistribution::Uniform,
+        KeyDistribution::Zipf,
+        KeyDistribution::Hot,
+    ][rng.below(3) as usize];
+    y.hot_fraction = 0.05;
+    y.hot_probability = 0.9;
+    y.compute_us = rng.below(3) as f64;
+    y.record_bytes = 8 * (1 + rng.below(16) as u32);
+    y.partitions_per_txn = Some(1 + rng.below(nodes.min(y.ops_per_txn) as u64) as u32);
+    config
+}
+
+#[test]
+#[ignore = "heavy: run by .ci/run"]
+fn many_seeds_every_protocol_random_shapes_and_plans() {
+    for seed in 1..=40 {
+        for protocol in [ProtocolKind::NoWait, ProtocolKind::Occ] {
+            let config = drawn(protocol, seed);
+            let report = engine::run(&config)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"))
+                .report;
+            let check = report.check.as_ref().expect("check on");
+            assert!(
+                check.passed(),
+                "seed {seed} {} {:?}: cycle {:?}, anomalies {:?}, invariants {:?}",
+                protocol.name(),
+                report.config,
+                check.cycle,
+                check.anomalies,
+                check.invariants
+            );
+            assert!(report.committed > 0, "seed {seed}: nothing committed");
+        }
+    }
+}
