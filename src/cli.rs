@@ -75,7 +75,7 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --latency-rpc-ns N        injected RPC round trip [0]
     --backoff-base-ns N       abort back-off base [1000]
     --backoff-cap-ns N        abort back-off cap [100000]
-    --location-cache N        location-cache entries per worker, 0 = off [65536]
+    --location-cache N        location-cache entries per worker, 0 = off [262144]
   YCSB:
     --rows-per-node N         [100000]
     --record-bytes N          multiple of 8 [64]

@@ -137,7 +137,7 @@ impl Default for Config {
             check: false,
             latency: LatencyConfig::default(),
             backoff: BackoffConfig::default(),
-            location_cache_entries: 1 << 16,
+            location_cache_entries: 1 << 18,
             ycsb: YcsbConfig::default(),
             unsafe_skip_occ_validation: false,
         }

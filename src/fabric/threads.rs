@@ -26,7 +26,11 @@ use super::{Endpoint, Message, NodeId, Region, Verb, VerbCounters};
 use crate::config::LatencyConfig;
 
 const SPIN_ROUNDS: u32 = 200;
-const YIELD_ROUNDS: u32 = 4;
+/// After spinning, an idle worker yields its core for this long before it
+/// parks: a reply or request usually arrives within a few µs (a peer's
+/// coroutine finishing its compute), and a futex wake-up costs tens of µs,
+/// while `yield` hands the core to any thread that needs it at once.
+const YIELD_BUDGET_NS: u64 = 50_000;
 /// Upper bound on one park, so a lost wake-up can only cost this much.
 const MAX_PARK: Duration = Duration::from_millis(2);
 
@@ -265,10 +269,14 @@ impl Endpoint for ThreadsEndpoint {
             }
             std::hint::spin_loop();
         }
-        for _ in 0..YIELD_ROUNDS {
+        let yield_until = self.now_ns() + YIELD_BUDGET_NS;
+        loop {
             std::thread::yield_now();
             if self.mailbox().has_mail.load(Ordering::Relaxed) || due(self) {
                 return;
+            }
+            if self.now_ns() >= yield_until {
+                break;
             }
         }
         let mailbox = &self.shared.mailboxes[self.mailbox];
