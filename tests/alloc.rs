@@ -67,6 +67,11 @@ fn steady_state_allocates_nothing(protocol: ProtocolKind, primitive: Primitive) 
         "the longer run did too little work: {short_txns} vs {long_txns}"
     );
     let extra_allocs = long_allocs.saturating_sub(short_allocs);
+    eprintln!(
+        "{} {}: {extra_allocs} extra allocations for {extra_txns} extra attempts",
+        protocol.name(),
+        primitive.name()
+    );
     // Set-up noise (thread start-up, a vector reaching its working size a
     // little later) is a few dozen allocations; one per transaction would be
     // thousands.
