@@ -130,7 +130,23 @@ fn queue_write_back_onesided(cx: &TxnCx<'_>, batch: &mut Batch, index: usize) {
 /// written back and unlocked (commit primitive); every other locked record is
 /// unlocked (release primitive). Posted with passive ACK.
 pub fn post_commit(cx: &mut TxnCx<'_>) {
+    post_unlock(cx, true);
+}
+
+/// Release stage: unlock every record the attempt holds locked (abort path),
+/// with passive ACK.
+pub fn post_release(cx: &mut TxnCx<'_>) {
+    post_unlock(cx, false);
+}
+
+/// One passive round that frees every lock the attempt holds, writing back
+/// the write set first when `install` (commit) — per node, one-sided verbs
+/// or at most one `WRITE_BACK` and one `UNLOCK` call.
+fn post_unlock(cx: &mut TxnCx<'_>, install: bool) {
     cx.collect_nodes(|a| a.locked);
+    if cx.nodes.is_empty() {
+        return;
+    }
     let commit = cx.primitive(Stage::Commit);
     let release = cx.primitive(Stage::Release);
     let mut batch = cx.round();
@@ -143,28 +159,21 @@ pub fn post_commit(cx: &mut TxnCx<'_>) {
             if access.node != node || !access.locked {
                 continue;
             }
-            let primitive = if access.write { commit } else { release };
-            match (access.write, primitive) {
+            let writes = install && access.write;
+            let primitive = if writes { commit } else { release };
+            let table = cx.table(access.table);
+            match (writes, primitive) {
                 (true, Primitive::OneSided) => queue_write_back_onesided(cx, &mut batch, index),
                 (false, Primitive::OneSided) => {
-                    let table = cx.table(access.table);
                     batch.write_word(node, lock_addr(table, access.slot), 0);
                 }
                 (true, Primitive::Rpc) => {
-                    let payload = write_back.get_or_insert_with(|| {
-                        let mut p = batch.payload();
-                        p.push(cx.owner);
-                        p
-                    });
+                    let payload = owner_payload(&mut write_back, &mut batch, cx.owner);
                     payload.extend_from_slice(&[access.table as u64, access.slot, access.seq + 1]);
                     payload.extend_from_slice(cx.record(index));
                 }
                 (false, Primitive::Rpc) => {
-                    let payload = unlock.get_or_insert_with(|| {
-                        let mut p = batch.payload();
-                        p.push(cx.owner);
-                        p
-                    });
+                    let payload = owner_payload(&mut unlock, &mut batch, cx.owner);
                     payload.extend_from_slice(&[access.table as u64, access.slot]);
                 }
             }
@@ -177,46 +186,34 @@ pub fn post_commit(cx: &mut TxnCx<'_>) {
         }
     }
     drop(batch);
-    cx.submit_passive();
-}
-
-/// Release stage: unlock every record the attempt holds locked (abort path),
-/// with passive ACK.
-pub fn post_release(cx: &mut TxnCx<'_>) {
-    cx.collect_nodes(|a| a.locked);
-    if cx.nodes.is_empty() {
-        return;
-    }
-    let primitive = cx.primitive(Stage::Release);
-    let mut batch = cx.round();
-    for n in 0..cx.nodes.len() {
-        let node = cx.nodes[n];
-        let mut unlock: Option<Vec<u64>> = None;
-        for access in cx.accesses.iter().filter(|a| a.node == node && a.locked) {
-            let table = cx.table(access.table);
-            match primitive {
-                Primitive::OneSided => {
-                    batch.write_word(node, lock_addr(table, access.slot), 0);
-                }
-                Primitive::Rpc => {
-                    let payload = unlock.get_or_insert_with(|| {
-                        let mut p = batch.payload();
-                        p.push(cx.owner);
-                        p
-                    });
-                    payload.extend_from_slice(&[access.table as u64, access.slot]);
-                }
-            }
-        }
-        if let Some(payload) = unlock {
-            batch.call(node, kind::UNLOCK, payload, true);
-        }
-    }
-    drop(batch);
     for access in cx.accesses.iter_mut() {
         access.locked = false;
     }
     cx.submit_passive();
+}
+
+/// The payload of a per-node call, started with `owner` on first use.
+fn owner_payload<'p>(
+    call: &'p mut Option<Vec<u64>>,
+    batch: &mut Batch,
+    owner: u64,
+) -> &'p mut Vec<u64> {
+    call.get_or_insert_with(|| {
+        let mut payload = batch.payload();
+        payload.push(owner);
+        payload
+    })
+}
+
+/// Serves the handlers every lock-word protocol shares; false if `kind` is
+/// not one of them.
+pub fn serve_shared(store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> bool {
+    match kind {
+        kind::WRITE_BACK => serve_write_back(store, payload),
+        kind::UNLOCK => serve_unlock(store, payload),
+        _ => return false,
+    }
+    true
 }
 
 /// Handler of `WRITE_BACK`: `[owner, (table, slot, new_seq, record…)…]`.

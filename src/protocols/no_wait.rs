@@ -135,9 +135,10 @@ impl Protocol for NoWait {
                     .region
                     .read(table.record_addr(slot), &mut payload[start..]);
             }
-            kind::WRITE_BACK => common::serve_write_back(store, payload),
-            kind::UNLOCK => common::serve_unlock(store, payload),
-            other => panic!("no_wait has no RPC handler {other}"),
+            other => assert!(
+                common::serve_shared(store, other, payload),
+                "no_wait has no RPC handler {other}"
+            ),
         }
     }
 }

@@ -344,9 +344,10 @@ impl Protocol for Occ {
                 payload.clear();
                 payload.push(if valid { status::OK } else { status::STALE });
             }
-            kind::WRITE_BACK => common::serve_write_back(store, payload),
-            kind::UNLOCK => common::serve_unlock(store, payload),
-            other => panic!("occ has no RPC handler {other}"),
+            other => assert!(
+                common::serve_shared(store, other, payload),
+                "occ has no RPC handler {other}"
+            ),
         }
     }
 }
