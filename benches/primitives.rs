@@ -69,7 +69,7 @@ fn raw_verb_ns(cas: bool, rounds: u64) -> f64 {
             results,
             ..
         } = &mut batch;
-        endpoint.post(verbs, write_data, results);
+        endpoint.post(0, 0, verbs, write_data, results);
     }
     start.elapsed().as_nanos() as f64 / rounds as f64
 }

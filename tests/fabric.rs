@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use verbena::config::LatencyConfig;
 use verbena::fabric::threads::ThreadsFabric;
-use verbena::fabric::{Batch, Endpoint, Region, Verb, VerbKind};
+use verbena::fabric::{Batch, Endpoint, Posted, Region, Verb, VerbKind};
 use verbena::runtime::{RpcService, Worker};
 use verbena::store::index::{IndexLayout, BUCKET_WORDS};
 use verbena::store::{NodeStore, StoreLayout, TableSpec};
@@ -27,7 +27,10 @@ fn post(endpoint: &mut dyn Endpoint, batch: &mut Batch) -> u64 {
         results,
         ..
     } = batch;
-    endpoint.post(verbs, write_data, results)
+    match endpoint.post(0, 0, verbs, write_data, results) {
+        Posted::At(at) => at,
+        Posted::Deferred => panic!("threads completes every batch at once"),
+    }
 }
 
 #[test]

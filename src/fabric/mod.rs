@@ -18,13 +18,37 @@
 //! * READ/WRITE are atomic per word only: a multi-word READ can be torn.
 //!
 //! Every verb is counted by type and bytes ([`VerbCounters`]).
+//!
+//! Completion: a backend either completes a doorbell batch when it is
+//! posted ([`Posted::At`]: `threads`, whose verbs are memory operations, with
+//! an optional injected completion time) or later ([`Posted::Deferred`]:
+//! `sim`, which applies a verb at its modeled arrival time, and `ucx`, whose
+//! completions come from the UCP worker's progress), delivering the results
+//! through `receive` like an RPC reply. The runtime handles both, so no
+//! layer above the fabric knows which backend it runs on.
 
 pub mod region;
 pub mod threads;
 pub mod verbs;
 
 pub use region::Region;
-pub use verbs::{Batch, CallId, Message, Verb, VerbCounters, VerbId, VerbKind};
+pub use verbs::{Batch, CallId, Message, Verb, VerbCounters, VerbId, VerbKind, MSG_COMPLETION};
+
+/// When a posted doorbell batch completes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Posted {
+    /// The results are in place; the batch counts as complete at this time
+    /// (0: already). `threads` executes verbs at once and answers this.
+    At(u64),
+    /// The backend completes the batch later — `sim` at its modeled
+    /// completion time, `ucx` when the worker's progress reports it — by
+    /// delivering through [`Endpoint::receive`] a [`Message`] with flags
+    /// [`verbs::MSG_COMPLETION`], `coroutine` the poster, `call` the `tag`,
+    /// `kind` the number of verbs, and `payload` the result words of the
+    /// batch's READ/CAS/FAA verbs in verb order. `dst_node`/`dst_worker` are
+    /// the poster's own.
+    Deferred,
+}
 
 /// A node's index in the cluster.
 pub type NodeId = u16;
@@ -39,10 +63,20 @@ pub trait Endpoint {
     /// time on `sim`).
     fn now_ns(&self) -> u64;
 
-    /// Posts one doorbell batch: `verbs`, all to the same node, executed in
-    /// order. READ/CAS/FAA results go to `results[verb.buf..]`. Returns the
-    /// time at which the whole batch has completed.
-    fn post(&mut self, verbs: &[Verb], write_data: &[u64], results: &mut [u64]) -> u64;
+    /// Posts one doorbell batch for coroutine `coroutine`: `verbs`, all to
+    /// the same node, executed in order. READ/CAS/FAA results go to
+    /// `results[verb.buf..]` — now, if the backend returns [`Posted::At`],
+    /// or through a completion message later ([`Posted::Deferred`]).
+    /// `tag` is echoed in that message (the runtime passes the index of the
+    /// batch's first verb).
+    fn post(
+        &mut self,
+        coroutine: u16,
+        tag: u16,
+        verbs: &[Verb],
+        write_data: &[u64],
+        results: &mut [u64],
+    ) -> Posted;
 
     /// Sends an RPC request or reply to `msg.dst_node`/`msg.dst_worker`.
     fn send(&mut self, msg: Message);

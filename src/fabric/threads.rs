@@ -22,7 +22,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use super::verbs::{VerbKind, MSG_REPLY};
-use super::{Endpoint, Message, NodeId, Region, Verb, VerbCounters};
+use super::{Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
 use crate::config::LatencyConfig;
 
 const SPIN_ROUNDS: u32 = 200;
@@ -141,9 +141,16 @@ impl Endpoint for ThreadsEndpoint {
         self.shared.epoch.elapsed().as_nanos() as u64
     }
 
-    fn post(&mut self, verbs: &[Verb], write_data: &[u64], results: &mut [u64]) -> u64 {
+    fn post(
+        &mut self,
+        _coroutine: u16,
+        _tag: u16,
+        verbs: &[Verb],
+        write_data: &[u64],
+        results: &mut [u64],
+    ) -> Posted {
         let Some(first) = verbs.first() else {
-            return self.now_ns();
+            return Posted::At(0);
         };
         let target = first.node;
         let region = &self.shared.regions[target as usize];
@@ -173,9 +180,9 @@ impl Endpoint for ThreadsEndpoint {
         }
         self.counters.doorbells += 1;
         if target == self.node || rtt_ns == 0 {
-            0
+            Posted::At(0)
         } else {
-            self.now_ns() + rtt_ns
+            Posted::At(self.now_ns() + rtt_ns)
         }
     }
 

@@ -53,6 +53,9 @@ pub const MSG_REPLY: u8 = 1;
 /// The sender does not wait for the reply (passive ACK, DrTM+H §3.2): the
 /// reply only returns the payload buffer and is absorbed by the event loop.
 pub const MSG_PASSIVE: u8 = 2;
+/// The deferred completion of a doorbell batch (`Posted::Deferred`), sent
+/// by a backend to the posting worker itself.
+pub const MSG_COMPLETION: u8 = 4;
 
 /// An RPC request or reply between two workers.
 #[derive(Debug)]

@@ -16,8 +16,9 @@
 //! payload buffer; replies are filed into the waiting coroutine's batch.
 //!
 //! Invariants: a `RefCell` borrow of a slot's batch or of the endpoint is
-//! never held across an await; `pending` counts exactly the non-passive
-//! replies not yet filed, `unacked` the passive ones.
+//! never held across an await; `pending` counts exactly the awaited
+//! replies and deferred verb completions not yet filed, `unacked` the
+//! passive ones.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -25,8 +26,11 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 
-use crate::fabric::verbs::{MSG_PASSIVE, MSG_REPLY};
-use crate::fabric::{Batch, Endpoint, Message, NodeId};
+use crate::fabric::verbs::{MSG_COMPLETION, MSG_PASSIVE, MSG_REPLY};
+use crate::fabric::{Batch, Endpoint, Message, NodeId, Posted, VerbKind};
+
+/// The `tag` of a passive round's doorbell batches (see `Posted::Deferred`).
+const PASSIVE_TAG: u16 = u16::MAX;
 
 /// The scheduling state of one coroutine.
 #[derive(Default)]
@@ -106,7 +110,7 @@ impl Worker {
     /// to one node as one doorbell batch, all batches and RPCs in flight
     /// together. Passive RPCs are not awaited. Returns when the verbs
     /// complete, and whether the round left this node.
-    fn post(&self, co: u16) -> (u64, bool) {
+    fn post(&self, co: u16, passive: bool) -> (u64, bool) {
         let slot = &self.slots[co as usize];
         let mut batch = slot.batch.borrow_mut();
         let mut endpoint = self.endpoint.borrow_mut();
@@ -127,7 +131,15 @@ impl Worker {
             while end < verbs.len() && verbs[end].node == node {
                 end += 1;
             }
-            ready_at = ready_at.max(endpoint.post(&verbs[start..end], write_data, results));
+            // A passive round's completion only acknowledges: its results
+            // (if any) are not awaited, and its batch may be reused first.
+            let tag = if passive { PASSIVE_TAG } else { start as u16 };
+            debug_assert!(passive || start < PASSIVE_TAG as usize);
+            match endpoint.post(co, tag, &verbs[start..end], write_data, results) {
+                Posted::At(at) => ready_at = ready_at.max(at),
+                Posted::Deferred if passive => slot.unacked.set(slot.unacked.get() + 1),
+                Posted::Deferred => slot.pending.set(slot.pending.get() + 1),
+            }
             start = end;
         }
         for (index, call) in calls.drain(..).enumerate() {
@@ -161,7 +173,7 @@ impl Worker {
     /// verbs at once; a purely local round completes without yielding
     /// (DrTM+H §4.1: local accesses bypass the NIC).
     pub fn submit(&self, co: u16) -> Wait<'_> {
-        let (ready_at, remote) = self.post(co);
+        let (ready_at, remote) = self.post(co, false);
         self.slots[co as usize].ready_at_ns.set(ready_at);
         Wait {
             worker: self,
@@ -178,7 +190,7 @@ impl Worker {
             slot.batch.borrow().calls.iter().all(|c| c.passive),
             "a passive round carries passive calls only"
         );
-        self.post(co);
+        self.post(co, true);
     }
 
     /// Sleeps `ns` (back-off).
@@ -211,7 +223,28 @@ impl Worker {
     fn file_reply(&self, msg: Message) {
         let slot = &self.slots[msg.coroutine as usize];
         let mut batch = slot.batch.borrow_mut();
-        if msg.flags & MSG_PASSIVE != 0 {
+        if msg.flags & MSG_COMPLETION != 0 && msg.call == PASSIVE_TAG {
+            debug_assert!(slot.unacked.get() > 0);
+            slot.unacked.set(slot.unacked.get() - 1);
+            batch.pool.push(msg.payload);
+        } else if msg.flags & MSG_COMPLETION != 0 {
+            // A deferred doorbell batch: scatter its results.
+            let first = msg.call as usize;
+            let mut from = 0;
+            let Batch { verbs, results, .. } = &mut *batch;
+            for verb in &verbs[first..first + msg.kind as usize] {
+                if verb.kind != VerbKind::Write {
+                    let len = verb.len as usize;
+                    let at = verb.buf as usize;
+                    results[at..at + len].copy_from_slice(&msg.payload[from..from + len]);
+                    from += len;
+                }
+            }
+            debug_assert_eq!(from, msg.payload.len(), "completion carries every result");
+            debug_assert!(slot.pending.get() > 0, "completion nobody waits for");
+            slot.pending.set(slot.pending.get() - 1);
+            batch.pool.push(msg.payload);
+        } else if msg.flags & MSG_PASSIVE != 0 {
             debug_assert!(slot.unacked.get() > 0);
             slot.unacked.set(slot.unacked.get() - 1);
             batch.pool.push(msg.payload);
@@ -244,7 +277,7 @@ impl Worker {
             self.endpoint.borrow_mut().receive(&mut inbox);
             let served = !inbox.is_empty();
             for mut msg in inbox.drain(..) {
-                if msg.flags & MSG_REPLY != 0 {
+                if msg.flags & (MSG_REPLY | MSG_COMPLETION) != 0 {
                     self.file_reply(msg);
                 } else {
                     service.serve(msg.kind, &mut msg.payload);
