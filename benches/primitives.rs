@@ -17,13 +17,15 @@ use verbena::engine;
 use verbena::fabric::threads::ThreadsFabric;
 use verbena::fabric::{Batch, Endpoint, Region};
 use verbena::protocols::{Primitive, ProtocolKind};
-use verbena::runtime::{RpcService, Worker};
+use verbena::runtime::{RpcService, Served, Worker};
 
 type Co<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
 
 struct Echo;
 impl RpcService for Echo {
-    fn serve(&self, _kind: u16, _payload: &mut Vec<u64>) {}
+    fn serve(&self, _kind: u16, _payload: &mut Vec<u64>) -> Served {
+        Served::Reply
+    }
 }
 
 fn fabric(nodes: usize) -> ThreadsFabric {

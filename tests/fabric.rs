@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use verbena::config::LatencyConfig;
 use verbena::fabric::threads::ThreadsFabric;
 use verbena::fabric::{Batch, Endpoint, Posted, Region, Verb, VerbKind};
-use verbena::runtime::{RpcService, Worker};
+use verbena::runtime::{RpcService, Served, Worker};
 use verbena::store::index::{IndexLayout, BUCKET_WORDS};
 use verbena::store::{NodeStore, StoreLayout, TableSpec};
 
@@ -205,7 +205,7 @@ const SET: u16 = 1;
 const GET: u16 = 2;
 
 impl RpcService for Register {
-    fn serve(&self, kind: u16, payload: &mut Vec<u64>) {
+    fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served {
         match kind {
             SET => {
                 self.0.store(payload[0], Ordering::SeqCst);
@@ -217,6 +217,7 @@ impl RpcService for Register {
             }
             other => panic!("no handler {other}"),
         }
+        Served::Reply
     }
 }
 
@@ -262,7 +263,7 @@ fn passive_rpc_then_read_sees_the_write(latency: LatencyConfig) {
             vec![Box::pin(client)];
         struct NoService;
         impl RpcService for NoService {
-            fn serve(&self, kind: u16, _: &mut Vec<u64>) {
+            fn serve(&self, kind: u16, _: &mut Vec<u64>) -> Served {
                 panic!("node 0 serves nothing, got {kind}")
             }
         }

@@ -31,7 +31,7 @@ use crate::fabric::NodeId;
 use crate::protocols::no_wait::NoWait;
 use crate::protocols::occ::Occ;
 use crate::protocols::{Protocol, ProtocolKind};
-use crate::runtime::{RpcService, Worker};
+use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout};
 use crate::workloads::ycsb::Ycsb;
@@ -104,7 +104,7 @@ struct Service<'a, P: Protocol> {
 }
 
 impl<P: Protocol> RpcService for Service<'_, P> {
-    fn serve(&self, kind: u16, payload: &mut Vec<u64>) {
+    fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served {
         self.protocol.serve(self.store, kind, payload)
     }
 }

@@ -27,6 +27,7 @@ pub mod stage;
 pub use kind::ProtocolKind;
 pub use stage::{Primitive, Stage, StagePlan};
 
+pub use crate::runtime::Served;
 use crate::store::NodeStore;
 use crate::txn::{TxnCx, TxnResult};
 
@@ -74,6 +75,8 @@ pub trait Protocol: Sync {
     /// Abort: drop every lock the attempt holds.
     async fn release(&self, cx: &mut TxnCx<'_>);
 
-    /// RPC handler, run on the event loop of a worker of `store`'s node.
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>);
+    /// RPC handler, run on the event loop of a worker of `store`'s node:
+    /// rewrites the request into its reply, or returns [`Served::Wait`] to
+    /// be offered it again later (waiting protocols).
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served;
 }

@@ -33,7 +33,7 @@ use crate::store::NodeStore;
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
 use super::common::{self, kind, lock_addr, status};
-use super::{Primitive, Protocol, ProtocolKind, Stage};
+use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
 
 #[derive(Clone, Debug, Default)]
 pub struct NoWait;
@@ -114,19 +114,19 @@ impl Protocol for NoWait {
         common::post_release(cx);
     }
 
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) {
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
         match kind {
             kind::NO_WAIT_LOCK_READ => {
                 let (table_id, key, owner) = (payload[0] as u32, payload[1], payload[2]);
                 payload.clear();
                 let Some(slot) = store.lookup(table_id, key) else {
                     payload.push(status::NOT_FOUND);
-                    return;
+                    return Served::Reply;
                 };
                 let table = store.layout.table(table_id);
                 if store.region.cas(lock_addr(table, slot), 0, owner) != 0 {
                     payload.extend_from_slice(&[status::LOCKED, slot]);
-                    return;
+                    return Served::Reply;
                 }
                 payload.extend_from_slice(&[status::OK, slot, store.seq(table_id, slot)]);
                 let start = payload.len();
@@ -140,5 +140,6 @@ impl Protocol for NoWait {
                 "no_wait has no RPC handler {other}"
             ),
         }
+        Served::Reply
     }
 }

@@ -45,7 +45,7 @@ use crate::store::NodeStore;
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
 use super::common::{self, kind, lock_addr, status};
-use super::{Primitive, Protocol, ProtocolKind, Stage};
+use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
 
 #[derive(Clone, Debug, Default)]
 pub struct Occ {
@@ -287,14 +287,14 @@ impl Protocol for Occ {
         common::post_release(cx);
     }
 
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) {
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
         match kind {
             kind::OCC_READ => {
                 let (table_id, key) = (payload[0] as u32, payload[1]);
                 payload.clear();
                 let Some(slot) = store.lookup(table_id, key) else {
                     payload.push(status::NOT_FOUND);
-                    return;
+                    return Served::Reply;
                 };
                 let table = store.layout.table(table_id);
                 payload.resize(table.tuple_words as usize, 0);
@@ -349,5 +349,6 @@ impl Protocol for Occ {
                 "occ has no RPC handler {other}"
             ),
         }
+        Served::Reply
     }
 }

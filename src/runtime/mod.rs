@@ -56,11 +56,28 @@ impl CoSlot {
     }
 }
 
-/// Handles RPC requests on the target worker: turns the request payload
-/// into the reply payload in place.
-pub trait RpcService {
-    fn serve(&self, kind: u16, payload: &mut Vec<u64>);
+/// What a handler did with a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Served {
+    /// The payload now holds the reply.
+    Reply,
+    /// Not servable yet (e.g. a lock a waiting protocol must wait for): the
+    /// payload is left as the request, and the event loop offers it again on
+    /// its next turns — a waiting list served by the event loop, with no
+    /// handler ever blocking the worker (RCC §4.3). Later requests may be
+    /// served first; a coroutine awaiting the reply sends nothing meanwhile.
+    Wait,
 }
+
+/// Handles RPC requests on the target worker: turns the request payload
+/// into the reply payload in place, or asks to be offered it again.
+pub trait RpcService {
+    fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served;
+}
+
+/// How long an event loop with waiting requests may idle before offering
+/// them again, ns.
+const WAITING_RETRY_NS: u64 = 2_000;
 
 /// One worker: its endpoint, its coroutines' slots, its clock.
 pub struct Worker {
@@ -257,6 +274,14 @@ impl Worker {
         }
     }
 
+    /// Answers a served request with its own message and buffer.
+    fn send_reply(&self, mut msg: Message) {
+        std::mem::swap(&mut msg.src_node, &mut msg.dst_node);
+        std::mem::swap(&mut msg.src_worker, &mut msg.dst_worker);
+        msg.flags |= MSG_REPLY;
+        self.endpoint.borrow_mut().send(msg);
+    }
+
     /// Runs the coroutines and the event loop until every coroutine has
     /// finished and every worker of the cluster has too (`finished` counts
     /// them, up to `total_workers`): a worker keeps serving RPCs until no peer
@@ -271,20 +296,31 @@ impl Worker {
         assert_eq!(coroutines.len(), self.slots.len());
         let mut context = Context::from_waker(Waker::noop());
         let mut inbox: Vec<Message> = Vec::with_capacity(64);
+        let mut waiting: Vec<Message> = Vec::with_capacity(16);
         let mut live = coroutines.len();
         let mut announced = false;
         loop {
+            // Requests that had to wait are offered again first, in order.
+            let mut served = false;
+            let mut index = 0;
+            while index < waiting.len() {
+                let msg = &mut waiting[index];
+                if service.serve(msg.kind, &mut msg.payload) == Served::Reply {
+                    self.send_reply(waiting.remove(index));
+                    served = true;
+                } else {
+                    index += 1;
+                }
+            }
             self.endpoint.borrow_mut().receive(&mut inbox);
-            let served = !inbox.is_empty();
+            served |= !inbox.is_empty();
             for mut msg in inbox.drain(..) {
                 if msg.flags & (MSG_REPLY | MSG_COMPLETION) != 0 {
                     self.file_reply(msg);
+                } else if service.serve(msg.kind, &mut msg.payload) == Served::Reply {
+                    self.send_reply(msg);
                 } else {
-                    service.serve(msg.kind, &mut msg.payload);
-                    std::mem::swap(&mut msg.src_node, &mut msg.dst_node);
-                    std::mem::swap(&mut msg.src_worker, &mut msg.dst_worker);
-                    msg.flags |= MSG_REPLY;
-                    self.endpoint.borrow_mut().send(msg);
+                    waiting.push(msg);
                 }
             }
 
@@ -317,6 +353,10 @@ impl Worker {
                 return;
             }
             if !polled && !served {
+                if !waiting.is_empty() {
+                    let retry_at = now + WAITING_RETRY_NS;
+                    wake_at = Some(wake_at.map_or(retry_at, |w| w.min(retry_at)));
+                }
                 self.endpoint.borrow_mut().idle(wake_at);
             }
         }
