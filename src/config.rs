@@ -19,6 +19,9 @@ pub const MAX_NODES: u32 = 4096;
 pub const MAX_WORKERS: u32 = 256;
 pub const MAX_COROUTINES: u32 = 255;
 pub const MAX_OPS_PER_TXN: u32 = 64;
+/// Worker threads one `threads` run may start in all: beyond this, thread
+/// creation and memory, not the protocol, would be measured.
+pub const MAX_THREADS_WORKERS: u32 = 1024;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -225,6 +228,14 @@ impl Config {
         check_count("nodes", self.nodes, 1, MAX_NODES)?;
         check_count("workers", self.workers, 1, MAX_WORKERS)?;
         check_count("coroutines", self.coroutines, 1, MAX_COROUTINES)?;
+        if self.total_workers() > MAX_THREADS_WORKERS {
+            return Err(ConfigError(format!(
+                "nodes × workers = {} × {} = {} worker threads; allowed: at most {MAX_THREADS_WORKERS} on the threads fabric (the sim fabric, when it lands, emulates larger clusters)",
+                self.nodes,
+                self.workers,
+                self.total_workers()
+            )));
+        }
         if !self.protocol.implemented() {
             return Err(ConfigError(format!(
                 "protocol {} is not implemented in this build yet; implemented: {}",
@@ -350,6 +361,6 @@ impl Config {
 
     /// Worker threads of the whole run.
     pub fn total_workers(&self) -> u32 {
-        self.nodes * self.workers
+        self.nodes.saturating_mul(self.workers)
     }
 }

@@ -69,6 +69,15 @@ fn bad_values_exit_2_naming_the_value_and_what_is_allowed() {
     );
     assert_usage_error(&["run", "--nodes"], &["--nodes needs a value"]);
     assert_usage_error(
+        &["run", "--nodes", "64", "--workers", "64"],
+        &["4096 worker threads", "at most 1024"],
+    );
+    assert_usage_error(&["run", "--warmup", "nan"], &["warmup_s = NaN"]);
+    assert_usage_error(
+        &["run", "--rows-per-node", "100000000", "--nodes", "64"],
+        &["MiB of registered memory"],
+    );
+    assert_usage_error(
         &["run", "--frobnicate", "3"],
         &["unknown flag --frobnicate"],
     );
@@ -147,6 +156,15 @@ fn a_checked_run_writes_the_report_and_history_scripts_consume() {
     );
     assert!(report["throughput_txn_per_s"].as_f64().unwrap() > 0.0);
     assert!(report["abort_rate"].as_f64().unwrap() >= 0.0);
+    let per_worker: Vec<f64> = report["worker_txn_per_s"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(per_worker.len(), 3, "one entry per worker thread");
+    let total = report["throughput_txn_per_s"].as_f64().unwrap();
+    assert!((per_worker.iter().sum::<f64>() - total).abs() < 1e-6 * total.max(1.0));
     for p in ["p50", "p90", "p99", "p999"] {
         assert!(
             report["latency_us"][p].as_f64().unwrap() > 0.0,

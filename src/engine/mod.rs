@@ -228,7 +228,8 @@ fn run_workload<P: Protocol, W: Workload>(
         let invariants = workload.check_invariants(&stores, &history);
         CheckSummary::new(verdict, invariants)
     });
-    let report = Report::build(config, &total, total_workers, check);
+    let per_worker_committed: Vec<u64> = results.iter().map(|(s, _)| s.committed).collect();
+    let report = Report::build(config, &total, &per_worker_committed, check);
     Ok(RunOutput {
         report,
         history: config.check.then_some(history),

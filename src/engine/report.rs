@@ -104,6 +104,8 @@ pub struct Report {
     pub committed: u64,
     pub throughput_txn_per_s: f64,
     pub throughput_per_worker_txn_per_s: f64,
+    /// Each worker's throughput, node-major (`node · workers + worker`).
+    pub worker_txn_per_s: Vec<f64>,
     /// Aborted attempts / (aborted attempts + commits).
     pub abort_rate: f64,
     /// Aborted attempts by reason.
@@ -133,9 +135,10 @@ impl Report {
     pub fn build(
         config: &Config,
         stats: &WorkerStats,
-        workers: usize,
+        per_worker_committed: &[u64],
         check: Option<CheckSummary>,
     ) -> Report {
+        let workers = per_worker_committed.len().max(1);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let committed = stats.committed;
         let throughput = committed as f64 / config.duration_s;
@@ -165,6 +168,10 @@ impl Report {
             committed,
             throughput_txn_per_s: throughput,
             throughput_per_worker_txn_per_s: throughput / workers as f64,
+            worker_txn_per_s: per_worker_committed
+                .iter()
+                .map(|&n| n as f64 / config.duration_s)
+                .collect(),
             abort_rate: per(aborted, aborted + committed),
             aborts: OrderedMap(
                 AbortReason::ALL
@@ -205,7 +212,7 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "verbena {} · {} · ycsb · {} nodes × {} workers × {} coroutines · {}",
+            "verbena {} · {} · ycsb · {} node(s) × {} worker(s) × {} coroutine(s) · {}",
             self.verbena_version,
             c.protocol.name(),
             c.nodes,
