@@ -69,7 +69,12 @@ pub struct CheckSummary {
     pub cycle: Option<Vec<u64>>,
     pub txn_count: usize,
     pub edge_count: usize,
+    /// Strongly connected components with a cycle: how widespread the
+    /// damage is.
+    pub cyclic_components: usize,
+    /// The first anomalies found (listed), and how many in all.
     pub anomalies: Vec<String>,
+    pub anomaly_count: usize,
     pub invariants: Vec<String>,
 }
 
@@ -81,7 +86,9 @@ impl CheckSummary {
             cycle: verdict.cycle,
             txn_count: verdict.txn_count,
             edge_count: verdict.edge_count,
+            cyclic_components: verdict.cyclic_components,
             anomalies: verdict.anomalies,
+            anomaly_count: verdict.anomaly_count,
             invariants: invariants.details,
         }
     }
