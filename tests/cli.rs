@@ -224,3 +224,20 @@ fn help_lists_the_commands_and_flags() {
         assert!(text.contains(needle), "help lacks {needle}");
     }
 }
+
+#[test]
+fn the_example_configs_stay_valid() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/configs");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut config: verbena::config::Config =
+            toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        config
+            .validate()
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        seen += 1;
+    }
+    assert!(seen >= 2, "examples/configs holds the documented examples");
+}
