@@ -296,7 +296,7 @@ fn a_remote_worker_finds_keys_with_one_round_of_index_reads() {
             record_words: 2,
             capacity_per_node: 5_000,
         }],
-        1,
+        |_| 1,
     ));
     let store = NodeStore::new(1, layout.clone());
     for key in 0..5_000u64 {
@@ -365,7 +365,7 @@ fn the_write_back_order_makes_every_torn_read_detectable() {
             record_words: RECORD,
             capacity_per_node: 1,
         }],
-        1,
+        |_| 1,
     ));
     let store = NodeStore::new(0, layout.clone());
     let slot = store.insert(0, 5, &[0; RECORD as usize]).unwrap();

@@ -139,7 +139,7 @@ fn run_workload<P: Protocol, W: Workload>(
     protocol: &P,
     workload: &W,
 ) -> Result<RunOutput, RunError> {
-    let layout = Arc::new(StoreLayout::new(&workload.tables(), P::HEADER_WORDS));
+    let layout = Arc::new(StoreLayout::new(&workload.tables(), P::header_words));
     let stores = load_stores(config, workload, &layout).map_err(RunError::Load)?;
     let fabric = ThreadsFabric::new(
         stores.iter().map(|s| s.region.clone()).collect(),

@@ -36,8 +36,11 @@ use crate::txn::{TxnCx, TxnResult};
 #[allow(async_fn_in_trait)]
 pub trait Protocol: Sync {
     const KIND: ProtocolKind;
-    /// Words of protocol metadata in every tuple header.
-    const HEADER_WORDS: u32;
+    /// Words of protocol metadata in the header of a tuple whose record has
+    /// `record_words` words. Most protocols need a fixed few (a lock word);
+    /// multi-version ones (MVCC, CICADA) keep version slots, each with a copy
+    /// of the record, in the header, so the size depends on the record.
+    fn header_words(record_words: u32) -> u32;
     /// The stage that [`Protocol::access`] performs.
     const ACCESS_STAGE: Stage;
 

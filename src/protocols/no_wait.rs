@@ -96,7 +96,9 @@ impl NoWait {
 
 impl Protocol for NoWait {
     const KIND: ProtocolKind = ProtocolKind::NoWait;
-    const HEADER_WORDS: u32 = 1;
+    fn header_words(_record_words: u32) -> u32 {
+        1
+    }
     const ACCESS_STAGE: Stage = Stage::Lock;
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {

@@ -249,7 +249,9 @@ impl Occ {
 
 impl Protocol for Occ {
     const KIND: ProtocolKind = ProtocolKind::Occ;
-    const HEADER_WORDS: u32 = 1;
+    fn header_words(_record_words: u32) -> u32 {
+        1
+    }
     const ACCESS_STAGE: Stage = Stage::Read;
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {

@@ -109,10 +109,13 @@ pub struct StoreLayout {
 }
 
 impl StoreLayout {
-    pub fn new(specs: &[TableSpec], header_words: u32) -> StoreLayout {
+    /// Lays out `specs`; `header_words(record_words)` is the protocol's
+    /// header size for a table with records of that size.
+    pub fn new(specs: &[TableSpec], header_words: impl Fn(u32) -> u32) -> StoreLayout {
         let mut next = 0u64;
         let mut tables = Vec::with_capacity(specs.len());
         for (id, spec) in specs.iter().enumerate() {
+            let header_words = header_words(spec.record_words);
             let tuple_words = HEADER_WORD + header_words + spec.record_words + 1;
             let base = next;
             next += spec.capacity_per_node * tuple_words as u64;
