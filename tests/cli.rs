@@ -183,6 +183,10 @@ fn a_checked_run_writes_the_report_and_history_scripts_consume() {
         assert!(report["stages"][stage].is_number(), "stage {stage}");
     }
     assert!(report["verbs_per_txn"]["rpc"].as_f64().unwrap() > 0.0);
+    assert!(
+        report["worker_time"]["rpc_handlers"].as_f64().unwrap() > 0.0,
+        "reads are served by RPC"
+    );
     assert!(report["verbs_per_txn"]["read"].as_f64().unwrap() > 0.0);
     assert_eq!(report["check"]["serializable"], true);
     assert_eq!(report["check"]["invariants_ok"], true);

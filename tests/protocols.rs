@@ -151,3 +151,23 @@ fn the_checker_catches_occ_without_read_validation() {
         "a cycle has at least two transactions: {cycle:?}"
     );
 }
+
+#[test]
+fn rpc_stages_cost_the_serving_workers_cpu_and_one_sided_ones_do_not() {
+    for protocol in [ProtocolKind::NoWait, ProtocolKind::Occ] {
+        let mut config = contended(protocol, 3);
+        config.check = false;
+        config.primitive = Primitive::OneSided;
+        let onesided = engine::run(&config).expect("run").report;
+        assert_eq!(onesided.worker_time.rpc_handlers, 0.0);
+        assert_eq!(onesided.verbs_per_txn.rpc, 0.0);
+        config.primitive = Primitive::Rpc;
+        let rpc = engine::run(&config).expect("run").report;
+        assert!(rpc.worker_time.rpc_handlers > 0.0, "{:?}", rpc.worker_time);
+        assert_eq!(rpc.verbs_per_txn.read + rpc.verbs_per_txn.cas, 0.0);
+        for report in [&onesided, &rpc] {
+            let t = &report.worker_time;
+            assert!((t.busy + t.idle - 1.0).abs() < 1e-9 && t.rpc_handlers <= t.busy);
+        }
+    }
+}

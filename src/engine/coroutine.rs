@@ -51,11 +51,11 @@ impl<P: Protocol, W: Workload> CoroutineEnv<'_, P, W> {
             return;
         }
         let mut stats = self.stats.borrow_mut();
-        if stats.counters_at_start.is_none() {
-            stats.counters_at_start = Some(self.worker.counters());
+        if stats.at_start.is_none() {
+            stats.at_start = Some(self.worker.snapshot());
         }
-        if now_ns >= self.end_ns && stats.counters_at_end.is_none() {
-            stats.counters_at_end = Some(self.worker.counters());
+        if now_ns >= self.end_ns && stats.at_end.is_none() {
+            stats.at_end = Some(self.worker.snapshot());
         }
     }
 }
@@ -205,7 +205,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
         // every round of this one stayed local.
         worker.yield_now().await;
     }
-    env.note_boundaries(worker.now_ns().max(env.end_ns));
+    env.note_boundaries(worker.now_ns());
     worker.drain(co).await;
 }
 

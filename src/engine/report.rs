@@ -60,6 +60,20 @@ pub struct VerbsPerTxn {
     pub bytes: f64,
 }
 
+/// Fractions of the worker threads' wall time in the measured interval
+/// (RCBench's effective CPU utilisation is `busy`; RCC's point that RPC
+/// stages cost the remote side CPU shows in `rpc_handlers`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct WorkerTime {
+    /// Not idle: running coroutines, handlers and the event loop (on an
+    /// oversubscribed machine, also time the thread waited for a core).
+    pub busy: f64,
+    /// Serving other workers' RPCs (a share of `busy`).
+    pub rpc_handlers: f64,
+    /// Nothing runnable and no message: spinning, yielding or parked.
+    pub idle: f64,
+}
+
 /// The checker's and the workload's verdicts.
 #[derive(Clone, Debug, Serialize)]
 pub struct CheckSummary {
@@ -125,6 +139,8 @@ pub struct Report {
     /// work between stages).
     pub stages: OrderedMap<f64>,
     pub verbs_per_txn: VerbsPerTxn,
+    /// How the worker threads' time went, as fractions of their wall time.
+    pub worker_time: WorkerTime,
     pub location_cache_hit_rate: f64,
     /// Null when the run did not check.
     pub check: Option<CheckSummary>,
@@ -164,7 +180,8 @@ impl Report {
             })
             .collect();
         stages.push(("execution", per(stats.execution_ns, committed) / 1_000.0));
-        let verbs = stats.measured_counters();
+        let measured = stats.measured();
+        let verbs = measured.counters;
         let lookups = stats.cache_hits + stats.cache_misses;
         Report {
             verbena_version: env!("CARGO_PKG_VERSION"),
@@ -207,6 +224,15 @@ impl Report {
                     verbs.read_bytes + verbs.write_bytes + verbs.rpc_request_bytes,
                     committed,
                 ),
+            },
+            worker_time: {
+                let wall = measured.wall_ns.max(1) as f64;
+                let idle = (measured.idle_ns as f64 / wall).min(1.0);
+                WorkerTime {
+                    busy: 1.0 - idle,
+                    rpc_handlers: (measured.handler_ns as f64 / wall).min(1.0),
+                    idle,
+                }
             },
             location_cache_hit_rate: per(stats.cache_hits, lookups),
             check,
@@ -274,6 +300,14 @@ impl Report {
             out,
             "  verbs/txn       read {:.2}  write {:.2}  cas {:.2}  faa {:.2}  rpc {:.2}  doorbells {:.2}  bytes {:.0}",
             v.read, v.write, v.cas, v.faa, v.rpc, v.doorbells, v.bytes
+        );
+        let t = &self.worker_time;
+        let _ = writeln!(
+            out,
+            "  worker time     busy {:.1} %  (rpc handlers {:.1} %)  idle {:.1} %",
+            100.0 * t.busy,
+            100.0 * t.rpc_handlers,
+            100.0 * t.idle
         );
         match &self.check {
             None => {

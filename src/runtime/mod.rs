@@ -13,7 +13,10 @@
 //! when it is runnable (no awaited reply outstanding and its completion time
 //! or timer reached). The event loop, between polls, drains the endpoint's
 //! inbox: requests run their protocol handler and are answered with the same
-//! payload buffer; replies are filed into the waiting coroutine's batch.
+//! payload buffer, or wait for a later turn ([`Served::Wait`]); replies and
+//! deferred verb completions (`Posted::Deferred`) are filed into the waiting
+//! coroutine's batch. The worker accounts its time in handlers and idle, so
+//! a report can say what RPC stages cost the serving side.
 //!
 //! Invariants: a `RefCell` borrow of a slot's batch or of the endpoint is
 //! never held across an await; `pending` counts exactly the awaited
@@ -28,6 +31,7 @@ use std::task::{Context, Poll, Waker};
 
 use crate::fabric::verbs::{MSG_COMPLETION, MSG_PASSIVE, MSG_REPLY};
 use crate::fabric::{Batch, Endpoint, Message, NodeId, Posted, VerbKind};
+use crate::stats::WorkerSnapshot;
 
 /// The `tag` of a passive round's doorbell batches (see `Posted::Deferred`).
 const PASSIVE_TAG: u16 = u16::MAX;
@@ -89,6 +93,9 @@ pub struct Worker {
     /// polled only once the scheduler saw it runnable, so its `Wait` need
     /// not read the clock again (a clock read costs about 20 ns).
     scheduled_at_ns: Cell<u64>,
+    /// Time spent idle and in RPC handlers so far (see `WorkerSnapshot`).
+    idle_ns: Cell<u64>,
+    handler_ns: Cell<u64>,
 }
 
 impl Worker {
@@ -99,6 +106,8 @@ impl Worker {
             endpoint: RefCell::new(endpoint),
             slots: (0..coroutines).map(|_| CoSlot::default()).collect(),
             scheduled_at_ns: Cell::new(0),
+            idle_ns: Cell::new(0),
+            handler_ns: Cell::new(0),
         }
     }
 
@@ -121,6 +130,16 @@ impl Worker {
 
     pub fn counters(&self) -> crate::fabric::VerbCounters {
         *self.endpoint.borrow().counters()
+    }
+
+    /// The worker's running totals now.
+    pub fn snapshot(&self) -> WorkerSnapshot {
+        WorkerSnapshot {
+            counters: self.counters(),
+            wall_ns: self.now_ns(),
+            idle_ns: self.idle_ns.get(),
+            handler_ns: self.handler_ns.get(),
+        }
     }
 
     /// Posts everything queued in `co`'s batch: each run of consecutive verbs
@@ -302,6 +321,10 @@ impl Worker {
         loop {
             // Requests that had to wait are offered again first, in order.
             let mut served = false;
+            let mut serve_start_ns = None;
+            if !waiting.is_empty() {
+                serve_start_ns = Some(self.now_ns());
+            }
             let mut index = 0;
             while index < waiting.len() {
                 let msg = &mut waiting[index];
@@ -314,6 +337,9 @@ impl Worker {
             }
             self.endpoint.borrow_mut().receive(&mut inbox);
             served |= !inbox.is_empty();
+            if serve_start_ns.is_none() && !inbox.is_empty() {
+                serve_start_ns = Some(self.now_ns());
+            }
             for mut msg in inbox.drain(..) {
                 if msg.flags & (MSG_REPLY | MSG_COMPLETION) != 0 {
                     self.file_reply(msg);
@@ -326,6 +352,10 @@ impl Worker {
 
             let now = self.now_ns();
             self.scheduled_at_ns.set(now);
+            if let Some(start) = serve_start_ns {
+                // Includes filing replies: a few ns each, not worth a clock read.
+                self.handler_ns.set(self.handler_ns.get() + (now - start));
+            }
             let mut polled = false;
             let mut wake_at: Option<u64> = None;
             for (index, coroutine) in coroutines.iter_mut().enumerate() {
@@ -358,6 +388,7 @@ impl Worker {
                     wake_at = Some(wake_at.map_or(retry_at, |w| w.min(retry_at)));
                 }
                 self.endpoint.borrow_mut().idle(wake_at);
+                self.idle_ns.set(self.idle_ns.get() + (self.now_ns() - now));
             }
         }
     }

@@ -14,6 +14,36 @@ use crate::fabric::VerbCounters;
 use crate::protocols::Stage;
 use crate::txn::AbortReason;
 
+/// A worker's running totals at one instant: verbs posted, and how its
+/// time went (wall clock, idle, serving RPCs).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WorkerSnapshot {
+    pub counters: VerbCounters,
+    pub wall_ns: u64,
+    /// In `Endpoint::idle`: nothing runnable, no message.
+    pub idle_ns: u64,
+    /// In RPC handlers: CPU spent serving other workers' stages.
+    pub handler_ns: u64,
+}
+
+impl WorkerSnapshot {
+    pub fn since(&self, earlier: &WorkerSnapshot) -> WorkerSnapshot {
+        WorkerSnapshot {
+            counters: self.counters.sub(&earlier.counters),
+            wall_ns: self.wall_ns - earlier.wall_ns,
+            idle_ns: self.idle_ns - earlier.idle_ns,
+            handler_ns: self.handler_ns - earlier.handler_ns,
+        }
+    }
+
+    pub fn add(&mut self, other: &WorkerSnapshot) {
+        self.counters.add(&other.counters);
+        self.wall_ns += other.wall_ns;
+        self.idle_ns += other.idle_ns;
+        self.handler_ns += other.handler_ns;
+    }
+}
+
 /// Counts of one worker (or, after merging, of the run).
 #[derive(Clone, Debug, Default)]
 pub struct WorkerStats {
@@ -29,10 +59,10 @@ pub struct WorkerStats {
     /// Sum over committed transactions of the committing attempt's time not
     /// spent in any stage: the program's own work (execution).
     pub execution_ns: u64,
-    /// The endpoint's verb counters when the measured interval began and
-    /// ended (taken by the first coroutine that sees each boundary).
-    pub counters_at_start: Option<VerbCounters>,
-    pub counters_at_end: Option<VerbCounters>,
+    /// The worker's counters when the measured interval began and ended
+    /// (taken by the first coroutine that sees each boundary).
+    pub at_start: Option<WorkerSnapshot>,
+    pub at_end: Option<WorkerSnapshot>,
     pub cache_hits: u64,
     pub cache_misses: u64,
 }
@@ -46,22 +76,21 @@ impl WorkerStats {
         self.aborts.iter().sum()
     }
 
-    /// Verbs posted in the measured interval.
-    pub fn measured_counters(&self) -> VerbCounters {
-        match (self.counters_at_start, self.counters_at_end) {
-            (Some(start), Some(end)) => end.sub(&start),
-            _ => VerbCounters::default(),
+    /// What the worker did in the measured interval.
+    pub fn measured(&self) -> WorkerSnapshot {
+        match (self.at_start, self.at_end) {
+            (Some(start), Some(end)) => end.since(&start),
+            _ => WorkerSnapshot::default(),
         }
     }
 
-    /// Adds `other`'s counts; the verb counters are summed as measured
-    /// deltas (the merged value lives in `counters_at_end`).
+    /// Adds `other`'s counts; the snapshots are summed as measured deltas
+    /// (the merged value lives in `at_end`).
     pub fn merge(&mut self, other: &WorkerStats) {
-        let mine = self.measured_counters();
-        let mut sum = mine;
-        sum.add(&other.measured_counters());
-        self.counters_at_start = Some(VerbCounters::default());
-        self.counters_at_end = Some(sum);
+        let mut sum = self.measured();
+        sum.add(&other.measured());
+        self.at_start = Some(WorkerSnapshot::default());
+        self.at_end = Some(sum);
         self.committed += other.committed;
         for (a, b) in self.aborts.iter_mut().zip(other.aborts.iter()) {
             *a += b;
