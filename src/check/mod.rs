@@ -1,10 +1,14 @@
 //! Serializability checking of committed histories (ARCHITECTURE.md layer 8).
 //!
 //! None of the papers' systems verify their results; verbena does on every
-//! test run. See `history` for what is recorded and `graph` for the check.
+//! test run. See `history` for what is recorded, `graph` for the
+//! serializability check, and `state` for the final store against the
+//! history.
 
 pub mod graph;
 pub mod history;
+pub mod state;
 
 pub use graph::{check_serializable, CheckReport};
 pub use history::{History, Item, TxnEntry};
+pub use state::store_matches_history;

@@ -24,7 +24,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
-use crate::check::{check_serializable, History};
+use crate::check::{check_serializable, store_matches_history, History};
 use crate::config::{Config, ConfigError, WorkloadKind};
 use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
@@ -225,7 +225,16 @@ fn run_workload<P: Protocol, W: Workload>(
     }
     let check = config.check.then(|| {
         let verdict = check_serializable(&history);
-        let invariants = workload.check_invariants(&stores, &history);
+        let mut invariants = workload.check_invariants(&stores, &history);
+        let mismatches = store_matches_history(&history, &stores);
+        if mismatches.is_empty() {
+            invariants
+                .details
+                .push("every tuple's version is the one its last committed write installed".into());
+        } else {
+            invariants.ok = false;
+            invariants.details.extend(mismatches);
+        }
         CheckSummary::new(verdict, invariants)
     });
     let per_worker_committed: Vec<u64> = results.iter().map(|(s, _)| s.committed).collect();
