@@ -96,10 +96,11 @@ impl NoWait {
 
 impl Protocol for NoWait {
     const KIND: ProtocolKind = ProtocolKind::NoWait;
+    const ACCESS_STAGE: Stage = Stage::Lock;
+
     fn header_words(_record_words: u32) -> u32 {
         1
     }
-    const ACCESS_STAGE: Stage = Stage::Lock;
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         match cx.primitive(Stage::Lock) {

@@ -249,10 +249,11 @@ impl Occ {
 
 impl Protocol for Occ {
     const KIND: ProtocolKind = ProtocolKind::Occ;
+    const ACCESS_STAGE: Stage = Stage::Read;
+
     fn header_words(_record_words: u32) -> u32 {
         1
     }
-    const ACCESS_STAGE: Stage = Stage::Read;
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         match cx.primitive(Stage::Read) {
