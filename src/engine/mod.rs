@@ -71,29 +71,39 @@ pub struct RunOutput {
     pub history: Option<History>,
 }
 
-/// Validates `config` and runs it.
+/// Validates `config` and runs it with its workload.
 pub fn run(config: &Config) -> Result<RunOutput, RunError> {
     let mut config = config.clone();
     config.validate()?;
-    match config.protocol {
-        ProtocolKind::NoWait => run_protocol(&config, NoWait),
-        ProtocolKind::Occ => run_protocol(
-            &config,
-            Occ {
-                skip_validation: config.unsafe_skip_occ_validation,
-            },
-        ),
-        // `validate` refuses protocols this build lacks.
-        other => unreachable!("validate accepted unimplemented protocol {}", other.name()),
-    }
-}
-
-fn run_protocol<P: Protocol>(config: &Config, protocol: P) -> Result<RunOutput, RunError> {
     match config.workload {
         WorkloadKind::Ycsb => {
             let workload = Ycsb::new(&config.ycsb, config.nodes);
-            run_workload(config, &protocol, &workload)
+            run_validated(&config, &workload)
         }
+    }
+}
+
+/// Validates `config` and runs it with a workload of the caller's own (the
+/// `ycsb` section of the config is then unused): the way to bring a new
+/// workload to every protocol and stage choice without touching verbena.
+pub fn run_custom<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput, RunError> {
+    let mut config = config.clone();
+    config.validate()?;
+    run_validated(&config, workload)
+}
+
+fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput, RunError> {
+    match config.protocol {
+        ProtocolKind::NoWait => run_workload(config, &NoWait, workload),
+        ProtocolKind::Occ => run_workload(
+            config,
+            &Occ {
+                skip_validation: config.unsafe_skip_occ_validation,
+            },
+            workload,
+        ),
+        // `validate` refuses protocols this build lacks.
+        other => unreachable!("validate accepted unimplemented protocol {}", other.name()),
     }
 }
 
@@ -238,7 +248,13 @@ fn run_workload<P: Protocol, W: Workload>(
         CheckSummary::new(verdict, invariants)
     });
     let per_worker_committed: Vec<u64> = results.iter().map(|(s, _)| s.committed).collect();
-    let report = Report::build(config, &total, &per_worker_committed, check);
+    let report = Report::build(
+        config,
+        workload.name(),
+        &total,
+        &per_worker_committed,
+        check,
+    );
     Ok(RunOutput {
         report,
         history: config.check.then_some(history),

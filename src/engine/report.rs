@@ -117,6 +117,8 @@ pub struct Report {
     pub verbena_version: &'static str,
     /// The fully resolved configuration.
     pub config: Config,
+    /// The workload that ran (a custom one's own name).
+    pub workload: &'static str,
     pub cores: usize,
     /// More worker threads than cores: the figures are those of a
     /// time-shared machine.
@@ -157,6 +159,7 @@ fn per(value: u64, count: u64) -> f64 {
 impl Report {
     pub fn build(
         config: &Config,
+        workload: &'static str,
         stats: &WorkerStats,
         per_worker_committed: &[u64],
         check: Option<CheckSummary>,
@@ -186,6 +189,7 @@ impl Report {
         Report {
             verbena_version: env!("CARGO_PKG_VERSION"),
             config: config.clone(),
+            workload,
             cores,
             oversubscribed: workers > cores,
             measured_s: config.duration_s,
@@ -245,9 +249,10 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "verbena {} · {} · ycsb · {} node(s) × {} worker(s) × {} coroutine(s) · {}",
+            "verbena {} · {} · {} · {} node(s) × {} worker(s) × {} coroutine(s) · {}",
             self.verbena_version,
             c.protocol.name(),
+            self.workload,
             c.nodes,
             c.workers,
             c.coroutines,

@@ -284,6 +284,21 @@ impl<'c, 'w, P: Protocol> Txn<'c, 'w, P> {
         self.access(table, node, key, true).await
     }
 
+    /// Writes `key` with `record`, whatever it held. The protocol still
+    /// fetches the tuple (it needs the version the write replaces), so a
+    /// blind write costs what an update does.
+    pub async fn write(
+        &mut self,
+        table: TableId,
+        node: NodeId,
+        key: u64,
+        record: &[u64],
+    ) -> TxnResult<Rec> {
+        let rec = self.access(table, node, key, true).await?;
+        self.get_mut(rec).copy_from_slice(record);
+        Ok(rec)
+    }
+
     async fn access(
         &mut self,
         table: TableId,
