@@ -67,7 +67,8 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --seed N                  seed of every generator [1]
     --check                   record the history; run the serializability
                               checker and the workload invariants
-    --json PATH               write the JSON report
+    --json PATH               write the JSON report (`-`: to stdout, and the
+                              table to stderr)
     --history PATH            write the committed history as JSON lines
                               (implies --check)
     --latency-onesided-ns N   injected READ/WRITE round trip [0]
@@ -346,9 +347,20 @@ fn command_run(args: &[String]) -> Result<i32, CliError> {
     }
     let (config, outputs) = parse_run_flags(args)?;
     let output = engine::run(&config).map_err(|e| failed(e.to_string()))?;
-    print!("{}", output.report.table());
-    if let Some(path) = &outputs.json {
-        write_json(path, &output.report)?;
+    if outputs.json.as_deref() == Some("-") {
+        // The report is the output; the table goes where messages go.
+        eprint!("{}", output.report.table());
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        serde_json::to_writer_pretty(&mut out, &output.report)
+            .map_err(std::io::Error::other)
+            .and_then(|_| out.write_all(b"\n"))
+            .map_err(|e| failed(format!("cannot write the report to stdout: {e}")))?;
+    } else {
+        print!("{}", output.report.table());
+        if let Some(path) = &outputs.json {
+            write_json(path, &output.report)?;
+        }
     }
     if let (Some(path), Some(history)) = (&outputs.history, &output.history) {
         write_file(path, |out| history.write_jsonl(out))?;

@@ -245,3 +245,24 @@ fn the_example_configs_stay_valid() {
     }
     assert!(seen >= 2, "examples/configs holds the documented examples");
 }
+
+#[test]
+fn json_to_stdout_leaves_a_parseable_stream() {
+    let output = verbena(&[
+        "run",
+        "--duration",
+        "0.1",
+        "--warmup",
+        "0",
+        "--rows-per-node",
+        "1000",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("stdout is the JSON report");
+    assert_eq!(report["config"]["protocol"], "no_wait");
+    assert!(report["check"].is_null(), "no --check: check is null");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("throughput"));
+}

@@ -159,6 +159,10 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
             let outcome = attempt(env.protocol, env.workload, &mut cx, &request).await;
             match outcome {
                 Ok(()) => {
+                    debug_assert!(
+                        cx.accesses.iter().all(|a| !a.locked),
+                        "commit left a lock held"
+                    );
                     let commit_ns = worker.now_ns();
                     if let Some(history) = env.history {
                         record_history(&cx, history, &mut history_reads, &mut history_writes);

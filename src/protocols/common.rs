@@ -143,6 +143,14 @@ pub fn post_release(cx: &mut TxnCx<'_>) {
 /// the write set first when `install` (commit) — per node, one-sided verbs
 /// or at most one `WRITE_BACK` and one `UNLOCK` call.
 fn post_unlock(cx: &mut TxnCx<'_>, install: bool) {
+    debug_assert!(
+        cx.accesses.iter().all(|a| !a.locked || a.slot != crate::txn::NO_SLOT),
+        "a locked record's slot is known (RCC §5.2: every RPC lock replies it)"
+    );
+    debug_assert!(
+        !install || cx.accesses.iter().all(|a| !a.write || a.locked),
+        "commit with a write-set record not locked"
+    );
     cx.collect_nodes(|a| a.locked);
     if cx.nodes.is_empty() {
         return;

@@ -133,6 +133,11 @@ impl<'w> TxnCx<'w> {
 
     /// Starts an attempt.
     pub fn begin(&mut self, txn_id: u64) {
+        debug_assert!(
+            self.accesses.iter().all(|a| !a.locked),
+            "an attempt began while the previous one still held a lock"
+        );
+        debug_assert!(txn_id > self.txn_id, "transaction ids only grow");
         self.txn_id = txn_id;
         self.accesses.clear();
         self.data.clear();
