@@ -144,7 +144,9 @@ pub fn post_release(cx: &mut TxnCx<'_>) {
 /// or at most one `WRITE_BACK` and one `UNLOCK` call.
 fn post_unlock(cx: &mut TxnCx<'_>, install: bool) {
     debug_assert!(
-        cx.accesses.iter().all(|a| !a.locked || a.slot != crate::txn::NO_SLOT),
+        cx.accesses
+            .iter()
+            .all(|a| !a.locked || a.slot != crate::txn::NO_SLOT),
         "a locked record's slot is known (RCC §5.2: every RPC lock replies it)"
     );
     debug_assert!(
