@@ -2,6 +2,7 @@
 //! -- --ignored`): many seeds, each drawing its own cluster shape, stage
 //! plan, contention and injected latency, for every implemented protocol,
 //! with the serializability checker and the YCSB invariants on.
+//! `VERBENA_STRESS_SEEDS=N` runs N seeds instead of 40.
 
 use verbena::config::{Config, KeyDistribution, LatencyConfig};
 use verbena::engine;
@@ -60,7 +61,12 @@ fn drawn(protocol: ProtocolKind, seed: u64) -> Config {
 #[test]
 #[ignore = "heavy: run by .ci/run"]
 fn many_seeds_every_protocol_random_shapes_and_plans() {
-    for seed in 1..=40 {
+    // VERBENA_STRESS_SEEDS widens the sweep for a local soak.
+    let seeds: u64 = std::env::var("VERBENA_STRESS_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
+    for seed in 1..=seeds {
         for protocol in [ProtocolKind::NoWait, ProtocolKind::Occ] {
             let config = drawn(protocol, seed);
             let report = engine::run(&config)
