@@ -269,3 +269,62 @@ fn a_waiting_request_is_answered_once_it_can_be_served() {
     // at one offer per turn and at most one turn per 2 µs idle.
     assert!(offers < 100_000, "{offers} offers in 3 ms");
 }
+
+/// Node 1's service for the single-thread test: adds the request's words.
+struct Adder;
+impl RpcService for Adder {
+    fn serve(&self, _kind: u16, payload: &mut Vec<u64>) -> Served {
+        let sum = payload.iter().sum();
+        payload.clear();
+        payload.push(sum);
+        Served::Reply
+    }
+}
+
+#[test]
+fn one_thread_drives_several_workers_turn_by_turn() {
+    // What the `sim` fabric does: no worker thread, no idling — a driver
+    // gives each worker a turn in its own order until the work is done.
+    let regions: Vec<Arc<Region>> = (0..2).map(|_| Arc::new(Region::new(8))).collect();
+    let fabric = ThreadsFabric::new(regions, 1, LatencyConfig::default());
+    let client = Worker::new(Box::new(fabric.endpoint(0, 0)), 2);
+    let server = Worker::new(Box::new(fabric.endpoint(1, 0)), 1);
+    let client_ref = &client;
+    let mut client_coroutines: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = (0..2u16)
+        .map(|co| {
+            Box::pin(async move {
+                for i in 0..50u64 {
+                    let (call, faa) = {
+                        let mut batch = client_ref.slot(co).batch.borrow_mut();
+                        batch.clear();
+                        let mut payload = batch.payload();
+                        payload.extend_from_slice(&[i, 2 * i, co as u64]);
+                        let call = batch.call(1, 1, payload, false);
+                        (call, batch.faa(1, co as u64, 1))
+                    };
+                    client_ref.submit(co).await;
+                    let batch = client_ref.slot(co).batch.borrow();
+                    assert_eq!(batch.reply(call), [3 * i + co as u64]);
+                    assert_eq!(batch.result_word(faa), i);
+                }
+            }) as Pin<Box<dyn Future<Output = ()> + '_>>
+        })
+        .collect();
+    let mut server_coroutines: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> =
+        vec![Box::pin(async {})];
+    let mut turns = 0;
+    loop {
+        turns += 1;
+        assert!(turns < 100_000, "the driver made no progress");
+        let client_turn = client.turn(&mut client_coroutines, &NoService);
+        let server_turn = server.turn(&mut server_coroutines, &Adder);
+        assert!(server_turn.coroutines_done);
+        if client_turn.coroutines_done {
+            break;
+        }
+    }
+    assert_eq!(fabric.region(1).load(0), 50);
+    assert_eq!(fabric.region(1).load(1), 50);
+    assert_eq!(server.counters().rpc, 0, "the server only replied");
+    assert_eq!(client.counters().rpc, 100);
+}

@@ -96,6 +96,11 @@ pub struct Worker {
     /// Time spent idle and in RPC handlers so far (see `WorkerSnapshot`).
     idle_ns: Cell<u64>,
     handler_ns: Cell<u64>,
+    /// Messages taken from the endpoint in the current turn (kept for its
+    /// capacity).
+    inbox: RefCell<Vec<Message>>,
+    /// Requests whose handler answered `Served::Wait`, in arrival order.
+    waiting: RefCell<Vec<Message>>,
 }
 
 impl Worker {
@@ -108,6 +113,8 @@ impl Worker {
             scheduled_at_ns: Cell::new(0),
             idle_ns: Cell::new(0),
             handler_ns: Cell::new(0),
+            inbox: RefCell::new(Vec::with_capacity(64)),
+            waiting: RefCell::new(Vec::with_capacity(16)),
         }
     }
 
@@ -301,27 +308,22 @@ impl Worker {
         self.endpoint.borrow_mut().send(msg);
     }
 
-    /// Runs the coroutines and the event loop until every coroutine has
-    /// finished and every worker of the cluster has too (`finished` counts
-    /// them, up to `total_workers`): a worker keeps serving RPCs until no peer
-    /// can need it.
-    pub fn run(
+    /// One turn of the event loop: offers waiting requests again, takes what
+    /// arrived (serving requests, filing replies and completions), then
+    /// polls every runnable coroutine once. Never blocks, so one thread can
+    /// drive many workers turn by turn (the `sim` fabric); [`Worker::run`]
+    /// loops over it on a thread of its own.
+    pub fn turn(
         &self,
         coroutines: &mut [Pin<Box<dyn Future<Output = ()> + '_>>],
         service: &dyn RpcService,
-        finished: &AtomicUsize,
-        total_workers: usize,
-    ) {
-        assert_eq!(coroutines.len(), self.slots.len());
-        let mut context = Context::from_waker(Waker::noop());
-        let mut inbox: Vec<Message> = Vec::with_capacity(64);
-        let mut waiting: Vec<Message> = Vec::with_capacity(16);
-        let mut live = coroutines.len();
-        let mut announced = false;
-        loop {
+    ) -> Turn {
+        debug_assert_eq!(coroutines.len(), self.slots.len());
+        let mut served = false;
+        let mut serve_start_ns = None;
+        {
             // Requests that had to wait are offered again first, in order.
-            let mut served = false;
-            let mut serve_start_ns = None;
+            let mut waiting = self.waiting.borrow_mut();
             if !waiting.is_empty() {
                 serve_start_ns = Some(self.now_ns());
             }
@@ -335,6 +337,7 @@ impl Worker {
                     index += 1;
                 }
             }
+            let mut inbox = self.inbox.borrow_mut();
             self.endpoint.borrow_mut().receive(&mut inbox);
             served |= !inbox.is_empty();
             if serve_start_ns.is_none() && !inbox.is_empty() {
@@ -349,49 +352,97 @@ impl Worker {
                     waiting.push(msg);
                 }
             }
+        }
 
-            let now = self.now_ns();
-            self.scheduled_at_ns.set(now);
-            if let Some(start) = serve_start_ns {
-                // Includes filing replies: a few ns each, not worth a clock read.
-                self.handler_ns.set(self.handler_ns.get() + (now - start));
+        let now = self.now_ns();
+        self.scheduled_at_ns.set(now);
+        if let Some(start) = serve_start_ns {
+            // Includes filing replies: a few ns each, not worth a clock read.
+            self.handler_ns.set(self.handler_ns.get() + (now - start));
+        }
+        let mut context = Context::from_waker(Waker::noop());
+        let mut polled = false;
+        let mut live = 0;
+        let mut wake_at_ns: Option<u64> = None;
+        for (index, coroutine) in coroutines.iter_mut().enumerate() {
+            let slot = &self.slots[index];
+            if slot.done.get() {
+                continue;
             }
-            let mut polled = false;
-            let mut wake_at: Option<u64> = None;
-            for (index, coroutine) in coroutines.iter_mut().enumerate() {
-                let slot = &self.slots[index];
-                if slot.done.get() {
+            if slot.runnable(now) {
+                polled = true;
+                if coroutine.as_mut().poll(&mut context).is_ready() {
+                    slot.done.set(true);
                     continue;
                 }
-                if slot.runnable(now) {
-                    polled = true;
-                    if coroutine.as_mut().poll(&mut context).is_ready() {
-                        slot.done.set(true);
-                        live -= 1;
-                    }
-                } else if slot.pending.get() == 0 && !slot.draining.get() {
-                    let at = slot.ready_at_ns.get();
-                    wake_at = Some(wake_at.map_or(at, |w: u64| w.min(at)));
-                }
+            } else if slot.pending.get() == 0 && !slot.draining.get() {
+                let at = slot.ready_at_ns.get();
+                wake_at_ns = Some(wake_at_ns.map_or(at, |w: u64| w.min(at)));
             }
+            live += 1;
+        }
+        if !self.waiting.borrow().is_empty() {
+            let retry_at = now + WAITING_RETRY_NS;
+            wake_at_ns = Some(wake_at_ns.map_or(retry_at, |w| w.min(retry_at)));
+        }
+        Turn {
+            progressed: polled || served,
+            coroutines_done: live == 0,
+            wake_at_ns,
+            now_ns: now,
+        }
+    }
 
-            if live == 0 && !announced {
+    /// Waits, after a turn that did nothing, until a message may have
+    /// arrived or `turn.wake_at_ns` passes (the endpoint spins, yields, then
+    /// parks), and accounts the time as idle.
+    pub fn idle(&self, turn: &Turn) {
+        self.endpoint.borrow_mut().idle(turn.wake_at_ns);
+        self.idle_ns
+            .set(self.idle_ns.get() + (self.now_ns() - turn.now_ns));
+    }
+
+    /// Runs the coroutines and the event loop on this thread until every
+    /// coroutine has finished and every worker of the cluster has too
+    /// (`finished` counts them, up to `total_workers`): a worker keeps
+    /// serving RPCs until no peer can need it.
+    pub fn run(
+        &self,
+        coroutines: &mut [Pin<Box<dyn Future<Output = ()> + '_>>],
+        service: &dyn RpcService,
+        finished: &AtomicUsize,
+        total_workers: usize,
+    ) {
+        assert_eq!(coroutines.len(), self.slots.len());
+        let mut announced = false;
+        loop {
+            let turn = self.turn(coroutines, service);
+            if turn.coroutines_done && !announced {
                 finished.fetch_add(1, Ordering::SeqCst);
                 announced = true;
             }
             if announced && finished.load(Ordering::SeqCst) >= total_workers {
                 return;
             }
-            if !polled && !served {
-                if !waiting.is_empty() {
-                    let retry_at = now + WAITING_RETRY_NS;
-                    wake_at = Some(wake_at.map_or(retry_at, |w| w.min(retry_at)));
-                }
-                self.endpoint.borrow_mut().idle(wake_at);
-                self.idle_ns.set(self.idle_ns.get() + (self.now_ns() - now));
+            if !turn.progressed {
+                self.idle(&turn);
             }
         }
     }
+}
+
+/// What one [`Worker::turn`] did, and when the worker next needs one.
+#[derive(Clone, Copy, Debug)]
+pub struct Turn {
+    /// A coroutine was polled or a message handled.
+    pub progressed: bool,
+    /// Every coroutine of the worker has finished.
+    pub coroutines_done: bool,
+    /// When a sleeping coroutine or a waiting request needs the next turn
+    /// if no message arrives first (`None`: only a message can wake it).
+    pub wake_at_ns: Option<u64>,
+    /// The worker's clock when it polled its coroutines.
+    pub now_ns: u64,
 }
 
 /// Future of [`Worker::submit`], [`Worker::sleep`] and [`Worker::drain`].
