@@ -1,9 +1,10 @@
 //! The transaction driver: what one coroutine does for the whole run (RCC
 //! §3.1's closed loop). It takes a request from the workload's generator,
-//! runs the program (whose accesses run the protocol's execution-phase
-//! stage), then the commit stages in RCC's order — `lock`, `validate`,
-//! `renew`, `log`, `commit` — timing each; on an abort it runs `release`,
-//! backs off `min(base · 2^n, cap)` with jitter, and retries the same request.
+//! starts an attempt (the protocol's `begin`), runs the program (whose
+//! accesses run the protocol's execution-phase stage), then the commit
+//! stages in RCC's order — `lock`, `validate`, `renew`, `log`, `commit` —
+//! timing each; on an abort it runs `release`, backs off
+//! `min(base · 2^n, cap)` with jitter, and retries the same request.
 //!
 //! Invariants: a request is retried until it commits, the program aborts by
 //! its own choice, or the run ends; every abort runs `release` before the
@@ -154,7 +155,8 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
         let mut retries = 0u32;
         loop {
             counter += 1;
-            cx.begin(ids::txn_id(coroutine, counter));
+            cx.begin(ids::txn_id(coroutine, counter), retries);
+            env.protocol.begin(&mut cx);
             let attempt_start_ns = worker.now_ns();
             let outcome = attempt(env.protocol, env.workload, &mut cx, &request).await;
             match outcome {

@@ -273,7 +273,7 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "  committed       {:>12} in {:.2} s",
+            "  committed       {:>12} in {:.3} s",
             self.committed, self.measured_s
         );
         let _ = writeln!(out, "  abort rate      {:>12.4}", self.abort_rate);

@@ -44,6 +44,13 @@ pub trait Protocol: Sync {
     /// The stage that [`Protocol::access`] performs.
     const ACCESS_STAGE: Stage;
 
+    /// Starts an attempt: `cx.attempt` is 0 for a request's first attempt
+    /// and counts its retries. Timestamp protocols set `cx.timestamp` here
+    /// (WAIT_DIE keeps its first one across retries so a restarted
+    /// transaction ages; RCC §4.3) and may set `cx.owner`, the value their
+    /// lock words hold.
+    fn begin(&self, _cx: &mut TxnCx<'_>) {}
+
     /// Execution phase: fetch `cx.accesses[index]` (with write intent if its
     /// `write` flag is set) into the record copy, with whatever the protocol
     /// needs (a lock, a version).

@@ -100,6 +100,11 @@ pub struct TxnCx<'w> {
     /// Value a lock word holds while this coroutine owns it (never 0).
     pub owner: u64,
     pub txn_id: u64,
+    /// 0 on a request's first attempt, then the number of retries.
+    pub attempt: u32,
+    /// The protocol's timestamp of this transaction (`Protocol::begin`);
+    /// kept across attempts unless the protocol changes it.
+    pub timestamp: u64,
     pub accesses: Vec<Access>,
     pub data: Vec<u64>,
     /// Scratch list of nodes, for grouping per participant.
@@ -124,6 +129,8 @@ impl<'w> TxnCx<'w> {
             plan,
             owner: ids::lock_owner(ids::coroutine_id(worker.node, worker.worker, co)),
             txn_id: 0,
+            attempt: 0,
+            timestamp: 0,
             accesses: Vec::with_capacity(64),
             data: Vec::with_capacity(64 * 16),
             nodes: Vec::with_capacity(16),
@@ -131,14 +138,15 @@ impl<'w> TxnCx<'w> {
         }
     }
 
-    /// Starts an attempt.
-    pub fn begin(&mut self, txn_id: u64) {
+    /// Starts attempt number `attempt` (0 = first) of a request.
+    pub fn begin(&mut self, txn_id: u64, attempt: u32) {
         debug_assert!(
             self.accesses.iter().all(|a| !a.locked),
             "an attempt began while the previous one still held a lock"
         );
         debug_assert!(txn_id > self.txn_id, "transaction ids only grow");
         self.txn_id = txn_id;
+        self.attempt = attempt;
         self.accesses.clear();
         self.data.clear();
         self.stage_ns = [0; 9];
