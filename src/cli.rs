@@ -215,36 +215,35 @@ fn load_toml(path: &str) -> Result<Config, CliError> {
 
 /// Builds the configuration of `verbena run` from its flags.
 fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
-    // The file comes first whatever its position, so flags override it.
-    let mut config = Config::default();
+    // Split into (flag, value) pairs first: the file is read before any flag
+    // applies, whatever its position, so flags override it.
+    let mut pairs: Vec<(String, String)> = Vec::new();
     let mut flags = Flags::new(args);
     while let Some(flag) = flags.next_flag() {
         let (flag, inline) = flag?;
-        if flag == "--config" {
-            let path = flags.value(&flag, inline)?;
-            config = load_toml(&path)?;
-        } else if !matches!(flag.as_str(), "--check") && inline.is_none() {
-            flags.at += 1;
-        }
-    }
-    let mut outputs = Outputs::default();
-    let mut flags = Flags::new(args);
-    while let Some(flag) = flags.next_flag() {
-        let (flag, inline) = flag?;
-        let f = flag.as_str();
-        if f == "--check" {
+        if flag == "--check" {
             if inline.is_some() {
                 return Err(usage("--check takes no value"));
             }
-            config.check = true;
-            continue;
+            pairs.push((flag, String::new()));
+        } else {
+            let value = flags.value(&flag, inline)?;
+            pairs.push((flag, value));
         }
-        let value = flags.value(f, inline)?;
+    }
+    let mut config = match pairs.iter().rev().find(|(flag, _)| flag == "--config") {
+        Some((_, path)) => load_toml(path)?,
+        None => Config::default(),
+    };
+    let mut outputs = Outputs::default();
+    for (flag, value) in pairs {
+        let f = flag.as_str();
         let v = value.as_str();
         let count = "a whole number";
         let real = "a number";
         match f {
             "--config" => {}
+            "--check" => config.check = true,
             "--nodes" => config.nodes = parse_number(f, v, count)?,
             "--workers" => config.workers = parse_number(f, v, count)?,
             "--coroutines" => config.coroutines = parse_number(f, v, count)?,

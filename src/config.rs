@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
+use crate::protocols::{Primitive, ProtocolKind, StagePlan};
 
 /// Upper bounds that the id packing of `txn::ids` relies on.
 pub const MAX_NODES: u32 = 4096;
@@ -352,11 +352,6 @@ impl Config {
             )));
         }
         Ok(())
-    }
-
-    /// Resolved primitive of `stage`.
-    pub fn primitive_of(&self, stage: Stage) -> Primitive {
-        self.stages.get(stage)
     }
 
     /// Worker threads of the whole run.

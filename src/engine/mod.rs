@@ -209,6 +209,7 @@ fn run_workload<P: Protocol, W: Workload>(
                         worker.run(&mut coroutines, &service, finished, total_workers);
                         drop(coroutines);
                         let mut stats = stats.into_inner();
+                        stats.close();
                         let cache = cache.into_inner();
                         stats.cache_hits = cache.hits;
                         stats.cache_misses = cache.misses;

@@ -31,12 +31,6 @@ impl<V: Serialize> Serialize for OrderedMap<V> {
     }
 }
 
-impl<V: Copy + Default> OrderedMap<V> {
-    pub fn get(&self, name: &str) -> Option<V> {
-        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
-    }
-}
-
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LatencyUs {
     pub p50: f64,
@@ -183,7 +177,7 @@ impl Report {
             })
             .collect();
         stages.push(("execution", per(stats.execution_ns, committed) / 1_000.0));
-        let measured = stats.measured();
+        let measured = stats.measured;
         let verbs = measured.counters;
         let lookups = stats.cache_hits + stats.cache_misses;
         Report {

@@ -49,6 +49,13 @@ struct Shared {
     epoch: Instant,
 }
 
+impl Shared {
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+}
+
 /// The cluster-wide part of the `threads` fabric; hand one endpoint to each
 /// worker thread.
 #[derive(Clone)]
@@ -97,7 +104,7 @@ impl ThreadsFabric {
 
     /// The fabric's clock, as every endpoint reads it.
     pub fn now_ns(&self) -> u64 {
-        self.shared.epoch.elapsed().as_nanos() as u64
+        self.shared.now_ns()
     }
 
     pub fn region(&self, node: NodeId) -> &Arc<Region> {
@@ -138,7 +145,7 @@ impl Endpoint for ThreadsEndpoint {
 
     #[inline]
     fn now_ns(&self) -> u64 {
-        self.shared.epoch.elapsed().as_nanos() as u64
+        self.shared.now_ns()
     }
 
     fn post(

@@ -245,7 +245,6 @@ pub fn serve_write_back(store: &NodeStore, payload: &mut Vec<u64>) {
         store.region.store(lock_addr(table, slot), 0);
         at += 3 + table.record_words as usize;
     }
-    let _ = owner;
     payload.clear();
 }
 

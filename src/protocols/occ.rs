@@ -41,6 +41,7 @@
 //! the version it read, with no other owner's lock, at a time when it holds
 //! every lock of its write set — the serialization point.
 
+use crate::fabric::{CallId, VerbId};
 use crate::store::NodeStore;
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
@@ -112,37 +113,32 @@ impl Occ {
         cx.collect_nodes(|a| a.write);
         {
             let mut batch = cx.round();
+            cx.queued.clear();
             for &node in &cx.nodes {
-                for access in cx.accesses.iter().filter(|a| a.write && a.node == node) {
+                for (index, access) in cx.accesses.iter().enumerate() {
+                    if !(access.write && access.node == node) {
+                        continue;
+                    }
                     let table = cx.table(access.table);
-                    batch.cas(node, lock_addr(table, access.slot), 0, cx.owner);
+                    let cas = batch.cas(node, lock_addr(table, access.slot), 0, cx.owner);
                     batch.read(node, table.seq_addr(access.slot), 1);
+                    cx.queued.push((index, cas.0));
                 }
             }
         }
         cx.submit().await;
-        // Verbs were queued node by node; walk them in the same order.
         let batch = cx.batch();
-        let mut verb = 0u32;
         let mut outcome = Ok(());
-        for n in 0..cx.nodes.len() {
-            let node = cx.nodes[n];
-            for index in 0..cx.accesses.len() {
-                let access = cx.accesses[index];
-                if !(access.write && access.node == node) {
-                    continue;
-                }
-                let previous = batch.result_word(crate::fabric::VerbId(verb));
-                let seq = batch.result_word(crate::fabric::VerbId(verb + 1));
-                verb += 2;
-                if previous != 0 {
-                    outcome = outcome.and(Err(AbortReason::LockConflict));
-                    continue;
-                }
-                cx.accesses[index].locked = true;
-                if seq != access.seq {
-                    outcome = outcome.and(Err(AbortReason::ValidationFailed));
-                }
+        for &(index, cas) in &cx.queued {
+            let previous = batch.result_word(VerbId(cas));
+            let seq = batch.result_word(VerbId(cas + 1));
+            if previous != 0 {
+                outcome = outcome.and(Err(AbortReason::LockConflict));
+                continue;
+            }
+            cx.accesses[index].locked = true;
+            if seq != cx.accesses[index].seq {
+                outcome = outcome.and(Err(AbortReason::ValidationFailed));
             }
         }
         outcome
@@ -152,11 +148,18 @@ impl Occ {
         cx.collect_nodes(|a| a.write);
         {
             let mut batch = cx.round();
-            for &node in &cx.nodes {
+            cx.queued.clear();
+            for (n, &node) in cx.nodes.iter().enumerate() {
                 let mut payload = batch.payload();
                 payload.push(cx.owner);
-                for access in cx.accesses.iter().filter(|a| a.write && a.node == node) {
-                    payload.extend_from_slice(&[access.table as u64, access.slot, access.seq]);
+                // The reply has one status word per entry, in entry order.
+                let mut position = 0u32;
+                for (index, access) in cx.accesses.iter().enumerate() {
+                    if access.write && access.node == node {
+                        payload.extend_from_slice(&[access.table as u64, access.slot, access.seq]);
+                        cx.queued.push((index, ((n as u32) << 16) | position));
+                        position += 1;
+                    }
                 }
                 batch.call(node, kind::OCC_LOCK, payload, false);
             }
@@ -164,58 +167,48 @@ impl Occ {
         cx.submit().await;
         let batch = cx.batch();
         let mut outcome = Ok(());
-        for n in 0..cx.nodes.len() {
-            let node = cx.nodes[n];
-            let reply = batch.reply(crate::fabric::CallId(n as u16));
-            let mut next = 0;
-            for index in 0..cx.accesses.len() {
-                let access = cx.accesses[index];
-                if !(access.write && access.node == node) {
-                    continue;
+        for &(index, at) in &cx.queued {
+            let reply = batch.reply(CallId((at >> 16) as u16));
+            match reply[(at & 0xffff) as usize] {
+                LOCK_OK => cx.accesses[index].locked = true,
+                LOCK_STALE => {
+                    cx.accesses[index].locked = true;
+                    outcome = outcome.and(Err(AbortReason::ValidationFailed));
                 }
-                match reply[next] {
-                    LOCK_OK => cx.accesses[index].locked = true,
-                    LOCK_STALE => {
-                        cx.accesses[index].locked = true;
-                        outcome = outcome.and(Err(AbortReason::ValidationFailed));
-                    }
-                    _ => outcome = outcome.and(Err(AbortReason::LockConflict)),
-                }
-                next += 1;
+                _ => outcome = outcome.and(Err(AbortReason::LockConflict)),
             }
         }
         outcome
     }
 
     async fn validate_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        let reads = cx.accesses.iter().filter(|a| !a.write).count();
-        if reads == 0 {
+        cx.collect_nodes(|a| !a.write);
+        if cx.nodes.is_empty() {
             return Ok(());
         }
-        cx.collect_nodes(|a| !a.write);
         {
             let mut batch = cx.round();
+            cx.queued.clear();
             for &node in &cx.nodes {
-                for access in cx.accesses.iter().filter(|a| !a.write && a.node == node) {
+                for (index, access) in cx.accesses.iter().enumerate() {
+                    if access.write || access.node != node {
+                        continue;
+                    }
                     let table = cx.table(access.table);
                     // Lock first, then seq, as two verbs (FIFO): see the
                     // module doc for why one READ of [seq, lock] is unsafe.
-                    batch.read(node, lock_addr(table, access.slot), 1);
+                    let lock = batch.read(node, lock_addr(table, access.slot), 1);
                     batch.read(node, table.seq_addr(access.slot), 1);
+                    cx.queued.push((index, lock.0));
                 }
             }
         }
         cx.submit().await;
         let batch = cx.batch();
-        let mut verb = 0u32;
-        for &node in &cx.nodes {
-            for access in cx.accesses.iter().filter(|a| !a.write && a.node == node) {
-                let lock = batch.result_word(crate::fabric::VerbId(verb));
-                let seq = batch.result_word(crate::fabric::VerbId(verb + 1));
-                verb += 2;
-                if lock != 0 || seq != access.seq {
-                    return Err(AbortReason::ValidationFailed);
-                }
+        for &(index, lock) in &cx.queued {
+            let seq = batch.result_word(VerbId(lock + 1));
+            if batch.result_word(VerbId(lock)) != 0 || seq != cx.accesses[index].seq {
+                return Err(AbortReason::ValidationFailed);
             }
         }
         Ok(())
@@ -239,7 +232,7 @@ impl Occ {
         cx.submit().await;
         let batch = cx.batch();
         for n in 0..cx.nodes.len() {
-            if batch.reply(crate::fabric::CallId(n as u16))[0] != status::OK {
+            if batch.reply(CallId(n as u16))[0] != status::OK {
                 return Err(AbortReason::ValidationFailed);
             }
         }

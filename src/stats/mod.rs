@@ -63,6 +63,9 @@ pub struct WorkerStats {
     /// (taken by the first coroutine that sees each boundary).
     pub at_start: Option<WorkerSnapshot>,
     pub at_end: Option<WorkerSnapshot>,
+    /// What the worker did between the two: set by `close`, summed by
+    /// `merge`.
+    pub measured: WorkerSnapshot,
     pub cache_hits: u64,
     pub cache_misses: u64,
 }
@@ -76,21 +79,16 @@ impl WorkerStats {
         self.aborts.iter().sum()
     }
 
-    /// What the worker did in the measured interval.
-    pub fn measured(&self) -> WorkerSnapshot {
-        match (self.at_start, self.at_end) {
-            (Some(start), Some(end)) => end.since(&start),
-            _ => WorkerSnapshot::default(),
+    /// Fixes `measured` from the boundary snapshots once the worker ends.
+    pub fn close(&mut self) {
+        if let (Some(start), Some(end)) = (self.at_start, self.at_end) {
+            self.measured = end.since(&start);
         }
     }
 
-    /// Adds `other`'s counts; the snapshots are summed as measured deltas
-    /// (the merged value lives in `at_end`).
+    /// Adds `other`'s counts (both closed).
     pub fn merge(&mut self, other: &WorkerStats) {
-        let mut sum = self.measured();
-        sum.add(&other.measured());
-        self.at_start = Some(WorkerSnapshot::default());
-        self.at_end = Some(sum);
+        self.measured.add(&other.measured);
         self.committed += other.committed;
         for (a, b) in self.aborts.iter_mut().zip(other.aborts.iter()) {
             *a += b;

@@ -7,7 +7,8 @@
 //!
 //! Direct-mapped with a fixed number of entries: no allocation after start,
 //! and a conflicting key just replaces the older entry. An entry can only be
-//! stale once deletes exist; the tuple's key word catches that.
+//! stale once deletes exist (they will need an invalidation); the tuple's
+//! key word catches that.
 
 use super::TableId;
 
@@ -88,16 +89,5 @@ impl LocationCache {
             node,
             slot,
         };
-    }
-
-    pub fn invalidate(&mut self, table: TableId, node: u16, key: u64) {
-        if self.entries.is_empty() {
-            return;
-        }
-        let position = self.position(table, node, key);
-        let entry = &mut self.entries[position];
-        if entry.tag == table + 1 && entry.key == key && entry.node == node {
-            entry.tag = 0;
-        }
     }
 }

@@ -26,14 +26,3 @@ pub fn txn_id(coroutine: u32, counter: u64) -> u64 {
     debug_assert!(counter < 1 << COUNTER_BITS);
     ((coroutine as u64) << COUNTER_BITS) | counter
 }
-
-/// `(node, worker, coroutine, counter)` of a transaction id.
-pub fn split_txn_id(id: u64) -> (NodeId, u16, u16, u64) {
-    let coroutine = (id >> COUNTER_BITS) as u32;
-    (
-        (coroutine >> 16) as NodeId,
-        ((coroutine >> 8) & 0xff) as u16,
-        (coroutine & 0xff) as u16,
-        id & ((1 << COUNTER_BITS) - 1),
-    )
-}

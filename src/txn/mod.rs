@@ -109,6 +109,10 @@ pub struct TxnCx<'w> {
     pub data: Vec<u64>,
     /// Scratch list of nodes, for grouping per participant.
     pub nodes: Vec<NodeId>,
+    /// Scratch list of `(access index, where its result is)` — a verb id or
+    /// a position in a reply — for stages that queue per node and read
+    /// their results back per access.
+    pub queued: Vec<(usize, u32)>,
     /// Time spent per stage in this attempt, ns (index: `Stage::index`).
     pub stage_ns: [u64; 9],
 }
@@ -134,6 +138,7 @@ impl<'w> TxnCx<'w> {
             accesses: Vec::with_capacity(64),
             data: Vec::with_capacity(64 * 16),
             nodes: Vec::with_capacity(16),
+            queued: Vec::with_capacity(64),
             stage_ns: [0; 9],
         }
     }
@@ -224,14 +229,6 @@ impl<'w> TxnCx<'w> {
         self.cache
             .borrow_mut()
             .put(access.table, access.node, access.key, slot);
-    }
-
-    pub fn forget_slot(&mut self, index: usize) {
-        let access = &mut self.accesses[index];
-        self.cache
-            .borrow_mut()
-            .invalidate(access.table, access.node, access.key);
-        access.slot = NO_SLOT;
     }
 
     fn find(&self, table: TableId, node: NodeId, key: u64) -> Option<usize> {

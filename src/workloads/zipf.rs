@@ -11,7 +11,6 @@ use crate::rng::Rng;
 #[derive(Clone, Debug)]
 pub struct Zipf {
     n: u64,
-    theta: f64,
     alpha: f64,
     zeta_n: f64,
     eta: f64,
@@ -42,7 +41,6 @@ impl Zipf {
         };
         Zipf {
             n,
-            theta,
             alpha: 1.0 / (1.0 - theta),
             zeta_n,
             eta,
@@ -65,10 +63,6 @@ impl Zipf {
         }
         let rank = (self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64;
         rank.min(self.n - 1)
-    }
-
-    pub fn theta(&self) -> f64 {
-        self.theta
     }
 }
 
