@@ -52,10 +52,60 @@ pub struct Config {
     /// Entries of each worker's location cache (DrTM+H §5.1); 0 disables it.
     pub location_cache_entries: u32,
     pub ycsb: YcsbConfig,
+    /// Per-protocol knobs (`[protocol_options]`).
+    pub protocol_options: ProtocolOptions,
     /// Test-only: OCC skips read-set validation. Exists to prove the checker
     /// catches a broken protocol; not reachable from the command line.
     #[serde(skip)]
     pub unsafe_skip_occ_validation: bool,
+}
+
+/// Lock modes of the 2PL family (RCBench §6.2.1, §7.6.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockMode {
+    /// Every access takes an exclusive lock (RCC's implementation).
+    Exclusive,
+    /// Reads take shared locks, writes exclusive ones.
+    Shared,
+}
+
+/// Knobs of individual protocols; each is ignored by the other protocols.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProtocolOptions {
+    /// NO_WAIT, WAIT_DIE, WOUND_WAIT: exclusive-only or shared/exclusive.
+    pub lock_mode: LockMode,
+    /// WAIT_DIE: RCC §4.3's starvation fix (a FETCH_AND_ADD counter).
+    pub wait_die_starvation_fix: bool,
+    /// TIMESTAMP: readers may see uncommitted writes and abort in cascade
+    /// (RCBench §7.6.3); off = the no-cascading-abort variant.
+    pub timestamp_cascading_aborts: bool,
+    /// MVCC: version slots per tuple (RCC §4.4).
+    pub mvcc_versions: u32,
+    /// CICADA: version slots per tuple (RCBench Alg. 11).
+    pub cicada_versions: u32,
+    /// MAAT: reader and writer list entries per tuple (abort on overflow).
+    pub maat_list_capacity: u32,
+    /// DRTM: length of a read lease, ns (DrTM §4.3).
+    pub drtm_lease_ns: u64,
+    /// DRTM: bound on clock skew between nodes, ns (DrTM §4.3's DELTA).
+    pub drtm_delta_ns: u64,
+}
+
+impl Default for ProtocolOptions {
+    fn default() -> Self {
+        ProtocolOptions {
+            lock_mode: LockMode::Exclusive,
+            wait_die_starvation_fix: false,
+            timestamp_cascading_aborts: false,
+            mvcc_versions: 4,
+            cicada_versions: 4,
+            maat_list_capacity: 8,
+            drtm_lease_ns: 400_000,
+            drtm_delta_ns: 10_000,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,6 +192,7 @@ impl Default for Config {
             backoff: BackoffConfig::default(),
             location_cache_entries: 1 << 18,
             ycsb: YcsbConfig::default(),
+            protocol_options: ProtocolOptions::default(),
             unsafe_skip_occ_validation: false,
         }
     }
@@ -270,7 +321,37 @@ impl Config {
                 1 << 24
             )));
         }
+        self.validate_protocol_options()?;
         self.validate_ycsb()
+    }
+
+    fn validate_protocol_options(&self) -> Result<(), ConfigError> {
+        let o = &self.protocol_options;
+        check_count("protocol_options.mvcc_versions", o.mvcc_versions, 2, 64)?;
+        check_count("protocol_options.cicada_versions", o.cicada_versions, 2, 64)?;
+        check_count(
+            "protocol_options.maat_list_capacity",
+            o.maat_list_capacity,
+            1,
+            64,
+        )?;
+        for (name, value) in [
+            ("protocol_options.drtm_lease_ns", o.drtm_lease_ns),
+            ("protocol_options.drtm_delta_ns", o.drtm_delta_ns),
+        ] {
+            if value > 1_000_000_000 {
+                return Err(ConfigError(format!(
+                    "{name} = {value} is out of range; allowed: 0..=1000000000 (1 s)"
+                )));
+            }
+        }
+        if o.drtm_lease_ns == 0 {
+            return Err(ConfigError(
+                "protocol_options.drtm_lease_ns = 0 is out of range; allowed: 1..=1000000000"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     fn resolve_stages(&mut self) -> Result<(), ConfigError> {

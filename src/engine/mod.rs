@@ -149,7 +149,13 @@ fn run_workload<P: Protocol, W: Workload>(
     protocol: &P,
     workload: &W,
 ) -> Result<RunOutput, RunError> {
-    let layout = Arc::new(StoreLayout::new(&workload.tables(), P::header_words));
+    let layout = Arc::new(
+        StoreLayout::new(&workload.tables(), P::header_words).with_txn_meta(
+            config.workers as u16,
+            config.coroutines as u16,
+            P::txn_meta_words(),
+        ),
+    );
     let stores = load_stores(config, workload, &layout).map_err(RunError::Load)?;
     let fabric = ThreadsFabric::new(
         stores.iter().map(|s| s.region.clone()).collect(),

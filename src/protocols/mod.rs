@@ -41,6 +41,12 @@ pub trait Protocol: Sync {
     /// multi-version ones (MVCC, CICADA) keep version slots, each with a copy
     /// of the record, in the header, so the size depends on the record.
     fn header_words(record_words: u32) -> u32;
+    /// Words of per-transaction global metadata each coroutine keeps in its
+    /// node's region, where remote workers can READ and CAS them (see
+    /// `store::TxnMetaLayout`; `TxnCx::txn_meta_addr`). Default: none.
+    fn txn_meta_words() -> u32 {
+        0
+    }
     /// The stage that [`Protocol::access`] performs.
     const ACCESS_STAGE: Stage;
 

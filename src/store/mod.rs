@@ -101,11 +101,39 @@ impl TableLayout {
     }
 }
 
-/// The layout of every node's region: tables and their indexes.
+/// The layout of every node's region: tables and their indexes, then the
+/// per-transaction metadata area.
 #[derive(Debug)]
 pub struct StoreLayout {
     pub tables: Vec<TableLayout>,
     pub region_words: u64,
+    /// Per-transaction global metadata (see [`StoreLayout::with_txn_meta`]).
+    pub txn_meta: TxnMetaLayout,
+}
+
+/// Where each coroutine's per-transaction global metadata lives: a fixed
+/// block of words per `(worker, coroutine)` at the end of its own node's
+/// region, which remote workers READ and CAS (WOUND_WAIT's status word,
+/// RCBench Alg. 5; MAAT's timestamp interval, RCBench Alg. 9–10).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TxnMetaLayout {
+    pub base: u64,
+    /// Words per coroutine (0: the protocol keeps none).
+    pub words: u32,
+    pub coroutines_per_worker: u16,
+    pub workers: u16,
+}
+
+impl TxnMetaLayout {
+    /// First word of the block of coroutine `co` of worker `worker`, in its
+    /// own node's region.
+    #[inline]
+    pub fn addr(&self, worker: u16, co: u16) -> u64 {
+        debug_assert!(self.words > 0, "the protocol keeps no transaction metadata");
+        debug_assert!(worker < self.workers && co < self.coroutines_per_worker);
+        self.base
+            + (worker as u64 * self.coroutines_per_worker as u64 + co as u64) * self.words as u64
+    }
 }
 
 impl StoreLayout {
@@ -135,7 +163,25 @@ impl StoreLayout {
         StoreLayout {
             tables,
             region_words: next,
+            txn_meta: TxnMetaLayout {
+                base: next,
+                ..TxnMetaLayout::default()
+            },
         }
+    }
+
+    /// Reserves `words` of per-transaction metadata for each of `coroutines`
+    /// coroutines of each of `workers` workers per node (zeroed at start).
+    pub fn with_txn_meta(mut self, workers: u16, coroutines: u16, words: u32) -> StoreLayout {
+        let base = self.region_words;
+        self.txn_meta = TxnMetaLayout {
+            base,
+            words,
+            coroutines_per_worker: coroutines,
+            workers,
+        };
+        self.region_words = base + workers as u64 * coroutines as u64 * words as u64;
+        self
     }
 
     #[inline]

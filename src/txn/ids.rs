@@ -26,3 +26,28 @@ pub fn txn_id(coroutine: u32, counter: u64) -> u64 {
     debug_assert!(counter < 1 << COUNTER_BITS);
     ((coroutine as u64) << COUNTER_BITS) | counter
 }
+
+/// `(node, worker, coroutine)` of a lock word's owner value.
+#[inline]
+pub fn split_owner(owner: u64) -> (NodeId, u16, u16) {
+    debug_assert!(owner != 0, "0 is a free lock, not an owner");
+    let id = (owner - 1) as u32;
+    (
+        (id >> 16) as NodeId,
+        ((id >> 8) & 0xff) as u16,
+        (id & 0xff) as u16,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_splits_back_into_its_coroutine() {
+        for (node, worker, co) in [(0, 0, 0), (4095, 255, 255), (17, 3, 200)] {
+            let owner = lock_owner(coroutine_id(node, worker, co));
+            assert_eq!(split_owner(owner), (node, worker, co));
+        }
+    }
+}

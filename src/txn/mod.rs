@@ -167,6 +167,22 @@ impl<'w> TxnCx<'w> {
         self.layout.table(table)
     }
 
+    /// This coroutine's per-transaction metadata block, in its own node's
+    /// region (`Protocol::txn_meta_words`).
+    #[inline]
+    pub fn txn_meta_addr(&self) -> u64 {
+        self.layout.txn_meta.addr(self.worker.worker, self.co)
+    }
+
+    /// The metadata block of the coroutine whose lock words hold `owner`,
+    /// and its node: how a remote worker reaches another transaction's
+    /// global metadata (WOUND_WAIT's wound, MAAT's interval).
+    #[inline]
+    pub fn txn_meta_of(&self, owner: u64) -> (crate::fabric::NodeId, u64) {
+        let (node, worker, co) = ids::split_owner(owner);
+        (node, self.layout.txn_meta.addr(worker, co))
+    }
+
     /// Starts a new round of verbs and RPCs, forgetting the last round's
     /// results.
     pub fn round(&self) -> RefMut<'w, Batch> {
