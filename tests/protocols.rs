@@ -4,8 +4,9 @@
 //! YCSB invariants on, over several seeds; and a deliberately broken OCC
 //! that the checker must catch.
 
-use verbena::config::{Config, KeyDistribution, LatencyConfig};
+use verbena::config::{Config, KeyDistribution};
 use verbena::engine::{self, Report};
+use verbena::fabric::NetworkProfile;
 use verbena::protocols::{Primitive, ProtocolKind, StagePlan};
 
 /// Few rows, many writes, several nodes: conflicts on every run.
@@ -103,10 +104,12 @@ fn both_protocols_stay_serializable_over_seeds_with_injected_latency() {
             } else {
                 Primitive::Rpc
             };
-            config.latency = LatencyConfig {
-                onesided_ns: 2_000 + 500 * (seed % 3),
-                atomic_ns: 2_500,
-                rpc_ns: 4_000,
+            config.profile = NetworkProfile {
+                name: "injected".into(),
+                onesided_rtt_ns: 2_000 + 500 * (seed % 3),
+                atomic_rtt_ns: 2_500,
+                rpc_rtt_ns: 4_000,
+                ..NetworkProfile::none()
             };
             config.duration_s = 0.15;
             assert_checked(&config);

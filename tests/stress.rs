@@ -4,8 +4,9 @@
 //! with the serializability checker and the YCSB invariants on.
 //! `VERBENA_STRESS_SEEDS=N` runs N seeds instead of 40.
 
-use verbena::config::{Config, KeyDistribution, LatencyConfig};
+use verbena::config::{Config, KeyDistribution};
 use verbena::engine;
+use verbena::fabric::NetworkProfile;
 use verbena::protocols::{Primitive, ProtocolKind, StagePlan};
 use verbena::rng::Rng;
 
@@ -35,10 +36,12 @@ fn drawn(protocol: ProtocolKind, seed: u64) -> Config {
         ..Config::default()
     };
     if rng.below(2) == 0 {
-        config.latency = LatencyConfig {
-            onesided_ns: rng.below(5_000),
-            atomic_ns: rng.below(5_000),
-            rpc_ns: rng.below(10_000),
+        config.profile = NetworkProfile {
+            name: "injected".into(),
+            onesided_rtt_ns: rng.below(5_000),
+            atomic_rtt_ns: rng.below(5_000),
+            rpc_rtt_ns: rng.below(10_000),
+            ..NetworkProfile::none()
         };
     }
     let y = &mut config.ycsb;

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 
 use crate::fabric::verbs::{MSG_COMPLETION, MSG_PASSIVE, MSG_REPLY};
-use crate::fabric::{Batch, Endpoint, Message, NodeId, Posted, VerbKind};
+use crate::fabric::{Batch, CpuOp, Endpoint, Message, NodeId, Posted, VerbKind};
 use crate::stats::WorkerSnapshot;
 
 /// The `tag` of a passive round's doorbell batches (see `Posted::Deferred`).
@@ -133,6 +133,12 @@ impl Worker {
 
     pub fn spend_cpu(&self, ns: u64) {
         self.endpoint.borrow_mut().spend_cpu(ns)
+    }
+
+    /// Charges modeled CPU time (see [`CpuOp`]; real backends ignore it).
+    #[inline]
+    pub fn charge(&self, op: CpuOp, count: u32) {
+        self.endpoint.borrow_mut().charge(op, count)
     }
 
     pub fn counters(&self) -> crate::fabric::VerbCounters {
@@ -321,6 +327,7 @@ impl Worker {
         debug_assert_eq!(coroutines.len(), self.slots.len());
         let mut served = false;
         let mut serve_start_ns = None;
+        self.charge(CpuOp::Turn, 1);
         {
             // Requests that had to wait are offered again first, in order.
             let mut waiting = self.waiting.borrow_mut();
@@ -371,6 +378,7 @@ impl Worker {
             }
             if slot.runnable(now) {
                 polled = true;
+                self.charge(CpuOp::Switch, 1);
                 if coroutine.as_mut().poll(&mut context).is_ready() {
                     slot.done.set(true);
                     continue;

@@ -332,6 +332,7 @@ impl<'c, 'w, P: Protocol> Txn<'c, 'w, P> {
         key: u64,
         write: bool,
     ) -> TxnResult<Rec> {
+        self.cx.worker.charge(crate::fabric::CpuOp::Access, 1);
         if let Some(index) = self.cx.find(table, node, key) {
             if write && !self.cx.accesses[index].write {
                 self.protocol.upgrade(self.cx, index).await?;
