@@ -398,10 +398,10 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
             other => return Err(usage(format!("unknown flag {other} for `verbena run`"))),
         }
     }
-    config.validate().map_err(|e| usage(e.0))?;
     if let Some(code) = hybrid {
         apply_hybrid(&mut config, code)?;
     }
+    config.validate().map_err(|e| usage(e.0))?;
     Ok((config, outputs))
 }
 
