@@ -323,14 +323,17 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
                     }
                 }
             }
-            "--wait-die-starvation-fix" => config.protocol_options.wait_die_starvation_fix = match v
-            {
-                "true" => true,
-                "false" => false,
-                other => return Err(usage(format!(
+            "--wait-die-starvation-fix" => {
+                config.protocol_options.wait_die_starvation_fix = match v {
+                    "true" => true,
+                    "false" => false,
+                    other => {
+                        return Err(usage(format!(
                     "--wait-die-starvation-fix = `{other}` is not allowed; allowed: true, false"
-                ))),
-            },
+                )))
+                    }
+                }
+            }
             "--partitions-per-txn" => {
                 config.ycsb.partitions_per_txn = Some(parse_number(f, v, count)?)
             }

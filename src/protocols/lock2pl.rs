@@ -459,46 +459,57 @@ impl Lock2pl {
                 (status, call)
             };
             cx.submit().await;
-            let batch = cx.batch();
-            let wounded = status.is_some_and(|s| batch.result_word(s) == WOUNDED);
-            let reply = batch.reply(call);
-            if reply[0] == status::NOT_FOUND {
-                return Err(AbortReason::NotFound);
-            }
-            let slot = reply[1];
-            let outcome = match reply[0] {
-                status::OK => {
-                    let seq = reply[2];
-                    let record = &reply[3..];
-                    cx.accesses[index].seq = seq;
-                    let at = cx.accesses[index].data as usize;
-                    cx.data[at..at + record.len()].copy_from_slice(record);
-                    cx.accesses[index].locked = true;
-                    Some(if wounded {
-                        Err(AbortReason::Wounded)
-                    } else {
-                        Ok(())
-                    })
+            let (outcome, slot, timed_out) = {
+                let batch = cx.batch();
+                let wounded = status.is_some_and(|s| batch.result_word(s) == WOUNDED);
+                let reply = batch.reply(call);
+                if reply[0] == status::NOT_FOUND {
+                    return Err(AbortReason::NotFound);
                 }
-                status::LOCKED => Some(Err(AbortReason::LockConflict)),
-                REPLY_DIED => Some(Err(AbortReason::Died)),
-                _ if wounded => Some(Err(AbortReason::Wounded)),
-                REPLY_WOUND => {
-                    (wound, wounded_holder) = (Some(reply[2]), reply[2]);
-                    None
-                }
-                _ => {
-                    debug_assert_eq!(reply[0], REPLY_TIMEOUT);
-                    // The holder may be a retry of the wounded attempt
-                    // (same timestamp): let the handler say WOUND again.
-                    wounded_holder = 0;
-                    None
-                }
+                let slot = reply[1];
+                let outcome = match reply[0] {
+                    status::OK => {
+                        let seq = reply[2];
+                        let record = &reply[3..];
+                        cx.accesses[index].seq = seq;
+                        let at = cx.accesses[index].data as usize;
+                        cx.data[at..at + record.len()].copy_from_slice(record);
+                        cx.accesses[index].locked = true;
+                        Some(if wounded {
+                            Err(AbortReason::Wounded)
+                        } else {
+                            Ok(())
+                        })
+                    }
+                    status::LOCKED => Some(Err(AbortReason::LockConflict)),
+                    REPLY_DIED => Some(Err(AbortReason::Died)),
+                    _ if wounded => Some(Err(AbortReason::Wounded)),
+                    REPLY_WOUND => {
+                        (wound, wounded_holder) = (Some(reply[2]), reply[2]);
+                        None
+                    }
+                    _ => {
+                        debug_assert_eq!(reply[0], REPLY_TIMEOUT);
+                        // The holder may be a retry of the wounded attempt
+                        // (same timestamp): let the handler say WOUND again.
+                        wounded_holder = 0;
+                        None
+                    }
+                };
+                (outcome, slot, reply[0] == REPLY_TIMEOUT)
             };
-            drop(batch);
             cx.remember_slot(index, slot);
             if let Some(outcome) = outcome {
                 return outcome;
+            }
+            if timed_out {
+                // This round's status READ predates the wait: look again.
+                let (node, addr) = (cx.worker.node, cx.txn_meta_addr());
+                let read = cx.round().read(node, addr, 1);
+                cx.submit().await;
+                if cx.batch().result_word(read) == WOUNDED {
+                    return Err(AbortReason::Wounded);
+                }
             }
         }
     }
