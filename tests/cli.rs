@@ -41,7 +41,7 @@ fn bad_values_exit_2_naming_the_value_and_what_is_allowed() {
     );
     assert_usage_error(
         &["run", "--protocol", "mvcc"],
-        &["mvcc is not implemented", "no_wait, occ"],
+        &["mvcc is not implemented", "no_wait, wait_die, wound_wait"],
     );
     assert_usage_error(
         &["run", "--stages", "validate=rpc"],

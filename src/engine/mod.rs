@@ -26,11 +26,14 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
 use crate::check::{check_serializable, store_matches_history, History};
-use crate::config::{Config, ConfigError, FabricKind, WorkloadKind};
+use crate::config::{Config, ConfigError, FabricKind, LockMode, WorkloadKind};
 use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
+use crate::protocols::lock2pl::{Lock2pl, Policy};
 use crate::protocols::no_wait::NoWait;
 use crate::protocols::occ::Occ;
+use crate::protocols::wait_die::WaitDie;
+use crate::protocols::wound_wait::WoundWait;
 use crate::protocols::{Protocol, ProtocolKind};
 use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
@@ -94,8 +97,18 @@ pub fn run_custom<W: Workload>(config: &Config, workload: &W) -> Result<RunOutpu
 }
 
 fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput, RunError> {
+    let options = &config.protocol_options;
+    let lock2pl = |policy| Lock2pl {
+        policy,
+        shared: options.lock_mode == LockMode::Shared,
+        starvation_fix: options.wait_die_starvation_fix,
+    };
     match config.protocol {
-        ProtocolKind::NoWait => run_workload(config, &NoWait, workload),
+        ProtocolKind::NoWait => run_workload(config, &NoWait(lock2pl(Policy::NoWait)), workload),
+        ProtocolKind::WaitDie => run_workload(config, &WaitDie(lock2pl(Policy::WaitDie)), workload),
+        ProtocolKind::WoundWait => {
+            run_workload(config, &WoundWait(lock2pl(Policy::WoundWait)), workload)
+        }
         ProtocolKind::Occ => run_workload(
             config,
             &Occ {

@@ -70,7 +70,13 @@ impl ProtocolKind {
 
     /// Whether this build can run the protocol.
     pub fn implemented(self) -> bool {
-        matches!(self, ProtocolKind::NoWait | ProtocolKind::Occ)
+        matches!(
+            self,
+            ProtocolKind::NoWait
+                | ProtocolKind::WaitDie
+                | ProtocolKind::WoundWait
+                | ProtocolKind::Occ
+        )
     }
 
     pub fn implemented_names() -> Vec<&'static str> {

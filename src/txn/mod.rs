@@ -38,16 +38,24 @@ pub enum AbortReason {
     NotFound,
     /// The program asked to abort.
     User,
+    /// WAIT_DIE: a younger requester died on an older holder (also: a
+    /// newcomer under the starvation fix; an E/S lock conflict a waiting
+    /// protocol cannot wait on).
+    Died,
+    /// WOUND_WAIT: an older transaction wounded this one.
+    Wounded,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 6] = [
+    pub const ALL: [AbortReason; 8] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
         AbortReason::ValidationFailed,
         AbortReason::NotFound,
         AbortReason::User,
+        AbortReason::Died,
+        AbortReason::Wounded,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +66,8 @@ impl AbortReason {
             AbortReason::ValidationFailed => "validation_failed",
             AbortReason::NotFound => "not_found",
             AbortReason::User => "user",
+            AbortReason::Died => "died",
+            AbortReason::Wounded => "wounded",
         }
     }
 
