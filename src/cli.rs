@@ -608,6 +608,9 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
                 outcome.detail,
                 matrix::replay_command(outcome.case)
             );
+            if cases.len() == 1 {
+                eprint!("{}", outcome.report_table);
+            }
         }
     }
     let committed: u64 = outcomes.iter().map(|o| o.committed).sum();

@@ -125,8 +125,15 @@ pub const COMMITTING: u64 = 2;
 /// How long a parked WOUND_WAIT lock request may wait (in offers by the
 /// event loop, one per turn, at least every 2 µs when idle) before the
 /// handler answers [`REPLY_TIMEOUT`] so that the requester can check whether
-/// it was wounded meanwhile.
-const PARK_OFFERS: u64 = 64;
+/// it was wounded meanwhile. The limit doubles with each timeout the same
+/// access has had (up to `PARK_OFFERS << MAX_PARK_DOUBLINGS`): a waiter
+/// that keeps timing out is an old one that nobody wounds, and it must be
+/// parked when the lock frees rather than on its way back with a fresh
+/// request — otherwise the wounded holder's retry, which timed out on the
+/// same period, takes the lock again first, forever (a livelock the sim
+/// matrix found: `verbena check --protocol wound_wait --seed 9 --hybrid 8`).
+const PARK_OFFERS: u64 = 8;
+const MAX_PARK_DOUBLINGS: u64 = 9;
 /// One-sided wait loop: pause between retries, doubling up to the cap.
 const WAIT_PAUSE_MIN_NS: u64 = 500;
 const WAIT_PAUSE_MAX_NS: u64 = 8_000;
@@ -435,6 +442,7 @@ impl Lock2pl {
         let flags = if exclusive { FLAG_EXCLUSIVE } else { 0 };
         let mut wound: Option<u64> = None;
         let mut wounded_holder = 0;
+        let mut timeouts: u64 = 0;
         loop {
             let (status, call) = {
                 let mut batch = cx.round();
@@ -454,6 +462,7 @@ impl Lock2pl {
                     flags,
                     0,
                     wounded_holder,
+                    timeouts,
                 ]);
                 let call = batch.call(access.node, kind::NO_WAIT_LOCK_READ, payload, false);
                 (status, call)
@@ -493,6 +502,7 @@ impl Lock2pl {
                         // The holder may be a retry of the wounded attempt
                         // (same timestamp): let the handler say WOUND again.
                         wounded_holder = 0;
+                        timeouts += 1;
                         None
                     }
                 };
@@ -806,7 +816,8 @@ impl Lock2pl {
                     }
                     if self.policy == Policy::WoundWait {
                         payload[4] += 1;
-                        if payload[4] > PARK_OFFERS {
+                        let doublings = payload.get(6).copied().unwrap_or(0);
+                        if payload[4] > PARK_OFFERS << doublings.min(MAX_PARK_DOUBLINGS) {
                             return reply(payload, &[REPLY_TIMEOUT, slot]);
                         }
                     }
