@@ -28,8 +28,10 @@ use crate::check::{check_serializable, store_matches_history, History};
 use crate::config::{Config, ConfigError, WorkloadKind};
 use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
+use crate::protocols::mvcc::Mvcc;
 use crate::protocols::no_wait::NoWait;
 use crate::protocols::occ::Occ;
+use crate::protocols::timestamp::Timestamp;
 use crate::protocols::{Protocol, ProtocolKind};
 use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
@@ -102,6 +104,8 @@ fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput
             },
             workload,
         ),
+        ProtocolKind::Timestamp => run_workload(config, &Timestamp::new(config), workload),
+        ProtocolKind::Mvcc => run_workload(config, &Mvcc::new(config), workload),
         // `validate` refuses protocols this build lacks.
         other => unreachable!("validate accepted unimplemented protocol {}", other.name()),
     }
@@ -150,7 +154,7 @@ fn run_workload<P: Protocol, W: Workload>(
     workload: &W,
 ) -> Result<RunOutput, RunError> {
     let layout = Arc::new(
-        StoreLayout::new(&workload.tables(), P::header_words).with_txn_meta(
+        StoreLayout::new(&workload.tables(), |r| protocol.header_words_of(r)).with_txn_meta(
             config.workers as u16,
             config.coroutines as u16,
             P::txn_meta_words(),

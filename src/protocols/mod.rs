@@ -20,9 +20,11 @@
 
 pub mod common;
 pub mod kind;
+pub mod mvcc;
 pub mod no_wait;
 pub mod occ;
 pub mod stage;
+pub mod timestamp;
 
 pub use kind::ProtocolKind;
 pub use stage::{Primitive, Stage, StagePlan};
@@ -41,6 +43,12 @@ pub trait Protocol: Sync {
     /// multi-version ones (MVCC, CICADA) keep version slots, each with a copy
     /// of the record, in the header, so the size depends on the record.
     fn header_words(record_words: u32) -> u32;
+    /// [`Protocol::header_words`] of this instance, for protocols whose
+    /// header depends on a run-time option (MVCC's `mvcc_versions`). The
+    /// engine lays tuples out with this one.
+    fn header_words_of(&self, record_words: u32) -> u32 {
+        Self::header_words(record_words)
+    }
     /// Words of per-transaction global metadata each coroutine keeps in its
     /// node's region, where remote workers can READ and CAS them (see
     /// `store::TxnMetaLayout`; `TxnCx::txn_meta_addr`). Default: none.

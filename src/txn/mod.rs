@@ -38,16 +38,23 @@ pub enum AbortReason {
     NotFound,
     /// The program asked to abort.
     User,
+    /// A timestamp protocol found the transaction's timestamp out of order
+    /// for a tuple (a read below `wts`, a write below `rts` or `wts`).
+    TimestampOrder,
+    /// MVCC: no version slot still holds a version old enough to read.
+    VersionUnavailable,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 6] = [
+    pub const ALL: [AbortReason; 8] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
         AbortReason::ValidationFailed,
         AbortReason::NotFound,
         AbortReason::User,
+        AbortReason::TimestampOrder,
+        AbortReason::VersionUnavailable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +65,8 @@ impl AbortReason {
             AbortReason::ValidationFailed => "validation_failed",
             AbortReason::NotFound => "not_found",
             AbortReason::User => "user",
+            AbortReason::TimestampOrder => "timestamp_order",
+            AbortReason::VersionUnavailable => "version_unavailable",
         }
     }
 
