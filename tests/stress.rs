@@ -55,6 +55,8 @@ fn drawn(protocol: ProtocolKind, seed: u64) -> Config {
     y.compute_us = rng.below(3) as f64;
     y.record_bytes = 8 * (1 + rng.below(16) as u32);
     y.partitions_per_txn = Some(1 + rng.below(nodes.min(y.ops_per_txn) as u64) as u32);
+    config.protocol_options.mvcc_versions = 2 + rng.below(5) as u32;
+    config.protocol_options.timestamp_cascading_aborts = rng.below(2) == 0;
     config
 }
 
@@ -67,7 +69,12 @@ fn many_seeds_every_protocol_random_shapes_and_plans() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(40);
     for seed in 1..=seeds {
-        for protocol in [ProtocolKind::NoWait, ProtocolKind::Occ] {
+        for protocol in [
+            ProtocolKind::NoWait,
+            ProtocolKind::Occ,
+            ProtocolKind::Timestamp,
+            ProtocolKind::Mvcc,
+        ] {
             let config = drawn(protocol, seed);
             let report = engine::run(&config)
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"))

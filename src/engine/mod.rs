@@ -94,6 +94,20 @@ pub fn run_custom<W: Workload>(config: &Config, workload: &W) -> Result<RunOutpu
     run_validated(&config, workload)
 }
 
+/// Validates `config` and runs it with a protocol instance and a workload of
+/// the caller's own (`config.protocol` must name the protocol's kind): how
+/// tests run a protocol with a test hook set.
+pub fn run_protocol<P: Protocol, W: Workload>(
+    config: &Config,
+    protocol: &P,
+    workload: &W,
+) -> Result<RunOutput, RunError> {
+    let mut config = config.clone();
+    config.validate()?;
+    debug_assert_eq!(config.protocol, P::KIND);
+    run_workload(&config, protocol, workload)
+}
+
 fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput, RunError> {
     match config.protocol {
         ProtocolKind::NoWait => run_workload(config, &NoWait, workload),

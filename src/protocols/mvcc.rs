@@ -27,8 +27,8 @@
 //!
 //! * one-sided read: one READ of the whole tuple, all versions; refused if
 //!   torn (`seq != seq_end`, retried a few times). If the chosen version is
-//!   the latest, RCBench's Double-Read raises `rts`: CAS(`rts`) + READ(lock)
-//!   + READ(`seq`) in one doorbell batch, exactly as in `timestamp` (whose
+//!   the latest, RCBench's Double-Read raises `rts`: CAS(`rts`), READ(lock)
+//!   and READ(`seq`) in one doorbell batch, exactly as in `timestamp` (whose
 //!   module doc gives the argument); an older version needs no `rts`: its
 //!   successor already exists with a `wts` above the reader's `ts`, and a
 //!   new version can only follow the latest.
@@ -125,7 +125,7 @@ impl Mvcc {
     pub fn new(config: &Config) -> Mvcc {
         Mvcc {
             versions: config.protocol_options.mvcc_versions,
-            clock: TsClock::new(config),
+            clock: TsClock::new(config, 0),
         }
     }
 
@@ -240,7 +240,7 @@ impl Mvcc {
                 Choice::Take { raise: false, .. } => return Ok(()),
                 Choice::Take { seq, .. } => {
                     let rts_addr = table.header_addr(access.slot, RTS_WORD);
-                    if raise_rts_onesided(cx, index, rts_addr, rts, seq).await {
+                    if raise_rts_onesided(cx, index, rts_addr, rts, seq, 0).await {
                         return Ok(());
                     }
                     failure = AbortReason::ReadLocked;
@@ -442,16 +442,7 @@ impl Mvcc {
                 }
                 Choice::Take { seq, record, raise } => {
                     let tuple_seq = payload[crate::store::SEQ_WORD as usize];
-                    if raise
-                        && !raise_rts_local(
-                            store,
-                            table.header_addr(slot, RTS_WORD),
-                            lock_addr(table, slot),
-                            table.seq_addr(slot),
-                            ts,
-                            tuple_seq,
-                        )
-                    {
+                    if raise && !raise_rts_local(store, table, slot, RTS_WORD, ts, tuple_seq, 0) {
                         reply_status = status::LOCKED;
                         continue;
                     }
@@ -572,5 +563,117 @@ impl Protocol for Mvcc {
             ),
         }
         Served::Reply
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{StoreLayout, TableSpec};
+
+    fn mvcc(versions: u32) -> Mvcc {
+        let mut config = Config::default();
+        config.protocol_options.mvcc_versions = versions;
+        Mvcc::new(&config)
+    }
+
+    fn layout(mvcc: &Mvcc) -> StoreLayout {
+        StoreLayout::new(
+            &[TableSpec {
+                name: "t",
+                record_words: 2,
+                capacity_per_node: 4,
+            }],
+            |r| mvcc.header_words_of(r),
+        )
+    }
+
+    /// A snapshot of tuple `key = 9` whose versions `first..=latest` were
+    /// written by timestamps `10 · version`, with record `[version, version]`.
+    fn snapshot(mvcc: &Mvcc, table: &TableLayout, first: u64, latest: u64, lock: u64) -> Vec<u64> {
+        let mut words = vec![0; table.tuple_words as usize];
+        words[0] = 9;
+        words[1] = latest;
+        words[HEADER_WORD as usize] = lock;
+        for version in first..=latest {
+            let at = (HEADER_WORD + mvcc.slot_word(table, version)) as usize;
+            words[at..at + 4].copy_from_slice(&[10 * version, version + 1, version, version]);
+        }
+        let record = table.record_offset() as usize;
+        words[record..record + 2].copy_from_slice(&[latest, latest]);
+        words[table.seq_end_offset() as usize] = latest;
+        words
+    }
+
+    #[test]
+    fn the_header_holds_every_version_slot() {
+        assert_eq!(mvcc(4).header_words_of(8), 2 + 4 * 10);
+        assert_eq!(mvcc(2).header_words_of(1), 2 + 2 * 3);
+        assert_eq!(Mvcc::header_words(8), mvcc(4).header_words_of(8));
+    }
+
+    #[test]
+    fn a_reader_takes_the_newest_version_below_its_timestamp() {
+        let m = mvcc(4);
+        let layout = layout(&m);
+        let table = layout.table(0);
+        let words = snapshot(&m, table, 3, 6, 0);
+        let record = table.record_offset() as usize;
+        // Past the latest version: the record, raising rts.
+        assert_eq!(
+            m.choose(table, &words, 65, false),
+            Choice::Take {
+                seq: 6,
+                record,
+                raise: true
+            }
+        );
+        // Between versions 4 (wts 40) and 5 (wts 50): version 4's slot.
+        match m.choose(table, &words, 45, false) {
+            Choice::Take {
+                seq: 4,
+                record: at,
+                raise: false,
+            } => assert_eq!(&words[at..at + 2], &[4, 4]),
+            other => panic!("{other:?}"),
+        }
+        // Older than every version still kept.
+        assert_eq!(
+            m.choose(table, &words, 25, false),
+            Choice::Refuse(AbortReason::VersionUnavailable)
+        );
+        // A writer needs the latest version.
+        assert_eq!(
+            m.choose(table, &words, 45, true),
+            Choice::Refuse(AbortReason::TimestampOrder)
+        );
+        // An older pending writer makes a reader wait; a younger does not.
+        let locked = snapshot(&m, table, 3, 6, 61);
+        assert_eq!(m.choose(table, &locked, 65, false), Choice::Wait);
+        assert!(matches!(
+            m.choose(table, &locked, 55, false),
+            Choice::Take { seq: 5, .. }
+        ));
+        // A torn snapshot is refused.
+        let mut torn = words.clone();
+        torn[table.seq_end_offset() as usize] = 7;
+        assert_eq!(m.choose(table, &torn, 65, false), Choice::Torn);
+    }
+
+    #[test]
+    fn the_loaded_version_is_readable_until_overwritten() {
+        let m = mvcc(4);
+        let layout = layout(&m);
+        let table = layout.table(0);
+        let fresh = snapshot(&m, table, 1, 0, 0);
+        assert!(matches!(
+            m.choose(table, &fresh, 5, false),
+            Choice::Take { seq: 0, .. }
+        ));
+        let once = snapshot(&m, table, 1, 1, 0);
+        assert_eq!(
+            m.choose(table, &once, 5, false),
+            Choice::Refuse(AbortReason::VersionUnavailable)
+        );
     }
 }

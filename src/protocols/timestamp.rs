@@ -8,25 +8,45 @@
 //! version (`wts`). A read by `ts < wts` or a write by `ts < rts` (or
 //! `ts < wts`) would break the order and aborts the transaction.
 //!
-//! Writes are buffered in the transaction's copy and installed at commit
-//! (the "postponed writes" of RCBench §6.2.2's discussion and §7.6.3), so
-//! this is the **no-cascading-abort variant**: nobody ever reads an
-//! uncommitted write. A pending write is marked by its writer holding the
-//! tuple's lock word, which holds the writer's timestamp; a reader older
-//! than the pending writer reads the committed version and is unaffected
-//! (the write will be ordered after it), while a younger reader *waits* —
-//! one-sided it polls the tuple a bounded number of times with a short
-//! sleep, by RPC the handler answers `Served::Wait` so the request sits in
-//! the serving event loop's waiting list (RCC §4.3) until the lock is free.
-//! `ProtocolOptions::timestamp_cascading_aborts` (readers see uncommitted
-//! writes) is refused by config validation: it is not built (see the
-//! report of the branch that added this module).
+//! Writes are buffered in the transaction's copy (a program's write value
+//! is only known once it has computed it) and locked at commit. Two
+//! variants, chosen by `ProtocolOptions::timestamp_cascading_aborts`
+//! (RCBench §7.6.3):
+//!
+//! * **no cascading aborts** (default; RCBench §6.2.2's discussion, after
+//!   Bernstein & Goodman): writes are installed at the commit point, so
+//!   nobody reads an uncommitted write. A pending write is marked by its
+//!   writer holding the tuple's lock word, which holds the writer's
+//!   timestamp; a reader older than the pending writer reads the committed
+//!   version (the write will be ordered after it), while a younger reader
+//!   *waits* — one-sided it polls the tuple a bounded number of times with
+//!   a short sleep, by RPC the handler answers `Served::Wait` so the request
+//!   sits in the serving event loop's waiting list (RCC §4.3).
+//! * **cascading aborts** (RCBench Alg. 6): once the lock stage has locked
+//!   and checked the write set, the writer marks itself running in its
+//!   per-transaction outcome words (`TxnCx::txn_meta_addr`), then installs
+//!   its writes in place — record, `wts = ts`, `seq + 1`, the lock word
+//!   flagged "installed" — before its commit point. A younger reader may
+//!   read such a write and records the writer's timestamp (RCBench's
+//!   `T.bL`); before its own commit point it waits until each such writer
+//!   has committed, and aborts (`cascading_abort`) if one aborted —
+//!   RCBench's CascadingAbortCheck, by polling READs of the writer's
+//!   outcome words or an RPC the writer's node answers once the outcome is
+//!   known (`Served::Wait` meanwhile). A writer that aborts after
+//!   installing marks itself aborted, then restores the committed version
+//!   it fetched under the lock (RCBench: "restore its modifications"); one
+//!   writer per tuple at a time (the lock), so a restore never undoes
+//!   another transaction's write. Waits only go from younger to older
+//!   transactions, so they end. So no committed transaction read an
+//!   aborted write, and the checker sees committed versions only.
 //!
 //! Stages (RCC bits): `read` = 2 (execution-phase fetch of every record;
 //! read-only records also raise `rts`), `lock` = 1 (at commit: lock the
-//! write set and check it is still writable by `ts`), `log` = 4 (empty
-//! without replication), `commit` = 16 (install record and `wts`, unlock),
-//! `release` = 8 (unlock on abort).
+//! write set and check it is still writable by `ts`; cascading: then
+//! install and wait for the writers read from), `log` = 4 (empty without
+//! replication), `commit` = 16 (install record and `wts`, unlock;
+//! cascading: mark committed, unlock), `release` = 8 (unlock on abort;
+//! cascading, once installed: mark aborted, restore and unlock).
 //!
 //! * one-sided read: READ the tuple; refuse it if torn (`seq != seq_end`),
 //!   if `wts > ts`, or (wait) if an older writer holds it. Then the
@@ -58,9 +78,19 @@
 //!   per node storing in the same order.
 //! * release: `common::post_release` (WRITE lock = 0, or the shared UNLOCK
 //!   handler's CAS `ts → 0`).
+//! * cascading lock: the lock round READs the whole tuple (RPC:
+//!   `TS_LOCK_FETCH` replies it) to keep the committed version; the install
+//!   round WRITEs as a commit does but leaves the lock flagged (RPC:
+//!   `TS_INSTALL`) and is awaited, so a later unlock or restore follows it
+//!   whatever primitive carries it. Commit unlocks with WRITE lock = 0 or
+//!   the shared UNLOCK (CAS from the flagged lock); release restores with
+//!   the install's verbs (RPC: `TS_INSTALL` from the flagged owner).
 //!
 //! Header layout (words after the store's `[key][seq]`): 0 = lock (0 free,
-//! else the timestamp of the writer holding it), 1 = `wts`, 2 = `rts`.
+//! else the timestamp of the writer holding it, bit 0 set once its write is
+//! installed — cascading variant), 1 = `wts`, 2 = `rts`. Per-transaction
+//! metadata (cascading variant): `[ts | state, ts of the latest aborted
+//! install]` per coroutine (see `outcome_of`).
 //!
 //! Hybrid handshakes (RCC §5.2): every form of every stage acts on the same
 //! three words with the same atomic steps (the RPC handlers CAS the very
@@ -75,23 +105,27 @@
 //! fabric clock in ns, raised past every `wts`/`rts` the coroutine observes
 //! (RCC §4.4's clock adjustment) and strictly increasing per coroutine, and
 //! `coroutine` a dense index of the coroutine, so timestamps are unique and
-//! never 0. `id_bits` is what the cluster's coroutine count needs, leaving
-//! at least 46 bits (19 hours) of ns for the largest allowed cluster;
-//! beyond that the time part saturates (and transactions of that coroutine
-//! would abort) — a limit a run of that length would hit.
+//! never 0; T/O keeps two zero bits below the id for its flags. `id_bits`
+//! is what the cluster's coroutine count needs, leaving at least 44 bits
+//! (4.8 hours) of ns for the largest allowed cluster and 50 or more (13
+//! days) for clusters of up to 4096 coroutines; beyond that the time part
+//! saturates and that coroutine's transactions would keep aborting — a
+//! limit only a run of that length hits.
 //!
 //! Invariants: a tuple's record, `seq` and `wts` change only under its lock
-//! and are installed together at commit; `rts` only grows; a committed
+//! (installed together, between the `seq_end` and `seq` stores); `rts` only
+//! grows; a committed transaction read no write of an aborted one; a committed
 //! transaction read, for each record, the version with the largest `wts`
 //! below its `ts`, and no version with a `wts` between that and `ts` was
 //! installed later (all dependency edges go from smaller to larger
 //! timestamps, so the history is serializable in timestamp order).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use crate::config::Config;
-use crate::fabric::{CallId, VerbId};
-use crate::store::{NodeStore, HEADER_WORD};
+use crate::fabric::{Batch, CallId, VerbId};
+use crate::store::{NodeStore, TableLayout, HEADER_WORD, SEQ_WORD};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
 use super::common::{self, kind, lock_addr, status};
@@ -103,6 +137,24 @@ const RTS_WORD: u32 = 2;
 
 /// Reply status: the transaction's timestamp is out of order for the tuple.
 pub(super) const TOO_LATE: u64 = 16;
+/// Read reply status (cascading variant): the record is an installed,
+/// uncommitted write by the transaction whose timestamp is the reply's `wts`.
+const DIRTY_OK: u64 = 18;
+
+/// Low bits of every T/O timestamp left 0 for flags: in a lock word, bit 0
+/// says the holder installed its write (cascading variant); in an outcome
+/// word, bits 0–1 hold the state.
+const FLAG_BITS: u32 = 2;
+const TS_MASK: u64 = !((1 << FLAG_BITS) - 1);
+const LOCK_INSTALLED: u64 = 1;
+/// Outcome word states (cascading variant): the transaction `ts` has
+/// installed writes and runs, committed, or aborted.
+const META_RUNNING: u64 = 1;
+const META_COMMITTED: u64 = 2;
+const META_ABORTED: u64 = 3;
+/// Polls of the writers a cascading reader depends on before it gives up
+/// (about `DEP_POLLS × READ_WAIT_NS`).
+const DEP_POLLS: u32 = 10_000;
 
 /// Lock reply entries.
 const LOCK_OK: u64 = 0;
@@ -120,9 +172,12 @@ const RTS_TRIES: u32 = 8;
 /// Unique transaction timestamps from the local clock (RCC §4.3: clock
 /// time with the coroutine's id in the low bits), with RCC §4.4's
 /// adjustment: a coroutine that observes a later timestamp moves its own
-/// clock past it.
+/// clock past it. `low_bits` zero bits below the id are left free for
+/// flags a protocol keeps in words that hold a timestamp.
 pub struct TsClock {
-    id_bits: u32,
+    /// Bits below the time part: the id and the free low bits.
+    shift: u32,
+    low_bits: u32,
     workers: u64,
     coroutines: u64,
     /// Per coroutine (dense index): the least time part its next timestamp
@@ -131,52 +186,73 @@ pub struct TsClock {
 }
 
 impl TsClock {
-    pub fn new(config: &Config) -> TsClock {
+    pub fn new(config: &Config, low_bits: u32) -> TsClock {
         let count = config.nodes as u64 * config.workers as u64 * config.coroutines as u64;
         let id_bits = 64 - count.max(2).saturating_sub(1).leading_zeros();
         TsClock {
-            id_bits,
+            shift: id_bits + low_bits,
+            low_bits,
             workers: config.workers as u64,
             coroutines: config.coroutines as u64,
             floor: (0..count.max(1)).map(|_| AtomicU64::new(1)).collect(),
         }
     }
 
-    fn index(&self, cx: &TxnCx<'_>) -> usize {
+    /// The dense index of `cx`'s coroutine.
+    pub fn index(&self, cx: &TxnCx<'_>) -> usize {
         ((cx.worker.node as u64 * self.workers + cx.worker.worker as u64) * self.coroutines
             + cx.co as u64) as usize
     }
 
+    /// `(node, worker, coroutine)` of the coroutine that took `timestamp`.
+    pub fn coroutine_of(&self, timestamp: u64) -> (crate::fabric::NodeId, u16, u16) {
+        let id = (timestamp & ((1u64 << self.shift) - 1)) >> self.low_bits;
+        let co = id % self.coroutines;
+        let worker = (id / self.coroutines) % self.workers;
+        let node = id / self.coroutines / self.workers;
+        (node as crate::fabric::NodeId, worker as u16, co as u16)
+    }
+
     fn max_time(&self) -> u64 {
-        u64::MAX >> self.id_bits
+        u64::MAX >> self.shift
     }
 
     /// A fresh timestamp for `cx`'s coroutine: later than every timestamp
     /// it took or observed before.
     pub fn next(&self, cx: &TxnCx<'_>) -> u64 {
-        let index = self.index(cx);
-        let floor = &self.floor[index];
-        let time = cx
-            .now_ns()
-            .max(floor.load(Ordering::Relaxed))
-            .min(self.max_time());
-        floor.store(time.saturating_add(1), Ordering::Relaxed);
-        (time << self.id_bits) | index as u64
+        self.next_at(self.index(cx), cx.now_ns())
     }
 
     /// Moves `cx`'s coroutine clock past the time of `timestamp`.
     pub fn observe(&self, cx: &TxnCx<'_>, timestamp: u64) {
-        let time = timestamp >> self.id_bits;
-        self.floor[self.index(cx)].fetch_max(time.saturating_add(1), Ordering::Relaxed);
+        self.observe_at(self.index(cx), timestamp);
+    }
+
+    /// [`TsClock::next`] for coroutine `index` at clock time `now_ns`.
+    fn next_at(&self, index: usize, now_ns: u64) -> u64 {
+        let floor = &self.floor[index];
+        let time = now_ns
+            .max(floor.load(Ordering::Relaxed))
+            .min(self.max_time());
+        floor.store(time.saturating_add(1), Ordering::Relaxed);
+        (time << self.shift) | ((index as u64) << self.low_bits)
+    }
+
+    fn observe_at(&self, index: usize, timestamp: u64) {
+        let time = timestamp >> self.shift;
+        self.floor[index].fetch_max(time.saturating_add(1), Ordering::Relaxed);
     }
 }
 
 /// What a read may do with a tuple it fetched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Verdict {
-    /// Take it; raise `rts` first when `raise`.
+    /// Take it; raise `rts` first when `raise`. `dirty`: the version is an
+    /// uncommitted write (cascading variant), whose writer's timestamp is
+    /// the tuple's `wts`.
     Take {
         raise: bool,
+        dirty: bool,
     },
     /// A pending write older than the reader: fetch again later.
     Wait,
@@ -184,29 +260,51 @@ enum Verdict {
 }
 
 /// Basic T/O's rules for a consistent snapshot of a tuple's header.
-fn judge(ts: u64, write: bool, lock: u64, wts: u64, rts: u64) -> Verdict {
+fn judge(ts: u64, write: bool, cascading: bool, lock: u64, wts: u64, rts: u64) -> Verdict {
     if write {
         if lock != 0 {
             Verdict::Refuse(AbortReason::LockConflict)
         } else if wts > ts || rts > ts {
             Verdict::Refuse(AbortReason::TimestampOrder)
         } else {
-            Verdict::Take { raise: false }
+            Verdict::Take {
+                raise: false,
+                dirty: false,
+            }
         }
     } else if wts > ts {
         Verdict::Refuse(AbortReason::TimestampOrder)
     } else if lock != 0 && lock < ts {
-        Verdict::Wait
+        if cascading && lock & LOCK_INSTALLED != 0 {
+            debug_assert_eq!(lock & TS_MASK, wts, "an installed write carries its wts");
+            Verdict::Take {
+                raise: rts < ts,
+                dirty: true,
+            }
+        } else {
+            Verdict::Wait
+        }
     } else {
-        Verdict::Take { raise: rts < ts }
+        Verdict::Take {
+            raise: rts < ts,
+            dirty: false,
+        }
     }
 }
 
 /// The double-read check after raising `rts`: no writer older than `ts`
-/// holds the lock, and no version was installed since the first READ.
+/// holds the lock — other than the one whose installed write was read
+/// (`accepted_lock`, 0 if none) — and no version was installed since the
+/// first READ.
 #[inline]
-pub(super) fn still_readable(ts: u64, lock: u64, seq: u64, seen_seq: u64) -> bool {
-    (lock == 0 || lock > ts) && seq == seen_seq
+pub(super) fn still_readable(
+    ts: u64,
+    lock: u64,
+    seq: u64,
+    seen_seq: u64,
+    accepted_lock: u64,
+) -> bool {
+    (lock == 0 || lock > ts || (accepted_lock != 0 && lock == accepted_lock)) && seq == seen_seq
 }
 
 /// One-sided double-read (RCBench §6.1): raises `rts` at `rts_addr` from
@@ -218,6 +316,7 @@ pub(super) async fn raise_rts_onesided(
     rts_addr: u64,
     mut seen_rts: u64,
     seen_seq: u64,
+    accepted_lock: u64,
 ) -> bool {
     let access = cx.accesses[index];
     let table = cx.table(access.table);
@@ -242,7 +341,7 @@ pub(super) async fn raise_rts_onesided(
         }
         let lock_now = batch.result_word(lock);
         let seq_now = batch.result_word(VerbId(lock.0 + 1));
-        return still_readable(ts, lock_now, seq_now, seen_seq);
+        return still_readable(ts, lock_now, seq_now, seen_seq, accepted_lock);
     }
     false
 }
@@ -251,12 +350,14 @@ pub(super) async fn raise_rts_onesided(
 /// the same word, then the lock and `seq` loads in the same order.
 pub(super) fn raise_rts_local(
     store: &NodeStore,
-    rts_addr: u64,
-    lock_addr: u64,
-    seq_addr: u64,
+    table: &TableLayout,
+    slot: u64,
+    rts_word: u32,
     ts: u64,
     seen_seq: u64,
+    accepted_lock: u64,
 ) -> bool {
+    let rts_addr = table.header_addr(slot, rts_word);
     let mut current = store.region.load(rts_addr);
     while current < ts {
         let previous = store.region.cas(rts_addr, current, ts);
@@ -265,9 +366,9 @@ pub(super) fn raise_rts_local(
         }
         current = previous;
     }
-    let lock = store.region.load(lock_addr);
-    let seq = store.region.load(seq_addr);
-    still_readable(ts, lock, seq, seen_seq)
+    let lock = store.region.load(lock_addr(table, slot));
+    let seq = store.region.load(table.seq_addr(slot));
+    still_readable(ts, lock, seq, seen_seq, accepted_lock)
 }
 
 /// The abort reason of a non-OK read reply status.
@@ -289,15 +390,45 @@ fn refusal_status(reason: AbortReason) -> u64 {
     }
 }
 
+/// Whether a locked record may be overwritten by `ts`: nobody installed a
+/// version since it was read, and no younger transaction read it.
+#[inline]
+fn writable(ts: u64, read_seq: u64, seq: u64, wts: u64, rts: u64) -> bool {
+    seq == read_seq && wts < ts && rts <= ts
+}
+
 pub struct Timestamp {
     pub clock: TsClock,
+    /// `ProtocolOptions::timestamp_cascading_aborts`.
+    pub cascading: bool,
+    /// Cascading variant, per coroutine (dense index): the timestamps of
+    /// the writers whose uncommitted writes the current attempt read.
+    deps: Box<[Mutex<Vec<u64>>]>,
+    /// Test hook (cascading variant): about half of the attempts that
+    /// install their writes abort right after (as a user abort), so that
+    /// tests see readers of those writes abort in cascade. Only tests set
+    /// it.
+    pub abort_after_install: bool,
 }
 
 impl Timestamp {
     pub fn new(config: &Config) -> Timestamp {
+        let clock = TsClock::new(config, FLAG_BITS);
+        let coroutines =
+            config.nodes as usize * config.workers as usize * config.coroutines as usize;
         Timestamp {
-            clock: TsClock::new(config),
+            clock,
+            cascading: config.protocol_options.timestamp_cascading_aborts,
+            deps: (0..coroutines).map(|_| Mutex::new(Vec::new())).collect(),
+            abort_after_install: false,
         }
+    }
+
+    fn deps(&self, cx: &TxnCx<'_>) -> std::sync::MutexGuard<'_, Vec<u64>> {
+        // Only the coroutine's own worker thread locks its entry.
+        self.deps[self.clock.index(cx)]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
@@ -313,7 +444,7 @@ impl Timestamp {
                 table.tuple_words,
             );
             cx.submit().await;
-            let (verdict, seq, rts) = {
+            let (verdict, seq, lock, wts, rts) = {
                 let batch = cx.batch();
                 let words = batch.result(read);
                 let tuple = common::decode(table, words);
@@ -324,12 +455,19 @@ impl Timestamp {
                 let verdict = if tuple.seq != tuple.seq_end {
                     None
                 } else {
-                    Some(judge(ts, access.write, tuple.lock, wts, rts))
+                    Some(judge(
+                        ts,
+                        access.write,
+                        self.cascading,
+                        tuple.lock,
+                        wts,
+                        rts,
+                    ))
                 };
                 if let Some(Verdict::Take { .. }) = verdict {
                     common::accept_record(cx, index, tuple.seq, tuple.record);
                 }
-                (verdict, tuple.seq, rts)
+                (verdict, tuple.seq, tuple.lock, wts, rts)
             };
             match verdict {
                 Some(Verdict::Refuse(reason)) => return Err(reason),
@@ -338,10 +476,13 @@ impl Timestamp {
                     failure = AbortReason::ReadLocked;
                     cx.worker.sleep(cx.co, READ_WAIT_NS).await;
                 }
-                Some(Verdict::Take { raise: false }) => return Ok(()),
-                Some(Verdict::Take { raise: true }) => {
+                Some(Verdict::Take { raise, dirty }) => {
+                    let accepted = if dirty { lock } else { 0 };
                     let rts_addr = table.header_addr(access.slot, RTS_WORD);
-                    if raise_rts_onesided(cx, index, rts_addr, rts, seq).await {
+                    if !raise || raise_rts_onesided(cx, index, rts_addr, rts, seq, accepted).await {
+                        if dirty {
+                            self.deps(cx).push(wts);
+                        }
                         return Ok(());
                     }
                     failure = AbortReason::ReadLocked;
@@ -361,7 +502,7 @@ impl Timestamp {
                 access.table as u64,
                 access.key,
                 cx.timestamp,
-                access.write as u64,
+                access.write as u64 | (self.cascading as u64) << 1,
             ],
         );
         cx.submit().await;
@@ -370,17 +511,24 @@ impl Timestamp {
         if reply[0] != status::NOT_FOUND {
             cx.remember_slot(index, reply[1]);
         }
-        if reply[0] != status::OK {
+        if reply[0] != status::OK && reply[0] != DIRTY_OK {
             return Err(read_failure(reply[0], access.write));
         }
         self.clock.observe(cx, reply[3].max(reply[4]));
+        if reply[0] == DIRTY_OK {
+            self.deps(cx).push(reply[3]);
+        }
         common::accept_record(cx, index, reply[2], &reply[5..]);
         Ok(())
     }
 
+    /// Lock stage, first round: lock the write set and check it is still
+    /// writable by `ts`. The cascading variant also fetches each record's
+    /// committed `wts` and record into its backup (see [`Backups`]).
     async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         cx.collect_nodes(|a| a.write);
         let ts = cx.timestamp;
+        let fetch = self.cascading;
         {
             let mut batch = cx.round();
             cx.queued.clear();
@@ -391,24 +539,46 @@ impl Timestamp {
                     }
                     let table = cx.table(access.table);
                     let cas = batch.cas(node, lock_addr(table, access.slot), 0, ts);
-                    batch.read(node, table.seq_addr(access.slot), 4);
+                    if fetch {
+                        batch.read(node, table.tuple_addr(access.slot), table.tuple_words);
+                    } else {
+                        batch.read(node, table.seq_addr(access.slot), 4);
+                    }
                     cx.queued.push((index, cas.0));
                 }
             }
         }
         cx.submit().await;
-        let batch = cx.batch();
         let mut outcome = Ok(());
-        for &(index, cas) in &cx.queued {
+        for q in 0..cx.queued.len() {
+            let (index, cas) = cx.queued[q];
+            let batch = cx.batch();
             if batch.result_word(VerbId(cas)) != 0 {
                 outcome = outcome.and(Err(AbortReason::LockConflict));
                 continue;
             }
             cx.accesses[index].locked = true;
-            // [seq, lock, wts, rts], read after the CAS took the lock.
+            // Read after the CAS took the lock.
             let words = batch.result(VerbId(cas + 1));
-            if !writable(ts, cx.accesses[index].seq, words[0], words[2], words[3]) {
+            let (seq, wts, rts) = if fetch {
+                (
+                    words[SEQ_WORD as usize],
+                    words[(HEADER_WORD + WTS_WORD) as usize],
+                    words[(HEADER_WORD + RTS_WORD) as usize],
+                )
+            } else {
+                (words[0], words[2], words[3])
+            };
+            if !writable(ts, cx.accesses[index].seq, seq, wts, rts) {
                 outcome = outcome.and(Err(AbortReason::TimestampOrder));
+            } else if fetch {
+                let table = cx.table(cx.accesses[index].table);
+                let record = table.record_offset() as usize;
+                let at = Backups::of(cx, index);
+                cx.data[at] = wts;
+                let words = batch.result(VerbId(cas + 1));
+                cx.data[at + 1..at + 1 + table.record_words as usize]
+                    .copy_from_slice(&words[record..record + table.record_words as usize]);
             }
         }
         outcome
@@ -416,30 +586,51 @@ impl Timestamp {
 
     async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         cx.collect_nodes(|a| a.write);
+        let fetch = self.cascading;
         {
             let mut batch = cx.round();
             cx.queued.clear();
             for (n, &node) in cx.nodes.iter().enumerate() {
                 let mut payload = batch.payload();
                 payload.push(cx.timestamp);
+                // Where each entry's reply starts: one word per entry, or
+                // `[status, wts, record…]` when fetching.
                 let mut position = 0u32;
                 for (index, access) in cx.accesses.iter().enumerate() {
                     if access.write && access.node == node {
                         payload.extend_from_slice(&[access.table as u64, access.slot, access.seq]);
                         cx.queued.push((index, ((n as u32) << 16) | position));
-                        position += 1;
+                        position += if fetch {
+                            2 + cx.table(access.table).record_words
+                        } else {
+                            1
+                        };
                     }
                 }
-                batch.call(node, kind::TS_LOCK, payload, false);
+                let kind = if fetch {
+                    kind::TS_LOCK_FETCH
+                } else {
+                    kind::TS_LOCK
+                };
+                batch.call(node, kind, payload, false);
             }
         }
         cx.submit().await;
-        let batch = cx.batch();
         let mut outcome = Ok(());
-        for &(index, at) in &cx.queued {
+        for q in 0..cx.queued.len() {
+            let (index, at) = cx.queued[q];
+            let batch = cx.batch();
             let reply = batch.reply(CallId((at >> 16) as u16));
-            match reply[(at & 0xffff) as usize] {
-                LOCK_OK => cx.accesses[index].locked = true,
+            let at = (at & 0xffff) as usize;
+            match reply[at] {
+                LOCK_OK => {
+                    cx.accesses[index].locked = true;
+                    if fetch {
+                        let words = cx.table(cx.accesses[index].table).record_words as usize;
+                        let to = Backups::of(cx, index);
+                        cx.data[to..to + 1 + words].copy_from_slice(&reply[at + 1..at + 2 + words]);
+                    }
+                }
                 LOCK_STALE => {
                     cx.accesses[index].locked = true;
                     outcome = outcome.and(Err(AbortReason::TimestampOrder));
@@ -450,13 +641,140 @@ impl Timestamp {
         outcome
     }
 
+    /// Cascading variant, after the write set is locked and writable: marks
+    /// this transaction running in its metadata word, then installs every
+    /// write (record, `wts = ts`, `seq + 1`, lock flagged installed) where
+    /// readers younger than `ts` may read it. Awaited, so the commit's or
+    /// release's unlock follows it whatever primitives the stages use.
+    async fn install(&self, cx: &mut TxnCx<'_>) {
+        let ts = cx.timestamp;
+        let node = cx.worker.node;
+        let meta = cx.txn_meta_addr();
+        cx.round().write_word(node, meta, ts | META_RUNNING);
+        cx.submit().await;
+        cx.collect_nodes(|a| a.write);
+        let primitive = cx.primitive(Stage::Lock);
+        {
+            let mut batch = cx.round();
+            for &node in &cx.nodes {
+                let mut payload: Option<Vec<u64>> = None;
+                for (index, access) in cx.accesses.iter().enumerate() {
+                    if access.node != node || !access.write {
+                        continue;
+                    }
+                    debug_assert!(access.locked);
+                    let table = cx.table(access.table);
+                    let new_seq = access.seq + 1;
+                    match primitive {
+                        Primitive::OneSided => queue_install_onesided(
+                            &mut batch,
+                            table,
+                            node,
+                            access.slot,
+                            new_seq,
+                            cx.record(index),
+                            ts,
+                            ts | LOCK_INSTALLED,
+                        ),
+                        Primitive::Rpc => {
+                            let payload = owner_payload(&mut payload, &mut batch, ts);
+                            payload.extend_from_slice(&[
+                                access.table as u64,
+                                access.slot,
+                                new_seq,
+                                ts,
+                            ]);
+                            payload.extend_from_slice(cx.record(index));
+                        }
+                    }
+                }
+                if let Some(payload) = payload {
+                    batch.call(node, kind::TS_INSTALL, payload, false);
+                }
+            }
+        }
+        let at = Backups::marker(cx);
+        cx.data[at] = 1;
+        cx.owner = ts | LOCK_INSTALLED;
+        cx.submit().await;
+    }
+
+    /// Cascading variant: waits until every writer whose uncommitted write
+    /// this attempt read has finished; fails if one aborted (or its outcome
+    /// is no longer known: its coroutine installed again since).
+    async fn await_writers(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        let mut pending = std::mem::take(&mut *self.deps(cx));
+        pending.sort_unstable();
+        pending.dedup();
+        let primitive = cx.primitive(Stage::Lock);
+        let mut outcome = Ok(());
+        for _ in 0..DEP_POLLS {
+            if pending.is_empty() {
+                break;
+            }
+            {
+                let mut batch = cx.round();
+                cx.queued.clear();
+                for (i, &writer) in pending.iter().enumerate() {
+                    let (node, worker, co) = self.clock.coroutine_of(writer);
+                    let addr = cx.layout.txn_meta.addr(worker, co);
+                    let id = match primitive {
+                        Primitive::OneSided => batch.read(node, addr, 2).0,
+                        Primitive::Rpc => {
+                            let mut payload = batch.payload();
+                            payload.extend_from_slice(&[addr, writer]);
+                            batch.call(node, kind::TS_OUTCOME, payload, false).0 as u32
+                        }
+                    };
+                    cx.queued.push((i, id));
+                }
+            }
+            cx.submit().await;
+            let mut still = 0;
+            {
+                let batch = cx.batch();
+                for &(i, id) in &cx.queued {
+                    let words = match primitive {
+                        Primitive::OneSided => batch.result(VerbId(id)),
+                        Primitive::Rpc => batch.reply(CallId(id as u16)),
+                    };
+                    let writer = pending[i];
+                    match outcome_of(writer, words[0], words[1]) {
+                        META_COMMITTED => {}
+                        META_RUNNING => {
+                            pending[still] = writer;
+                            still += 1;
+                        }
+                        _ => outcome = Err(AbortReason::CascadingAbort),
+                    }
+                }
+            }
+            pending.truncate(still);
+            if outcome.is_err() {
+                break;
+            }
+            if !pending.is_empty() {
+                cx.worker.sleep(cx.co, READ_WAIT_NS).await;
+            }
+        }
+        if !pending.is_empty() {
+            outcome = Err(AbortReason::CascadingAbort);
+        }
+        pending.clear();
+        // Hand the vector back for its capacity.
+        *self.deps(cx) = pending;
+        outcome
+    }
+
     /// Commit: installs every write-set record with `wts = ts` and unlocks
-    /// it, in one passive round.
+    /// it, in one passive round. Cascading variant: the writes are
+    /// installed already; mark the transaction committed, then unlock.
     fn post_commit(&self, cx: &mut TxnCx<'_>) {
         debug_assert!(
             cx.accesses.iter().all(|a| a.write == a.locked),
             "T/O commits holding exactly its write set's locks"
         );
+        let installed = self.cascading && cx.accesses.iter().any(|a| a.write);
         cx.collect_nodes(|a| a.locked);
         if cx.nodes.is_empty() {
             return;
@@ -464,6 +782,9 @@ impl Timestamp {
         let primitive = cx.primitive(Stage::Commit);
         let ts = cx.timestamp;
         let mut batch = cx.round();
+        if installed {
+            batch.write_word(cx.worker.node, cx.txn_meta_addr(), ts | META_COMMITTED);
+        }
         for &node in &cx.nodes {
             let mut payload: Option<Vec<u64>> = None;
             for (index, access) in cx.accesses.iter().enumerate() {
@@ -472,27 +793,94 @@ impl Timestamp {
                 }
                 let table = cx.table(access.table);
                 let new_seq = access.seq + 1;
-                match primitive {
-                    Primitive::OneSided => {
-                        let tuple = table.tuple_addr(access.slot);
-                        batch.write_word(node, tuple + table.seq_end_offset() as u64, new_seq);
-                        batch.write(node, table.record_addr(access.slot), cx.record(index));
-                        batch.write_word(node, table.header_addr(access.slot, WTS_WORD), ts);
-                        batch.write(node, table.seq_addr(access.slot), &[new_seq, 0]);
+                match (primitive, installed) {
+                    (Primitive::OneSided, false) => queue_install_onesided(
+                        &mut batch,
+                        table,
+                        node,
+                        access.slot,
+                        new_seq,
+                        cx.record(index),
+                        ts,
+                        0,
+                    ),
+                    (Primitive::OneSided, true) => {
+                        batch.write_word(node, lock_addr(table, access.slot), 0);
                     }
-                    Primitive::Rpc => {
-                        let payload = payload.get_or_insert_with(|| {
-                            let mut payload = batch.payload();
-                            payload.push(ts);
-                            payload
-                        });
+                    (Primitive::Rpc, false) => {
+                        let payload = owner_payload(&mut payload, &mut batch, ts);
                         payload.extend_from_slice(&[access.table as u64, access.slot, new_seq]);
                         payload.extend_from_slice(cx.record(index));
+                    }
+                    (Primitive::Rpc, true) => {
+                        let payload = owner_payload(&mut payload, &mut batch, cx.owner);
+                        payload.extend_from_slice(&[access.table as u64, access.slot]);
                     }
                 }
             }
             if let Some(payload) = payload {
-                batch.call(node, kind::TS_COMMIT, payload, true);
+                let kind = if installed {
+                    kind::UNLOCK
+                } else {
+                    kind::TS_COMMIT
+                };
+                batch.call(node, kind, payload, true);
+            }
+        }
+        drop(batch);
+        for access in cx.accesses.iter_mut() {
+            access.locked = false;
+        }
+        cx.submit_passive();
+    }
+
+    /// Cascading variant's release once the writes are installed: mark the
+    /// transaction aborted (readers of its writes abort in cascade), then
+    /// put every record's committed version back and unlock it.
+    fn post_restore(&self, cx: &mut TxnCx<'_>) {
+        cx.collect_nodes(|a| a.locked);
+        let primitive = cx.primitive(Stage::Release);
+        let ts = cx.timestamp;
+        let mut batch = cx.round();
+        // Both outcome words in one WRITE: see `outcome_of`.
+        batch.write(cx.worker.node, cx.txn_meta_addr(), &[ts | META_ABORTED, ts]);
+        for &node in &cx.nodes {
+            let mut payload: Option<Vec<u64>> = None;
+            for (index, access) in cx.accesses.iter().enumerate() {
+                if access.node != node || !access.locked {
+                    continue;
+                }
+                let table = cx.table(access.table);
+                let at = Backups::of(cx, index);
+                let (wts, record) = (
+                    cx.data[at],
+                    &cx.data[at + 1..at + 1 + table.record_words as usize],
+                );
+                match primitive {
+                    Primitive::OneSided => queue_install_onesided(
+                        &mut batch,
+                        table,
+                        node,
+                        access.slot,
+                        access.seq,
+                        record,
+                        wts,
+                        0,
+                    ),
+                    Primitive::Rpc => {
+                        let payload = owner_payload(&mut payload, &mut batch, cx.owner);
+                        payload.extend_from_slice(&[
+                            access.table as u64,
+                            access.slot,
+                            access.seq,
+                            wts,
+                        ]);
+                        payload.extend_from_slice(record);
+                    }
+                }
+            }
+            if let Some(payload) = payload {
+                batch.call(node, kind::TS_INSTALL, payload, true);
             }
         }
         drop(batch);
@@ -503,11 +891,102 @@ impl Timestamp {
     }
 }
 
-/// Whether a locked record may be overwritten by `ts`: nobody installed a
-/// version since it was read, and no younger transaction read it.
-#[inline]
-fn writable(ts: u64, read_seq: u64, seq: u64, wts: u64, rts: u64) -> bool {
-    seq == read_seq && wts < ts && rts <= ts
+/// Where the cascading variant keeps, past the records of the accesses in
+/// `TxnCx::data`, what it needs to undo its installed writes: one marker
+/// word (1 once installed), then per write-set access, in access order,
+/// `[committed wts, committed record…]`. Reserved by the lock stage, after
+/// the execution phase added its last access.
+struct Backups;
+
+impl Backups {
+    fn marker(cx: &TxnCx<'_>) -> usize {
+        cx.accesses.last().map_or(0, |a| {
+            a.data as usize + cx.table(a.table).record_words as usize
+        })
+    }
+
+    /// Reserves the area (zeroed: not installed).
+    fn reserve(cx: &mut TxnCx<'_>) {
+        let mut words = Self::marker(cx) + 1;
+        for access in &cx.accesses {
+            if access.write {
+                words += 1 + cx.table(access.table).record_words as usize;
+            }
+        }
+        cx.data.truncate(Self::marker(cx));
+        cx.data.resize(words, 0);
+    }
+
+    fn installed(cx: &TxnCx<'_>) -> bool {
+        cx.data.get(Self::marker(cx)).is_some_and(|&w| w == 1)
+    }
+
+    /// First word of the backup of write-set access `index`.
+    fn of(cx: &TxnCx<'_>, index: usize) -> usize {
+        let mut at = Self::marker(cx) + 1;
+        for access in &cx.accesses[..index] {
+            if access.write {
+                at += 1 + cx.table(access.table).record_words as usize;
+            }
+        }
+        at
+    }
+}
+
+/// Queues the one-sided install of a version — WRITE `seq_end`, WRITE
+/// record, WRITE `wts`, WRITE `[seq, lock]` — in the store's write-back
+/// order (`wts` before `seq`, so a READ that saw the new `seq` saw it).
+#[allow(clippy::too_many_arguments)]
+fn queue_install_onesided(
+    batch: &mut Batch,
+    table: &TableLayout,
+    node: crate::fabric::NodeId,
+    slot: u64,
+    seq: u64,
+    record: &[u64],
+    wts: u64,
+    lock: u64,
+) {
+    batch.write_word(
+        node,
+        table.tuple_addr(slot) + table.seq_end_offset() as u64,
+        seq,
+    );
+    batch.write(node, table.record_addr(slot), record);
+    batch.write_word(node, table.header_addr(slot, WTS_WORD), wts);
+    batch.write(node, table.seq_addr(slot), &[seq, lock]);
+}
+
+/// The local form of [`queue_install_onesided`].
+fn install_local(
+    store: &NodeStore,
+    table: &TableLayout,
+    slot: u64,
+    seq: u64,
+    record: &[u64],
+    wts: u64,
+    lock: u64,
+) {
+    store
+        .region
+        .store(table.tuple_addr(slot) + table.seq_end_offset() as u64, seq);
+    store.region.write(table.record_addr(slot), record);
+    store.region.store(table.header_addr(slot, WTS_WORD), wts);
+    store.region.store(table.seq_addr(slot), seq);
+    store.region.store(lock_addr(table, slot), lock);
+}
+
+/// The payload of a per-node call, started with `first` on first use.
+fn owner_payload<'p>(
+    call: &'p mut Option<Vec<u64>>,
+    batch: &mut Batch,
+    first: u64,
+) -> &'p mut Vec<u64> {
+    call.get_or_insert_with(|| {
+        let mut payload = batch.payload();
+        payload.push(first);
+        payload
+    })
 }
 
 impl Protocol for Timestamp {
@@ -518,9 +997,17 @@ impl Protocol for Timestamp {
         3
     }
 
+    /// The cascading variant's outcome words (see [`outcome_of`]).
+    fn txn_meta_words() -> u32 {
+        2
+    }
+
     fn begin(&self, cx: &mut TxnCx<'_>) {
         cx.timestamp = self.clock.next(cx);
         cx.owner = cx.timestamp;
+        if self.cascading {
+            self.deps(cx).clear();
+        }
     }
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
@@ -531,13 +1018,26 @@ impl Protocol for Timestamp {
     }
 
     async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        if !cx.accesses.iter().any(|a| a.write) {
-            return Ok(());
+        let writes = cx.accesses.iter().any(|a| a.write);
+        if self.cascading {
+            Backups::reserve(cx);
         }
-        match cx.primitive(Stage::Lock) {
-            Primitive::OneSided => self.lock_onesided(cx).await,
-            Primitive::Rpc => self.lock_rpc(cx).await,
+        if writes {
+            match cx.primitive(Stage::Lock) {
+                Primitive::OneSided => self.lock_onesided(cx).await?,
+                Primitive::Rpc => self.lock_rpc(cx).await?,
+            }
+            if self.cascading {
+                self.install(cx).await;
+                if self.abort_after_install && (cx.timestamp >> FLAG_BITS).count_ones() % 2 == 1 {
+                    return Err(AbortReason::User);
+                }
+            }
         }
+        if self.cascading {
+            self.await_writers(cx).await?;
+        }
+        Ok(())
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {
@@ -545,7 +1045,11 @@ impl Protocol for Timestamp {
     }
 
     async fn release(&self, cx: &mut TxnCx<'_>) {
-        common::post_release(cx);
+        if self.cascading && Backups::installed(cx) {
+            self.post_restore(cx);
+        } else {
+            common::post_release(cx);
+        }
     }
 
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
@@ -558,21 +1062,11 @@ impl Protocol for Timestamp {
                     let at = 1 + 3 * entry;
                     let table = store.layout.table(payload[at] as u32);
                     let (slot, read_seq) = (payload[at + 1], payload[at + 2]);
-                    payload[entry] = if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
-                        LOCK_CONFLICT
-                    } else {
-                        let seq = store.region.load(table.seq_addr(slot));
-                        let wts = store.region.load(table.header_addr(slot, WTS_WORD));
-                        let rts = store.region.load(table.header_addr(slot, RTS_WORD));
-                        if writable(ts, read_seq, seq, wts, rts) {
-                            LOCK_OK
-                        } else {
-                            LOCK_STALE
-                        }
-                    };
+                    payload[entry] = lock_local(store, table, slot, ts, read_seq);
                 }
                 payload.truncate(entries);
             }
+            kind::TS_LOCK_FETCH => serve_lock_fetch(store, payload),
             kind::TS_COMMIT => {
                 let ts = payload[0];
                 let mut at = 1;
@@ -581,17 +1075,46 @@ impl Protocol for Timestamp {
                     let (slot, new_seq) = (payload[at + 1], payload[at + 2]);
                     let record = &payload[at + 3..at + 3 + table.record_words as usize];
                     debug_assert_eq!(store.region.load(lock_addr(table, slot)), ts);
-                    store.region.store(
-                        table.tuple_addr(slot) + table.seq_end_offset() as u64,
-                        new_seq,
-                    );
-                    store.region.write(table.record_addr(slot), record);
-                    store.region.store(table.header_addr(slot, WTS_WORD), ts);
-                    store.region.store(table.seq_addr(slot), new_seq);
-                    store.region.store(lock_addr(table, slot), 0);
+                    install_local(store, table, slot, new_seq, record, ts, 0);
                     at += 3 + table.record_words as usize;
                 }
                 payload.clear();
+            }
+            kind::TS_INSTALL => {
+                // [owner, (table, slot, seq, wts, record…)…]: an install
+                // (lock stays, flagged installed) or, from an owner already
+                // flagged, a restore (unlocks).
+                let owner = payload[0];
+                let lock = if owner & LOCK_INSTALLED == 0 {
+                    owner | LOCK_INSTALLED
+                } else {
+                    0
+                };
+                let mut at = 1;
+                while at < payload.len() {
+                    let table = store.layout.table(payload[at] as u32);
+                    let (slot, seq, wts) = (payload[at + 1], payload[at + 2], payload[at + 3]);
+                    let record = &payload[at + 4..at + 4 + table.record_words as usize];
+                    debug_assert_eq!(
+                        store.region.load(lock_addr(table, slot)) & TS_MASK,
+                        owner & TS_MASK
+                    );
+                    install_local(store, table, slot, seq, record, wts, lock);
+                    at += 4 + table.record_words as usize;
+                }
+                payload.clear();
+            }
+            kind::TS_OUTCOME => {
+                // [addr, writer] → [both outcome words]; waits while the
+                // writer runs. Loaded in READ order.
+                let (addr, writer) = (payload[0], payload[1]);
+                let last = store.region.load(addr);
+                let aborted = store.region.load(addr + 1);
+                if outcome_of(writer, last, aborted) == META_RUNNING {
+                    return Served::Wait;
+                }
+                payload.clear();
+                payload.extend_from_slice(&[last, aborted]);
             }
             other => assert!(
                 common::serve_shared(store, other, payload),
@@ -602,11 +1125,80 @@ impl Protocol for Timestamp {
     }
 }
 
-/// Handler of `TS_READ`: `[table, key, ts, write]` → `[status, slot, seq,
-/// wts, rts, record…]` (`[NOT_FOUND]`, or `[status, slot]` on refusal), or
-/// `Served::Wait` (payload untouched) while an older writer holds the lock.
+/// The outcome of the cascading writer `writer` from its coroutine's two
+/// outcome words, read in address order: `last`, the state of the latest
+/// transaction of the coroutine that installed writes (`ts | state`), and
+/// `aborted`, the latest such transaction that aborted (written together
+/// with `last` on abort). A coroutine's timestamps grow, so once `last`
+/// names a later transaction, `writer` aborted iff `aborted >= writer` —
+/// except that `aborted > writer` cannot tell, and counts as aborted (the
+/// safe answer).
+fn outcome_of(writer: u64, last: u64, aborted: u64) -> u64 {
+    let latest = last & TS_MASK;
+    if latest == writer {
+        last & !TS_MASK
+    } else if latest > writer && aborted < writer {
+        META_COMMITTED
+    } else {
+        META_ABORTED
+    }
+}
+
+/// Local lock-and-check of one record: `LOCK_OK`, `LOCK_STALE` (locked but
+/// not writable) or `LOCK_CONFLICT`.
+fn lock_local(store: &NodeStore, table: &TableLayout, slot: u64, ts: u64, read_seq: u64) -> u64 {
+    if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
+        return LOCK_CONFLICT;
+    }
+    let seq = store.region.load(table.seq_addr(slot));
+    let wts = store.region.load(table.header_addr(slot, WTS_WORD));
+    let rts = store.region.load(table.header_addr(slot, RTS_WORD));
+    if writable(ts, read_seq, seq, wts, rts) {
+        LOCK_OK
+    } else {
+        LOCK_STALE
+    }
+}
+
+/// Handler of `TS_LOCK_FETCH`: `[ts, (table, slot, seq)…]` → per entry
+/// `[status, wts, record…]` (the committed version, for the backup). The
+/// request entries are first moved past the reply, so the reply is built in
+/// the same buffer.
+fn serve_lock_fetch(store: &NodeStore, payload: &mut Vec<u64>) {
+    let ts = payload[0];
+    let entries = (payload.len() - 1) / 3;
+    let reply_words: usize = (0..entries)
+        .map(|e| 2 + store.layout.table(payload[1 + 3 * e] as u32).record_words as usize)
+        .sum();
+    let from = reply_words.max(1);
+    payload.resize(from + 3 * entries, 0);
+    payload.copy_within(1..1 + 3 * entries, from);
+    let mut at = 0;
+    for entry in 0..entries {
+        let e = from + 3 * entry;
+        let table = store.layout.table(payload[e] as u32);
+        let (slot, read_seq) = (payload[e + 1], payload[e + 2]);
+        let words = table.record_words as usize;
+        payload[at] = lock_local(store, table, slot, ts, read_seq);
+        payload[at + 1] = store.region.load(table.header_addr(slot, WTS_WORD));
+        store.region.read(
+            table.record_addr(slot),
+            &mut payload[at + 2..at + 2 + words],
+        );
+        at += 2 + words;
+    }
+    payload.truncate(reply_words);
+}
+
+/// Handler of `TS_READ`: `[table, key, ts, flags]` (bit 0: write intent,
+/// bit 1: cascading) → `[status, slot, seq, wts, rts, record…]` (`DIRTY_OK`:
+/// an installed, uncommitted write by `wts`; `[NOT_FOUND]`, or `[status,
+/// slot]` on refusal), or `Served::Wait` (payload untouched) while an older
+/// writer holds the lock.
 fn serve_read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
-    let (table_id, key, ts, write) = (payload[0] as u32, payload[1], payload[2], payload[3] != 0);
+    let request = [payload[0], payload[1], payload[2], payload[3]];
+    let (table_id, key, ts) = (request[0] as u32, request[1], request[2]);
+    let (write, cascading) = (request[3] & 1 != 0, request[3] & 2 != 0);
     let Some(slot) = store.lookup(table_id, key) else {
         payload.clear();
         payload.push(status::NOT_FOUND);
@@ -617,59 +1209,151 @@ fn serve_read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let record_words = table.record_words as usize;
     let mut reply_status = status::INCONSISTENT;
     let (mut seq, mut wts, mut rts) = (0, 0, 0);
-    // Scratch for the record: the reply buffer past its 5 leading words.
-    let mut words = std::mem::take(payload);
-    words.clear();
-    words.resize(5 + record_words, 0);
+    payload.clear();
+    payload.resize(5 + record_words, 0);
     for _ in 0..READ_TRIES {
         // The same word order as a READ: seq, header, record, seq_end.
         seq = region.load(table.seq_addr(slot));
         let lock = region.load(lock_addr(table, slot));
         wts = region.load(table.header_addr(slot, WTS_WORD));
         rts = region.load(table.header_addr(slot, RTS_WORD));
-        region.read(table.record_addr(slot), &mut words[5..]);
+        region.read(table.record_addr(slot), &mut payload[5..]);
         let seq_end = region.load(table.tuple_addr(slot) + table.seq_end_offset() as u64);
         if seq != seq_end {
             reply_status = status::INCONSISTENT;
             continue;
         }
-        match judge(ts, write, lock, wts, rts) {
+        match judge(ts, write, cascading, lock, wts, rts) {
             Verdict::Refuse(reason) => {
                 reply_status = refusal_status(reason);
                 break;
             }
             Verdict::Wait => {
                 // Leave the request as it came, to be offered again.
-                words.clear();
-                words.extend_from_slice(&[table_id as u64, key, ts, write as u64]);
-                *payload = words;
+                payload.clear();
+                payload.extend_from_slice(&request);
                 return Served::Wait;
             }
-            Verdict::Take { raise } => {
-                let rts_addr = table.header_addr(slot, RTS_WORD);
-                if !raise
-                    || raise_rts_local(
-                        store,
-                        rts_addr,
-                        lock_addr(table, slot),
-                        table.seq_addr(slot),
-                        ts,
-                        seq,
-                    )
-                {
-                    reply_status = status::OK;
+            Verdict::Take { raise, dirty } => {
+                let accepted = if dirty { lock } else { 0 };
+                if !raise || raise_rts_local(store, table, slot, RTS_WORD, ts, seq, accepted) {
+                    reply_status = if dirty { DIRTY_OK } else { status::OK };
                     break;
                 }
                 reply_status = status::LOCKED;
             }
         }
     }
-    if reply_status == status::OK {
-        words[..5].copy_from_slice(&[status::OK, slot, seq, wts, rts]);
+    if reply_status == status::OK || reply_status == DIRTY_OK {
+        payload[..5].copy_from_slice(&[reply_status, slot, seq, wts, rts]);
     } else {
-        words.clear();
-        words.extend_from_slice(&[reply_status, slot]);
+        payload.clear();
+        payload.extend_from_slice(&[reply_status, slot]);
     }
-    *payload = words;
     Served::Reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clock(nodes: u32, workers: u32, coroutines: u32, low_bits: u32) -> TsClock {
+        let config = Config {
+            nodes,
+            workers,
+            coroutines,
+            ..Config::default()
+        };
+        TsClock::new(&config, low_bits)
+    }
+
+    #[test]
+    fn timestamps_are_unique_increasing_and_name_their_coroutine() {
+        let clock = clock(3, 2, 5, FLAG_BITS);
+        let mut seen = std::collections::HashSet::new();
+        for index in 0..30 {
+            let mut last = 0;
+            // A clock that stands still still gives growing timestamps.
+            for now in [5, 5, 5, 4, 100] {
+                let ts = clock.next_at(index, now);
+                assert!(ts > last && ts & !TS_MASK == 0 && ts != 0);
+                assert!(seen.insert(ts), "timestamp {ts} given twice");
+                let (node, worker, co) = clock.coroutine_of(ts);
+                let back = (node as usize * 2 + worker as usize) * 5 + co as usize;
+                assert_eq!(back, index);
+                last = ts;
+            }
+        }
+    }
+
+    #[test]
+    fn an_observed_timestamp_moves_the_clock_past_it() {
+        let clock = clock(2, 1, 4, 0);
+        let theirs = clock.next_at(1, 1_000_000);
+        let before = clock.next_at(0, 10);
+        assert!(before < theirs);
+        clock.observe_at(0, theirs);
+        let after = clock.next_at(0, 20);
+        assert!(after > theirs, "{after} is not past the observed {theirs}");
+    }
+
+    #[test]
+    fn basic_ordering_rules() {
+        let take = |raise| Verdict::Take {
+            raise,
+            dirty: false,
+        };
+        // Reads: too late below wts, wait behind an older pending writer,
+        // ignore a younger one, raise rts only when it is below.
+        assert_eq!(
+            judge(100, false, false, 0, 104, 0),
+            Verdict::Refuse(AbortReason::TimestampOrder)
+        );
+        assert_eq!(judge(100, false, false, 96, 92, 0), Verdict::Wait);
+        assert_eq!(judge(100, false, false, 108, 92, 0), take(true));
+        assert_eq!(judge(100, false, false, 0, 92, 112), take(false));
+        // Writes: any lock conflicts; rts or wts above ts is too late.
+        assert_eq!(
+            judge(100, true, false, 108, 0, 0),
+            Verdict::Refuse(AbortReason::LockConflict)
+        );
+        assert_eq!(
+            judge(100, true, false, 0, 0, 104),
+            Verdict::Refuse(AbortReason::TimestampOrder)
+        );
+        assert_eq!(judge(100, true, false, 0, 96, 96), take(false));
+        // Cascading: an installed write of an older writer is read, a
+        // merely locked one is waited for.
+        assert_eq!(
+            judge(100, false, true, 96 | LOCK_INSTALLED, 96, 0),
+            Verdict::Take {
+                raise: true,
+                dirty: true
+            }
+        );
+        assert_eq!(judge(100, false, true, 96, 92, 0), Verdict::Wait);
+    }
+
+    #[test]
+    fn a_double_read_stands_only_if_no_older_writer_came_in_between() {
+        assert!(still_readable(100, 0, 7, 7, 0));
+        assert!(still_readable(100, 104, 7, 7, 0));
+        assert!(!still_readable(100, 96, 7, 7, 0));
+        assert!(!still_readable(100, 0, 8, 7, 0));
+        assert!(still_readable(100, 97, 7, 7, 97));
+        assert!(!still_readable(100, 93, 7, 7, 97));
+    }
+
+    #[test]
+    fn a_writers_outcome_survives_its_next_transaction() {
+        let w = 400;
+        assert_eq!(outcome_of(w, w | META_RUNNING, 0), META_RUNNING);
+        assert_eq!(outcome_of(w, w | META_COMMITTED, 0), META_COMMITTED);
+        assert_eq!(outcome_of(w, w | META_ABORTED, w), META_ABORTED);
+        // The coroutine has installed again since.
+        assert_eq!(outcome_of(w, 800 | META_RUNNING, 200), META_COMMITTED);
+        assert_eq!(outcome_of(w, 800 | META_RUNNING, w), META_ABORTED);
+        // A later abort hides whether `w` committed: answered aborted.
+        assert_eq!(outcome_of(w, 900 | META_ABORTED, 900), META_ABORTED);
+    }
 }

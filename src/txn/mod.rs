@@ -43,10 +43,13 @@ pub enum AbortReason {
     TimestampOrder,
     /// MVCC: no version slot still holds a version old enough to read.
     VersionUnavailable,
+    /// TIMESTAMP with cascading aborts: a writer whose uncommitted write
+    /// this transaction read aborted (or could not be waited for).
+    CascadingAbort,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 8] = [
+    pub const ALL: [AbortReason; 9] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
@@ -55,6 +58,7 @@ impl AbortReason {
         AbortReason::User,
         AbortReason::TimestampOrder,
         AbortReason::VersionUnavailable,
+        AbortReason::CascadingAbort,
     ];
 
     pub fn name(self) -> &'static str {
@@ -67,6 +71,7 @@ impl AbortReason {
             AbortReason::User => "user",
             AbortReason::TimestampOrder => "timestamp_order",
             AbortReason::VersionUnavailable => "version_unavailable",
+            AbortReason::CascadingAbort => "cascading_abort",
         }
     }
 
