@@ -282,3 +282,18 @@ fn mvcc_version_slots_are_what_old_readers_read() {
         "16 version slots lost as many old versions as 2: {unavailable:?}"
     );
 }
+
+#[test]
+fn mvcc_version_slots_count_toward_the_memory_limit() {
+    let mut config = contended(ProtocolKind::Mvcc, 1);
+    config.ycsb.rows_per_node = 1_000_000;
+    config.ycsb.record_bytes = 4096;
+    config.protocol_options.mvcc_versions = 64;
+    let error = config.validate().expect_err("260 GiB of version slots");
+    assert!(error.0.contains("registered memory"), "{error}");
+    config.protocol = ProtocolKind::Occ;
+    config.stages = StagePlan::empty();
+    config
+        .validate()
+        .expect("the same rows without version slots fit");
+}

@@ -18,9 +18,11 @@
 //! Writes are buffered and installed at commit, so nobody reads an
 //! uncommitted version.
 //!
-//! Stages (RCC bits): `read` = 2 (execution-phase fetch: choose a version;
-//! raise `rts` if it is the latest), `lock` = 1 (at commit: lock the write
-//! set, check W1 again under the lock — RCC §4.4's second check), `log` = 4
+//! Stages (RCC bits): `read` = 2 (execution-phase fetch of a record read
+//! only: choose a version; raise `rts` if it is the latest), `lock` = 1
+//! (the execution-phase fetch of a record with write intent — RCC §4.4
+//! locks it there, W2, and checks W1 under the lock — and at commit: lock
+//! the records read first and written later and check W1 again), `log` = 4
 //! (empty without replication), `commit` = 16 (install the new version in
 //! the oldest slot and as the tuple's record, unlock), `release` = 8
 //! (unlock on abort).
@@ -36,9 +38,19 @@
 //!   `rts` word) and replies `[status, slot, seq, wts, rts, record…]` with
 //!   the chosen version's record and `seq`, or `Served::Wait` while an older
 //!   writer holds the lock (the serving event loop's waiting list).
-//! * write-intent read (update): the latest version only, refused if the
-//!   tuple is locked or `ts` is below its `wts` or `rts`.
-//! * lock: CAS(lock, 0 → ts) + READ(`[seq, lock, rts]`) per record (FIFO:
+//! * fetch with write intent (update): CAS(lock, 0 → ts) and READ(tuple)
+//!   in one doorbell batch (FIFO: the READ sees the tuple under the lock);
+//!   the latest version only, refused if the lock is held
+//!   (`lock_conflict`) or `ts` is below its `wts` or `rts`
+//!   (`timestamp_order`; the lock is kept until release). RPC:
+//!   `MVCC_LOCK_READ` does the same on local memory. Holding the lock from
+//!   the fetch, a writer makes younger readers wait (Cond R2) instead of
+//!   raising `rts` past it, so it is not starved by them.
+//! * waiting (Cond R2): one-sided, `READ_WAITS` polls with a short sleep;
+//!   RPC, up to `RPC_WAITS` `Served::Wait` answers; then `read_locked` —
+//!   short, because a waiting reader holds its own locks (see `timestamp`).
+//! * lock (commit, records read first and written later): CAS(lock, 0 →
+//!   ts) + READ(`[seq, lock, rts]`) per record (FIFO:
 //!   the READ follows the CAS), doorbell batched per node; RPC: one request
 //!   per node, CAS and checks done by the handler. Writable iff the CAS won,
 //!   `seq` is still the version read, and `rts <= ts`.
@@ -80,7 +92,8 @@ use crate::txn::{AbortReason, TxnCx, TxnResult};
 
 use super::common::{self, kind, lock_addr, status};
 use super::timestamp::{
-    raise_rts_local, raise_rts_onesided, read_failure, TsClock, READ_TRIES, READ_WAIT_NS, TOO_LATE,
+    raise_rts_local, raise_rts_onesided, read_failure, TsClock, READ_TRIES, READ_WAITS,
+    READ_WAIT_NS, RPC_WAITS, TOO_LATE,
 };
 use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
 
@@ -149,8 +162,8 @@ impl Mvcc {
         (words[at + 1] == seq + 1).then_some(words[at])
     }
 
-    /// RCC Cond R1/R2 and W1/W2 on a whole-tuple snapshot.
-    fn choose(&self, table: &TableLayout, words: &[u64], ts: u64, write: bool) -> Choice {
+    /// RCC Cond R1/R2 (a read) on a whole-tuple snapshot.
+    fn choose(&self, table: &TableLayout, words: &[u64], ts: u64) -> Choice {
         let tuple = common::decode(table, words);
         if tuple.seq != tuple.seq_end {
             return Choice::Torn;
@@ -163,17 +176,8 @@ impl Mvcc {
         let latest = Choice::Take {
             seq,
             record: table.record_offset() as usize,
-            raise: !write && rts < ts,
+            raise: rts < ts,
         };
-        if write {
-            return if tuple.lock != 0 {
-                Choice::Refuse(AbortReason::LockConflict)
-            } else if wts > ts || rts > ts {
-                Choice::Refuse(AbortReason::TimestampOrder)
-            } else {
-                latest
-            };
-        }
         if tuple.lock != 0 && tuple.lock < ts {
             return Choice::Wait;
         }
@@ -204,7 +208,8 @@ impl Mvcc {
         let table = cx.table(access.table);
         let ts = cx.timestamp;
         let mut failure = AbortReason::ReadLocked;
-        for _ in 0..READ_TRIES {
+        let (mut tries, mut waits) = (0, 0);
+        while tries < READ_TRIES && waits < READ_WAITS {
             let read = cx.round().read(
                 access.node,
                 table.tuple_addr(access.slot),
@@ -219,7 +224,7 @@ impl Mvcc {
                     access.key,
                     "location cache entry is stale"
                 );
-                let choice = self.choose(table, words, ts, access.write);
+                let choice = self.choose(table, words, ts);
                 let rts = words[(HEADER_WORD + RTS_WORD) as usize];
                 let seq = words[crate::store::SEQ_WORD as usize];
                 let wts = self.latest_wts(table, words, seq).unwrap_or(0);
@@ -232,9 +237,13 @@ impl Mvcc {
             };
             match choice {
                 Choice::Refuse(reason) => return Err(reason),
-                Choice::Torn => failure = AbortReason::ReadInconsistent,
+                Choice::Torn => {
+                    failure = AbortReason::ReadInconsistent;
+                    tries += 1;
+                }
                 Choice::Wait => {
                     failure = AbortReason::ReadLocked;
+                    waits += 1;
                     cx.worker.sleep(cx.co, READ_WAIT_NS).await;
                 }
                 Choice::Take { raise: false, .. } => return Ok(()),
@@ -244,6 +253,7 @@ impl Mvcc {
                         return Ok(());
                     }
                     failure = AbortReason::ReadLocked;
+                    tries += 1;
                 }
             }
         }
@@ -256,12 +266,7 @@ impl Mvcc {
             cx,
             access.node,
             kind::MVCC_READ,
-            &[
-                access.table as u64,
-                access.key,
-                cx.timestamp,
-                access.write as u64,
-            ],
+            &[access.table as u64, access.key, cx.timestamp, 0],
         );
         cx.submit().await;
         let batch = cx.batch();
@@ -276,19 +281,134 @@ impl Mvcc {
                 Ok(())
             }
             NO_VERSION => Err(AbortReason::VersionUnavailable),
-            other => Err(read_failure(other, access.write)),
+            other => Err(read_failure(other, false)),
         }
     }
 
+    /// Execution-phase fetch with write intent (RCC §4.4: W2 then W1 under
+    /// the lock): CAS(lock, 0 → ts) and READ(tuple) in one doorbell batch
+    /// (FIFO: the READ sees the tuple under the lock), then the order check
+    /// on the latest version. Holding the lock from here on, no reader
+    /// younger than `ts` raises `rts` past it (Cond R2 makes them wait).
+    async fn lock_read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        common::locate_onesided(cx, index).await?;
+        let access = cx.accesses[index];
+        let table = cx.table(access.table);
+        let ts = cx.timestamp;
+        let (cas, read) = {
+            let mut batch = cx.round();
+            let cas = batch.cas(access.node, lock_addr(table, access.slot), 0, ts);
+            let read = batch.read(
+                access.node,
+                table.tuple_addr(access.slot),
+                table.tuple_words,
+            );
+            (cas, read)
+        };
+        cx.submit().await;
+        let batch = cx.batch();
+        if batch.result_word(cas) != 0 {
+            return Err(AbortReason::LockConflict);
+        }
+        cx.accesses[index].locked = true;
+        let words = batch.result(read);
+        let tuple = common::decode(table, words);
+        debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
+        debug_assert_eq!(tuple.seq, tuple.seq_end, "a locked tuple cannot be torn");
+        let wts = self.latest_wts(table, words, tuple.seq);
+        debug_assert!(wts.is_some(), "the latest version's slot matches seq");
+        let wts = wts.unwrap_or(u64::MAX);
+        let rts = words[(HEADER_WORD + RTS_WORD) as usize];
+        self.clock.observe(cx, wts.max(rts));
+        common::accept_record(cx, index, tuple.seq, tuple.record);
+        if wts < ts && rts <= ts {
+            Ok(())
+        } else {
+            Err(AbortReason::TimestampOrder)
+        }
+    }
+
+    async fn lock_read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        let access = cx.accesses[index];
+        let call = common::call_one(
+            cx,
+            access.node,
+            kind::MVCC_LOCK_READ,
+            &[access.table as u64, access.key, cx.timestamp],
+        );
+        cx.submit().await;
+        let batch = cx.batch();
+        let reply = batch.reply(call);
+        if reply[0] != status::NOT_FOUND {
+            cx.remember_slot(index, reply[1]);
+        }
+        match reply[0] {
+            status::OK | status::STALE => {
+                cx.accesses[index].locked = true;
+                self.clock.observe(cx, reply[3].max(reply[4]));
+                common::accept_record(cx, index, reply[2], &reply[5..]);
+                if reply[0] == status::OK {
+                    Ok(())
+                } else {
+                    Err(AbortReason::TimestampOrder)
+                }
+            }
+            status::LOCKED => Err(AbortReason::LockConflict),
+            _ => Err(AbortReason::NotFound),
+        }
+    }
+
+    /// Handler of `MVCC_LOCK_READ`: `[table, key, ts]` → `[status, slot, seq,
+    /// wts, rts, record…]`: `OK` (locked, W1 holds), `STALE` (locked, too
+    /// late: the requester must release it), or `[LOCKED, slot]`,
+    /// `[NOT_FOUND]`.
+    fn serve_lock_read(&self, store: &NodeStore, payload: &mut Vec<u64>) {
+        let (table_id, key, ts) = (payload[0] as u32, payload[1], payload[2]);
+        payload.clear();
+        let Some(slot) = store.lookup(table_id, key) else {
+            payload.push(status::NOT_FOUND);
+            return;
+        };
+        let table = store.layout.table(table_id);
+        if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
+            payload.extend_from_slice(&[status::LOCKED, slot]);
+            return;
+        }
+        // Under the lock nothing but `rts` changes.
+        let seq = store.seq(table_id, slot);
+        let wts = if seq == 0 {
+            0
+        } else {
+            store
+                .region
+                .load(table.header_addr(slot, self.slot_word(table, seq)))
+        };
+        let rts = store.region.load(table.header_addr(slot, RTS_WORD));
+        let verdict = if wts < ts && rts <= ts {
+            status::OK
+        } else {
+            status::STALE
+        };
+        payload.extend_from_slice(&[verdict, slot, seq, wts, rts]);
+        let start = payload.len();
+        payload.resize(start + table.record_words as usize, 0);
+        store
+            .region
+            .read(table.record_addr(slot), &mut payload[start..]);
+    }
+
+    /// Lock stage: locks the records that were read first and written later
+    /// (the others were locked when fetched) and checks they are still the
+    /// latest version and writable by `ts`.
     async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        cx.collect_nodes(|a| a.write);
+        cx.collect_nodes(|a| a.write && !a.locked);
         let ts = cx.timestamp;
         {
             let mut batch = cx.round();
             cx.queued.clear();
             for &node in &cx.nodes {
                 for (index, access) in cx.accesses.iter().enumerate() {
-                    if !(access.write && access.node == node) {
+                    if !(access.write && !access.locked && access.node == node) {
                         continue;
                     }
                     let table = cx.table(access.table);
@@ -317,7 +437,7 @@ impl Mvcc {
     }
 
     async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        cx.collect_nodes(|a| a.write);
+        cx.collect_nodes(|a| a.write && !a.locked);
         {
             let mut batch = cx.round();
             cx.queued.clear();
@@ -326,7 +446,7 @@ impl Mvcc {
                 payload.push(cx.timestamp);
                 let mut position = 0u32;
                 for (index, access) in cx.accesses.iter().enumerate() {
-                    if access.write && access.node == node {
+                    if access.write && !access.locked && access.node == node {
                         payload.extend_from_slice(&[access.table as u64, access.slot, access.seq]);
                         cx.queued.push((index, ((n as u32) << 16) | position));
                         position += 1;
@@ -406,14 +526,13 @@ impl Mvcc {
         cx.submit_passive();
     }
 
-    /// Handler of `MVCC_READ`: `[table, key, ts, write]` → `[status, slot,
+    /// Handler of `MVCC_READ`: `[table, key, ts, waits]` → `[status, slot,
     /// seq, wts, rts, record…]` (`[NOT_FOUND]`, or `[status, slot]` on
     /// refusal), or `Served::Wait` (payload untouched) while an older writer
     /// holds the lock.
     fn serve_read(&self, store: &NodeStore, payload: &mut Vec<u64>) -> Served {
         let request = [payload[0], payload[1], payload[2], payload[3]];
-        let (table_id, key, ts, write) =
-            (request[0] as u32, request[1], request[2], request[3] != 0);
+        let (table_id, key, ts) = (request[0] as u32, request[1], request[2]);
         let Some(slot) = store.lookup(table_id, key) else {
             payload.clear();
             payload.push(status::NOT_FOUND);
@@ -425,12 +544,18 @@ impl Mvcc {
         for _ in 0..READ_TRIES {
             payload.resize(table.tuple_words as usize, 0);
             store.region.read(table.tuple_addr(slot), payload);
-            match self.choose(table, payload, ts, write) {
+            match self.choose(table, payload, ts) {
                 Choice::Torn => reply_status = status::INCONSISTENT,
-                Choice::Wait => {
+                Choice::Wait if request[3] < RPC_WAITS => {
+                    // The request, its wait count raised, to be offered again.
                     payload.clear();
                     payload.extend_from_slice(&request);
+                    payload[3] += 1;
                     return Served::Wait;
+                }
+                Choice::Wait => {
+                    reply_status = status::LOCKED;
+                    break;
                 }
                 Choice::Refuse(reason) => {
                     reply_status = match reason {
@@ -486,7 +611,15 @@ impl Protocol for Mvcc {
         cx.owner = cx.timestamp;
     }
 
+    /// Reads use the `read` stage's primitive; a fetch with write intent is
+    /// a lock (and read), so it uses the `lock` stage's.
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        if cx.accesses[index].write {
+            return match cx.primitive(Stage::Lock) {
+                Primitive::OneSided => self.lock_read_onesided(cx, index).await,
+                Primitive::Rpc => self.lock_read_rpc(cx, index).await,
+            };
+        }
         match cx.primitive(Stage::Read) {
             Primitive::OneSided => self.read_onesided(cx, index).await,
             Primitive::Rpc => self.read_rpc(cx, index).await,
@@ -494,7 +627,7 @@ impl Protocol for Mvcc {
     }
 
     async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        if !cx.accesses.iter().any(|a| a.write) {
+        if !cx.accesses.iter().any(|a| a.write && !a.locked) {
             return Ok(());
         }
         match cx.primitive(Stage::Lock) {
@@ -514,6 +647,7 @@ impl Protocol for Mvcc {
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
         match kind {
             kind::MVCC_READ => return self.serve_read(store, payload),
+            kind::MVCC_LOCK_READ => self.serve_lock_read(store, payload),
             kind::MVCC_LOCK => {
                 let ts = payload[0];
                 let entries = (payload.len() - 1) / 3;
@@ -621,7 +755,7 @@ mod tests {
         let record = table.record_offset() as usize;
         // Past the latest version: the record, raising rts.
         assert_eq!(
-            m.choose(table, &words, 65, false),
+            m.choose(table, &words, 65),
             Choice::Take {
                 seq: 6,
                 record,
@@ -629,7 +763,7 @@ mod tests {
             }
         );
         // Between versions 4 (wts 40) and 5 (wts 50): version 4's slot.
-        match m.choose(table, &words, 45, false) {
+        match m.choose(table, &words, 45) {
             Choice::Take {
                 seq: 4,
                 record: at,
@@ -639,25 +773,20 @@ mod tests {
         }
         // Older than every version still kept.
         assert_eq!(
-            m.choose(table, &words, 25, false),
+            m.choose(table, &words, 25),
             Choice::Refuse(AbortReason::VersionUnavailable)
-        );
-        // A writer needs the latest version.
-        assert_eq!(
-            m.choose(table, &words, 45, true),
-            Choice::Refuse(AbortReason::TimestampOrder)
         );
         // An older pending writer makes a reader wait; a younger does not.
         let locked = snapshot(&m, table, 3, 6, 61);
-        assert_eq!(m.choose(table, &locked, 65, false), Choice::Wait);
+        assert_eq!(m.choose(table, &locked, 65), Choice::Wait);
         assert!(matches!(
-            m.choose(table, &locked, 55, false),
+            m.choose(table, &locked, 55),
             Choice::Take { seq: 5, .. }
         ));
         // A torn snapshot is refused.
         let mut torn = words.clone();
         torn[table.seq_end_offset() as usize] = 7;
-        assert_eq!(m.choose(table, &torn, 65, false), Choice::Torn);
+        assert_eq!(m.choose(table, &torn, 65), Choice::Torn);
     }
 
     #[test]
@@ -667,12 +796,12 @@ mod tests {
         let table = layout.table(0);
         let fresh = snapshot(&m, table, 1, 0, 0);
         assert!(matches!(
-            m.choose(table, &fresh, 5, false),
+            m.choose(table, &fresh, 5),
             Choice::Take { seq: 0, .. }
         ));
         let once = snapshot(&m, table, 1, 1, 0);
         assert_eq!(
-            m.choose(table, &once, 5, false),
+            m.choose(table, &once, 5),
             Choice::Refuse(AbortReason::VersionUnavailable)
         );
     }

@@ -8,20 +8,30 @@
 //! version (`wts`). A read by `ts < wts` or a write by `ts < rts` (or
 //! `ts < wts`) would break the order and aborts the transaction.
 //!
-//! Writes are buffered in the transaction's copy (a program's write value
-//! is only known once it has computed it) and locked at commit. Two
-//! variants, chosen by `ProtocolOptions::timestamp_cascading_aborts`
-//! (RCBench §7.6.3):
+//! A record fetched with write intent is a *prewrite* (Bernstein &
+//! Goodman; RCBench Alg. 6's Write latches first): the fetch takes the
+//! tuple's lock word — which holds the writer's timestamp — and checks
+//! `wts` and `rts` under it. The write value is buffered in the
+//! transaction's copy (a program only knows it once it has computed it).
+//! Locking at the fetch matters: a pending write makes younger readers
+//! wait or abort instead of raising `rts` past it, so writers are not
+//! starved by the readers that follow them (with the lock taken only at
+//! commit, a hot tuple's `rts` kept ahead of every writer and whole runs
+//! committed nothing). A record read first and written later is locked at
+//! commit, by the lock stage. Two variants, chosen by
+//! `ProtocolOptions::timestamp_cascading_aborts` (RCBench §7.6.3):
 //!
 //! * **no cascading aborts** (default; RCBench §6.2.2's discussion, after
 //!   Bernstein & Goodman): writes are installed at the commit point, so
-//!   nobody reads an uncommitted write. A pending write is marked by its
-//!   writer holding the tuple's lock word, which holds the writer's
-//!   timestamp; a reader older than the pending writer reads the committed
-//!   version (the write will be ordered after it), while a younger reader
-//!   *waits* — one-sided it polls the tuple a bounded number of times with
-//!   a short sleep, by RPC the handler answers `Served::Wait` so the request
-//!   sits in the serving event loop's waiting list (RCC §4.3).
+//!   nobody reads an uncommitted write. A reader older than a pending
+//!   writer reads the committed version (the write will be ordered after
+//!   it); a younger reader waits a little — one-sided it polls the tuple
+//!   `READ_WAITS` times with a short sleep, by RPC the handler answers
+//!   `Served::Wait` up to `RPC_WAITS` times, the request sitting in the
+//!   serving event loop's waiting list (RCC §4.3) — and then aborts
+//!   (`read_locked`). Waits are short because a waiting reader holds its
+//!   own prewrites: long waits formed convoys that stalled whole runs on
+//!   an oversubscribed machine.
 //! * **cascading aborts** (RCBench Alg. 6): once the lock stage has locked
 //!   and checked the write set, the writer marks itself running in its
 //!   per-transaction outcome words (`TxnCx::txn_meta_addr`), then installs
@@ -40,10 +50,11 @@
 //!   transactions, so they end. So no committed transaction read an
 //!   aborted write, and the checker sees committed versions only.
 //!
-//! Stages (RCC bits): `read` = 2 (execution-phase fetch of every record;
-//! read-only records also raise `rts`), `lock` = 1 (at commit: lock the
-//! write set and check it is still writable by `ts`; cascading: then
-//! install and wait for the writers read from), `log` = 4 (empty without
+//! Stages (RCC bits): `read` = 2 (execution-phase fetch of a record read
+//! only: raise `rts`), `lock` = 1 (the execution-phase fetch of a record
+//! with write intent — lock & read, as NO_WAIT's — and at commit: lock the
+//! records read first and written later, check they are still writable by
+//! `ts`; cascading: then install and wait for the writers read from), `log` = 4 (empty without
 //! replication), `commit` = 16 (install record and `wts`, unlock;
 //! cascading: mark committed, unlock), `release` = 8 (unlock on abort;
 //! cascading, once installed: mark aborted, restore and unlock).
@@ -64,14 +75,18 @@
 //! * RPC read: the handler does the same steps on local memory (a local
 //!   CAS on the same `rts` word), replying `[status, slot, seq, wts, rts,
 //!   record…]`, or `Served::Wait` while an older writer holds the lock.
-//! * write-intent read (update): READ the tuple, refuse it if locked or if
-//!   `max(wts, rts) > ts`; `rts` is not raised — the lock stage checks
-//!   that the version read is still the current one.
-//! * lock: CAS(lock, 0 → ts) + READ(`[seq, lock, wts, rts]`) per record,
-//!   doorbell batched per node (the READ follows the CAS: FIFO); RPC: one
-//!   request per node, whose handler CASes and checks locally. The record
-//!   is writable iff the CAS won, `seq` is the version the transaction
-//!   read, and `rts <= ts` (equal: its own read).
+//! * fetch with write intent (update): CAS(lock, 0 → ts) and READ(tuple) in
+//!   one doorbell batch (FIFO: the READ sees the tuple under the lock);
+//!   refused if the lock is held (`lock_conflict`, RCBench Alg. 6 line 15)
+//!   or `wts >= ts` or `rts > ts` (`timestamp_order`, lock kept until
+//!   release). RPC: `TS_LOCK_READ`, the same on local memory, replying
+//!   `[status, slot, seq, wts, rts, record…]`.
+//! * lock (commit): CAS(lock, 0 → ts) + READ(`[seq, lock, wts, rts]`) per
+//!   record read first and written later, doorbell batched per node (the
+//!   READ follows the CAS: FIFO); RPC: one request per node, whose handler
+//!   CASes and checks locally. The record is writable iff the CAS won,
+//!   `seq` is the version the transaction read, and `rts <= ts` (equal:
+//!   its own read).
 //! * commit: per record WRITE `seq_end`, WRITE record, WRITE `wts = ts`,
 //!   WRITE `[seq, lock = 0]` (passive; `wts` before `seq` so that a READ
 //!   that saw the new `seq` saw the new `wts`); RPC: one passive request
@@ -161,11 +176,18 @@ const LOCK_OK: u64 = 0;
 const LOCK_CONFLICT: u64 = 1;
 const LOCK_STALE: u64 = 2;
 
-/// Tries of a one-sided read before it gives up (a wait for an older
-/// writer, a torn READ, or a failed double-read each cost one).
+/// Tries of a read before it gives up (a torn READ or a failed double-read
+/// each cost one).
 pub(super) const READ_TRIES: u32 = 8;
-/// Sleep between two tries of a one-sided read waiting for a writer, ns.
-pub(super) const READ_WAIT_NS: u64 = 1_000;
+/// Polls of a one-sided read waiting for an older writer to finish before
+/// it gives up (`read_locked`), and the sleep between two, ns: a writer
+/// holds its lock from its fetch to its commit.
+pub(super) const READ_WAITS: u32 = 2;
+/// Times an RPC read handler answers `Served::Wait` for one request before
+/// it refuses it (`read_locked`): a waiting reader holds its own locks, so
+/// unbounded waits form convoys.
+pub(super) const RPC_WAITS: u64 = 4;
+pub(super) const READ_WAIT_NS: u64 = 2_000;
 /// CAS rounds a double-read spends raising `rts` before giving up.
 const RTS_TRIES: u32 = 8;
 
@@ -259,20 +281,9 @@ enum Verdict {
     Refuse(AbortReason),
 }
 
-/// Basic T/O's rules for a consistent snapshot of a tuple's header.
-fn judge(ts: u64, write: bool, cascading: bool, lock: u64, wts: u64, rts: u64) -> Verdict {
-    if write {
-        if lock != 0 {
-            Verdict::Refuse(AbortReason::LockConflict)
-        } else if wts > ts || rts > ts {
-            Verdict::Refuse(AbortReason::TimestampOrder)
-        } else {
-            Verdict::Take {
-                raise: false,
-                dirty: false,
-            }
-        }
-    } else if wts > ts {
+/// Basic T/O's read rules for a consistent snapshot of a tuple's header.
+fn judge(ts: u64, cascading: bool, lock: u64, wts: u64, rts: u64) -> Verdict {
+    if wts > ts {
         Verdict::Refuse(AbortReason::TimestampOrder)
     } else if lock != 0 && lock < ts {
         if cascading && lock & LOCK_INSTALLED != 0 {
@@ -437,7 +448,8 @@ impl Timestamp {
         let table = cx.table(access.table);
         let ts = cx.timestamp;
         let mut failure = AbortReason::ReadLocked;
-        for _ in 0..READ_TRIES {
+        let (mut tries, mut waits) = (0, 0);
+        while tries < READ_TRIES && waits < READ_WAITS {
             let read = cx.round().read(
                 access.node,
                 table.tuple_addr(access.slot),
@@ -455,14 +467,7 @@ impl Timestamp {
                 let verdict = if tuple.seq != tuple.seq_end {
                     None
                 } else {
-                    Some(judge(
-                        ts,
-                        access.write,
-                        self.cascading,
-                        tuple.lock,
-                        wts,
-                        rts,
-                    ))
+                    Some(judge(ts, self.cascading, tuple.lock, wts, rts))
                 };
                 if let Some(Verdict::Take { .. }) = verdict {
                     common::accept_record(cx, index, tuple.seq, tuple.record);
@@ -471,9 +476,13 @@ impl Timestamp {
             };
             match verdict {
                 Some(Verdict::Refuse(reason)) => return Err(reason),
-                None => failure = AbortReason::ReadInconsistent,
+                None => {
+                    failure = AbortReason::ReadInconsistent;
+                    tries += 1;
+                }
                 Some(Verdict::Wait) => {
                     failure = AbortReason::ReadLocked;
+                    waits += 1;
                     cx.worker.sleep(cx.co, READ_WAIT_NS).await;
                 }
                 Some(Verdict::Take { raise, dirty }) => {
@@ -486,6 +495,7 @@ impl Timestamp {
                         return Ok(());
                     }
                     failure = AbortReason::ReadLocked;
+                    tries += 1;
                 }
             }
         }
@@ -502,7 +512,8 @@ impl Timestamp {
                 access.table as u64,
                 access.key,
                 cx.timestamp,
-                access.write as u64 | (self.cascading as u64) << 1,
+                self.cascading as u64,
+                0,
             ],
         );
         cx.submit().await;
@@ -512,7 +523,7 @@ impl Timestamp {
             cx.remember_slot(index, reply[1]);
         }
         if reply[0] != status::OK && reply[0] != DIRTY_OK {
-            return Err(read_failure(reply[0], access.write));
+            return Err(read_failure(reply[0], false));
         }
         self.clock.observe(cx, reply[3].max(reply[4]));
         if reply[0] == DIRTY_OK {
@@ -522,44 +533,124 @@ impl Timestamp {
         Ok(())
     }
 
-    /// Lock stage, first round: lock the write set and check it is still
-    /// writable by `ts`. The cascading variant also fetches each record's
-    /// committed `wts` and record into its backup (see [`Backups`]).
-    async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        cx.collect_nodes(|a| a.write);
+    /// Execution-phase fetch with write intent — a prewrite (Bernstein &
+    /// Goodman; RCBench Alg. 6's Write, RCC §4.4's W1/W2): CAS(lock, 0 →
+    /// ts) and READ(tuple) in one doorbell batch (FIFO: the READ sees the
+    /// tuple under the lock), then the order check. Holding the lock from
+    /// here on, no reader younger than `ts` can raise `rts` past it (they
+    /// wait), so a writer is not starved by the readers that follow it.
+    async fn lock_read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        common::locate_onesided(cx, index).await?;
+        let access = cx.accesses[index];
+        let table = cx.table(access.table);
         let ts = cx.timestamp;
+        let (cas, read) = {
+            let mut batch = cx.round();
+            let cas = batch.cas(access.node, lock_addr(table, access.slot), 0, ts);
+            let read = batch.read(
+                access.node,
+                table.tuple_addr(access.slot),
+                table.tuple_words,
+            );
+            (cas, read)
+        };
+        cx.submit().await;
+        let batch = cx.batch();
+        if batch.result_word(cas) != 0 {
+            return Err(AbortReason::LockConflict);
+        }
+        cx.accesses[index].locked = true;
+        let words = batch.result(read);
+        let tuple = common::decode(table, words);
+        debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
+        debug_assert_eq!(tuple.seq, tuple.seq_end, "a locked tuple cannot be torn");
+        let wts = words[(HEADER_WORD + WTS_WORD) as usize];
+        let rts = words[(HEADER_WORD + RTS_WORD) as usize];
+        self.clock.observe(cx, wts.max(rts));
+        common::accept_record(cx, index, tuple.seq, tuple.record);
+        if writable(ts, tuple.seq, tuple.seq, wts, rts) {
+            Ok(())
+        } else {
+            Err(AbortReason::TimestampOrder)
+        }
+    }
+
+    async fn lock_read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        let access = cx.accesses[index];
+        let call = common::call_one(
+            cx,
+            access.node,
+            kind::TS_LOCK_READ,
+            &[access.table as u64, access.key, cx.timestamp],
+        );
+        cx.submit().await;
+        let batch = cx.batch();
+        let reply = batch.reply(call);
+        if reply[0] != status::NOT_FOUND {
+            cx.remember_slot(index, reply[1]);
+        }
+        match reply[0] {
+            status::OK | status::STALE => {
+                cx.accesses[index].locked = true;
+                self.clock.observe(cx, reply[3].max(reply[4]));
+                common::accept_record(cx, index, reply[2], &reply[5..]);
+                if reply[0] == status::OK {
+                    Ok(())
+                } else {
+                    Err(AbortReason::TimestampOrder)
+                }
+            }
+            status::LOCKED => Err(AbortReason::LockConflict),
+            _ => Err(AbortReason::NotFound),
+        }
+    }
+
+    /// Lock stage, first round: lock the records that were read first and
+    /// written later (the others were locked when fetched) and check they
+    /// are still writable by `ts`. The cascading variant also fetches every
+    /// write-set record's committed `wts` and record into its backup (see
+    /// [`Backups`]), taking no lock it already holds.
+    async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         let fetch = self.cascading;
+        cx.collect_nodes(|a| a.write && (fetch || !a.locked));
+        if cx.nodes.is_empty() {
+            return Ok(());
+        }
+        let ts = cx.timestamp;
         {
             let mut batch = cx.round();
             cx.queued.clear();
             for &node in &cx.nodes {
                 for (index, access) in cx.accesses.iter().enumerate() {
-                    if !(access.write && access.node == node) {
+                    if !(access.write && (fetch || !access.locked) && access.node == node) {
                         continue;
                     }
                     let table = cx.table(access.table);
-                    let cas = batch.cas(node, lock_addr(table, access.slot), 0, ts);
-                    if fetch {
-                        batch.read(node, table.tuple_addr(access.slot), table.tuple_words);
-                    } else {
-                        batch.read(node, table.seq_addr(access.slot), 4);
+                    if !access.locked {
+                        batch.cas(node, lock_addr(table, access.slot), 0, ts);
                     }
-                    cx.queued.push((index, cas.0));
+                    let read = if fetch {
+                        batch.read(node, table.tuple_addr(access.slot), table.tuple_words)
+                    } else {
+                        batch.read(node, table.seq_addr(access.slot), 4)
+                    };
+                    cx.queued.push((index, read.0));
                 }
             }
         }
         cx.submit().await;
         let mut outcome = Ok(());
         for q in 0..cx.queued.len() {
-            let (index, cas) = cx.queued[q];
+            let (index, read) = cx.queued[q];
             let batch = cx.batch();
-            if batch.result_word(VerbId(cas)) != 0 {
+            // The CAS, if any, is the verb before the READ.
+            if !cx.accesses[index].locked && batch.result_word(VerbId(read - 1)) != 0 {
                 outcome = outcome.and(Err(AbortReason::LockConflict));
                 continue;
             }
             cx.accesses[index].locked = true;
-            // Read after the CAS took the lock.
-            let words = batch.result(VerbId(cas + 1));
+            // Read under the lock.
+            let words = batch.result(VerbId(read));
             let (seq, wts, rts) = if fetch {
                 (
                     words[SEQ_WORD as usize],
@@ -576,7 +667,7 @@ impl Timestamp {
                 let record = table.record_offset() as usize;
                 let at = Backups::of(cx, index);
                 cx.data[at] = wts;
-                let words = batch.result(VerbId(cas + 1));
+                let words = batch.result(VerbId(read));
                 cx.data[at + 1..at + 1 + table.record_words as usize]
                     .copy_from_slice(&words[record..record + table.record_words as usize]);
             }
@@ -585,8 +676,11 @@ impl Timestamp {
     }
 
     async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        cx.collect_nodes(|a| a.write);
         let fetch = self.cascading;
+        cx.collect_nodes(|a| a.write && (fetch || !a.locked));
+        if cx.nodes.is_empty() {
+            return Ok(());
+        }
         {
             let mut batch = cx.round();
             cx.queued.clear();
@@ -597,8 +691,13 @@ impl Timestamp {
                 // `[status, wts, record…]` when fetching.
                 let mut position = 0u32;
                 for (index, access) in cx.accesses.iter().enumerate() {
-                    if access.write && access.node == node {
-                        payload.extend_from_slice(&[access.table as u64, access.slot, access.seq]);
+                    if access.write && (fetch || !access.locked) && access.node == node {
+                        payload.extend_from_slice(&[
+                            access.table as u64,
+                            access.slot,
+                            access.seq,
+                            access.locked as u64,
+                        ]);
                         cx.queued.push((index, ((n as u32) << 16) | position));
                         position += if fetch {
                             2 + cx.table(access.table).record_words
@@ -1010,7 +1109,15 @@ impl Protocol for Timestamp {
         }
     }
 
+    /// Reads use the `read` stage's primitive; a fetch with write intent is
+    /// a lock (and read), so it uses the `lock` stage's.
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        if cx.accesses[index].write {
+            return match cx.primitive(Stage::Lock) {
+                Primitive::OneSided => self.lock_read_onesided(cx, index).await,
+                Primitive::Rpc => self.lock_read_rpc(cx, index).await,
+            };
+        }
         match cx.primitive(Stage::Read) {
             Primitive::OneSided => self.read_onesided(cx, index).await,
             Primitive::Rpc => self.read_rpc(cx, index).await,
@@ -1057,15 +1164,17 @@ impl Protocol for Timestamp {
             kind::TS_READ => return serve_read(store, payload),
             kind::TS_LOCK => {
                 let ts = payload[0];
-                let entries = (payload.len() - 1) / 3;
+                let entries = (payload.len() - 1) / 4;
                 for entry in 0..entries {
-                    let at = 1 + 3 * entry;
+                    let at = 1 + 4 * entry;
                     let table = store.layout.table(payload[at] as u32);
-                    let (slot, read_seq) = (payload[at + 1], payload[at + 2]);
-                    payload[entry] = lock_local(store, table, slot, ts, read_seq);
+                    let (slot, read_seq, held) =
+                        (payload[at + 1], payload[at + 2], payload[at + 3] != 0);
+                    payload[entry] = lock_local(store, table, slot, ts, read_seq, held);
                 }
                 payload.truncate(entries);
             }
+            kind::TS_LOCK_READ => serve_lock_read(store, payload),
             kind::TS_LOCK_FETCH => serve_lock_fetch(store, payload),
             kind::TS_COMMIT => {
                 let ts = payload[0];
@@ -1144,10 +1253,19 @@ fn outcome_of(writer: u64, last: u64, aborted: u64) -> u64 {
     }
 }
 
-/// Local lock-and-check of one record: `LOCK_OK`, `LOCK_STALE` (locked but
-/// not writable) or `LOCK_CONFLICT`.
-fn lock_local(store: &NodeStore, table: &TableLayout, slot: u64, ts: u64, read_seq: u64) -> u64 {
-    if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
+/// Local lock-and-check of one record (`held`: `ts` holds it already):
+/// `LOCK_OK`, `LOCK_STALE` (locked but not writable) or `LOCK_CONFLICT`.
+fn lock_local(
+    store: &NodeStore,
+    table: &TableLayout,
+    slot: u64,
+    ts: u64,
+    read_seq: u64,
+    held: bool,
+) -> u64 {
+    if held {
+        debug_assert_eq!(store.region.load(lock_addr(table, slot)), ts);
+    } else if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
         return LOCK_CONFLICT;
     }
     let seq = store.region.load(table.seq_addr(slot));
@@ -1160,26 +1278,57 @@ fn lock_local(store: &NodeStore, table: &TableLayout, slot: u64, ts: u64, read_s
     }
 }
 
-/// Handler of `TS_LOCK_FETCH`: `[ts, (table, slot, seq)…]` → per entry
+/// Handler of `TS_LOCK_READ`: `[table, key, ts]` → `[status, slot, seq, wts,
+/// rts, record…]`: `OK` (locked and writable), `STALE` (locked, too late:
+/// the requester must release it), or `[LOCKED, slot]`, `[NOT_FOUND]`.
+fn serve_lock_read(store: &NodeStore, payload: &mut Vec<u64>) {
+    let (table_id, key, ts) = (payload[0] as u32, payload[1], payload[2]);
+    payload.clear();
+    let Some(slot) = store.lookup(table_id, key) else {
+        payload.push(status::NOT_FOUND);
+        return;
+    };
+    let table = store.layout.table(table_id);
+    if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
+        payload.extend_from_slice(&[status::LOCKED, slot]);
+        return;
+    }
+    let seq = store.seq(table_id, slot);
+    let wts = store.region.load(table.header_addr(slot, WTS_WORD));
+    let rts = store.region.load(table.header_addr(slot, RTS_WORD));
+    let verdict = if writable(ts, seq, seq, wts, rts) {
+        status::OK
+    } else {
+        status::STALE
+    };
+    payload.extend_from_slice(&[verdict, slot, seq, wts, rts]);
+    let start = payload.len();
+    payload.resize(start + table.record_words as usize, 0);
+    store
+        .region
+        .read(table.record_addr(slot), &mut payload[start..]);
+}
+
+/// Handler of `TS_LOCK_FETCH`: `[ts, (table, slot, seq, held)…]` → per entry
 /// `[status, wts, record…]` (the committed version, for the backup). The
 /// request entries are first moved past the reply, so the reply is built in
 /// the same buffer.
 fn serve_lock_fetch(store: &NodeStore, payload: &mut Vec<u64>) {
     let ts = payload[0];
-    let entries = (payload.len() - 1) / 3;
+    let entries = (payload.len() - 1) / 4;
     let reply_words: usize = (0..entries)
-        .map(|e| 2 + store.layout.table(payload[1 + 3 * e] as u32).record_words as usize)
+        .map(|e| 2 + store.layout.table(payload[1 + 4 * e] as u32).record_words as usize)
         .sum();
     let from = reply_words.max(1);
-    payload.resize(from + 3 * entries, 0);
-    payload.copy_within(1..1 + 3 * entries, from);
+    payload.resize(from + 4 * entries, 0);
+    payload.copy_within(1..1 + 4 * entries, from);
     let mut at = 0;
     for entry in 0..entries {
-        let e = from + 3 * entry;
+        let e = from + 4 * entry;
         let table = store.layout.table(payload[e] as u32);
-        let (slot, read_seq) = (payload[e + 1], payload[e + 2]);
+        let (slot, read_seq, held) = (payload[e + 1], payload[e + 2], payload[e + 3] != 0);
         let words = table.record_words as usize;
-        payload[at] = lock_local(store, table, slot, ts, read_seq);
+        payload[at] = lock_local(store, table, slot, ts, read_seq, held);
         payload[at + 1] = store.region.load(table.header_addr(slot, WTS_WORD));
         store.region.read(
             table.record_addr(slot),
@@ -1190,15 +1339,14 @@ fn serve_lock_fetch(store: &NodeStore, payload: &mut Vec<u64>) {
     payload.truncate(reply_words);
 }
 
-/// Handler of `TS_READ`: `[table, key, ts, flags]` (bit 0: write intent,
-/// bit 1: cascading) → `[status, slot, seq, wts, rts, record…]` (`DIRTY_OK`:
+/// Handler of `TS_READ`: `[table, key, ts, cascading, waits]` → `[status, slot, seq, wts, rts, record…]` (`DIRTY_OK`:
 /// an installed, uncommitted write by `wts`; `[NOT_FOUND]`, or `[status,
 /// slot]` on refusal), or `Served::Wait` (payload untouched) while an older
 /// writer holds the lock.
 fn serve_read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
-    let request = [payload[0], payload[1], payload[2], payload[3]];
+    let request = [payload[0], payload[1], payload[2], payload[3], payload[4]];
     let (table_id, key, ts) = (request[0] as u32, request[1], request[2]);
-    let (write, cascading) = (request[3] & 1 != 0, request[3] & 2 != 0);
+    let cascading = request[3] != 0;
     let Some(slot) = store.lookup(table_id, key) else {
         payload.clear();
         payload.push(status::NOT_FOUND);
@@ -1223,16 +1371,21 @@ fn serve_read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
             reply_status = status::INCONSISTENT;
             continue;
         }
-        match judge(ts, write, cascading, lock, wts, rts) {
+        match judge(ts, cascading, lock, wts, rts) {
             Verdict::Refuse(reason) => {
                 reply_status = refusal_status(reason);
                 break;
             }
-            Verdict::Wait => {
-                // Leave the request as it came, to be offered again.
+            Verdict::Wait if request[4] < RPC_WAITS => {
+                // The request, its wait count raised, to be offered again.
                 payload.clear();
                 payload.extend_from_slice(&request);
+                payload[4] += 1;
                 return Served::Wait;
+            }
+            Verdict::Wait => {
+                reply_status = status::LOCKED;
+                break;
             }
             Verdict::Take { raise, dirty } => {
                 let accepted = if dirty { lock } else { 0 };
@@ -1306,32 +1459,27 @@ mod tests {
         // Reads: too late below wts, wait behind an older pending writer,
         // ignore a younger one, raise rts only when it is below.
         assert_eq!(
-            judge(100, false, false, 0, 104, 0),
+            judge(100, false, 0, 104, 0),
             Verdict::Refuse(AbortReason::TimestampOrder)
         );
-        assert_eq!(judge(100, false, false, 96, 92, 0), Verdict::Wait);
-        assert_eq!(judge(100, false, false, 108, 92, 0), take(true));
-        assert_eq!(judge(100, false, false, 0, 92, 112), take(false));
-        // Writes: any lock conflicts; rts or wts above ts is too late.
-        assert_eq!(
-            judge(100, true, false, 108, 0, 0),
-            Verdict::Refuse(AbortReason::LockConflict)
-        );
-        assert_eq!(
-            judge(100, true, false, 0, 0, 104),
-            Verdict::Refuse(AbortReason::TimestampOrder)
-        );
-        assert_eq!(judge(100, true, false, 0, 96, 96), take(false));
+        assert_eq!(judge(100, false, 96, 92, 0), Verdict::Wait);
+        assert_eq!(judge(100, false, 108, 92, 0), take(true));
+        assert_eq!(judge(100, false, 0, 92, 112), take(false));
+        // Writes, under the lock: rts or wts above ts is too late.
+        assert!(writable(100, 7, 7, 96, 100));
+        assert!(!writable(100, 7, 7, 104, 0));
+        assert!(!writable(100, 7, 7, 96, 104));
+        assert!(!writable(100, 7, 8, 96, 96));
         // Cascading: an installed write of an older writer is read, a
         // merely locked one is waited for.
         assert_eq!(
-            judge(100, false, true, 96 | LOCK_INSTALLED, 96, 0),
+            judge(100, true, 96 | LOCK_INSTALLED, 96, 0),
             Verdict::Take {
                 raise: true,
                 dirty: true
             }
         );
-        assert_eq!(judge(100, false, true, 96, 92, 0), Verdict::Wait);
+        assert_eq!(judge(100, true, 96, 92, 0), Verdict::Wait);
     }
 
     #[test]
