@@ -399,6 +399,11 @@ impl Config {
     }
 
     fn validate_ycsb(&mut self) -> Result<(), ConfigError> {
+        // MVCC keeps a copy of the record (and 2 words) per version slot.
+        let version_slots = match self.protocol {
+            ProtocolKind::Mvcc => self.protocol_options.mvcc_versions as u64,
+            _ => 0,
+        };
         let y = &mut self.ycsb;
         check_count("ycsb.ops_per_txn", y.ops_per_txn, 1, MAX_OPS_PER_TXN)?;
         if y.record_bytes < 8 || y.record_bytes > 4096 || y.record_bytes % 8 != 0 {
@@ -437,7 +442,8 @@ impl Config {
             )));
         }
         // Rough footprint: tuple words plus the index (≤ 50 % load).
-        let tuple_bytes = 8 * (4 + y.record_bytes as u64 / 8) + 32;
+        let record_words = y.record_bytes as u64 / 8;
+        let tuple_bytes = 8 * (4 + record_words + version_slots * (2 + record_words)) + 32;
         let total = tuple_bytes
             .saturating_mul(y.rows_per_node)
             .saturating_mul(self.nodes as u64);

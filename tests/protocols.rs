@@ -7,7 +7,9 @@
 use verbena::config::{Config, KeyDistribution, LockMode, ProtocolOptions};
 use verbena::engine::{self, Report};
 use verbena::fabric::NetworkProfile;
+use verbena::protocols::timestamp::Timestamp;
 use verbena::protocols::{Primitive, ProtocolKind, StagePlan};
+use verbena::workloads::ycsb::Ycsb;
 
 /// Few rows, many writes, several nodes: conflicts on every run.
 fn contended(protocol: ProtocolKind, seed: u64) -> Config {
@@ -53,6 +55,16 @@ fn assert_checked(config: &Config) -> Report {
     report
 }
 
+/// Aborts of the measured interval with reason `name`.
+fn aborts(report: &Report, name: &str) -> u64 {
+    report
+        .aborts
+        .0
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(0, |&(_, count)| count)
+}
+
 /// The plans of `protocol`: both pure forms and every single-stage flip.
 fn plans(protocol: ProtocolKind) -> Vec<(Primitive, StagePlan)> {
     let mut plans = vec![
@@ -73,16 +85,18 @@ fn plans(protocol: ProtocolKind) -> Vec<(Primitive, StagePlan)> {
 }
 
 fn every_plan_is_serializable(protocol: ProtocolKind) {
-    every_plan_is_serializable_with(protocol, ProtocolOptions::default());
+    every_plan_is_serializable_with(protocol, |_| ());
 }
 
-fn every_plan_is_serializable_with(protocol: ProtocolKind, options: ProtocolOptions) {
+/// [`every_plan_is_serializable`] with `adjust` applied to each run's
+/// config (a protocol option).
+fn every_plan_is_serializable_with(protocol: ProtocolKind, adjust: impl Fn(&mut Config)) {
     let mut aborted = 0.0;
     for (seed, (primitive, stages)) in plans(protocol).into_iter().enumerate() {
         let mut config = contended(protocol, seed as u64 + 1);
-        config.protocol_options = options;
         config.primitive = primitive;
         config.stages = stages;
+        adjust(&mut config);
         let report = assert_checked(&config);
         aborted += report.abort_rate;
     }
@@ -199,17 +213,23 @@ fn wound_wait_is_serializable_under_every_stage_choice() {
 
 #[test]
 fn no_wait_with_shared_locks_is_serializable_under_every_stage_choice() {
-    every_plan_is_serializable_with(ProtocolKind::NoWait, shared_locks());
+    every_plan_is_serializable_with(ProtocolKind::NoWait, |c| {
+        c.protocol_options = shared_locks()
+    });
 }
 
 #[test]
 fn wait_die_with_shared_locks_is_serializable_under_every_stage_choice() {
-    every_plan_is_serializable_with(ProtocolKind::WaitDie, shared_locks());
+    every_plan_is_serializable_with(ProtocolKind::WaitDie, |c| {
+        c.protocol_options = shared_locks()
+    });
 }
 
 #[test]
 fn wound_wait_with_shared_locks_is_serializable_under_every_stage_choice() {
-    every_plan_is_serializable_with(ProtocolKind::WoundWait, shared_locks());
+    every_plan_is_serializable_with(ProtocolKind::WoundWait, |c| {
+        c.protocol_options = shared_locks()
+    });
 }
 
 #[test]
@@ -218,14 +238,13 @@ fn wait_die_with_the_starvation_fix_is_serializable_under_every_stage_choice() {
         wait_die_starvation_fix: true,
         ..ProtocolOptions::default()
     };
-    every_plan_is_serializable_with(ProtocolKind::WaitDie, fix);
-    every_plan_is_serializable_with(
-        ProtocolKind::WaitDie,
-        ProtocolOptions {
+    every_plan_is_serializable_with(ProtocolKind::WaitDie, |c| c.protocol_options = fix);
+    every_plan_is_serializable_with(ProtocolKind::WaitDie, |c| {
+        c.protocol_options = ProtocolOptions {
             lock_mode: LockMode::Shared,
             ..fix
-        },
-    );
+        }
+    });
 }
 
 /// One hot row per node, one update per transaction, served by RPC so that
@@ -250,15 +269,6 @@ fn aborts_per_commit(config: &Config) -> (f64, Report) {
     (aborts as f64 / report.committed as f64, report)
 }
 
-fn aborts_for(report: &Report, reason: &str) -> u64 {
-    report
-        .aborts
-        .0
-        .iter()
-        .find(|(name, _)| *name == reason)
-        .map_or(0, |(_, n)| *n)
-}
-
 #[test]
 fn each_2pl_policy_aborts_for_its_own_reason_and_wound_wait_lets_the_younger_wait() {
     // One hot row: NO_WAIT aborts on every conflict; WAIT_DIE only kills
@@ -271,19 +281,16 @@ fn each_2pl_policy_aborts_for_its_own_reason_and_wound_wait_lets_the_younger_wai
     for seed in 1..=2 {
         let (rate, report) = aborts_per_commit(&one_hot_row(ProtocolKind::NoWait, seed));
         no_wait += rate;
-        assert_eq!(
-            aborts_for(&report, "died") + aborts_for(&report, "wounded"),
-            0
-        );
+        assert_eq!(aborts(&report, "died") + aborts(&report, "wounded"), 0);
         let (_, report) = aborts_per_commit(&one_hot_row(ProtocolKind::WaitDie, seed));
         assert_eq!(
-            aborts_for(&report, "lock_conflict") + aborts_for(&report, "wounded"),
+            aborts(&report, "lock_conflict") + aborts(&report, "wounded"),
             0
         );
         let (rate, report) = aborts_per_commit(&one_hot_row(ProtocolKind::WoundWait, seed));
         wound_wait += rate;
         assert_eq!(
-            aborts_for(&report, "lock_conflict") + aborts_for(&report, "died"),
+            aborts(&report, "lock_conflict") + aborts(&report, "died"),
             0
         );
     }
@@ -291,6 +298,63 @@ fn each_2pl_policy_aborts_for_its_own_reason_and_wound_wait_lets_the_younger_wai
     assert!(
         wound_wait < no_wait,
         "aborts per commit: no_wait {no_wait}, wound_wait {wound_wait}"
+    );
+}
+
+#[test]
+fn timestamp_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::Timestamp);
+}
+
+#[test]
+fn mvcc_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::Mvcc);
+}
+
+#[test]
+fn timestamp_with_cascading_aborts_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable_with(ProtocolKind::Timestamp, |config| {
+        config.protocol_options.timestamp_cascading_aborts = true;
+    });
+}
+
+#[test]
+fn readers_of_an_aborted_uncommitted_write_abort_in_cascade() {
+    // Writers that installed their writes abort about half the time (the
+    // test hook), so readers that took those writes must abort too, and the
+    // history must stay serializable with no read of an aborted version.
+    let mut cascaded = 0;
+    for (seed, (primitive, stages)) in plans(ProtocolKind::Timestamp)
+        .into_iter()
+        .enumerate()
+        .take(6)
+    {
+        let mut config = contended(ProtocolKind::Timestamp, seed as u64 + 40);
+        config.primitive = primitive;
+        config.stages = stages;
+        config.protocol_options.timestamp_cascading_aborts = true;
+        config.ycsb.write_ratio = 0.3;
+        let mut protocol = Timestamp::new(&config);
+        protocol.abort_after_install = true;
+        let workload = Ycsb::new(&config.ycsb, config.nodes);
+        let report = engine::run_protocol(&config, &protocol, &workload)
+            .expect("run")
+            .report;
+        let check = report.check.as_ref().expect("check was on");
+        assert!(
+            check.passed(),
+            "{}: cycle {:?}, anomalies {:?}, invariants {:?}",
+            report.config.stages.describe(),
+            check.cycle,
+            check.anomalies,
+            check.invariants
+        );
+        assert!(report.committed > 0);
+        cascaded += aborts(&report, "cascading_abort");
+    }
+    assert!(
+        cascaded > 0,
+        "no reader ever read a write that then aborted"
     );
 }
 
@@ -311,4 +375,54 @@ fn shared_locks_let_readers_share_and_exclusive_locks_do_not() {
     config.ycsb.write_ratio = 0.0;
     let (exclusive, _) = aborts_per_commit(&config);
     assert!(exclusive > 0.0, "exclusive read locks never conflicted");
+}
+
+#[test]
+fn mvcc_is_serializable_with_two_and_with_eight_version_slots() {
+    for versions in [2, 8] {
+        for (seed, primitive) in [(1, Primitive::OneSided), (2, Primitive::Rpc)] {
+            let mut config = contended(ProtocolKind::Mvcc, seed);
+            config.primitive = primitive;
+            config.protocol_options.mvcc_versions = versions;
+            config.ycsb.record_bytes = 24;
+            assert_checked(&config);
+        }
+    }
+}
+
+#[test]
+fn mvcc_version_slots_are_what_old_readers_read() {
+    // Read-mostly and contended, with slow transactions: a reader often
+    // finds that younger writers have committed since it began and reads an
+    // older version from its slot; with only 2 slots that version is more
+    // often overwritten already than with 16.
+    let mut unavailable = Vec::new();
+    for versions in [2, 16] {
+        let mut config = contended(ProtocolKind::Mvcc, 12);
+        config.ycsb.write_ratio = 0.2;
+        config.ycsb.compute_us = 20.0;
+        config.ycsb.rows_per_node = 10;
+        config.protocol_options.mvcc_versions = versions;
+        let report = assert_checked(&config);
+        unavailable.push(aborts(&report, "version_unavailable"));
+    }
+    assert!(
+        unavailable[1] * 2 < unavailable[0],
+        "16 version slots lost as many old versions as 2: {unavailable:?}"
+    );
+}
+
+#[test]
+fn mvcc_version_slots_count_toward_the_memory_limit() {
+    let mut config = contended(ProtocolKind::Mvcc, 1);
+    config.ycsb.rows_per_node = 1_000_000;
+    config.ycsb.record_bytes = 4096;
+    config.protocol_options.mvcc_versions = 64;
+    let error = config.validate().expect_err("260 GiB of version slots");
+    assert!(error.0.contains("registered memory"), "{error}");
+    config.protocol = ProtocolKind::Occ;
+    config.stages = StagePlan::empty();
+    config
+        .validate()
+        .expect("the same rows without version slots fit");
 }

@@ -35,6 +35,17 @@ pub mod kind {
     pub const OCC_READ: u16 = 20;
     pub const OCC_LOCK: u16 = 21;
     pub const OCC_VALIDATE: u16 = 22;
+    pub const TS_READ: u16 = 40;
+    pub const TS_LOCK: u16 = 41;
+    pub const TS_COMMIT: u16 = 42;
+    pub const TS_LOCK_FETCH: u16 = 43;
+    pub const TS_INSTALL: u16 = 44;
+    pub const TS_OUTCOME: u16 = 45;
+    pub const TS_LOCK_READ: u16 = 46;
+    pub const MVCC_READ: u16 = 50;
+    pub const MVCC_LOCK: u16 = 51;
+    pub const MVCC_COMMIT: u16 = 52;
+    pub const MVCC_LOCK_READ: u16 = 53;
 }
 
 /// Status words in RPC replies.

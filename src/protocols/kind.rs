@@ -76,6 +76,8 @@ impl ProtocolKind {
                 | ProtocolKind::WaitDie
                 | ProtocolKind::WoundWait
                 | ProtocolKind::Occ
+                | ProtocolKind::Timestamp
+                | ProtocolKind::Mvcc
         )
     }
 

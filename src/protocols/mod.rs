@@ -15,16 +15,19 @@
 //! tuple's slot so that a later one-sided stage knows its address.
 //!
 //! Implemented here: `no_wait` (RCC §4.2), `wait_die` (RCC §4.3),
-//! `wound_wait` (RCBench Alg. 5) — the 2PL family, on `lock2pl` — and `occ`
-//! (DrTM+H §5.1–5.3). The other names exist in [`ProtocolKind`] and are
-//! refused by config validation until their issue lands.
+//! `wound_wait` (RCBench Alg. 5) — the 2PL family, on `lock2pl` — `occ`
+//! (DrTM+H §5.1–5.3), `timestamp` (basic T/O, RCBench §6.2.2) and `mvcc`
+//! (RCC §4.4). The other names exist in [`ProtocolKind`] and are refused by
+//! config validation until their issue lands.
 
 pub mod common;
 pub mod kind;
 pub mod lock2pl;
+pub mod mvcc;
 pub mod no_wait;
 pub mod occ;
 pub mod stage;
+pub mod timestamp;
 pub mod wait_die;
 pub mod wound_wait;
 
@@ -45,6 +48,12 @@ pub trait Protocol: Sync {
     /// multi-version ones (MVCC, CICADA) keep version slots, each with a copy
     /// of the record, in the header, so the size depends on the record.
     fn header_words(record_words: u32) -> u32;
+    /// [`Protocol::header_words`] of this instance, for protocols whose
+    /// header depends on a run-time option (MVCC's `mvcc_versions`). The
+    /// engine lays tuples out with this one.
+    fn header_words_of(&self, record_words: u32) -> u32 {
+        Self::header_words(record_words)
+    }
     /// Words of per-transaction global metadata each coroutine keeps in its
     /// node's region, where remote workers can READ and CAS them (see
     /// `store::TxnMetaLayout`; `TxnCx::txn_meta_addr`). Default: none.

@@ -44,10 +44,18 @@ pub enum AbortReason {
     Died,
     /// WOUND_WAIT: an older transaction wounded this one.
     Wounded,
+    /// A timestamp protocol found the transaction's timestamp out of order
+    /// for a tuple (a read below `wts`, a write below `rts` or `wts`).
+    TimestampOrder,
+    /// MVCC: no version slot still holds a version old enough to read.
+    VersionUnavailable,
+    /// TIMESTAMP with cascading aborts: a writer whose uncommitted write
+    /// this transaction read aborted (or could not be waited for).
+    CascadingAbort,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 8] = [
+    pub const ALL: [AbortReason; 11] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
@@ -56,6 +64,9 @@ impl AbortReason {
         AbortReason::User,
         AbortReason::Died,
         AbortReason::Wounded,
+        AbortReason::TimestampOrder,
+        AbortReason::VersionUnavailable,
+        AbortReason::CascadingAbort,
     ];
 
     pub fn name(self) -> &'static str {
@@ -68,6 +79,9 @@ impl AbortReason {
             AbortReason::User => "user",
             AbortReason::Died => "died",
             AbortReason::Wounded => "wounded",
+            AbortReason::TimestampOrder => "timestamp_order",
+            AbortReason::VersionUnavailable => "version_unavailable",
+            AbortReason::CascadingAbort => "cascading_abort",
         }
     }
 
