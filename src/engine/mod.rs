@@ -28,6 +28,7 @@ use crate::check::{check_serializable, store_matches_history, History};
 use crate::config::{Config, ConfigError, WorkloadKind};
 use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
+use crate::protocols::maat::Maat;
 use crate::protocols::no_wait::NoWait;
 use crate::protocols::occ::Occ;
 use crate::protocols::{Protocol, ProtocolKind};
@@ -102,6 +103,11 @@ fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput
             },
             workload,
         ),
+        ProtocolKind::Maat => run_workload(
+            config,
+            &Maat::new(config.protocol_options.maat_list_capacity),
+            workload,
+        ),
         // `validate` refuses protocols this build lacks.
         other => unreachable!("validate accepted unimplemented protocol {}", other.name()),
     }
@@ -150,7 +156,9 @@ fn run_workload<P: Protocol, W: Workload>(
     workload: &W,
 ) -> Result<RunOutput, RunError> {
     let layout = Arc::new(
-        StoreLayout::new(&workload.tables(), P::header_words).with_txn_meta(
+        StoreLayout::new(&workload.tables(), |record_words| {
+            protocol.layout_header_words(record_words)
+        }).with_txn_meta(
             config.workers as u16,
             config.coroutines as u16,
             P::txn_meta_words(),

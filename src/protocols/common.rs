@@ -31,6 +31,18 @@ pub mod kind {
     pub const OCC_READ: u16 = 20;
     pub const OCC_LOCK: u16 = 21;
     pub const OCC_VALIDATE: u16 = 22;
+    pub const MAAT_INIT: u16 = 40;
+    pub const MAAT_REGISTER: u16 = 41;
+    pub const MAAT_META_READ: u16 = 42;
+    pub const MAAT_PUSH: u16 = 43;
+    pub const MAAT_FREEZE: u16 = 44;
+    pub const MAAT_COMMIT: u16 = 45;
+    pub const MAAT_UNREGISTER: u16 = 46;
+    pub const MAAT_ABORT: u16 = 47;
+    pub const CICADA_READ: u16 = 50;
+    pub const CICADA_INSTALL: u16 = 51;
+    pub const CICADA_VALIDATE: u16 = 52;
+    pub const CICADA_FINISH: u16 = 53;
 }
 
 /// Status words in RPC replies.
@@ -40,6 +52,9 @@ pub mod status {
     pub const NOT_FOUND: u64 = 2;
     pub const INCONSISTENT: u64 = 3;
     pub const STALE: u64 = 4;
+    pub const FULL: u64 = 5;
+    pub const PENDING: u64 = 6;
+    pub const UNAVAILABLE: u64 = 7;
 }
 
 /// Address of the lock word: protocol header word 0.

@@ -19,7 +19,9 @@
 //! validation until their issue lands.
 
 pub mod common;
+pub mod cicada;
 pub mod kind;
+pub mod maat;
 pub mod no_wait;
 pub mod occ;
 pub mod stage;
@@ -41,6 +43,12 @@ pub trait Protocol: Sync {
     /// multi-version ones (MVCC, CICADA) keep version slots, each with a copy
     /// of the record, in the header, so the size depends on the record.
     fn header_words(record_words: u32) -> u32;
+    /// The header size this protocol instance lays out, when it depends on
+    /// run-time options (CICADA's version slots, MAAT's list capacity).
+    /// Default: [`Protocol::header_words`].
+    fn layout_header_words(&self, record_words: u32) -> u32 {
+        Self::header_words(record_words)
+    }
     /// Words of per-transaction global metadata each coroutine keeps in its
     /// node's region, where remote workers can READ and CAS them (see
     /// `store::TxnMetaLayout`; `TxnCx::txn_meta_addr`). Default: none.

@@ -38,16 +38,28 @@ pub enum AbortReason {
     NotFound,
     /// The program asked to abort.
     User,
+    /// MAAT: a tuple's reader or writer list was full.
+    ListFull,
+    /// MAAT: the timestamp interval became empty.
+    IntervalEmpty,
+    /// CICADA: no kept version is visible at the timestamp (overwritten).
+    VersionUnavailable,
+    /// CICADA: the version to read or replace is still pending.
+    VersionPending,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 6] = [
+    pub const ALL: [AbortReason; 10] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
         AbortReason::ValidationFailed,
         AbortReason::NotFound,
         AbortReason::User,
+        AbortReason::ListFull,
+        AbortReason::IntervalEmpty,
+        AbortReason::VersionUnavailable,
+        AbortReason::VersionPending,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +70,10 @@ impl AbortReason {
             AbortReason::ValidationFailed => "validation_failed",
             AbortReason::NotFound => "not_found",
             AbortReason::User => "user",
+            AbortReason::ListFull => "list_full",
+            AbortReason::IntervalEmpty => "interval_empty",
+            AbortReason::VersionUnavailable => "version_unavailable",
+            AbortReason::VersionPending => "version_pending",
         }
     }
 
@@ -87,6 +103,9 @@ pub struct Access {
     pub write: bool,
     /// This transaction holds the tuple's lock.
     pub locked: bool,
+    /// Protocol-private word (MAAT: list positions; CICADA: version
+    /// slots); 0 when fetched.
+    pub meta: u64,
 }
 
 /// Per-coroutine transaction context, reused by every transaction the
@@ -115,6 +134,9 @@ pub struct TxnCx<'w> {
     pub queued: Vec<(usize, u32)>,
     /// Time spent per stage in this attempt, ns (index: `Stage::index`).
     pub stage_ns: [u64; 9],
+    /// Protocol-private words of the attempt (cleared at each begin), e.g.
+    /// MAAT's set of transactions to order against.
+    pub scratch: Vec<u64>,
 }
 
 impl<'w> TxnCx<'w> {
@@ -140,6 +162,7 @@ impl<'w> TxnCx<'w> {
             nodes: Vec::with_capacity(16),
             queued: Vec::with_capacity(64),
             stage_ns: [0; 9],
+            scratch: Vec::with_capacity(64),
         }
     }
 
@@ -154,6 +177,7 @@ impl<'w> TxnCx<'w> {
         self.attempt = attempt;
         self.accesses.clear();
         self.data.clear();
+        self.scratch.clear();
         self.stage_ns = [0; 9];
     }
 
@@ -266,6 +290,7 @@ impl<'w> TxnCx<'w> {
             data,
             write,
             locked: false,
+            meta: 0,
         });
         self.accesses.len() - 1
     }
