@@ -176,3 +176,8 @@ fn rpc_stages_cost_the_serving_workers_cpu_and_one_sided_ones_do_not() {
 fn maat_is_serializable_under_every_stage_choice() {
     every_plan_is_serializable(ProtocolKind::Maat);
 }
+
+#[test]
+fn cicada_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::Cicada);
+}

@@ -28,6 +28,7 @@ use crate::check::{check_serializable, store_matches_history, History};
 use crate::config::{Config, ConfigError, WorkloadKind};
 use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
+use crate::protocols::cicada::Cicada;
 use crate::protocols::maat::Maat;
 use crate::protocols::no_wait::NoWait;
 use crate::protocols::occ::Occ;
@@ -106,6 +107,11 @@ fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput
         ProtocolKind::Maat => run_workload(
             config,
             &Maat::new(config.protocol_options.maat_list_capacity),
+            workload,
+        ),
+        ProtocolKind::Cicada => run_workload(
+            config,
+            &Cicada::new(config.protocol_options.cicada_versions),
             workload,
         ),
         // `validate` refuses protocols this build lacks.
