@@ -181,3 +181,95 @@ fn maat_is_serializable_under_every_stage_choice() {
 fn cicada_is_serializable_under_every_stage_choice() {
     every_plan_is_serializable(ProtocolKind::Cicada);
 }
+
+#[test]
+fn maat_list_capacities_are_serializable_and_a_full_list_aborts() {
+    for (seed, capacity) in [(21, 1), (22, 2), (23, 64)] {
+        let mut config = contended(ProtocolKind::Maat, seed);
+        config.protocol_options.maat_list_capacity = capacity;
+        config.primitive = if seed % 2 == 0 {
+            Primitive::Rpc
+        } else {
+            Primitive::OneSided
+        };
+        let report = assert_checked(&config);
+        let full = report
+            .aborts
+            .0
+            .iter()
+            .find(|(name, _)| *name == "list_full")
+            .map_or(0, |(_, count)| *count);
+        if capacity == 1 {
+            // One reader and one writer per tuple: 4 coroutines on 3 nodes
+            // sharing 120 rows overflow the lists.
+            assert!(
+                full > 0,
+                "capacity 1 never overflowed: {:?}",
+                report.aborts.0
+            );
+        }
+        if capacity == 64 {
+            assert_eq!(full, 0, "12 coroutines cannot fill 64 entries");
+        }
+    }
+}
+
+#[test]
+fn cicada_version_counts_are_serializable() {
+    for (seed, versions) in [(31, 2), (32, 3), (33, 16)] {
+        let mut config = contended(ProtocolKind::Cicada, seed);
+        config.protocol_options.cicada_versions = versions;
+        config.primitive = if seed % 2 == 0 {
+            Primitive::Rpc
+        } else {
+            Primitive::OneSided
+        };
+        assert_checked(&config);
+    }
+}
+
+#[test]
+fn maat_and_cicada_stay_serializable_with_injected_latency_and_several_workers() {
+    for seed in 40..44 {
+        for protocol in [ProtocolKind::Maat, ProtocolKind::Cicada] {
+            let mut config = contended(protocol, seed);
+            config.primitive = if seed % 2 == 0 {
+                Primitive::OneSided
+            } else {
+                Primitive::Rpc
+            };
+            if seed >= 42 {
+                config.nodes = 2;
+                config.workers = 2;
+            } else {
+                config.latency = LatencyConfig {
+                    onesided_ns: 2_000,
+                    atomic_ns: 2_500,
+                    rpc_ns: 4_000,
+                };
+            }
+            config.duration_s = 0.15;
+            assert_checked(&config);
+        }
+    }
+}
+
+#[test]
+fn maat_and_cicada_rpc_plans_post_no_one_sided_verbs() {
+    for protocol in [ProtocolKind::Maat, ProtocolKind::Cicada] {
+        let mut config = contended(protocol, 5);
+        config.check = false;
+        config.primitive = Primitive::Rpc;
+        let rpc = engine::run(&config).expect("run").report;
+        let verbs = &rpc.verbs_per_txn;
+        assert_eq!(
+            verbs.read + verbs.write + verbs.cas + verbs.faa,
+            0.0,
+            "{verbs:?}"
+        );
+        assert!(rpc.worker_time.rpc_handlers > 0.0);
+        config.primitive = Primitive::OneSided;
+        let onesided = engine::run(&config).expect("run").report;
+        assert_eq!(onesided.verbs_per_txn.rpc, 0.0);
+    }
+}

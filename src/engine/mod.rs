@@ -164,7 +164,8 @@ fn run_workload<P: Protocol, W: Workload>(
     let layout = Arc::new(
         StoreLayout::new(&workload.tables(), |record_words| {
             protocol.layout_header_words(record_words)
-        }).with_txn_meta(
+        })
+        .with_txn_meta(
             config.workers as u16,
             config.coroutines as u16,
             P::txn_meta_words(),

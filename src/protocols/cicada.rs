@@ -183,9 +183,8 @@ impl<G: Fn(usize) -> u64> Tuple<'_, G> {
             return (self.get)(SEQ_WORD as usize)
                 != (self.get)(self.table.seq_end_offset() as usize);
         }
-        (0..self.shape.versions).any(|v| {
-            (self.get)(self.shape.slot(v) + S_WTS) != (self.get)(self.shape.wts_end(v))
-        })
+        (0..self.shape.versions)
+            .any(|v| (self.get)(self.shape.slot(v) + S_WTS) != (self.get)(self.shape.wts_end(v)))
     }
 
     /// The live (pending or committed) version with the greatest `wts`
@@ -321,7 +320,12 @@ impl Cicada {
                 };
                 match pick(&tuple, cx.timestamp, write) {
                     Pick::Found(v) => {
-                        common::accept_record(cx, index, v.seq, &words[v.data_at..v.data_at + shape.record]);
+                        common::accept_record(
+                            cx,
+                            index,
+                            v.seq,
+                            &words[v.data_at..v.data_at + shape.record],
+                        );
                         return Ok(());
                     }
                     Pick::Abort(reason) => return Err(reason),
@@ -386,7 +390,11 @@ impl Cicada {
                         0,
                         cx.owner,
                     );
-                    batch.read(access.node, table.tuple_addr(access.slot), table.tuple_words);
+                    batch.read(
+                        access.node,
+                        table.tuple_addr(access.slot),
+                        table.tuple_words,
+                    );
                     entry.1 = cas.0;
                 }
             }
@@ -452,7 +460,13 @@ impl Cicada {
     /// Queues the writes a latched decision recorded: `[kind, …]` with kind
     /// 0 = install `[0, target, base_seq, base_rts, materialize, base data…]`,
     /// 1 = raise an rts `[1, offset, value]`.
-    fn queue_effect(&self, cx: &TxnCx<'_>, batch: &mut crate::fabric::Batch, index: usize, words: &[u64]) {
+    fn queue_effect(
+        &self,
+        cx: &TxnCx<'_>,
+        batch: &mut crate::fabric::Batch,
+        index: usize,
+        words: &[u64],
+    ) {
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let shape = Shape::of(table);
@@ -498,7 +512,11 @@ impl Cicada {
         if cx.nodes.is_empty() {
             return;
         }
-        let primitive = cx.primitive(if commit { Stage::Commit } else { Stage::Release });
+        let primitive = cx.primitive(if commit {
+            Stage::Commit
+        } else {
+            Stage::Release
+        });
         let mut batch = cx.round();
         for &node in &cx.nodes {
             let mut payload = None;
@@ -635,7 +653,11 @@ fn latch_all(
     let mut at = first;
     while at < payload.len() {
         let table = store.layout.table(payload[at] as u32);
-        if store.region.cas(table.header_addr(payload[at + 1], LATCH), 0, owner) != 0 {
+        if store
+            .region
+            .cas(table.header_addr(payload[at + 1], LATCH), 0, owner)
+            != 0
+        {
             unlatch(store, &payload[..at], first, &stride);
             return false;
         }
@@ -644,11 +666,18 @@ fn latch_all(
     true
 }
 
-fn unlatch(store: &NodeStore, payload: &[u64], first: usize, stride: &impl Fn(&TableLayout) -> usize) {
+fn unlatch(
+    store: &NodeStore,
+    payload: &[u64],
+    first: usize,
+    stride: &impl Fn(&TableLayout) -> usize,
+) {
     let mut at = first;
     while at < payload.len() {
         let table = store.layout.table(payload[at] as u32);
-        store.region.store(table.header_addr(payload[at + 1], LATCH), 0);
+        store
+            .region
+            .store(table.header_addr(payload[at + 1], LATCH), 0);
         at += stride(table);
     }
 }
@@ -714,11 +743,18 @@ impl Protocol for Cicada {
                     let target = check_install(&tuple, cx.timestamp, access.seq)?;
                     let materialize = tuple.all_empty();
                     let base = tuple.base();
-                    cx.scratch.extend_from_slice(&[0, target as u64, base.seq, base.rts, materialize as u64]);
+                    cx.scratch.extend_from_slice(&[
+                        0,
+                        target as u64,
+                        base.seq,
+                        base.rts,
+                        materialize as u64,
+                    ]);
                     if materialize {
                         let record = table.record_offset() as usize;
-                        cx.scratch
-                            .extend_from_slice(&words[record..record + table.record_words as usize]);
+                        cx.scratch.extend_from_slice(
+                            &words[record..record + table.record_words as usize],
+                        );
                     }
                     Ok(())
                 })
@@ -746,8 +782,13 @@ impl Protocol for Cicada {
                         get: |i: usize| words[i],
                     };
                     let version = check_read(&tuple, cx.timestamp, access.seq)?;
-                    let raise = if version.rts < cx.timestamp { cx.timestamp } else { 0 };
-                    cx.scratch.extend_from_slice(&[1, version.rts_at as u64, raise]);
+                    let raise = if version.rts < cx.timestamp {
+                        cx.timestamp
+                    } else {
+                        0
+                    };
+                    cx.scratch
+                        .extend_from_slice(&[1, version.rts_at as u64, raise]);
                     Ok(())
                 })
                 .await
@@ -768,7 +809,8 @@ impl Protocol for Cicada {
         let region = &store.region;
         match kind {
             kind::CICADA_READ => {
-                let (table_id, key, bts, write) = (payload[0] as u32, payload[1], payload[2], payload[3] != 0);
+                let (table_id, key, bts, write) =
+                    (payload[0] as u32, payload[1], payload[2], payload[3] != 0);
                 let Some(slot) = store.lookup(table_id, key) else {
                     payload.clear();
                     payload.push(status::NOT_FOUND);
@@ -851,7 +893,8 @@ impl Protocol for Cicada {
                             let loaded = tuple.base();
                             let slot0 = base + shape.slot(0) as u64;
                             for w in 0..shape.record {
-                                let word = region.load(table.record_addr(payload[at + 1]) + w as u64);
+                                let word =
+                                    region.load(table.record_addr(payload[at + 1]) + w as u64);
                                 region.store(slot0 + (S_DATA + w) as u64, word);
                             }
                             region.store(slot0 + S_RTS as u64, loaded.rts);
@@ -859,7 +902,10 @@ impl Protocol for Cicada {
                         }
                         let slot = base + shape.slot(target) as u64;
                         region.store(base + shape.wts_end(target) as u64, bts);
-                        region.write(slot + S_DATA as u64, &payload[at + 3..at + 3 + shape.record]);
+                        region.write(
+                            slot + S_DATA as u64,
+                            &payload[at + 3..at + 3 + shape.record],
+                        );
                         region.store(slot + S_RTS as u64, bts);
                         region.store(slot + S_SST as u64, sst(seq + 1, PENDING));
                         region.store(slot + S_WTS as u64, bts);
@@ -922,7 +968,8 @@ impl Protocol for Cicada {
                 while at < payload.len() {
                     let table = store.layout.table(payload[at] as u32);
                     let shape = Shape::of(table);
-                    let (slot, target, new_seq) = (payload[at + 1], payload[at + 2] as u32, payload[at + 3]);
+                    let (slot, target, new_seq) =
+                        (payload[at + 1], payload[at + 2] as u32, payload[at + 3]);
                     let tuple = table.tuple_addr(slot);
                     if commit {
                         let record = &payload[at + 4..at + 4 + shape.record];
@@ -931,7 +978,10 @@ impl Protocol for Cicada {
                         region.store(table.seq_addr(slot), new_seq);
                     }
                     let status = if commit { COMMITTED } else { ABORTED };
-                    region.store(tuple + (shape.slot(target) + S_SST) as u64, sst(new_seq, status));
+                    region.store(
+                        tuple + (shape.slot(target) + S_SST) as u64,
+                        sst(new_seq, status),
+                    );
                     at += 4 + if commit { shape.record } else { 0 };
                 }
                 payload.clear();
@@ -939,5 +989,129 @@ impl Protocol for Cicada {
             other => panic!("cicada has no RPC handler {other}"),
         }
         Served::Reply
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{StoreLayout, TableSpec};
+
+    fn layout() -> StoreLayout {
+        let spec = TableSpec {
+            name: "t",
+            record_words: 2,
+            capacity_per_node: 4,
+        };
+        StoreLayout::new(&[spec], |r| Cicada::new(4).layout_header_words(r))
+    }
+
+    fn put(tuple: &mut [u64], shape: Shape, v: u32, wts: u64, seq: u64, status: u64, data: u64) {
+        let at = shape.slot(v);
+        tuple[at + S_WTS] = wts;
+        tuple[at + S_SST] = sst(seq, status);
+        tuple[at + S_DATA] = data;
+        tuple[shape.wts_end(v)] = wts;
+    }
+
+    fn found<G: Fn(usize) -> u64>(tuple: &Tuple<'_, G>, bts: u64, write: bool) -> Option<u64> {
+        match pick(tuple, bts, write) {
+            Pick::Found(v) => Some(v.seq),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn reads_see_the_version_visible_at_their_timestamp() {
+        let layout = layout();
+        let table = layout.table(0);
+        let shape = Shape::of(table);
+        assert_eq!(shape.versions, 4);
+        let mut words = vec![0u64; table.tuple_words as usize];
+        words[SEQ_WORD as usize] = 7;
+        words[table.seq_end_offset() as usize] = 7;
+        {
+            // Only the loaded version: everyone reads it, the first install
+            // goes to slot 1 (slot 0 receives the loaded version).
+            let tuple = Tuple {
+                table,
+                shape,
+                get: |i: usize| words[i],
+            };
+            assert_eq!(found(&tuple, 5, false), Some(7));
+            assert_eq!(found(&tuple, 5, true), Some(7));
+            assert_eq!(check_install(&tuple, 5, 7), Ok(1));
+        }
+        put(&mut words, shape, 0, 0, 7, COMMITTED, 70);
+        put(&mut words, shape, 1, 100, 8, COMMITTED, 80);
+        put(&mut words, shape, 2, 200, 9, PENDING, 90);
+        {
+            let tuple = Tuple {
+                table,
+                shape,
+                get: |i: usize| words[i],
+            };
+            assert_eq!(found(&tuple, 50, false), Some(7));
+            assert_eq!(found(&tuple, 150, false), Some(8));
+            assert!(matches!(
+                pick(&tuple, 250, false),
+                Pick::Retry(AbortReason::VersionPending)
+            ));
+            assert!(matches!(
+                pick(&tuple, 250, true),
+                Pick::Abort(AbortReason::VersionPending)
+            ));
+            assert_eq!(check_read(&tuple, 150, 8).map(|v| v.slot), Ok(1));
+            // A version newer than the one read is visible at 250.
+            assert!(check_read(&tuple, 250, 8).is_err());
+        }
+        put(&mut words, shape, 2, 200, 9, ABORTED, 90);
+        {
+            let tuple = Tuple {
+                table,
+                shape,
+                get: |i: usize| words[i],
+            };
+            // The aborted version is skipped; the install takes the empty slot.
+            assert_eq!(found(&tuple, 250, false), Some(8));
+            assert_eq!(found(&tuple, 250, true), Some(8));
+            assert_eq!(check_install(&tuple, 250, 8), Ok(3));
+            // Too old to write over the latest version, or stale.
+            assert!(check_install(&tuple, 90, 8).is_err());
+            assert!(check_install(&tuple, 250, 7).is_err());
+        }
+        put(&mut words, shape, 3, 300, 9, COMMITTED, 90);
+        put(&mut words, shape, 2, 400, 10, COMMITTED, 100);
+        {
+            let tuple = Tuple {
+                table,
+                shape,
+                get: |i: usize| words[i],
+            };
+            // Full: the oldest committed version (slot 0) is replaced.
+            assert_eq!(check_install(&tuple, 500, 10), Ok(0));
+            assert_eq!(found(&tuple, 350, false), Some(9));
+        }
+        // A read rts above the writer's timestamp refuses the install.
+        words[shape.slot(2) + S_RTS] = 600;
+        {
+            let tuple = Tuple {
+                table,
+                shape,
+                get: |i: usize| words[i],
+            };
+            assert!(check_install(&tuple, 500, 10).is_err());
+        }
+        // A slot caught mid-install is torn.
+        words[shape.wts_end(1)] = 999;
+        let tuple = Tuple {
+            table,
+            shape,
+            get: |i: usize| words[i],
+        };
+        assert!(matches!(
+            pick(&tuple, 350, false),
+            Pick::Retry(AbortReason::ReadInconsistent)
+        ));
     }
 }

@@ -96,7 +96,9 @@ impl ProtocolKind {
             ProtocolKind::Drtm => &[Lock, Log, Commit, Release],
             // DrTM+H §5.1–5.3: read in execution, lock the write set,
             // validate the read set, write back and unlock.
-            ProtocolKind::Occ | ProtocolKind::Cicada => &[Read, Lock, Validate, Log, Commit, Release],
+            ProtocolKind::Occ | ProtocolKind::Cicada => {
+                &[Read, Lock, Validate, Log, Commit, Release]
+            }
             // RCBench Alg. 9–10: MaaT has no lock stage — it registers in
             // the tuple's lists at access time (under a latch), adjusts
             // timestamp intervals in validation, and installs at commit.

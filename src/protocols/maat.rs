@@ -196,7 +196,8 @@ fn note(cx: &mut TxnCx<'_>, txn: u64, relation: u64) {
         }
         at += ENTRY;
     }
-    cx.scratch.extend_from_slice(&[txn, relation, RUNNING, 0, MAX_TS]);
+    cx.scratch
+        .extend_from_slice(&[txn, relation, RUNNING, 0, MAX_TS]);
 }
 
 fn entries(cx: &TxnCx<'_>) -> usize {
@@ -344,7 +345,11 @@ impl Maat {
             let tuple = batch.result(read);
             debug_assert_eq!(tuple[0], access.key, "location cache entry is stale");
             let header = &tuple[HEADER_WORD as usize..];
-            let first = if write { words.writer(0) } else { words.reader(0) } as usize;
+            let first = if write {
+                words.writer(0)
+            } else {
+                words.reader(0)
+            } as usize;
             let free = header[first..first + words.cap as usize]
                 .iter()
                 .position(|&e| e == 0);
@@ -365,11 +370,7 @@ impl Maat {
                 } else {
                     words.reader(pos)
                 };
-                batch.write_word(
-                    access.node,
-                    table.header_addr(access.slot, word),
-                    cx.txn_id,
-                );
+                batch.write_word(access.node, table.header_addr(access.slot, word), cx.txn_id);
             }
             batch.write_word(access.node, latch, 0);
         }
@@ -454,7 +455,8 @@ impl Maat {
                 for &(e, read) in &cx.queued {
                     let words = batch.result(VerbId(read));
                     let k = at(e);
-                    if words[ID as usize] != cx.scratch[k] || words[ID_END as usize] != cx.scratch[k]
+                    if words[ID as usize] != cx.scratch[k]
+                        || words[ID_END as usize] != cx.scratch[k]
                     {
                         return Err(AbortReason::ValidationFailed);
                     }
@@ -508,7 +510,8 @@ impl Maat {
                     let start = (place & 0xffff) as usize * SLOT_WORDS as usize;
                     let words = &reply[start..start + SLOT_WORDS as usize];
                     let k = at(e);
-                    if words[ID as usize] != cx.scratch[k] || words[ID_END as usize] != cx.scratch[k]
+                    if words[ID as usize] != cx.scratch[k]
+                        || words[ID_END as usize] != cx.scratch[k]
                     {
                         return Err(AbortReason::ValidationFailed);
                     }
@@ -621,7 +624,11 @@ impl Maat {
                             if at_node != node {
                                 continue;
                             }
-                            let ub_goal = if flags & BEFORE != 0 { want_ub } else { u64::MAX };
+                            let ub_goal = if flags & BEFORE != 0 {
+                                want_ub
+                            } else {
+                                u64::MAX
+                            };
                             let lb_goal = if flags & AFTER != 0 { want_lb } else { 0 };
                             payload.extend_from_slice(&[slot, ub_goal, lb_goal]);
                             cx.queued.push((e, ((n as u32) << 16) | position));
@@ -728,7 +735,8 @@ impl Maat {
                     let access = cx.accesses[entry.0];
                     let table = cx.layout.table(access.table);
                     let words = Words::of(table);
-                    let cas = batch.cas(access.node, table.header_addr(access.slot, 0), 0, cx.owner);
+                    let cas =
+                        batch.cas(access.node, table.header_addr(access.slot, 0), 0, cx.owner);
                     batch.read(access.node, table.header_addr(access.slot, words.wts()), 2);
                     entry.1 = cas.0;
                 }
@@ -740,7 +748,8 @@ impl Maat {
                 for &(index, cas) in &cx.queued {
                     if batch.result_word(VerbId(cas)) == 0 {
                         let stamps = batch.result(VerbId(cas + 1));
-                        cx.scratch.extend_from_slice(&[index as u64, stamps[0], stamps[1]]);
+                        cx.scratch
+                            .extend_from_slice(&[index as u64, stamps[0], stamps[1]]);
                     }
                 }
             }
@@ -979,7 +988,8 @@ impl Protocol for Maat {
                 payload.clear();
             }
             kind::MAAT_REGISTER => {
-                let (table_id, key, txn, owner) = (payload[0] as u32, payload[1], payload[2], payload[3]);
+                let (table_id, key, txn, owner) =
+                    (payload[0] as u32, payload[1], payload[2], payload[3]);
                 let (flags, expected_seq) = (payload[4], payload[5]);
                 let Some(slot) = store.lookup(table_id, key) else {
                     payload.clear();
@@ -993,11 +1003,12 @@ impl Protocol for Maat {
                     return Served::Wait;
                 }
                 let write = flags & REG_WRITE != 0;
-                let status = if flags & REG_UPGRADE != 0 && store.seq(table_id, slot) != expected_seq {
-                    status::STALE
-                } else {
-                    status::OK
-                };
+                let status =
+                    if flags & REG_UPGRADE != 0 && store.seq(table_id, slot) != expected_seq {
+                        status::STALE
+                    } else {
+                        status::OK
+                    };
                 payload.clear();
                 payload.extend_from_slice(&[status, slot, 0]);
                 let start = payload.len();
@@ -1045,16 +1056,21 @@ impl Protocol for Maat {
             kind::MAAT_PUSH => {
                 let count = payload.len() / 3;
                 for i in 0..count {
-                    let (slot, ub_goal, lb_goal) = (payload[3 * i], payload[3 * i + 1], payload[3 * i + 2]);
+                    let (slot, ub_goal, lb_goal) =
+                        (payload[3 * i], payload[3 * i + 1], payload[3 * i + 2]);
                     loop {
                         let current = region.load(slot + UPPER);
-                        if current <= ub_goal || region.cas(slot + UPPER, current, ub_goal) == current {
+                        if current <= ub_goal
+                            || region.cas(slot + UPPER, current, ub_goal) == current
+                        {
                             break;
                         }
                     }
                     loop {
                         let current = region.load(slot + LOWER);
-                        if current >= lb_goal || region.cas(slot + LOWER, current, lb_goal) == current {
+                        if current >= lb_goal
+                            || region.cas(slot + LOWER, current, lb_goal) == current
+                        {
                             break;
                         }
                     }
@@ -1114,7 +1130,10 @@ impl Protocol for Maat {
                     if new_seq != 0 {
                         debug_assert_eq!(store.seq(table.id, slot) + 1, new_seq);
                         let record = &payload[at + 4..at + 4 + table.record_words as usize];
-                        region.store(table.tuple_addr(slot) + table.seq_end_offset() as u64, new_seq);
+                        region.store(
+                            table.tuple_addr(slot) + table.seq_end_offset() as u64,
+                            new_seq,
+                        );
                         region.write(table.record_addr(slot), record);
                         let wts = table.header_addr(slot, words.wts());
                         region.store(wts, region.load(wts).max(ts));
@@ -1134,10 +1153,18 @@ impl Protocol for Maat {
                     let reader = meta & 0xffff;
                     let writer = (meta >> 16) & 0xffff;
                     if reader != 0 {
-                        region.cas(table.header_addr(slot, words.reader(reader as u32 - 1)), txn, 0);
+                        region.cas(
+                            table.header_addr(slot, words.reader(reader as u32 - 1)),
+                            txn,
+                            0,
+                        );
                     }
                     if writer != 0 {
-                        region.cas(table.header_addr(slot, words.writer(writer as u32 - 1)), txn, 0);
+                        region.cas(
+                            table.header_addr(slot, words.writer(writer as u32 - 1)),
+                            txn,
+                            0,
+                        );
                     }
                 }
                 payload.clear();
@@ -1159,5 +1186,32 @@ fn entry_words(table: &TableLayout, new_seq: u64) -> usize {
         table.record_words as usize
     } else {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_encode_a_commit_timestamp_apart_from_the_other_states() {
+        for ts in [0, 1, 12345, MAX_TS] {
+            assert_eq!(committed_ts(committed(ts)), Some(ts));
+        }
+        for state in [RUNNING, FREEZING, ABORTED] {
+            assert_eq!(committed_ts(state), None);
+        }
+    }
+
+    #[test]
+    fn a_committed_transaction_bounds_the_interval_on_its_side() {
+        let (mut lb, mut ub) = (5, 100);
+        order_against_committed(BEFORE, 10, &mut lb, &mut ub);
+        assert_eq!((lb, ub), (11, 100));
+        order_against_committed(AFTER, 50, &mut lb, &mut ub);
+        assert_eq!((lb, ub), (11, 49));
+        // Both ways at once: the interval empties (two writers of a tuple).
+        order_against_committed(BEFORE | AFTER, 20, &mut lb, &mut ub);
+        assert!(lb > ub);
     }
 }

@@ -18,8 +18,8 @@
 //! other nine names exist in [`ProtocolKind`] and are refused by config
 //! validation until their issue lands.
 
-pub mod common;
 pub mod cicada;
+pub mod common;
 pub mod kind;
 pub mod maat;
 pub mod no_wait;
