@@ -53,14 +53,14 @@
 //! writer list (entries are transaction ids, 0 = free), 2·cap+1 = wts,
 //! 2·cap+2 = rts (greatest committed writer's / reader's timestamp).
 //!
-//! Transaction metadata: a ring of 8 slots per coroutine, slot =
-//! `txn counter mod 8`, each `[id, state, lb, ub, id_end]`; state is RUNNING
+//! Transaction metadata: a ring of 32 slots per coroutine, slot =
+//! `txn counter mod 32`, each `[id, state, lb, ub, id_end]`; state is RUNNING
 //! (0), FREEZING (1), ABORTED (2) or `ts << 2 | 3` (COMMITTED at `ts`). A
 //! slot is initialised in the first access round by writing `id_end`, then
 //! `[state, lb, ub]`, then `id`, against the reader's increasing address
 //! order, so a READ with `id == id_end ==` the expected id saw that
 //! transaction's words; the ring keeps a finished transaction's verdict
-//! readable for its coroutine's next 7 attempts. A reader that finds another
+//! readable for its coroutine's next 31 attempts. A reader that finds another
 //! id (the slot was reused) aborts itself: it cannot know the verdict.
 //!
 //! Hybrid handshakes (RCC §5.2). Every stage acts on the same words with the
@@ -90,7 +90,7 @@ use super::common::{self, kind, status};
 use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
 
 /// Metadata slots per coroutine, and their words.
-const META_SLOTS: u64 = 8;
+const META_SLOTS: u64 = 32;
 const SLOT_WORDS: u64 = 5;
 const ID: u64 = 0;
 const STATE: u64 = 1;
