@@ -273,3 +273,21 @@ fn maat_and_cicada_rpc_plans_post_no_one_sided_verbs() {
         assert_eq!(onesided.verbs_per_txn.rpc, 0.0);
     }
 }
+
+#[test]
+fn cicada_version_slots_count_toward_the_memory_limit() {
+    let mut config = Config {
+        protocol: ProtocolKind::Cicada,
+        ..Config::default()
+    };
+    config.ycsb.record_bytes = 4096;
+    config.ycsb.rows_per_node = 100_000;
+    config.protocol_options.cicada_versions = 64;
+    let error = config
+        .clone()
+        .validate()
+        .expect_err("64 versions of 4 KiB rows");
+    assert!(error.to_string().contains("cicada"), "{error}");
+    config.protocol_options.cicada_versions = 2;
+    config.validate().expect("2 versions fit");
+}
