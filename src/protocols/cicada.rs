@@ -40,15 +40,30 @@
 //! an empty or aborted one, else the oldest committed one that is not the
 //! latest: the kept versions are always the newest ones.
 //!
-//! Hybrid handshakes (RCC §5.2): the latch is one word that a one-sided CAS
-//! and an RPC handler's local CAS both take (a handler that finds it busy
-//! answers `Served::Wait`, as does a read handler that finds its version
-//! pending or mid-install); `lock` and `validate` take it in either form, so
-//! an install and a validation of one tuple are serialized whatever their
-//! primitives — that is the agreed region that makes a reader's "no newer
-//! visible version" and a writer's "no later read" checks exclusive. Status
-//! flips and the record mirror need no latch: only the version's owner
-//! writes them, with single-word stores, mirror first.
+//! Hybrid handshakes (RCC §5.2), stage pair by stage pair:
+//! * read (either form) → lock/validate/commit (either form): every RPC
+//!   reply carries the tuple's slot (the location cache fills), and the
+//!   read's `seq` is what later stages compare, never a slot index, so a
+//!   version read by RPC is validated one-sided and vice versa.
+//! * lock (either form) → commit/release (either form): the version slot
+//!   the install took is the agreed region — a one-sided install knows it,
+//!   an RPC install replies it — kept in `Access::meta`; commit and release
+//!   store that slot's `sst`.
+//! * lock × validate (of any transactions, any forms): both take the
+//!   tuple's latch, one word that a one-sided CAS and a handler's local CAS
+//!   both take (a handler that finds it busy answers `Served::Wait`, all or
+//!   none of its tuples; a one-sided taker retries), so a writer's "no read
+//!   after me" check and a reader's "no newer visible version" check are
+//!   exclusive — the heart of Cicada's validation.
+//! * read × lock/commit: a read takes no latch; the per-slot
+//!   `wts`/`wts_end` check (or the base record's `seq`/`seq_end`) finds an
+//!   install in progress and the read retries (a handler waits); pending
+//!   versions make a read wait and a write abort (Alg. 11 lines 6, 10).
+//!   Status flips and the record mirror need no latch: only the version's
+//!   owner writes them, with single-word stores, mirror first, and the next
+//!   install on that tuple waits for the flip.
+//! Hence every mix of one-sided and RPC stages is correct; the matrix test
+//! runs both pure forms and every single-stage flip.
 //!
 //! Invariants: at most one pending version per tuple, and it is the latest;
 //! a version is installed only on top of the version its writer read, with

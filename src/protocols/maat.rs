@@ -63,18 +63,30 @@
 //! readable for its coroutine's next 31 attempts. A reader that finds another
 //! id (the slot was reused) aborts itself: it cannot know the verdict.
 //!
-//! Hybrid handshakes (RCC §5.2). Every stage acts on the same words with the
-//! same atomic operations in both forms: tuple latches by CAS (an RPC
-//! handler that finds a latch busy waits, never spins), list entries by
-//! single-word stores under the latch and CAS on release, interval bounds by
-//! CAS (a one-sided CAS that lost a race is retried with the value it
-//! returned; a handler loops locally). The agreed region between an interval
-//! push and a freeze is a Dekker handshake on two words: the pusher CASes
-//! `lb`/`ub` and then reads `state` with an FAA(0); the freezer CASes
-//! `state` and then reads `lb`/`ub` with FAA(0) — read-modify-writes, so at
-//! least one of them sees the other's write whichever form each uses. A
-//! pusher that sees FREEZING waits for the verdict and applies Eq. 1 to
-//! itself instead.
+//! Hybrid handshakes (RCC §5.2), stage pair by stage pair:
+//! * read (either form) → commit/release (either form): the read replies
+//!   the tuple's slot and the list position it took; that position, kept in
+//!   `Access::meta`, is the agreed region a later stage clears (by a store
+//!   under the latch at commit, or a CAS `txn → 0` on release) — so a
+//!   one-sided commit can leave a list an RPC read entered, and vice versa.
+//! * read × commit of other transactions: the tuple latch is one word that a
+//!   one-sided CAS and a handler's local CAS both take; a handler that finds
+//!   it busy answers `Served::Wait` (never spins), a one-sided taker retries.
+//!   Registration and install are therefore exclusive whatever their forms.
+//! * read (init) → validate: the metadata slot is initialised in the first
+//!   read round, which is awaited, so it precedes this transaction's own
+//!   validation in every form; others who reach the slot early see another
+//!   id and abort themselves (safe).
+//! * validate × validate of another transaction (push against freeze): a
+//!   Dekker handshake on two words — the pusher CASes `lb`/`ub` and then
+//!   reads `state` with an FAA(0); the freezer CASes `state` and then reads
+//!   `lb`/`ub` with FAA(0). These are read-modify-writes in both forms (a
+//!   handler uses the same atomics on the same words), so at least one side
+//!   sees the other. A pusher that sees FREEZING waits for the verdict and
+//!   orders itself by Eq. 1 instead. A one-sided CAS that lost a race is
+//!   retried with the value it returned; a handler loops locally.
+//! Hence every mix of one-sided and RPC stages is correct; the matrix test
+//! runs both pure forms and every single-stage flip.
 //!
 //! Invariants: intervals only shrink (`lb` grows, `ub` falls), so an order
 //! established from stale bounds stays established; a committed `ts` lies in
