@@ -3,13 +3,15 @@
 //!
 //! Every tuple keeps `cicada_versions` version slots. A transaction gets a
 //! unique timestamp `bts` at begin; it reads the version with the greatest
-//! write timestamp below `bts` (waiting while that version is pending) and,
+//! write timestamp below `bts` (re-reading a while if it is pending) and,
 //! for a write, the latest version, which must be committed and neither
 //! written nor read after `bts`. At commit time it installs its writes as
 //! PENDING versions stamped `bts` on top of the versions it read (`lock`),
 //! checks that each version it read is still the one visible at `bts` and
 //! raises its `rts` (`validate`), then flips its versions to COMMITTED
-//! (`commit`) or ABORTED (`release`). The serialization order is `bts`
+//! (`commit`) or ABORTED (`release`). Timestamps are `clock << 28 |
+//! coroutine id` (`Protocol::begin`), unique and increasing per coroutine,
+//! fresh on every attempt. The serialization order is `bts`
 //! order: a tuple's versions are installed in increasing `wts`, so their
 //! `seq` (which each slot keeps, and reads report) follows the same order.
 //!
@@ -57,11 +59,15 @@
 //!   exclusive — the heart of Cicada's validation.
 //! * read × lock/commit: a read takes no latch; the per-slot
 //!   `wts`/`wts_end` check (or the base record's `seq`/`seq_end`) finds an
-//!   install in progress and the read retries (a handler waits); pending
-//!   versions make a read wait and a write abort (Alg. 11 lines 6, 10).
+//!   install in progress and the read retries (a handler waits a turn); a
+//!   pending version makes a read re-read — one-sided, or by asking the
+//!   handler again — up to `PENDING_TRIES` times before it aborts, and a
+//!   write abort at once (Alg. 11 lines 2–6, 10).
 //!   Status flips and the record mirror need no latch: only the version's
 //!   owner writes them, with single-word stores, mirror first, and the next
-//!   install on that tuple waits for the flip.
+//!   install on that tuple is refused until the flip (a pending latest
+//!   version refuses it).
+//!
 //! Hence every mix of one-sided and RPC stages is correct; the matrix test
 //! runs both pure forms and every single-stage flip.
 //!
@@ -96,10 +102,17 @@ const S_DATA: usize = 3;
 const BASE: u32 = u32::MAX;
 /// Retries of a torn or pending read, and of a busy latch.
 const TRIES: u32 = 1024;
+/// Re-reads of a pending version before the read gives up (Alg. 11 waits
+/// without bound; a short bound keeps readers from queueing behind a writer
+/// whose commit is slow, e.g. an RPC commit on a loaded node).
+const PENDING_TRIES: u32 = 16;
+/// `CICADA_READ` reply status: the visible version is pending, ask again.
+const READ_AGAIN: u64 = 64;
 /// Bits of the coroutine id in a timestamp.
 const ID_BITS: u32 = 28;
-/// The clock part of a timestamp counts 1024 ns units.
-const CLOCK_SHIFT: u32 = 10;
+/// The clock part of a timestamp counts 4096 ns units: 36 bits last 78
+/// hours, beyond the longest warm-up plus run the config allows (48 h).
+const CLOCK_SHIFT: u32 = 12;
 const DEFAULT_VERSIONS: u32 = 4;
 
 #[inline]
@@ -348,7 +361,12 @@ impl Cicada {
                 }
             };
             tries += 1;
-            if tries >= TRIES {
+            let limit = if retry == AbortReason::VersionPending {
+                PENDING_TRIES
+            } else {
+                TRIES
+            };
+            if tries >= limit {
                 return Err(retry);
             }
             cx.worker.yield_now().await;
@@ -357,15 +375,28 @@ impl Cicada {
 
     async fn fetch_rpc(&self, cx: &mut TxnCx<'_>, index: usize, write: bool) -> TxnResult<()> {
         let access = cx.accesses[index];
-        let call = common::call_one(
-            cx,
-            access.node,
-            kind::CICADA_READ,
-            &[access.table as u64, access.key, cx.timestamp, write as u64],
-        );
-        cx.submit().await;
+        let mut tries = 0;
+        loop {
+            let call = common::call_one(
+                cx,
+                access.node,
+                kind::CICADA_READ,
+                &[access.table as u64, access.key, cx.timestamp, write as u64],
+            );
+            cx.submit().await;
+            if cx.batch().reply(call)[0] != READ_AGAIN {
+                break;
+            }
+            // The visible version is pending: ask again, as the one-sided
+            // read re-reads (Alg. 11 lines 2–6).
+            tries += 1;
+            if tries >= PENDING_TRIES {
+                return Err(AbortReason::VersionPending);
+            }
+            cx.worker.yield_now().await;
+        }
         let batch = cx.batch();
-        let reply = batch.reply(call);
+        let reply = batch.reply(CallId(0));
         if reply[0] != status::NOT_FOUND {
             cx.remember_slot(index, reply[1]);
         }
@@ -709,8 +740,9 @@ impl Protocol for Cicada {
         2 + self.versions * (record_words + SLOT_EXTRA)
     }
 
-    /// A fresh timestamp per attempt: the clock in 1024 ns units above the
-    /// coroutine id, strictly above the coroutine's previous one.
+    /// A fresh timestamp per attempt: the clock in 4096 ns units above the
+    /// coroutine id (so timestamps are unique), strictly above the
+    /// coroutine's previous one.
     fn begin(&self, cx: &mut TxnCx<'_>) {
         let id = cx.owner - 1;
         let max_units = (1u64 << (64 - ID_BITS)) - 1;
@@ -854,8 +886,13 @@ impl Protocol for Cicada {
                         payload[1] = slot;
                         payload[2] = v.seq;
                     }
+                    Pick::Retry(AbortReason::VersionPending) => {
+                        payload.clear();
+                        payload.extend_from_slice(&[READ_AGAIN, slot]);
+                    }
                     Pick::Retry(_) => {
-                        // Torn or pending: restore the request and wait.
+                        // Torn (an install in progress, under a one-sided
+                        // latch): restore the request and wait a turn.
                         payload.clear();
                         payload.extend_from_slice(&[table_id as u64, key, bts, write as u64]);
                         return Served::Wait;

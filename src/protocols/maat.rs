@@ -85,6 +85,7 @@
 //!   sees the other. A pusher that sees FREEZING waits for the verdict and
 //!   orders itself by Eq. 1 instead. A one-sided CAS that lost a race is
 //!   retried with the value it returned; a handler loops locally.
+//!
 //! Hence every mix of one-sided and RPC stages is correct; the matrix test
 //! runs both pure forms and every single-stage flip.
 //!
