@@ -125,7 +125,12 @@ impl Workload for Transfers {
 
 #[test]
 fn transfers_with_blind_writes_conserve_money_on_every_protocol() {
-    for protocol in [ProtocolKind::NoWait, ProtocolKind::Occ] {
+    for protocol in [
+        ProtocolKind::NoWait,
+        ProtocolKind::Occ,
+        ProtocolKind::Maat,
+        ProtocolKind::Cicada,
+    ] {
         for primitive in [Primitive::OneSided, Primitive::Rpc] {
             let config = Config {
                 protocol,

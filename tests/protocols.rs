@@ -2,24 +2,29 @@
 //! names — all one-sided, all RPC, and each single stage flipped from either
 //! — on a small, contended YCSB, with the serializability checker and the
 //! YCSB invariants on, over several seeds; and a deliberately broken OCC
-//! that the checker must catch.
+//! that the checker must catch. They run on the `sim` fabric (deterministic
+//! whatever else the machine does; `tests/sim.rs` adds the seeded matrix),
+//! except the test of the `threads` fabric's injected latency.
 
-use verbena::config::{Config, KeyDistribution, LockMode, ProtocolOptions};
+use verbena::config::{Config, FabricKind, KeyDistribution, LockMode, ProtocolOptions};
 use verbena::engine::{self, Report};
 use verbena::fabric::NetworkProfile;
 use verbena::protocols::timestamp::Timestamp;
 use verbena::protocols::{Primitive, ProtocolKind, StagePlan};
 use verbena::workloads::ycsb::Ycsb;
 
-/// Few rows, many writes, several nodes: conflicts on every run.
+/// Few rows, many writes, several nodes: conflicts on every run. On `sim`
+/// with an EDR network: 10 virtual ms, thousands of transactions.
 fn contended(protocol: ProtocolKind, seed: u64) -> Config {
     let mut config = Config {
         protocol,
+        fabric: FabricKind::Sim,
+        profile: NetworkProfile::builtin("cx4-edr").unwrap(),
         nodes: 3,
         workers: 1,
         coroutines: 4,
-        duration_s: 0.25,
-        warmup_s: 0.05,
+        duration_s: 0.01,
+        warmup_s: 0.002,
         seed,
         check: true,
         // Odd seeds probe the index on every access (no location cache).
@@ -118,6 +123,7 @@ fn both_protocols_stay_serializable_over_seeds_with_injected_latency() {
     for seed in 100..106 {
         for protocol in [ProtocolKind::NoWait, ProtocolKind::Occ] {
             let mut config = contended(protocol, seed);
+            config.fabric = FabricKind::Threads;
             config.primitive = if seed % 2 == 0 {
                 Primitive::OneSided
             } else {
@@ -130,7 +136,7 @@ fn both_protocols_stay_serializable_over_seeds_with_injected_latency() {
                 rpc_rtt_ns: 4_000,
                 ..NetworkProfile::none()
             };
-            config.duration_s = 0.15;
+            config.duration_s = 0.2;
             assert_checked(&config);
         }
     }
@@ -399,6 +405,10 @@ fn mvcc_version_slots_are_what_old_readers_read() {
     let mut unavailable = Vec::new();
     for versions in [2, 16] {
         let mut config = contended(ProtocolKind::Mvcc, 12);
+        // Wall-clock interleavings of real threads make old readers common.
+        config.fabric = FabricKind::Threads;
+        config.profile = NetworkProfile::none();
+        config.duration_s = 0.25;
         config.ycsb.write_ratio = 0.2;
         config.ycsb.compute_us = 20.0;
         config.ycsb.rows_per_node = 10;
@@ -425,4 +435,126 @@ fn mvcc_version_slots_count_toward_the_memory_limit() {
     config
         .validate()
         .expect("the same rows without version slots fit");
+}
+
+#[test]
+fn maat_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::Maat);
+}
+
+#[test]
+fn cicada_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::Cicada);
+}
+
+#[test]
+fn maat_list_capacities_are_serializable_and_a_full_list_aborts() {
+    for (seed, capacity) in [(21, 1), (22, 2), (23, 64)] {
+        let mut config = contended(ProtocolKind::Maat, seed);
+        config.protocol_options.maat_list_capacity = capacity;
+        config.primitive = if seed % 2 == 0 {
+            Primitive::Rpc
+        } else {
+            Primitive::OneSided
+        };
+        let report = assert_checked(&config);
+        let full = report
+            .aborts
+            .0
+            .iter()
+            .find(|(name, _)| *name == "list_full")
+            .map_or(0, |(_, count)| *count);
+        if capacity == 1 {
+            // One reader and one writer per tuple: 4 coroutines on 3 nodes
+            // sharing 120 rows overflow the lists.
+            assert!(
+                full > 0,
+                "capacity 1 never overflowed: {:?}",
+                report.aborts.0
+            );
+        }
+        if capacity == 64 {
+            assert_eq!(full, 0, "12 coroutines cannot fill 64 entries");
+        }
+    }
+}
+
+#[test]
+fn cicada_version_counts_are_serializable() {
+    for (seed, versions) in [(31, 2), (32, 3), (33, 16)] {
+        let mut config = contended(ProtocolKind::Cicada, seed);
+        config.protocol_options.cicada_versions = versions;
+        config.primitive = if seed % 2 == 0 {
+            Primitive::Rpc
+        } else {
+            Primitive::OneSided
+        };
+        assert_checked(&config);
+    }
+}
+
+#[test]
+fn maat_and_cicada_stay_serializable_with_injected_latency_and_several_workers() {
+    for seed in 40..44 {
+        for protocol in [ProtocolKind::Maat, ProtocolKind::Cicada] {
+            let mut config = contended(protocol, seed);
+            config.primitive = if seed % 2 == 0 {
+                Primitive::OneSided
+            } else {
+                Primitive::Rpc
+            };
+            if seed >= 42 {
+                config.nodes = 2;
+                config.workers = 2;
+            } else {
+                config.profile = NetworkProfile {
+                    name: "injected".into(),
+                    onesided_rtt_ns: 2_000,
+                    atomic_rtt_ns: 2_500,
+                    rpc_rtt_ns: 4_000,
+                    ..NetworkProfile::none()
+                };
+            }
+            config.duration_s = 0.2;
+            assert_checked(&config);
+        }
+    }
+}
+
+#[test]
+fn maat_and_cicada_rpc_plans_post_no_one_sided_verbs() {
+    for protocol in [ProtocolKind::Maat, ProtocolKind::Cicada] {
+        let mut config = contended(protocol, 5);
+        config.check = false;
+        config.primitive = Primitive::Rpc;
+        let rpc = engine::run(&config).expect("run").report;
+        let verbs = &rpc.verbs_per_txn;
+        assert_eq!(
+            verbs.read + verbs.write + verbs.cas + verbs.faa,
+            0.0,
+            "{verbs:?}"
+        );
+        assert!(rpc.worker_time.rpc_handlers > 0.0);
+        config.primitive = Primitive::OneSided;
+        let onesided = engine::run(&config).expect("run").report;
+        assert_eq!(onesided.verbs_per_txn.rpc, 0.0);
+    }
+}
+
+#[test]
+fn cicada_version_slots_count_toward_the_memory_limit() {
+    let mut config = Config {
+        protocol: ProtocolKind::Cicada,
+        ..Config::default()
+    };
+    config.ycsb.record_bytes = 4096;
+    config.ycsb.rows_per_node = 100_000;
+    config.protocol_options.cicada_versions = 64;
+    let error = config
+        .clone()
+        .validate()
+        .expect_err("64 versions of 4 KiB rows");
+    assert!(error.to_string().contains("cicada"), "{error}");
+    config.protocol_options.cicada_versions = 2;
+    config.validate().expect("2 versions fit");
 }

@@ -79,6 +79,8 @@ fn many_seeds_every_protocol_random_shapes_and_plans() {
             ProtocolKind::Occ,
             ProtocolKind::Timestamp,
             ProtocolKind::Mvcc,
+            ProtocolKind::Maat,
+            ProtocolKind::Cicada,
         ] {
             let mut config = drawn(protocol, seed);
             // The 2PL family's options, from the seed (the shape draws above

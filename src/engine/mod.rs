@@ -29,7 +29,9 @@ use crate::check::{check_serializable, store_matches_history, History};
 use crate::config::{Config, ConfigError, FabricKind, LockMode, WorkloadKind};
 use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
+use crate::protocols::cicada::Cicada;
 use crate::protocols::lock2pl::{Lock2pl, Policy};
+use crate::protocols::maat::Maat;
 use crate::protocols::mvcc::Mvcc;
 use crate::protocols::no_wait::NoWait;
 use crate::protocols::occ::Occ;
@@ -134,6 +136,16 @@ fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput
         ),
         ProtocolKind::Timestamp => run_workload(config, &Timestamp::new(config), workload),
         ProtocolKind::Mvcc => run_workload(config, &Mvcc::new(config), workload),
+        ProtocolKind::Maat => run_workload(
+            config,
+            &Maat::new(config.protocol_options.maat_list_capacity),
+            workload,
+        ),
+        ProtocolKind::Cicada => run_workload(
+            config,
+            &Cicada::new(config.protocol_options.cicada_versions),
+            workload,
+        ),
         // `validate` refuses protocols this build lacks.
         other => unreachable!("validate accepted unimplemented protocol {}", other.name()),
     }

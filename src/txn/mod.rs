@@ -47,15 +47,22 @@ pub enum AbortReason {
     /// A timestamp protocol found the transaction's timestamp out of order
     /// for a tuple (a read below `wts`, a write below `rts` or `wts`).
     TimestampOrder,
-    /// MVCC: no version slot still holds a version old enough to read.
+    /// MVCC, CICADA: no version slot still holds a version old enough to
+    /// read (it was overwritten).
     VersionUnavailable,
     /// TIMESTAMP with cascading aborts: a writer whose uncommitted write
     /// this transaction read aborted (or could not be waited for).
     CascadingAbort,
+    /// MAAT: a tuple's reader or writer list was full.
+    ListFull,
+    /// MAAT: the timestamp interval became empty.
+    IntervalEmpty,
+    /// CICADA: the version to read or replace is still pending.
+    VersionPending,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 11] = [
+    pub const ALL: [AbortReason; 14] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
@@ -67,6 +74,9 @@ impl AbortReason {
         AbortReason::TimestampOrder,
         AbortReason::VersionUnavailable,
         AbortReason::CascadingAbort,
+        AbortReason::ListFull,
+        AbortReason::IntervalEmpty,
+        AbortReason::VersionPending,
     ];
 
     pub fn name(self) -> &'static str {
@@ -82,6 +92,9 @@ impl AbortReason {
             AbortReason::TimestampOrder => "timestamp_order",
             AbortReason::VersionUnavailable => "version_unavailable",
             AbortReason::CascadingAbort => "cascading_abort",
+            AbortReason::ListFull => "list_full",
+            AbortReason::IntervalEmpty => "interval_empty",
+            AbortReason::VersionPending => "version_pending",
         }
     }
 
@@ -111,6 +124,9 @@ pub struct Access {
     pub write: bool,
     /// This transaction holds the tuple's lock.
     pub locked: bool,
+    /// Protocol-private word (MAAT: list positions; CICADA: version
+    /// slots); 0 when fetched.
+    pub meta: u64,
 }
 
 /// Per-coroutine transaction context, reused by every transaction the
@@ -139,6 +155,9 @@ pub struct TxnCx<'w> {
     pub queued: Vec<(usize, u32)>,
     /// Time spent per stage in this attempt, ns (index: `Stage::index`).
     pub stage_ns: [u64; 9],
+    /// Protocol-private words of the attempt (cleared at each begin), e.g.
+    /// MAAT's set of transactions to order against.
+    pub scratch: Vec<u64>,
 }
 
 impl<'w> TxnCx<'w> {
@@ -164,6 +183,7 @@ impl<'w> TxnCx<'w> {
             nodes: Vec::with_capacity(16),
             queued: Vec::with_capacity(64),
             stage_ns: [0; 9],
+            scratch: Vec::with_capacity(64),
         }
     }
 
@@ -178,6 +198,7 @@ impl<'w> TxnCx<'w> {
         self.attempt = attempt;
         self.accesses.clear();
         self.data.clear();
+        self.scratch.clear();
         self.stage_ns = [0; 9];
     }
 
@@ -290,6 +311,7 @@ impl<'w> TxnCx<'w> {
             data,
             write,
             locked: false,
+            meta: 0,
         });
         self.accesses.len() - 1
     }
