@@ -197,6 +197,7 @@ fn run_workload<P: Protocol, W: Workload>(
         &per_worker_committed,
         check,
     );
+    report.set_txn_types(workload.txn_types(), &total);
     report.sim = sim_run.map(|run| run.summary(&history, &stores));
     Ok(RunOutput {
         report,
@@ -249,6 +250,7 @@ fn run_threads<P: Protocol, W: Workload>(
                         let env = CoroutineEnv {
                             worker: &worker,
                             layout,
+                            local_store: &stores[node as usize],
                             cache: &cache,
                             stats: &stats,
                             history: config.check.then_some(&history),

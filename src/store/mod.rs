@@ -24,16 +24,52 @@
 //!
 //! Invariant: `seq` only changes while the tuple's lock is held, and is
 //! written after the record it describes; `seq_end` before it.
+//!
+//! ## Run-time inserts and deletes
+//!
+//! Tables that take inserts or deletes during a run (TPC-C's orders,
+//! new-orders, order lines and history) keep a *row state* in record word 0
+//! ([`ROW_STATE_WORD`]): [`ROW_LIVE`] or [`ROW_ABSENT`]. A row is then a
+//! sequence of versions like any other, and inserting or deleting it is a
+//! write that every protocol already knows how to lock, validate, log and
+//! install, with either primitive:
+//!
+//! * **insert** of key `k` ([`NodeStore::ensure_row`], then a write through
+//!   the protocol): if `k` has no tuple yet, the store claims a fresh slot,
+//!   writes the key word (every other word of a never-used slot is already
+//!   0: `seq = seq_end = 0`, free lock, row state absent), and only then
+//!   publishes `k → slot` in the cuckoo index with
+//!   [`IndexLayout::insert_in_place`] (slot word, then key word, no cuckoo
+//!   displacement). A concurrent one-sided probe therefore finds either no
+//!   entry or an entry whose tuple is whole and says *absent* at version 0 —
+//!   never a partial row. The transaction then writes the row through its
+//!   protocol, reading version `v` (absent) and installing `v + 1` (live): the
+//!   first insert of a key installs version 1, as the checker expects. An
+//!   insert that finds the row live aborts (`row_stale`).
+//! * **delete** is a write that installs the next version with the row
+//!   state absent: a tombstone. The slot keeps its key and its index entry
+//!   for the rest of the run and is never given to another key, so a reader
+//!   holding a stale location (cache entry, probe result, RPC reply) reaches
+//!   the same key's tombstone, never a freed or reused slot. Re-inserting a
+//!   deleted key reuses its own slot as the next version.
+//!
+//! Run-time inserts are made by the node that owns the row (every TPC-C
+//! insert goes to the home warehouse, which is the coordinator's node);
+//! inserters on one node serialize on a per-table lock held for the few
+//! word stores of one claim. Slots of aborted inserts stay absent (their
+//! versions stay 0) and are not reclaimed during a run.
 
 pub mod cache;
 pub mod index;
+pub mod ordered;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::fabric::{NodeId, Region};
 pub use cache::LocationCache;
 pub use index::IndexLayout;
+pub use ordered::OrderedIndex;
 
 pub type TableId = u32;
 
@@ -41,6 +77,21 @@ pub type TableId = u32;
 pub const KEY_WORD: u32 = 0;
 pub const SEQ_WORD: u32 = 1;
 pub const HEADER_WORD: u32 = 2;
+
+/// Record word that holds the row state in tables with run-time inserts and
+/// deletes (see the module doc).
+pub const ROW_STATE_WORD: usize = 0;
+/// The row exists (loaded or inserted by a committed transaction).
+pub const ROW_LIVE: u64 = 1;
+/// The row does not exist: a never-committed insert's placeholder, or a
+/// tombstone left by a delete. A never-used slot reads as absent.
+pub const ROW_ABSENT: u64 = 0;
+
+/// Whether `record` (of a table with a row state) holds a live row.
+#[inline]
+pub fn row_live(record: &[u64]) -> bool {
+    record[ROW_STATE_WORD] == ROW_LIVE
+}
 
 /// What a workload asks for: one table.
 #[derive(Clone, Debug)]
@@ -219,6 +270,8 @@ pub struct NodeStore {
     pub layout: Arc<StoreLayout>,
     pub region: Arc<Region>,
     next_free: Vec<AtomicU64>,
+    /// Per table: serializes run-time inserts ([`NodeStore::ensure_row`]).
+    insert_locks: Vec<Mutex<()>>,
 }
 
 impl NodeStore {
@@ -228,11 +281,13 @@ impl NodeStore {
             table.index.clear(&region);
         }
         let next_free = layout.tables.iter().map(|_| AtomicU64::new(0)).collect();
+        let insert_locks = layout.tables.iter().map(|_| Mutex::new(())).collect();
         NodeStore {
             node,
             layout,
             region,
             next_free,
+            insert_locks,
         }
     }
 
@@ -262,6 +317,44 @@ impl NodeStore {
         layout
             .index
             .insert(&self.region, key, slot)
+            .map_err(|_| StoreError::IndexFull { table: layout.name })?;
+        Ok(slot)
+    }
+
+    /// The slot of `key` in `table`, creating an absent placeholder if the
+    /// key has none (run time; see the module doc). Safe against concurrent
+    /// one-sided probes and concurrent `ensure_row` calls on this node.
+    pub fn ensure_row(&self, table: TableId, key: u64) -> Result<u64, StoreError> {
+        let layout = self.layout.table(table);
+        if let Some(slot) = layout.index.lookup(&self.region, key) {
+            return Ok(slot);
+        }
+        let _claim = self.insert_locks[table as usize]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Another inserter of the same key may have won the lock first.
+        if let Some(slot) = layout.index.lookup(&self.region, key) {
+            return Ok(slot);
+        }
+        let slot = self.next_free[table as usize].fetch_add(1, Ordering::Relaxed);
+        if slot >= layout.capacity {
+            self.next_free[table as usize].fetch_sub(1, Ordering::Relaxed);
+            return Err(StoreError::TableFull {
+                table: layout.name,
+                capacity: layout.capacity,
+            });
+        }
+        let tuple = layout.tuple_addr(slot);
+        debug_assert!(
+            (0..layout.tuple_words as u64).all(|w| self.region.load(tuple + w) == 0),
+            "a run-time insert got a slot that was used before"
+        );
+        // Key word first; seq, lock, record (row state absent) and seq_end
+        // of a never-used slot are already 0. The index entry comes last.
+        self.region.store(tuple + KEY_WORD as u64, key);
+        layout
+            .index
+            .insert_in_place(&self.region, key, slot)
             .map_err(|_| StoreError::IndexFull { table: layout.name })?;
         Ok(slot)
     }
