@@ -164,8 +164,8 @@ fn record_history(
 /// The closed loop of coroutine `co` until the run ends.
 pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W>, co: u16) {
     let worker = env.worker;
-    let mut cx = TxnCx::new(worker, co, env.layout, env.cache, env.plan)
-        .with_local_store(env.local_store);
+    let mut cx =
+        TxnCx::new(worker, co, env.layout, env.cache, env.plan).with_local_store(env.local_store);
     let coroutine = ids::coroutine_id(worker.node, worker.worker, co);
     let mut rng = Rng::derive(
         env.seed,

@@ -35,6 +35,7 @@ use crate::protocols::{Protocol, ProtocolKind};
 use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout};
+use crate::workloads::tpcc::Tpcc;
 use crate::workloads::ycsb::Ycsb;
 use crate::workloads::Workload;
 
@@ -79,6 +80,10 @@ pub fn run(config: &Config) -> Result<RunOutput, RunError> {
     match config.workload {
         WorkloadKind::Ycsb => {
             let workload = Ycsb::new(&config.ycsb, config.nodes);
+            run_validated(&config, &workload)
+        }
+        WorkloadKind::Tpcc => {
+            let workload = Tpcc::new(&config.tpcc, config.nodes, config.seed);
             run_validated(&config, &workload)
         }
     }

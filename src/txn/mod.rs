@@ -405,6 +405,12 @@ impl<'c, 'w, P: Protocol> Txn<'c, 'w, P> {
         self.cx.record_mut(rec.0)
     }
 
+    /// The worker's clock, ns (virtual time on `sim`): for timestamps a
+    /// program stores, such as TPC-C's entry and delivery dates.
+    pub fn now_ns(&self) -> u64 {
+        self.cx.now_ns()
+    }
+
     /// The coordinator's node (where this program runs).
     pub fn node(&self) -> NodeId {
         self.cx.worker.node

@@ -2,9 +2,10 @@
 //! loader, its transaction programs (async functions over the `Txn` API,
 //! identical for every protocol) and its invariants.
 //!
-//! Implemented: `ycsb`. SmallBank, TPC-C, PPS and TPC-E customer-position
+//! Implemented: `ycsb`, `tpcc`. SmallBank, PPS and TPC-E customer-position
 //! come with the workloads issue.
 
+pub mod tpcc;
 pub mod ycsb;
 pub mod zipf;
 
