@@ -381,3 +381,92 @@ impl NodeStore {
         self.region.load(self.layout.table(table).seq_addr(slot))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::index::{IndexLayout, BUCKET_WORDS};
+    use super::*;
+
+    fn one_table(capacity: u64, record_words: u32) -> Arc<StoreLayout> {
+        Arc::new(StoreLayout::new(
+            &[TableSpec {
+                name: "orders",
+                record_words,
+                capacity_per_node: capacity,
+            }],
+            |_| 1,
+        ))
+    }
+
+    /// What a remote reader does: one READ per candidate bucket, then the
+    /// tuple the entry names.
+    fn probe(store: &NodeStore, key: u64) -> Option<Vec<u64>> {
+        let table = store.layout.table(0);
+        let slot = table.index.candidates(key).iter().find_map(|&bucket| {
+            let mut words = [0u64; BUCKET_WORDS as usize];
+            store.region.read(bucket, &mut words);
+            IndexLayout::find_in_bucket(key, &words)
+        })?;
+        let mut tuple = vec![0u64; table.tuple_words as usize];
+        store.region.read(table.tuple_addr(slot), &mut tuple);
+        Some(tuple)
+    }
+
+    #[test]
+    fn run_time_inserts_are_seen_whole_or_not_at_all_by_concurrent_probes() {
+        let keys = 20_000u64;
+        let store = NodeStore::new(0, one_table(keys, 3));
+        std::thread::scope(|scope| {
+            let inserter = scope.spawn(|| {
+                for key in 0..keys {
+                    store.ensure_row(0, key * 3 + 1).expect("capacity fits");
+                }
+            });
+            let mut seen = 0u64;
+            while !inserter.is_finished() || seen == 0 {
+                for key in (0..keys).step_by(97) {
+                    if let Some(tuple) = probe(&store, key * 3 + 1) {
+                        seen += 1;
+                        assert_eq!(tuple[KEY_WORD as usize], key * 3 + 1, "entry before tuple");
+                        assert_eq!(tuple[SEQ_WORD as usize], 0);
+                        let record = &tuple[(HEADER_WORD + 1) as usize..][..3];
+                        assert!(!row_live(record), "a placeholder reads as absent");
+                    }
+                }
+            }
+            inserter.join().unwrap();
+        });
+        for key in 0..keys {
+            assert!(probe(&store, key * 3 + 1).is_some(), "key {key} was lost");
+        }
+    }
+
+    #[test]
+    fn ensure_row_returns_one_slot_per_key_and_reports_a_full_table() {
+        let store = NodeStore::new(3, one_table(4, 1));
+        let first = store.ensure_row(0, 7).unwrap();
+        assert_eq!(
+            store.ensure_row(0, 7).unwrap(),
+            first,
+            "the key keeps its slot"
+        );
+        // Concurrent inserters of one key agree on its slot.
+        let slots: Vec<u64> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| scope.spawn(|| store.ensure_row(0, 9).unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(slots.iter().all(|&s| s == slots[0]));
+        store.ensure_row(0, 10).unwrap();
+        store.ensure_row(0, 11).unwrap();
+        assert_eq!(
+            store.ensure_row(0, 12),
+            Err(StoreError::TableFull {
+                table: "orders",
+                capacity: 4
+            })
+        );
+        assert_eq!(store.rows(0), 4);
+    }
+}

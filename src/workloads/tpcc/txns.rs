@@ -142,7 +142,7 @@ pub(super) async fn new_order<P: Protocol>(
 /// Resolves a customer selection to C_ID: by id, or (§2.5.2.2) the
 /// customer at position ⌈n/2⌉ of those with the last name, sorted by first
 /// name — through the read-only by-name index.
-fn resolve_customer(tpcc: &Tpcc, w: u64, d: u64, customer: CustomerSel) -> Option<u64> {
+pub(super) fn resolve_customer(tpcc: &Tpcc, w: u64, d: u64, customer: CustomerSel) -> Option<u64> {
     match customer {
         CustomerSel::Id(c) => Some(c as u64),
         CustomerSel::LastName(last) => {
