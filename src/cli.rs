@@ -122,6 +122,8 @@ random hybrid codes × seeds, YCSB under high contention, checker on):
     --seed S                  first seed [1]
     --protocol P[,P…]         only these protocols [every implemented one]
     --hybrid CODE             only this hybrid code (replays a failure)
+    --workload W              ycsb | tpcc (small scale, cross-node heavy)
+                              [ycsb]
 
 DEMO FLAGS: --duration S [2], --warmup S [0.5], --json PATH (all four reports)
 
@@ -554,12 +556,24 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
         .filter(|p| p.implemented())
         .collect();
     let mut hybrid = None;
+    let mut workload = WorkloadKind::Ycsb;
     let mut flags = Flags::new(args);
     while let Some(flag) = flags.next_flag() {
         let (flag, inline) = flag?;
         let value = flags.value(&flag, inline)?;
         let f = flag.as_str();
         match f {
+            "--workload" => {
+                workload = match value.as_str() {
+                    "ycsb" => WorkloadKind::Ycsb,
+                    "tpcc" => WorkloadKind::Tpcc,
+                    other => {
+                        return Err(usage(format!(
+                            "unknown workload `{other}` for check; allowed: ycsb, tpcc"
+                        )))
+                    }
+                }
+            }
             "--seeds" => seeds = parse_number(f, &value, "a whole number")?,
             "--seed" | "--first-seed" => first_seed = parse_number(f, &value, "a whole number")?,
             "--protocol" => {
@@ -586,7 +600,7 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
             "--hybrid" => hybrid = Some(parse_hybrid_code(&value)?),
             other => {
                 return Err(usage(format!(
-                    "unknown flag `{other}` for check; flags: --seeds N, --seed S, --protocol P[,P…], --hybrid CODE"
+                    "unknown flag `{other}` for check; flags: --seeds N, --seed S, --protocol P[,P…], --hybrid CODE, --workload W"
                 )))
             }
         }
@@ -623,7 +637,7 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
         None => matrix::cases(&protocols, seed_range),
     };
     let started = std::time::Instant::now();
-    let outcomes = run_cases_in_parallel(&cases);
+    let outcomes = run_cases_in_parallel(&cases, workload);
     let mut failed = 0;
     for outcome in &outcomes {
         if !outcome.passed {
@@ -635,7 +649,7 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
                 outcome.case.code,
                 matrix::plan_of(outcome.case.protocol, outcome.case.code).describe(),
                 outcome.detail,
-                matrix::replay_command(outcome.case)
+                matrix::replay_command_for(outcome.case, workload)
             );
         }
     }
@@ -661,6 +675,7 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
 /// dot per case; the outcomes come back in case order.
 fn run_cases_in_parallel(
     cases: &[crate::check::matrix::Case],
+    workload: WorkloadKind,
 ) -> Vec<crate::check::matrix::CaseOutcome> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
@@ -674,7 +689,9 @@ fn run_cases_in_parallel(
                 let Some(&case) = cases.get(index) else {
                     return;
                 };
-                let outcome = crate::check::matrix::run_case(case, |_| {});
+                let outcome = crate::check::matrix::run_case(case, |config| {
+                    crate::check::matrix::apply_workload(config, workload)
+                });
                 let mut all = outcomes.lock().expect("a check thread panicked");
                 all.push((index, outcome));
                 if all.len() % 50 == 0 {

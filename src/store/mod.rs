@@ -57,7 +57,11 @@
 //! insert goes to the home warehouse, which is the coordinator's node);
 //! inserters on one node serialize on a per-table lock held for the few
 //! word stores of one claim. Slots of aborted inserts stay absent (their
-//! versions stay 0) and are not reclaimed during a run.
+//! versions stay 0) and are not reclaimed during a run. A workload inserts a
+//! key only on the one node its key belongs to (as for loaded rows), so an
+//! aborted attempt's placeholder can never duplicate a key another node
+//! holds; keys computed from committed state (TPC-C's order ids) are reused
+//! by the next attempt that computes them, so aborts leak no slots there.
 
 pub mod cache;
 pub mod index;

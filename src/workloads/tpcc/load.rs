@@ -130,6 +130,7 @@ pub(super) fn load_node(tpcc: &Tpcc, store: &NodeStore) -> Result<(), StoreError
             district[col::D_YTD] = customers * LOADED_PAYMENT_CENTS;
             district[col::D_TAX] = rng.below(2_001);
             district[col::D_NEXT_O_ID] = customers + 1;
+            district[col::D_NEXT_H_ID] = customers + 1;
             fill_text(&mut rng, &mut district[col::D_TEXT..], 60, 81);
             store.insert(table::DISTRICT, dkey, &district)?;
 
@@ -180,7 +181,7 @@ pub(super) fn load_node(tpcc: &Tpcc, store: &NodeStore) -> Result<(), StoreError
                 history[col::H_DATE] = 1;
                 history[col::H_AMOUNT] = LOADED_PAYMENT_CENTS;
                 fill_text(&mut rng, &mut history[col::H_DATA..], 12, 24);
-                store.insert(table::HISTORY, Tpcc::history_key(ckey, 1), &history)?;
+                store.insert(table::HISTORY, Tpcc::history_key(w, d, c + 1), &history)?;
             }
             // By (last name, first name bytes in order, id): byte-swapped
             // little-endian words compare as the strings do.

@@ -175,13 +175,19 @@ pub(super) async fn payment<P: Protocol>(
     let district = txn
         .update(table::DISTRICT, home, Tpcc::district_key(w, d))
         .await?;
-    txn.get_mut(district)[col::D_YTD] += amount_cents;
+    let h_id = {
+        let record = txn.get_mut(district);
+        record[col::D_YTD] += amount_cents;
+        let h_id = record[col::D_NEXT_H_ID];
+        record[col::D_NEXT_H_ID] = h_id + 1;
+        h_id
+    };
     let Some(c) = resolve_customer(tpcc, c_w, c_d, customer) else {
         return Err(txn.user_abort());
     };
     let ckey = tpcc.customer_key(c_w, c_d, c);
     let customer = txn.update(table::CUSTOMER, tpcc.node_of(c_w), ckey).await?;
-    let payment_cnt = {
+    {
         let record = txn.get_mut(customer);
         add_cents(&mut record[col::C_BALANCE], -(amount_cents as i64));
         record[col::C_YTD_PAYMENT] += amount_cents;
@@ -194,8 +200,7 @@ pub(super) async fn payment<P: Protocol>(
             data.copy_within(..col::C_DATA_WORDS - ENTRY, ENTRY);
             data[..ENTRY].copy_from_slice(&[c, c_d, c_w, d, w, amount_cents]);
         }
-        record[col::C_PAYMENT_CNT]
-    };
+    }
     let mut history = [0u64; col::H_WORDS as usize];
     history[col::H_C_ID] = c;
     history[col::H_C_D_ID] = c_d;
@@ -208,12 +213,8 @@ pub(super) async fn payment<P: Protocol>(
     // bytes here.
     history[col::H_DATA] = w;
     history[col::H_DATA + 1] = d;
-    txn.insert(
-        table::HISTORY,
-        Tpcc::history_key(ckey, payment_cnt),
-        &history,
-    )
-    .await?;
+    txn.insert(table::HISTORY, Tpcc::history_key(w, d, h_id), &history)
+        .await?;
     Ok(())
 }
 
