@@ -209,8 +209,8 @@ pub(super) async fn payment<P: Protocol>(
     history[col::H_W_ID] = w;
     history[col::H_DATE] = txn.now_ns();
     history[col::H_AMOUNT] = amount_cents;
-    // H_DATA: W_NAME and D_NAME, 4 spaces apart (§2.5.2.2): their first
-    // bytes here.
+    // H_DATA is W_NAME and D_NAME, 4 spaces apart (§2.5.2.2); the names are
+    // not read here, so it holds the warehouse and district ids instead.
     history[col::H_DATA] = w;
     history[col::H_DATA + 1] = d;
     txn.insert(table::HISTORY, Tpcc::history_key(w, d, h_id), &history)
