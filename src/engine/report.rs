@@ -366,6 +366,18 @@ impl Report {
         if !reasons.is_empty() {
             let _ = writeln!(out, "  aborts          {}", reasons.join(", "));
         }
+        let full = self
+            .aborts
+            .0
+            .iter()
+            .find(|(name, _)| *name == AbortReason::TableFull.name())
+            .map_or(0, |&(_, n)| n);
+        if full > 0 {
+            let _ = writeln!(
+                out,
+                "  note            {full} transactions gave up on a full table: the run outgrew its preallocated room (TPC-C: raise --insert-headroom), and throughput past that point is not comparable"
+            );
+        }
         let l = &self.latency_us;
         let _ = writeln!(
             out,
