@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use crate::config::{Config, FabricKind, KeyDistribution, LockMode, WorkloadKind};
+use crate::config::{Config, FabricKind, KeyDistribution, LockMode, TpccMix, WorkloadKind};
 use crate::engine::{self, Report};
 use crate::fabric::NetworkProfile;
 use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
@@ -90,6 +90,7 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --backoff-base-ns N       abort back-off base [1000]
     --backoff-cap-ns N        abort back-off cap [100000]
     --location-cache N        location-cache entries per worker, 0 = off [262144]
+    --workload W              ycsb | tpcc [ycsb]
   YCSB:
     --rows-per-node N         [100000]
     --record-bytes N          multiple of 8 [64]
@@ -101,6 +102,21 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --hot-probability F       share of accesses to the hot area [0.1]
     --compute-us F            execution-phase compute per txn, µs [5]
     --partitions-per-txn N    nodes a transaction touches [min(2, nodes)]
+  TPC-C (--workload tpcc; `[tpcc]` in a config file):
+    --warehouses N            warehouses per node [1]
+    --items N                 ITEM rows (specification: 100000) [100000]
+    --customers-per-district N  customers, and initial orders, per district
+                              (specification: 3000) [3000]
+    --insert-headroom N       run-time orders each district has room for
+                              [5000]
+    --tpcc-mix MIX            standard (45,43,4,4,4) | new-order-only |
+                              new-order-distributed (DrTM+H: NewOrder only,
+                              each with a supplier on another node) |
+                              NO,P,OS,D,SL weights [standard]
+    --remote-item-probability F   NewOrder remote stock per item [0.01]
+    --invalid-item-probability F  NewOrder rolled back (unused item) [0.01]
+    --payment-remote-probability F  Payment remote customer [0.15]
+    --by-last-name-probability F    Payment/OrderStatus by last name [0.6]
 
 CHECK FLAGS (verbena check: the correctness matrix on the sim fabric —
 every implemented protocol × all one-sided, all RPC, each stage flipped,
@@ -109,6 +125,8 @@ random hybrid codes × seeds, YCSB under high contention, checker on):
     --seed S                  first seed [1]
     --protocol P[,P…]         only these protocols [every implemented one]
     --hybrid CODE             only this hybrid code (replays a failure)
+    --workload W              ycsb | tpcc (small scale, cross-node heavy)
+                              [ycsb]
 
 DEMO FLAGS: --duration S [2], --warmup S [0.5], --json PATH (all four reports)
 
@@ -349,9 +367,10 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
             "--workload" => {
                 config.workload = match v {
                     "ycsb" => WorkloadKind::Ycsb,
+                    "tpcc" => WorkloadKind::Tpcc,
                     other => {
                         return Err(usage(format!(
-                            "unknown workload `{other}`; workloads in this build: ycsb"
+                            "unknown workload `{other}`; workloads in this build: ycsb, tpcc"
                         )))
                     }
                 }
@@ -420,7 +439,11 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
             "--partitions-per-txn" => {
                 config.ycsb.partitions_per_txn = Some(parse_number(f, v, count)?)
             }
-            other => return Err(usage(format!("unknown flag {other} for `verbena run`"))),
+            other => {
+                if !apply_tpcc_flag(&mut config, other, v)? {
+                    return Err(usage(format!("unknown flag {other} for `verbena run`")));
+                }
+            }
         }
     }
     if let Some(code) = hybrid {
@@ -428,6 +451,38 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
     }
     config.validate().map_err(|e| usage(e.0))?;
     Ok((config, outputs))
+}
+
+/// The TPC-C flags of `verbena run`; false if `flag` is not one of them.
+fn apply_tpcc_flag(config: &mut Config, flag: &str, value: &str) -> Result<bool, CliError> {
+    let (f, v) = (flag, value);
+    let count = "a whole number";
+    let real = "a number";
+    let t = &mut config.tpcc;
+    match f {
+        "--warehouses" => t.warehouses_per_node = parse_number(f, v, count)?,
+        "--items" => t.items = parse_number(f, v, count)?,
+        "--customers-per-district" => t.customers_per_district = parse_number(f, v, count)?,
+        "--insert-headroom" => t.insert_headroom_per_district = parse_number(f, v, count)?,
+        "--remote-item-probability" => t.remote_item_probability = parse_number(f, v, real)?,
+        "--invalid-item-probability" => t.invalid_item_probability = parse_number(f, v, real)?,
+        "--payment-remote-probability" => t.payment_remote_probability = parse_number(f, v, real)?,
+        "--by-last-name-probability" => t.by_last_name_probability = parse_number(f, v, real)?,
+        "--tpcc-mix" => {
+            if v == "new-order-distributed" {
+                t.mix = TpccMix::NEW_ORDER_ONLY;
+                t.new_order_always_distributed = true;
+            } else {
+                t.mix = TpccMix::parse(v).ok_or_else(|| {
+                    usage(format!(
+                        "--tpcc-mix `{v}` is not a mix; allowed: standard, new-order-only, new-order-distributed, or five weights NO,P,OS,D,SL such as 45,43,4,4,4"
+                    ))
+                })?;
+            }
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 fn write_file(
@@ -526,12 +581,24 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
         .filter(|p| p.implemented())
         .collect();
     let mut hybrid = None;
+    let mut workload = WorkloadKind::Ycsb;
     let mut flags = Flags::new(args);
     while let Some(flag) = flags.next_flag() {
         let (flag, inline) = flag?;
         let value = flags.value(&flag, inline)?;
         let f = flag.as_str();
         match f {
+            "--workload" => {
+                workload = match value.as_str() {
+                    "ycsb" => WorkloadKind::Ycsb,
+                    "tpcc" => WorkloadKind::Tpcc,
+                    other => {
+                        return Err(usage(format!(
+                            "unknown workload `{other}` for check; allowed: ycsb, tpcc"
+                        )))
+                    }
+                }
+            }
             "--seeds" => seeds = parse_number(f, &value, "a whole number")?,
             "--seed" | "--first-seed" => first_seed = parse_number(f, &value, "a whole number")?,
             "--protocol" => {
@@ -558,7 +625,7 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
             "--hybrid" => hybrid = Some(parse_hybrid_code(&value)?),
             other => {
                 return Err(usage(format!(
-                    "unknown flag `{other}` for check; flags: --seeds N, --seed S, --protocol P[,P…], --hybrid CODE"
+                    "unknown flag `{other}` for check; flags: --seeds N, --seed S, --protocol P[,P…], --hybrid CODE, --workload W"
                 )))
             }
         }
@@ -595,7 +662,7 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
         None => matrix::cases(&protocols, seed_range),
     };
     let started = std::time::Instant::now();
-    let outcomes = run_cases_in_parallel(&cases);
+    let outcomes = run_cases_in_parallel(&cases, workload);
     let mut failed = 0;
     for outcome in &outcomes {
         if !outcome.passed {
@@ -607,7 +674,7 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
                 outcome.case.code,
                 matrix::plan_of(outcome.case.protocol, outcome.case.code).describe(),
                 outcome.detail,
-                matrix::replay_command(outcome.case)
+                matrix::replay_command_for(outcome.case, workload)
             );
             if cases.len() == 1 {
                 eprint!("{}", outcome.report_table);
@@ -636,6 +703,7 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
 /// dot per case; the outcomes come back in case order.
 fn run_cases_in_parallel(
     cases: &[crate::check::matrix::Case],
+    workload: WorkloadKind,
 ) -> Vec<crate::check::matrix::CaseOutcome> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
@@ -649,7 +717,9 @@ fn run_cases_in_parallel(
                 let Some(&case) = cases.get(index) else {
                     return;
                 };
-                let outcome = crate::check::matrix::run_case(case, |_| {});
+                let outcome = crate::check::matrix::run_case(case, |config| {
+                    crate::check::matrix::apply_workload(config, workload)
+                });
                 let mut all = outcomes.lock().expect("a check thread panicked");
                 all.push((index, outcome));
                 if all.len() % 50 == 0 {

@@ -42,6 +42,7 @@ use crate::protocols::{Protocol, ProtocolKind};
 use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout};
+use crate::workloads::tpcc::Tpcc;
 use crate::workloads::ycsb::Ycsb;
 use crate::workloads::Workload;
 
@@ -86,6 +87,10 @@ pub fn run(config: &Config) -> Result<RunOutput, RunError> {
     match config.workload {
         WorkloadKind::Ycsb => {
             let workload = Ycsb::new(&config.ycsb, config.nodes);
+            run_validated(&config, &workload)
+        }
+        WorkloadKind::Tpcc => {
+            let workload = Tpcc::new(&config.tpcc, config.nodes, config.seed);
             run_validated(&config, &workload)
         }
     }
@@ -240,6 +245,7 @@ fn run_workload<P: Protocol, W: Workload>(
         &per_worker_committed,
         check,
     );
+    report.set_txn_types(workload.txn_types(), &total);
     report.sim = sim_run.map(|run| run.summary(&history, &stores));
     Ok(RunOutput {
         report,
@@ -292,6 +298,7 @@ fn run_threads<P: Protocol, W: Workload>(
                         let env = CoroutineEnv {
                             worker: &worker,
                             layout,
+                            local_store: &stores[node as usize],
                             cache: &cache,
                             stats: &stats,
                             history: config.check.then_some(&history),

@@ -123,6 +123,12 @@ pub struct Report {
     pub throughput_per_worker_txn_per_s: f64,
     /// Each worker's throughput, node-major (`node · workers + worker`).
     pub worker_txn_per_s: Vec<f64>,
+    /// Committed transactions in the measured interval by transaction type,
+    /// for workloads with several (TPC-C counts its throughput as NewOrder
+    /// per second, `throughput_by_type_txn_per_s.new_order`); empty for
+    /// workloads with one.
+    pub committed_by_type: OrderedMap<u64>,
+    pub throughput_by_type_txn_per_s: OrderedMap<f64>,
     /// Aborted attempts / (aborted attempts + commits).
     pub abort_rate: f64,
     /// Aborted attempts by reason.
@@ -219,6 +225,8 @@ impl Report {
                 .iter()
                 .map(|&n| n as f64 / config.duration_s)
                 .collect(),
+            committed_by_type: OrderedMap::default(),
+            throughput_by_type_txn_per_s: OrderedMap::default(),
             abort_rate: per(aborted, aborted + committed),
             aborts: OrderedMap(
                 AbortReason::ALL
@@ -265,6 +273,25 @@ impl Report {
             },
             sim: None,
         }
+    }
+
+    /// Fills the per-type counts from `stats` for a workload whose
+    /// transaction types are `names`.
+    pub fn set_txn_types(&mut self, names: &[&'static str], stats: &WorkerStats) {
+        self.committed_by_type = OrderedMap(
+            names
+                .iter()
+                .zip(stats.committed_by_type.iter())
+                .map(|(&name, &n)| (name, n))
+                .collect(),
+        );
+        self.throughput_by_type_txn_per_s = OrderedMap(
+            self.committed_by_type
+                .0
+                .iter()
+                .map(|&(name, n)| (name, n as f64 / self.measured_s))
+                .collect(),
+        );
     }
 
     /// The human-readable summary printed by `verbena run`.
@@ -319,6 +346,15 @@ impl Report {
             "  committed       {:>12} in {:.3} s",
             self.committed, self.measured_s
         );
+        if !self.throughput_by_type_txn_per_s.0.is_empty() {
+            let per_type: Vec<String> = self
+                .throughput_by_type_txn_per_s
+                .0
+                .iter()
+                .map(|(name, rate)| format!("{name} {rate:.0}"))
+                .collect();
+            let _ = writeln!(out, "  by type txn/s   {}", per_type.join("  "));
+        }
         let _ = writeln!(out, "  abort rate      {:>12.4}", self.abort_rate);
         let reasons: Vec<String> = self
             .aborts
@@ -329,6 +365,18 @@ impl Report {
             .collect();
         if !reasons.is_empty() {
             let _ = writeln!(out, "  aborts          {}", reasons.join(", "));
+        }
+        let full = self
+            .aborts
+            .0
+            .iter()
+            .find(|(name, _)| *name == AbortReason::TableFull.name())
+            .map_or(0, |&(_, n)| n);
+        if full > 0 {
+            let _ = writeln!(
+                out,
+                "  note            {full} transactions gave up on a full table: the run outgrew its preallocated room (TPC-C: raise --insert-headroom), and throughput past that point is not comparable"
+            );
         }
         let l = &self.latency_us;
         let _ = writeln!(

@@ -48,6 +48,9 @@ impl WorkerSnapshot {
 #[derive(Clone, Debug, Default)]
 pub struct WorkerStats {
     pub committed: u64,
+    /// Committed transactions by the workload's transaction type
+    /// (`Workload::txn_type`).
+    pub committed_by_type: [u64; crate::workloads::MAX_TXN_TYPES],
     /// Aborted attempts in the measured interval, by `AbortReason::index`.
     pub aborts: [u64; AbortReason::ALL.len()],
     /// Transactions the program itself gave up (user aborts): counted once.
@@ -90,6 +93,13 @@ impl WorkerStats {
     pub fn merge(&mut self, other: &WorkerStats) {
         self.measured.add(&other.measured);
         self.committed += other.committed;
+        for (a, b) in self
+            .committed_by_type
+            .iter_mut()
+            .zip(other.committed_by_type.iter())
+        {
+            *a += b;
+        }
         for (a, b) in self.aborts.iter_mut().zip(other.aborts.iter()) {
             *a += b;
         }

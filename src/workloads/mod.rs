@@ -2,9 +2,10 @@
 //! loader, its transaction programs (async functions over the `Txn` API,
 //! identical for every protocol) and its invariants.
 //!
-//! Implemented: `ycsb`. SmallBank, TPC-C, PPS and TPC-E customer-position
+//! Implemented: `ycsb`, `tpcc`. SmallBank, PPS and TPC-E customer-position
 //! come with the workloads issue.
 
+pub mod tpcc;
 pub mod ycsb;
 pub mod zipf;
 
@@ -17,7 +18,10 @@ use crate::fabric::NodeId;
 use crate::protocols::Protocol;
 use crate::rng::Rng;
 use crate::store::{NodeStore, StoreError, TableSpec};
-use crate::txn::{Txn, TxnResult};
+use crate::txn::{IndexOp, Txn, TxnResult};
+
+/// Most transaction types a workload may name (`Workload::txn_types`).
+pub const MAX_TXN_TYPES: usize = 8;
 
 /// The verdict of a workload's invariants after a run.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -48,6 +52,23 @@ pub trait Workload: Sync {
         txn: &mut Txn<'_, '_, P>,
         request: &Self::Request,
     ) -> TxnResult<()>;
+
+    /// Names of the workload's transaction types, for per-type committed
+    /// counts in the report (at most [`MAX_TXN_TYPES`]). Default: none, the
+    /// report then lists no per-type counts.
+    fn txn_types(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The type of `request`: an index into [`Workload::txn_types`].
+    fn txn_type(&self, _request: &Self::Request) -> usize {
+        0
+    }
+
+    /// Applies a committing transaction's ordered-index changes on `node`,
+    /// at its commit point (see `store::ordered`). Default: the workload
+    /// keeps no ordered index.
+    fn at_commit_point(&self, _node: NodeId, _ops: &[IndexOp]) {}
 
     /// Checks the workload's invariants on the quiescent store after a run,
     /// given the committed history of the whole run.
