@@ -291,6 +291,18 @@ fn load_toml(path: &str) -> Result<Config, CliError> {
 
 /// Builds the configuration of `verbena run` from its flags.
 fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
+    let (mut config, outputs, hybrid) = parse_run_flags_unresolved(args)?;
+    if let Some(code) = hybrid {
+        apply_hybrid(&mut config, code)?;
+    }
+    config.validate().map_err(|e| usage(e.0))?;
+    Ok((config, outputs))
+}
+
+/// The flags of `verbena run` applied to the defaults (or `--config`), before
+/// `--hybrid` is applied and the config validated: sweeps set their knobs on
+/// this and then resolve each point with [`resolve_run_config`].
+fn parse_run_flags_unresolved(args: &[String]) -> Result<(Config, Outputs, Option<u16>), CliError> {
     // Split into (flag, value) pairs first: the file is read before any flag
     // applies, whatever its position, so flags override it.
     let mut pairs: Vec<(String, String)> = Vec::new();
@@ -398,11 +410,7 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
             other => return Err(usage(format!("unknown flag {other} for `verbena run`"))),
         }
     }
-    if let Some(code) = hybrid {
-        apply_hybrid(&mut config, code)?;
-    }
-    config.validate().map_err(|e| usage(e.0))?;
-    Ok((config, outputs))
+    Ok((config, outputs, hybrid))
 }
 
 fn write_file(

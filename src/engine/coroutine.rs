@@ -214,6 +214,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     let gives_up = matches!(reason, AbortReason::User | AbortReason::NotFound);
                     if env.measured(now) {
                         let mut stats = env.stats.borrow_mut();
+                        stats.aborted_ns += now - attempt_start_ns;
                         stats.aborts[reason.index()] += 1;
                         if gives_up {
                             stats.user_aborted += 1;
@@ -225,6 +226,10 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     retries += 1;
                     let pause = backoff_ns(env.backoff, retries, &mut rng);
                     worker.sleep(co, pause).await;
+                    let woke = worker.now_ns();
+                    if env.measured(woke) {
+                        env.stats.borrow_mut().backoff_ns += woke - now;
+                    }
                 }
             }
         }
