@@ -7,6 +7,8 @@
 //! Exit codes: 0 success; 1 the run failed (e.g. writing the report); 2 bad
 //! input; 3 the run finished but `--check` found a violation.
 
+mod experiments;
+
 use std::fmt::Write as _;
 use std::io::Write as _;
 
@@ -51,6 +53,13 @@ USAGE:
                             RPC, checker on, one comparison table
     verbena check [FLAGS]   the seeded correctness matrix on the sim fabric
     verbena protocols       each protocol's stages and hybrid-code bits
+    verbena sweep [FLAGS]   run every combination of knob values, with
+                            repetitions; rows to CSV and JSON; resumable
+    verbena hybrid [FLAGS]  every hybrid stage code of a protocol, ranked
+                            (RCC §5.1), and the latency-breakdown pick
+    verbena plot RESULTS    SVG/PNG figures and an HTML report of a sweep
+    verbena reproduce NAME  a small-scale paper experiment and its report
+                            (--list names them)
     verbena help            this text
 
 RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
@@ -107,6 +116,31 @@ random hybrid codes × seeds, YCSB under high contention, checker on):
     --protocol P[,P…]         only these protocols [every implemented one]
     --hybrid CODE             only this hybrid code (replays a failure)
 
+SWEEP FLAGS (verbena sweep; every RUN FLAG sets the base of each point):
+    --vary KEY=V1,V2,...      a knob: any config key by TOML path
+                              (ycsb.theta, profile, protocol_options.lock_mode),
+                              its leaf name (theta) or flag name
+                              (hot-probability), or hybrid / stages
+                              (stages=read=rpc+lock=rpc); `|` separates values
+                              that hold commas; protocol=all; repeatable
+    --repeat N                runs per point, seeds seed, seed+1, ... [1]
+    --out DIR                 results directory [results/sweep-<hash>]; the
+                              same command resumes an interrupted sweep
+    --restart                 discard another sweep's results in DIR
+    --jobs N                  sim runs at once [1]
+    --quiet                   no progress line
+    --plot                    render figures and report.html afterwards
+
+HYBRID FLAGS (verbena hybrid --protocol P [RUN FLAGS]): --method
+    exhaustive | breakdown | both [both], --repeat, --out, --jobs, --plot,
+    --vary (e.g. coroutines=1,8: one enumeration per value)
+
+PLOT: verbena plot RESULTS [--out DIR] [--x KNOB] [--no-png]
+    RESULTS: a sweep/hybrid directory, results.json or rows.jsonl. Writes
+    SVG figures, PNG copies when Chromium is installed, and report.html.
+
+REPRODUCE: verbena reproduce --list | NAME [RUN FLAGS] [--out DIR]
+
 DEMO FLAGS: --duration S [2], --warmup S [0.5], --json PATH (all four reports)
 
 EXIT CODES: 0 ok, 1 run failed, 2 bad input, 3 check found a violation
@@ -137,6 +171,10 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
         "demo" => command_demo(&args[1..]),
         "check" => command_check(&args[1..]),
         "protocols" => command_protocols(),
+        "sweep" => experiments::command_sweep(&args[1..]),
+        "hybrid" => experiments::command_hybrid(&args[1..]),
+        "plot" => experiments::command_plot(&args[1..]),
+        "reproduce" => experiments::command_reproduce(&args[1..]),
         "help" | "--help" | "-h" => {
             print!("{HELP}");
             Ok(EXIT_OK)
@@ -146,7 +184,7 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
             Ok(EXIT_OK)
         }
         other => Err(usage(format!(
-            "unknown command `{other}`; commands: run, demo, check, protocols, help"
+            "unknown command `{other}`; commands: run, demo, check, protocols, sweep, hybrid, plot, reproduce, help"
         ))),
     }
 }
