@@ -92,6 +92,21 @@ fn split_flags(
     Ok(parsed)
 }
 
+/// Resolves every point (a bad value fails before any run) and refuses
+/// parallel runs on the threads fabric.
+fn check_points(spec: &SweepSpec, jobs: usize) -> Result<(), CliError> {
+    let points = spec.points().map_err(usage)?;
+    let threads = points
+        .iter()
+        .any(|p| p.config.fabric == crate::config::FabricKind::Threads);
+    if jobs > 1 && threads {
+        return Err(usage(format!(
+            "--jobs {jobs} would run threads-fabric runs at once, and they would measure each other; allowed: --jobs 1, or --fabric sim for every point"
+        )));
+    }
+    Ok(())
+}
+
 /// A stable directory name for a sweep: the same command resumes into it.
 fn default_out(kind: &str, identity: &serde_json::Value) -> PathBuf {
     let mut hash: u64 = 0xcbf29ce484222325;
@@ -133,7 +148,7 @@ pub(super) fn command_sweep(args: &[String]) -> Result<i32, CliError> {
     let parsed = split_flags(args, &[], &[])?;
     let spec = spec_of(&parsed, Vec::new())?;
     // Validate every point before the first run.
-    spec.points().map_err(usage)?;
+    check_points(&spec, parsed.jobs)?;
     let out = parsed
         .out
         .clone()
@@ -273,6 +288,7 @@ pub(super) fn command_hybrid(args: &[String]) -> Result<i32, CliError> {
         ));
     }
     let base_spec = spec_of(&parsed, Vec::new())?;
+    check_points(&base_spec, parsed.jobs)?;
     let protocol = base_spec.base.protocol;
     if !protocol.implemented() {
         return Err(usage(format!(
@@ -341,7 +357,7 @@ pub(super) fn command_reproduce(args: &[String]) -> Result<i32, CliError> {
                 .filter(|k| !parsed.knobs.iter().any(|given| given.key == k.key))
                 .collect();
             let spec = spec_of(&parsed, preset_knobs)?;
-            spec.points().map_err(usage)?;
+            check_points(&spec, parsed.jobs)?;
             let outcome =
                 sweep::run_sweep(&spec, &options_of(&parsed, out.clone())).map_err(failed)?;
             let keys: Vec<String> = spec.knobs.iter().map(|k| k.key.clone()).collect();

@@ -723,7 +723,10 @@ pub fn run_sweep(spec: &SweepSpec, options: &SweepOptions) -> Result<SweepOutcom
     let mut record =
         |row: Value, progress: &mut Progress, rows: &mut Vec<Value>| -> Result<(), String> {
             let run = row["run"].as_u64().unwrap_or(0) as usize;
-            writeln!(journal, "{row}")
+            // One write per row, so a kill tears at most the last line.
+            let line = format!("{row}\n");
+            journal
+                .write_all(line.as_bytes())
                 .and_then(|_| journal.flush())
                 .map_err(|e| format!("cannot append to {}: {e}", journal_path.display()))?;
             progress.finished(&describe(run));
