@@ -207,10 +207,12 @@ pub fn write_report(
     provenance(&mut html, rows);
     base_config(&mut html, rows);
     let _ = writeln!(html, "<h2>Figures</h2>");
-    let mut height = 600u32;
+    // Page height for the screenshot: header, figures at their size (a
+    // wider one is scaled to the 1120-px column) with captions, tables.
+    let mut height = 300u32;
     for figure in figures {
-        let (_, h) = plot::svg_size(&figure.svg);
-        height += h + 90;
+        let (w, h) = plot::svg_size(&figure.svg);
+        height += h * 1120 / w.max(1120) + 75;
         let _ = writeln!(
             html,
             "<figure><img src=\"{}.svg\" alt=\"{}\"><figcaption><b>{}.</b> {}</figcaption></figure>",

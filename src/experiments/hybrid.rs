@@ -280,13 +280,20 @@ pub fn analyse(protocol: ProtocolKind, rows: &[Value], other_keys: &[String]) ->
 
 fn rank(protocol: ProtocolKind, label: String, codes: Vec<CodeResult>) -> Group {
     let all = protocol.stage_bits();
+    // On a tie a pure form ranks first: a hybrid must do strictly better.
+    let hybrid = |c: &CodeResult| c.code != 0 && c.code != all;
     let mut by_throughput: Vec<&CodeResult> = codes.iter().collect();
-    by_throughput.sort_by(|a, b| b.throughput_txn_per_s.total_cmp(&a.throughput_txn_per_s));
+    by_throughput.sort_by(|a, b| {
+        b.throughput_txn_per_s
+            .total_cmp(&a.throughput_txn_per_s)
+            .then(hybrid(a).cmp(&hybrid(b)))
+    });
     let mut by_latency: Vec<&CodeResult> = codes.iter().collect();
     by_latency.sort_by(|a, b| {
         a.latency_p50_us
             .total_cmp(&b.latency_p50_us)
             .then(a.latency_p99_us.total_cmp(&b.latency_p99_us))
+            .then(hybrid(a).cmp(&hybrid(b)))
     });
     let find = |code: u16| codes.iter().find(|c| c.code == code);
     let (mut beat_throughput, mut beat_latency) = (Vec::new(), Vec::new());

@@ -38,7 +38,10 @@ pub struct Figure {
     pub svg: String,
 }
 
-/// Knob keys of the rows, sorted.
+/// Knob keys of the rows in the sweep's order (first knob slowest). JSON
+/// objects come back sorted, so the order is recovered from the points:
+/// the slower a knob's value changes along the point order, the earlier it
+/// was given.
 pub fn knob_keys(rows: &[Value]) -> Vec<String> {
     let mut keys: Vec<String> = Vec::new();
     for row in rows {
@@ -50,7 +53,14 @@ pub fn knob_keys(rows: &[Value]) -> Vec<String> {
             }
         }
     }
-    keys.sort();
+    let groups = group_by_point(rows);
+    let changes = |key: &String| {
+        groups
+            .windows(2)
+            .filter(|w| knob_value(w[0].1[0], key) != knob_value(w[1].1[0], key))
+            .count()
+    };
+    keys.sort_by_key(|k| (changes(k), k.clone()));
     keys
 }
 
