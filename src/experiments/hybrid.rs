@@ -452,10 +452,11 @@ impl Analysis {
                 }
                 m
             };
+            let width = group.codes.iter().map(|c| c.plan.len()).max().unwrap_or(4);
             let row = |out: &mut String, rank: usize, c: &CodeResult| {
                 let _ = writeln!(
                     out,
-                    "  {:>3}  {:>5}  {:<44} {:>11.0} {:>8.0} {:>8.1} {:>8.1} {:>7.2}{}",
+                    "  {:>3}  {:>5}  {:<width$} {:>11.0} {:>8.0} {:>8.1} {:>8.1} {:>7.2}{}",
                     rank,
                     c.code,
                     c.plan,
@@ -468,7 +469,7 @@ impl Analysis {
                 );
             };
             let header = format!(
-                "  {:>3}  {:>5}  {:<44} {:>11} {:>8} {:>8} {:>8} {:>7}",
+                "  {:>3}  {:>5}  {:<width$} {:>11} {:>8} {:>8} {:>8} {:>7}",
                 "#", "code", "plan", "txn/s", "± sd", "p50 µs", "p99 µs", "abort%"
             );
             let show = 10.min(group.codes.len());
@@ -510,6 +511,12 @@ impl Analysis {
                     describe(&group.beat_both_throughput),
                     describe(&group.beat_both_latency)
                 );
+                if group.codes.iter().any(|c| c.runs < 3) {
+                    let _ = writeln!(
+                        out,
+                        " (fewer than 3 runs per code: a margin of a few % may be run-to-run noise; --repeat 3 shows the spread)"
+                    );
+                }
             }
             if let Some(b) = &group.breakdown {
                 let _ = writeln!(
