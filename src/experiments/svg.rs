@@ -392,7 +392,13 @@ pub fn stacked_bars(chart: &StackedBars) -> String {
         BOTTOM
     };
     let height = HEIGHT - BOTTOM + bottom;
-    let width = (LEFT + right_pad + 30.0 + bar_count as f64 * 46.0).max(WIDTH + right_pad - 120.0);
+    // Rotated labels reach left of their bar: the first must stay inside.
+    let left = if rotate {
+        (longest_label as f64 * 4.8 + 12.0).clamp(LEFT, 300.0)
+    } else {
+        LEFT
+    };
+    let width = (left + right_pad + 30.0 + bar_count as f64 * 46.0).max(WIDTH + right_pad - 120.0);
     let plot_right = width - right_pad - 16.0;
     let totals: Vec<f64> = (0..chart.bars.len())
         .map(|b| {
@@ -420,10 +426,10 @@ pub fn stacked_bars(chart: &StackedBars) -> String {
     // The y axis is laid out for HEIGHT; shift it when the labels need room.
     let ticks = nice_ticks(0.0, high);
     let plot_bottom = HEIGHT - BOTTOM;
-    let map_y = y_axis(&mut out, &ticks, LEFT, plot_right, &chart.y_label);
-    let slot = (plot_right - LEFT) / bar_count as f64;
+    let map_y = y_axis(&mut out, &ticks, left, plot_right, &chart.y_label);
+    let slot = (plot_right - left) / bar_count as f64;
     let bar_width = (slot * 0.7).min(60.0);
-    let center = |b: usize| LEFT + slot * (b as f64 + 0.5);
+    let center = |b: usize| left + slot * (b as f64 + 0.5);
     let mut entries = Vec::new();
     for (l, (name, values)) in chart.layers.iter().enumerate() {
         let color = PALETTE[l % PALETTE.len()];
@@ -451,7 +457,7 @@ pub fn stacked_bars(chart: &StackedBars) -> String {
     let _ = writeln!(out, r#"<g class="x-axis">"#);
     let _ = writeln!(
         out,
-        r##"<line x1="{LEFT:.1}" y1="{plot_bottom:.1}" x2="{plot_right:.1}" y2="{plot_bottom:.1}" stroke="#333333"/>"##
+        r##"<line x1="{left:.1}" y1="{plot_bottom:.1}" x2="{plot_right:.1}" y2="{plot_bottom:.1}" stroke="#333333"/>"##
     );
     for (b, label) in chart.bars.iter().enumerate() {
         let x = center(b);
