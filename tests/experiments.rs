@@ -118,6 +118,13 @@ fn sweep_rows_parse_back_as_json_and_csv() {
         assert!(report["latency_us"]["p99"].as_f64().unwrap() > 0.0);
         assert!(report["time_breakdown"]["useful_work"].as_f64().unwrap() > 0.0);
         assert_eq!(report["check"]["serializable"], true);
+        // The time breakdown accounts for (nearly) all coroutine time and
+        // never for more than there was.
+        let shares = report["time_breakdown"].as_object().unwrap();
+        let total: f64 = shares.values().map(|v| v.as_f64().unwrap()).sum();
+        assert!((total - 1.0).abs() < 1e-9, "{shares:?}");
+        assert!(shares.values().all(|v| v.as_f64().unwrap() >= 0.0));
+        assert!(shares["other"].as_f64().unwrap() < 0.2, "{shares:?}");
     }
     // Repeats with different seeds are different samples.
     assert_ne!(
@@ -468,6 +475,48 @@ fn hybrid_enumeration_ranks_every_code_and_tests_the_breakdown_pick() {
         .collect();
     assert_eq!(values, ranked);
     assert!(svg.contains("all one-sided") && svg.contains("all RPC"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_sweep_runs_on_the_threads_fabric_too() {
+    let dir = scratch("threads");
+    let out = dir.to_str().unwrap();
+    let output = verbena(&[
+        "sweep",
+        "--out",
+        out,
+        "--quiet",
+        "--duration",
+        "0.05",
+        "--warmup",
+        "0.01",
+        "--rows-per-node",
+        "2000",
+        "--location-cache",
+        "1024",
+        "--check",
+        "--vary",
+        "primitive=onesided,rpc",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rows = read_rows(&dir);
+    assert_eq!(rows.len(), 2);
+    for row in &rows {
+        assert_eq!(row["report"]["time"], "wall");
+        assert_eq!(row["report"]["config"]["fabric"], "threads");
+        assert!(row["report"]["committed"].as_u64().unwrap() > 0);
+        assert_eq!(row["report"]["check"]["serializable"], true);
+        assert!(row["run_wall_s"].as_f64().unwrap() >= 0.06);
+    }
+    let output = verbena(&["plot", out, "--no-png"]);
+    assert!(output.status.success());
+    let svg = std::fs::read_to_string(dir.join("throughput.svg")).unwrap();
+    assert!(svg.contains("throughput (txn/s)"), "wall-time units");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -214,7 +214,8 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     let gives_up = matches!(reason, AbortReason::User | AbortReason::NotFound);
                     if env.measured(now) {
                         let mut stats = env.stats.borrow_mut();
-                        stats.aborted_ns += now - attempt_start_ns;
+                        // Only the part inside the measured interval.
+                        stats.aborted_ns += now - attempt_start_ns.max(env.warmup_end_ns);
                         stats.aborts[reason.index()] += 1;
                         if gives_up {
                             stats.user_aborted += 1;
@@ -228,7 +229,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     worker.sleep(co, pause).await;
                     let woke = worker.now_ns();
                     if env.measured(woke) {
-                        env.stats.borrow_mut().backoff_ns += woke - now;
+                        env.stats.borrow_mut().backoff_ns += woke - now.max(env.warmup_end_ns);
                     }
                 }
             }

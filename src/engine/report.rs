@@ -76,8 +76,9 @@ pub struct WorkerTime {
 /// waits in, so these are shares of transaction time, not of CPU time (that
 /// is `worker_time`). Stage and execution times are those of committed
 /// transactions' final attempts, counted when the commit falls in the
-/// measured interval; aborted attempts and back-off are counted when they
-/// end in it, so a transaction straddling an edge is counted whole.
+/// measured interval (a transaction begun in the warm-up is counted whole;
+/// should the parts then exceed the total, they are scaled to it); aborted
+/// attempts and back-off ending in the interval count their part inside it.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct TimeBreakdown {
     /// The program's own work in committed attempts (Deneva: useful work).
@@ -228,12 +229,20 @@ fn time_breakdown(config: &Config, stats: &WorkerStats) -> TimeBreakdown {
     let abort = share(stats.aborted_ns);
     let backoff = share(stats.backoff_ns);
     let accounted = useful_work + concurrency_control + commit + abort + backoff;
+    // A committed transaction that began in the warm-up is counted whole,
+    // so on very short runs the parts can exceed the total by a little:
+    // scale them to it then.
+    let scale = if accounted > 1.0 {
+        1.0 / accounted
+    } else {
+        1.0
+    };
     TimeBreakdown {
-        useful_work,
-        concurrency_control,
-        commit,
-        abort,
-        backoff,
+        useful_work: useful_work * scale,
+        concurrency_control: concurrency_control * scale,
+        commit: commit * scale,
+        abort: abort * scale,
+        backoff: backoff * scale,
         other: (1.0 - accounted).max(0.0),
     }
 }
