@@ -117,7 +117,15 @@ fn default_out(kind: &str, identity: &serde_json::Value) -> PathBuf {
 }
 
 fn spec_of(parsed: &ExperimentFlags, extra_knobs: Vec<Knob>) -> Result<SweepSpec, CliError> {
-    let (base, outputs, base_hybrid) = parse_run_flags_unresolved(&parsed.run_args)?;
+    let (base, outputs, base_hybrid) =
+        parse_run_flags_unresolved(&parsed.run_args).map_err(|mut e| {
+            if e.message.starts_with("unknown flag") {
+                e.message.push_str(
+                    "; experiments take every run flag plus --vary, --repeat, --out, --jobs, --restart, --quiet, --plot",
+                );
+            }
+            e
+        })?;
     debug_assert!(outputs.json.is_none() && outputs.history.is_none());
     let mut knobs = extra_knobs;
     knobs.extend(parsed.knobs.iter().cloned());
