@@ -130,6 +130,7 @@ SWEEP FLAGS (verbena sweep; every RUN FLAG sets the base of each point):
     --jobs N                  sim runs at once [1]
     --quiet                   no progress line
     --plot                    render figures and report.html afterwards
+    --no-png                  SVG figures only (no Chromium screenshots)
 
 HYBRID FLAGS (verbena hybrid --protocol P [RUN FLAGS]): --method
     exhaustive | breakdown | both [both], --repeat, --out, --jobs, --plot,
@@ -139,7 +140,7 @@ PLOT: verbena plot RESULTS [--out DIR] [--x KNOB] [--no-png]
     RESULTS: a sweep/hybrid directory, results.json or rows.jsonl. Writes
     SVG figures, PNG copies when Chromium is installed, and report.html.
 
-REPRODUCE: verbena reproduce --list | NAME [RUN FLAGS] [--out DIR]
+REPRODUCE: verbena reproduce --list | NAME [RUN FLAGS] [--out DIR] [--no-png]
 
 DEMO FLAGS: --duration S [2], --warmup S [0.5], --json PATH (all four reports)
 

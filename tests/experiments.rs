@@ -520,6 +520,54 @@ fn a_sweep_runs_on_the_threads_fabric_too() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn a_preset_runs_its_paper_experiment_and_writes_a_report_naming_it() {
+    let dir = scratch("preset");
+    let out = dir.to_str().unwrap();
+    let output = verbena(&[
+        "reproduce",
+        "drtmh-phases",
+        "--out",
+        out,
+        "--quiet",
+        "--no-png",
+        "--nodes",
+        "2",
+        "--rows-per-node",
+        "2000",
+        "--duration",
+        "0.001",
+        "--warmup",
+        "0.0002",
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rows = read_rows(&dir);
+    assert_eq!(rows.len(), 6, "six phase choices");
+    for row in &rows {
+        let config = &row["report"]["config"];
+        // The flags given after the name override the preset's base.
+        assert_eq!(config["nodes"], 2);
+        assert_eq!(config["protocol"], "occ");
+        assert_eq!(row["report"]["check"]["serializable"], true);
+        let knob = row["knobs"]["stages"].as_str().unwrap();
+        for part in knob.split('+') {
+            let (stage, primitive) = part.split_once('=').unwrap();
+            assert_eq!(config["stages"][stage], primitive, "{knob}");
+        }
+    }
+    let all_rpc = &rows[5]["report"]["config"]["stages"];
+    assert!(all_rpc.as_object().unwrap().values().all(|p| p == "rpc"));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("DrTM+H §5, Fig. 7–10") && html.contains("drtmh-phases"));
+    assert!(dir.join("stages.svg").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn assert_usage_error(args: &[&str], expected: &[&str]) {
     let output = verbena(args);
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -22,6 +22,8 @@ struct ExperimentFlags {
     restart: bool,
     quiet: bool,
     plot: bool,
+    /// Render PNGs (`--no-png` turns them off).
+    png: bool,
     /// Flags of the command itself (e.g. `--protocol` for hybrid is a run
     /// flag; `--method` is not), by name.
     own: Vec<(String, String)>,
@@ -41,6 +43,7 @@ fn split_flags(
         restart: false,
         quiet: false,
         plot: false,
+        png: true,
         own: Vec::new(),
         run_args: Vec::new(),
     };
@@ -48,7 +51,7 @@ fn split_flags(
     while let Some(flag) = flags.next_flag() {
         let (flag, inline) = flag?;
         let f = flag.as_str();
-        let bare = ["--restart", "--quiet", "--plot"].contains(&f)
+        let bare = ["--restart", "--quiet", "--plot", "--no-png"].contains(&f)
             || BARE_RUN_FLAGS.contains(&f)
             || own_bare.contains(&f);
         if bare {
@@ -59,6 +62,7 @@ fn split_flags(
                 "--restart" => parsed.restart = true,
                 "--quiet" => parsed.quiet = true,
                 "--plot" => parsed.plot = true,
+                "--no-png" => parsed.png = false,
                 _ if own_bare.contains(&f) => parsed.own.push((flag.clone(), String::new())),
                 _ => parsed.run_args.push(flag.clone()),
             }
@@ -121,7 +125,7 @@ fn spec_of(parsed: &ExperimentFlags, extra_knobs: Vec<Knob>) -> Result<SweepSpec
         parse_run_flags_unresolved(&parsed.run_args).map_err(|mut e| {
             if e.message.starts_with("unknown flag") {
                 e.message.push_str(
-                    "; experiments take every run flag plus --vary, --repeat, --out, --jobs, --restart, --quiet, --plot",
+                    "; experiments take every run flag plus --vary, --repeat, --out, --jobs, --restart, --quiet, --plot, --no-png",
                 );
             }
             e
@@ -174,7 +178,7 @@ pub(super) fn command_sweep(args: &[String]) -> Result<i32, CliError> {
         }
     );
     if parsed.plot {
-        render(&out, &out, None, true)?;
+        render(&out, &out, None, parsed.png)?;
     }
     Ok(verdict(outcome.check_failures))
 }
@@ -319,7 +323,7 @@ pub(super) fn command_hybrid(args: &[String]) -> Result<i32, CliError> {
         out.display()
     );
     if parsed.plot {
-        render(&out, &out, None, true)?;
+        render(&out, &out, None, parsed.png)?;
     }
     Ok(verdict(analysis.check_failures))
 }
@@ -380,7 +384,15 @@ pub(super) fn command_reproduce(args: &[String]) -> Result<i32, CliError> {
             verdict(analysis.check_failures)
         }
     };
-    render(&out, &out, preset.x, true)?;
+    let about =
+        serde_json::json!({"name": preset.name, "source": preset.source, "title": preset.title});
+    std::fs::write(out.join("preset.json"), about.to_string() + "\n").map_err(|e| {
+        failed(format!(
+            "cannot write {}: {e}",
+            out.join("preset.json").display()
+        ))
+    })?;
+    render(&out, &out, preset.x, parsed.png)?;
     println!("report: {}", out.join("report.html").display());
     Ok(code)
 }

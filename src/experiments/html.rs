@@ -177,6 +177,15 @@ fn hybrid_tables(out: &mut String, analysis: &Analysis) {
     }
 }
 
+/// `(name, source, title)` from the `preset.json` that `verbena reproduce`
+/// leaves in its output directory.
+fn read_preset(dir: &Path) -> Option<(String, String, String)> {
+    let text = std::fs::read_to_string(dir.join("preset.json")).ok()?;
+    let value: Value = serde_json::from_str(&text).ok()?;
+    let field = |name: &str| value[name].as_str().map(str::to_string);
+    Some((field("name")?, field("source")?, field("title")?))
+}
+
 /// Writes `report.html` (and `report.png` when `png` and Chromium is
 /// found) into `out`; returns a line saying what was written.
 pub fn write_report(
@@ -204,6 +213,15 @@ pub fn write_report(
         escape(&title),
         escape(&title)
     );
+    if let Some(preset) = read_preset(out) {
+        let _ = writeln!(
+            html,
+            "<p><b>Preset <code>{}</code></b>: {} — a small-scale version of {}.</p>",
+            escape(&preset.0),
+            escape(&preset.2),
+            escape(&preset.1)
+        );
+    }
     provenance(&mut html, rows);
     base_config(&mut html, rows);
     let _ = writeln!(html, "<h2>Figures</h2>");
