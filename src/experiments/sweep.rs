@@ -892,6 +892,25 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_identity_reads_back_equal_for_awkward_floats() {
+        let mut base = Config::default();
+        base.ycsb.theta = 0.1 + 0.2;
+        base.ycsb.hot_fraction = 1.0 / 3.0;
+        base.sim.jitter = 7.0e-7;
+        base.warmup_s = 0.000_123_456_789_012_345_6;
+        let spec = SweepSpec {
+            base_args: vec![],
+            base,
+            base_hybrid: None,
+            knobs: vec![parse_knob("compute_us=0.1,2.675").unwrap()],
+            repeat: 1,
+        };
+        let identity = spec.identity();
+        let back: Value = serde_json::from_str(&identity.to_string()).unwrap();
+        assert_eq!(back, identity);
+    }
+
+    #[test]
     fn points_resolve_knobs_and_name_bad_ones() {
         let spec = SweepSpec {
             base_args: vec![],
