@@ -328,6 +328,10 @@ fn load_toml(path: &str) -> Result<Config, CliError> {
     toml::from_str(&text).map_err(|e| usage(format!("config file {path}: {e}")))
 }
 
+/// Flags of `verbena run` that take no value (the experiment commands
+/// split their arguments by this list too).
+const RUN_BARE_FLAGS: [&str; 2] = ["--check", "--swarm"];
+
 /// Builds the configuration of `verbena run` from its flags.
 fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
     let (mut config, outputs, hybrid) = parse_run_flags_unresolved(args)?;
@@ -348,7 +352,7 @@ fn parse_run_flags_unresolved(args: &[String]) -> Result<(Config, Outputs, Optio
     let mut flags = Flags::new(args);
     while let Some(flag) = flags.next_flag() {
         let (flag, inline) = flag?;
-        if flag == "--check" || flag == "--swarm" {
+        if RUN_BARE_FLAGS.contains(&flag.as_str()) {
             if inline.is_some() {
                 return Err(usage(format!("{flag} takes no value")));
             }

@@ -5,13 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{failed, parse_number, parse_run_flags_unresolved, usage, CliError, Flags};
+use super::{
+    failed, parse_number, parse_run_flags_unresolved, usage, CliError, Flags, RUN_BARE_FLAGS,
+};
 use super::{EXIT_CHECK_FAILED, EXIT_OK};
 use crate::experiments::sweep::{self, Knob, SweepOptions, SweepSpec};
 use crate::experiments::{html, hybrid, plot, presets};
-
-/// Flags of `verbena run` that take no value.
-const BARE_RUN_FLAGS: [&str; 2] = ["--check", "--swarm"];
 
 /// The flags the experiment commands share, and the run flags left over.
 struct ExperimentFlags {
@@ -52,7 +51,7 @@ fn split_flags(
         let (flag, inline) = flag?;
         let f = flag.as_str();
         let bare = ["--restart", "--quiet", "--plot", "--no-png"].contains(&f)
-            || BARE_RUN_FLAGS.contains(&f)
+            || RUN_BARE_FLAGS.contains(&f)
             || own_bare.contains(&f);
         if bare {
             if inline.is_some() {
