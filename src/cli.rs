@@ -7,6 +7,8 @@
 //! Exit codes: 0 success; 1 the run failed (e.g. writing the report); 2 bad
 //! input; 3 the run finished but `--check` found a violation.
 
+mod experiments;
+
 use std::fmt::Write as _;
 use std::io::Write as _;
 
@@ -51,6 +53,13 @@ USAGE:
                             RPC, checker on, one comparison table
     verbena check [FLAGS]   the seeded correctness matrix on the sim fabric
     verbena protocols       each protocol's stages and hybrid-code bits
+    verbena sweep [FLAGS]   run every combination of knob values, with
+                            repetitions; rows to CSV and JSON; resumable
+    verbena hybrid [FLAGS]  every hybrid stage code of a protocol, ranked
+                            (RCC §5.1), and the latency-breakdown pick
+    verbena plot RESULTS    SVG/PNG figures and an HTML report of a sweep
+    verbena reproduce NAME  a small-scale paper experiment and its report
+                            (--list names them)
     verbena help            this text
 
 RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
@@ -128,6 +137,32 @@ random hybrid codes × seeds, YCSB under high contention, checker on):
     --workload W              ycsb | tpcc (small scale, cross-node heavy)
                               [ycsb]
 
+SWEEP FLAGS (verbena sweep; every RUN FLAG sets the base of each point):
+    --vary KEY=V1,V2,...      a knob: any config key by TOML path
+                              (ycsb.theta, profile, protocol_options.lock_mode),
+                              its leaf name (theta) or flag name
+                              (hot-probability), or hybrid / stages
+                              (stages=read=rpc+lock=rpc); `|` separates values
+                              that hold commas; protocol=all; repeatable
+    --repeat N                runs per point, seeds seed, seed+1, ... [1]
+    --out DIR                 results directory [results/sweep-<hash>]; the
+                              same command resumes an interrupted sweep
+    --restart                 discard another sweep's results in DIR
+    --jobs N                  sim runs at once [1]
+    --quiet                   no progress line
+    --plot                    render figures and report.html afterwards
+    --no-png                  SVG figures only (no Chromium screenshots)
+
+HYBRID FLAGS (verbena hybrid --protocol P [RUN FLAGS]): --method
+    exhaustive | breakdown | both [both], --repeat, --out, --jobs, --plot,
+    --vary (e.g. coroutines=1,8: one enumeration per value)
+
+PLOT: verbena plot RESULTS [--out DIR] [--x KNOB] [--no-png]
+    RESULTS: a sweep/hybrid directory, results.json or rows.jsonl. Writes
+    SVG figures, PNG copies when Chromium is installed, and report.html.
+
+REPRODUCE: verbena reproduce --list | NAME [RUN FLAGS] [--out DIR] [--no-png]
+
 DEMO FLAGS: --duration S [2], --warmup S [0.5], --json PATH (all four reports)
 
 EXIT CODES: 0 ok, 1 run failed, 2 bad input, 3 check found a violation
@@ -158,6 +193,10 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
         "demo" => command_demo(&args[1..]),
         "check" => command_check(&args[1..]),
         "protocols" => command_protocols(),
+        "sweep" => experiments::command_sweep(&args[1..]),
+        "hybrid" => experiments::command_hybrid(&args[1..]),
+        "plot" => experiments::command_plot(&args[1..]),
+        "reproduce" => experiments::command_reproduce(&args[1..]),
         "help" | "--help" | "-h" => {
             print!("{HELP}");
             Ok(EXIT_OK)
@@ -167,7 +206,7 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
             Ok(EXIT_OK)
         }
         other => Err(usage(format!(
-            "unknown command `{other}`; commands: run, demo, check, protocols, help"
+            "unknown command `{other}`; commands: run, demo, check, protocols, sweep, hybrid, plot, reproduce, help"
         ))),
     }
 }
@@ -310,15 +349,31 @@ fn load_toml(path: &str) -> Result<Config, CliError> {
     toml::from_str(&text).map_err(|e| usage(format!("config file {path}: {e}")))
 }
 
+/// Flags of `verbena run` that take no value (the experiment commands
+/// split their arguments by this list too).
+const RUN_BARE_FLAGS: [&str; 2] = ["--check", "--swarm"];
+
 /// Builds the configuration of `verbena run` from its flags.
 fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
+    let (mut config, outputs, hybrid) = parse_run_flags_unresolved(args)?;
+    if let Some(code) = hybrid {
+        apply_hybrid(&mut config, code)?;
+    }
+    config.validate().map_err(|e| usage(e.0))?;
+    Ok((config, outputs))
+}
+
+/// The flags of `verbena run` applied to the defaults (or `--config`), before
+/// `--hybrid` is applied and the config validated: sweeps set their knobs on
+/// this and then resolve each point with [`resolve_run_config`].
+fn parse_run_flags_unresolved(args: &[String]) -> Result<(Config, Outputs, Option<u16>), CliError> {
     // Split into (flag, value) pairs first: the file is read before any flag
     // applies, whatever its position, so flags override it.
     let mut pairs: Vec<(String, String)> = Vec::new();
     let mut flags = Flags::new(args);
     while let Some(flag) = flags.next_flag() {
         let (flag, inline) = flag?;
-        if flag == "--check" || flag == "--swarm" {
+        if RUN_BARE_FLAGS.contains(&flag.as_str()) {
             if inline.is_some() {
                 return Err(usage(format!("{flag} takes no value")));
             }
@@ -446,11 +501,7 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
             }
         }
     }
-    if let Some(code) = hybrid {
-        apply_hybrid(&mut config, code)?;
-    }
-    config.validate().map_err(|e| usage(e.0))?;
-    Ok((config, outputs))
+    Ok((config, outputs, hybrid))
 }
 
 /// The TPC-C flags of `verbena run`; false if `flag` is not one of them.

@@ -228,6 +228,8 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     );
                     if env.measured(now) {
                         let mut stats = env.stats.borrow_mut();
+                        // Only the part inside the measured interval.
+                        stats.aborted_ns += now - attempt_start_ns.max(env.warmup_end_ns);
                         stats.aborts[reason.index()] += 1;
                         if gives_up {
                             stats.user_aborted += 1;
@@ -239,6 +241,10 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     retries += 1;
                     let pause = backoff_ns(env.backoff, retries, &mut rng);
                     worker.sleep(co, pause).await;
+                    let woke = worker.now_ns();
+                    if env.measured(woke) {
+                        env.stats.borrow_mut().backoff_ns += woke - now.max(env.warmup_end_ns);
+                    }
                 }
             }
         }

@@ -68,6 +68,36 @@ pub struct WorkerTime {
     pub idle: f64,
 }
 
+/// Where the coroutines' time went in the measured interval, as fractions
+/// of all coroutine time (`nodes × workers × coroutines × duration`): the
+/// analogue of Deneva's time breakdown (Deneva §5.3, Fig. 6) for a
+/// coroutine-per-transaction engine. Deneva splits a worker thread's CPU
+/// time; here a coroutine waiting on the network is counted in the stage it
+/// waits in, so these are shares of transaction time, not of CPU time (that
+/// is `worker_time`). Stage and execution times are those of committed
+/// transactions' final attempts, counted when the commit falls in the
+/// measured interval (a transaction begun in the warm-up is counted whole;
+/// should the parts then exceed the total, they are scaled to it); aborted
+/// attempts and back-off ending in the interval count their part inside it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TimeBreakdown {
+    /// The program's own work in committed attempts (Deneva: useful work).
+    pub useful_work: f64,
+    /// Execution-phase and concurrency-control stages of committed attempts:
+    /// read, lock, validate, renew (Deneva: CC manager).
+    pub concurrency_control: f64,
+    /// Commit-protocol stages of committed attempts: log, commit, release
+    /// (Deneva: 2PC / commit).
+    pub commit: f64,
+    /// Attempts that aborted, their release included (Deneva: abort).
+    pub abort: f64,
+    /// Back-off sleeps between an abort and the retry.
+    pub backoff: f64,
+    /// The rest: generating requests, scheduling, edges of the interval
+    /// (Deneva: txn manager and idle).
+    pub other: f64,
+}
+
 /// The checker's and the workload's verdicts.
 #[derive(Clone, Debug, Serialize)]
 pub struct CheckSummary {
@@ -143,6 +173,8 @@ pub struct Report {
     pub verbs_per_txn: VerbsPerTxn,
     /// How the worker threads' time went, as fractions of their wall time.
     pub worker_time: WorkerTime,
+    /// How the coroutines' time went (Deneva Fig. 6's breakdown).
+    pub time_breakdown: TimeBreakdown,
     pub location_cache_hit_rate: f64,
     /// Null when the run did not check.
     pub check: Option<CheckSummary>,
@@ -178,6 +210,46 @@ fn per(value: u64, count: u64) -> f64 {
         0.0
     } else {
         value as f64 / count as f64
+    }
+}
+
+/// Shares of coroutine time; see [`TimeBreakdown`].
+fn time_breakdown(config: &Config, stats: &WorkerStats) -> TimeBreakdown {
+    use crate::protocols::Stage;
+    let coroutines = config.total_workers() as f64 * config.coroutines as f64;
+    let total_ns = coroutines * config.duration_s * 1e9;
+    if total_ns <= 0.0 {
+        return TimeBreakdown::default();
+    }
+    let share = |ns: u64| ns as f64 / total_ns;
+    let stage_sum =
+        |stages: &[Stage]| -> u64 { stages.iter().map(|s| stats.stage_ns[s.index()]).sum() };
+    let useful_work = share(stats.execution_ns);
+    let concurrency_control = share(stage_sum(&[
+        Stage::Read,
+        Stage::Lock,
+        Stage::Validate,
+        Stage::Renew,
+    ]));
+    let commit = share(stage_sum(&[Stage::Log, Stage::Commit, Stage::Release]));
+    let abort = share(stats.aborted_ns);
+    let backoff = share(stats.backoff_ns);
+    let accounted = useful_work + concurrency_control + commit + abort + backoff;
+    // A committed transaction that began in the warm-up is counted whole,
+    // so on very short runs the parts can exceed the total by a little:
+    // scale them to it then.
+    let scale = if accounted > 1.0 {
+        1.0 / accounted
+    } else {
+        1.0
+    };
+    TimeBreakdown {
+        useful_work: useful_work * scale,
+        concurrency_control: concurrency_control * scale,
+        commit: commit * scale,
+        abort: abort * scale,
+        backoff: backoff * scale,
+        other: (1.0 - accounted).max(0.0),
     }
 }
 
@@ -265,6 +337,7 @@ impl Report {
                     idle,
                 }
             },
+            time_breakdown: time_breakdown(config, stats),
             location_cache_hit_rate: per(stats.cache_hits, lookups),
             check,
             time: match config.fabric {
@@ -404,6 +477,17 @@ impl Report {
             100.0 * t.busy,
             100.0 * t.rpc_handlers,
             100.0 * t.idle
+        );
+        let b = &self.time_breakdown;
+        let _ = writeln!(
+            out,
+            "  txn time        useful {:.1} %  cc {:.1} %  commit {:.1} %  abort {:.1} %  backoff {:.1} %  other {:.1} %",
+            100.0 * b.useful_work,
+            100.0 * b.concurrency_control,
+            100.0 * b.commit,
+            100.0 * b.abort,
+            100.0 * b.backoff,
+            100.0 * b.other
         );
         match &self.check {
             None => {

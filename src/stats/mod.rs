@@ -62,6 +62,11 @@ pub struct WorkerStats {
     /// Sum over committed transactions of the committing attempt's time not
     /// spent in any stage: the program's own work (execution).
     pub execution_ns: u64,
+    /// Time of aborted attempts in the measured interval, from the
+    /// attempt's start to the end of its `release` (Deneva's "abort" time).
+    pub aborted_ns: u64,
+    /// Time slept in back-off after aborts, in the measured interval.
+    pub backoff_ns: u64,
     /// The worker's counters when the measured interval began and ended
     /// (taken by the first coroutine that sees each boundary).
     pub at_start: Option<WorkerSnapshot>,
@@ -109,6 +114,8 @@ impl WorkerStats {
             *a += b;
         }
         self.execution_ns += other.execution_ns;
+        self.aborted_ns += other.aborted_ns;
+        self.backoff_ns += other.backoff_ns;
         self.cache_hits += other.cache_hits;
         self.cache_misses += other.cache_misses;
     }
