@@ -171,3 +171,13 @@ fn rpc_stages_cost_the_serving_workers_cpu_and_one_sided_ones_do_not() {
         }
     }
 }
+
+#[test]
+fn sundial_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::Sundial);
+}
+
+#[test]
+fn drtm_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::Drtm);
+}

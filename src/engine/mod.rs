@@ -28,8 +28,10 @@ use crate::check::{check_serializable, store_matches_history, History};
 use crate::config::{Config, ConfigError, WorkloadKind};
 use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
+use crate::protocols::drtm::Drtm;
 use crate::protocols::no_wait::NoWait;
 use crate::protocols::occ::Occ;
+use crate::protocols::sundial::Sundial;
 use crate::protocols::{Protocol, ProtocolKind};
 use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
@@ -99,6 +101,15 @@ fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput
             config,
             &Occ {
                 skip_validation: config.unsafe_skip_occ_validation,
+            },
+            workload,
+        ),
+        ProtocolKind::Sundial => run_workload(config, &Sundial, workload),
+        ProtocolKind::Drtm => run_workload(
+            config,
+            &Drtm {
+                lease_ns: config.protocol_options.drtm_lease_ns,
+                delta_ns: config.protocol_options.drtm_delta_ns,
             },
             workload,
         ),

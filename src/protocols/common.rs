@@ -31,6 +31,12 @@ pub mod kind {
     pub const OCC_READ: u16 = 20;
     pub const OCC_LOCK: u16 = 21;
     pub const OCC_VALIDATE: u16 = 22;
+    pub const SUNDIAL_READ: u16 = 80;
+    pub const SUNDIAL_LOCK: u16 = 81;
+    pub const SUNDIAL_RENEW: u16 = 82;
+    pub const SUNDIAL_WRITE_BACK: u16 = 83;
+    pub const SUNDIAL_RELEASE: u16 = 84;
+    pub const DRTM_ACCESS: u16 = 110;
 }
 
 /// Status words in RPC replies.

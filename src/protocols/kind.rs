@@ -70,7 +70,10 @@ impl ProtocolKind {
 
     /// Whether this build can run the protocol.
     pub fn implemented(self) -> bool {
-        matches!(self, ProtocolKind::NoWait | ProtocolKind::Occ)
+        matches!(
+            self,
+            ProtocolKind::NoWait | ProtocolKind::Occ | ProtocolKind::Sundial | ProtocolKind::Drtm
+        )
     }
 
     pub fn implemented_names() -> Vec<&'static str> {

@@ -14,15 +14,18 @@
 //! very lock word a one-sided CAS targets, and every RPC reply carries the
 //! tuple's slot so that a later one-sided stage knows its address.
 //!
-//! Implemented here: `no_wait` (RCC §4.2) and `occ` (DrTM+H §5.1–5.3). The
-//! other nine names exist in [`ProtocolKind`] and are refused by config
-//! validation until their issue lands.
+//! Implemented here: `no_wait` (RCC §4.2), `occ` (DrTM+H §5.1–5.3),
+//! `sundial` (RCC §4.5) and `drtm` (DrTM §4). The other names exist in
+//! [`ProtocolKind`] and are refused by config validation until their issue
+//! lands.
 
 pub mod common;
+pub mod drtm;
 pub mod kind;
 pub mod no_wait;
 pub mod occ;
 pub mod stage;
+pub mod sundial;
 
 pub use kind::ProtocolKind;
 pub use stage::{Primitive, Stage, StagePlan};

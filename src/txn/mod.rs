@@ -38,16 +38,27 @@ pub enum AbortReason {
     NotFound,
     /// The program asked to abort.
     User,
+    /// SUNDIAL: a read lease could not be extended to the commit timestamp
+    /// (the tuple changed or another transaction holds its lock).
+    RenewFailed,
+    /// DRTM: a write met an unexpired read lease.
+    LeaseConflict,
+    /// DRTM: a read lease is not valid (minus the clock-skew bound) at the
+    /// commit point, or a shared lease was too close to its end to use.
+    LeaseExpired,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 6] = [
+    pub const ALL: [AbortReason; 9] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
         AbortReason::ValidationFailed,
         AbortReason::NotFound,
         AbortReason::User,
+        AbortReason::RenewFailed,
+        AbortReason::LeaseConflict,
+        AbortReason::LeaseExpired,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +69,9 @@ impl AbortReason {
             AbortReason::ValidationFailed => "validation_failed",
             AbortReason::NotFound => "not_found",
             AbortReason::User => "user",
+            AbortReason::RenewFailed => "renew_failed",
+            AbortReason::LeaseConflict => "lease_conflict",
+            AbortReason::LeaseExpired => "lease_expired",
         }
     }
 
@@ -87,6 +101,9 @@ pub struct Access {
     pub write: bool,
     /// This transaction holds the tuple's lock.
     pub locked: bool,
+    /// Protocol-private words of this access, zero when it is created
+    /// (SUNDIAL: wts and lease word read; DRTM: lease end time).
+    pub meta: [u64; 2],
 }
 
 /// Per-coroutine transaction context, reused by every transaction the
@@ -266,6 +283,7 @@ impl<'w> TxnCx<'w> {
             data,
             write,
             locked: false,
+            meta: [0; 2],
         });
         self.accesses.len() - 1
     }
