@@ -125,7 +125,7 @@ impl Workload for Transfers {
 
 #[test]
 fn transfers_with_blind_writes_conserve_money_on_every_protocol() {
-    for protocol in [ProtocolKind::NoWait, ProtocolKind::Occ] {
+    for protocol in ProtocolKind::ALL.into_iter().filter(|p| p.implemented()) {
         for primitive in [Primitive::OneSided, Primitive::Rpc] {
             let config = Config {
                 protocol,

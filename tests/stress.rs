@@ -67,7 +67,7 @@ fn many_seeds_every_protocol_random_shapes_and_plans() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(40);
     for seed in 1..=seeds {
-        for protocol in [ProtocolKind::NoWait, ProtocolKind::Occ] {
+        for protocol in ProtocolKind::ALL.into_iter().filter(|p| p.implemented()) {
             let config = drawn(protocol, seed);
             let report = engine::run(&config)
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"))
