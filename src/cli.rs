@@ -55,9 +55,9 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --nodes N                 nodes [2]
     --workers N               worker threads per node [1]
     --coroutines N            transaction coroutines per worker [8]
-    --protocol NAME           no_wait | occ [no_wait]
+    --protocol NAME           no_wait | occ | sundial | drtm [no_wait]
                               (named, not yet built: wait_die, wound_wait,
-                              timestamp, mvcc, maat, sundial, cicada, calvin, drtm)
+                              timestamp, mvcc, maat, cicada, calvin)
     --primitive P             onesided | rpc: every stage's default [onesided]
     --stages LIST             per-stage choice, e.g. read=rpc,lock=onesided
                               stages: lock, read, validate, renew, log,

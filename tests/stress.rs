@@ -82,7 +82,13 @@ fn many_seeds_every_protocol_random_shapes_and_plans() {
                 check.anomalies,
                 check.invariants
             );
-            assert!(report.committed > 0, "seed {seed}: nothing committed");
+            assert!(
+                report.committed > 0,
+                "seed {seed} {}: nothing committed: {:?}, aborts {:?}",
+                protocol.name(),
+                report.config,
+                report.aborts
+            );
         }
     }
 }

@@ -44,7 +44,7 @@ pub enum AbortReason {
     /// DRTM: a write met an unexpired read lease.
     LeaseConflict,
     /// DRTM: a read lease is not valid (minus the clock-skew bound) at the
-    /// commit point, or a shared lease was too close to its end to use.
+    /// commit point.
     LeaseExpired,
 }
 
