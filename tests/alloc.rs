@@ -103,3 +103,12 @@ fn occ_one_sided_steady_state_allocates_nothing() {
 fn occ_rpc_steady_state_allocates_nothing() {
     steady_state_allocates_nothing(ProtocolKind::Occ, Primitive::Rpc);
 }
+
+#[test]
+fn sundial_and_drtm_steady_state_allocates_nothing() {
+    for protocol in [ProtocolKind::Sundial, ProtocolKind::Drtm] {
+        for primitive in [Primitive::OneSided, Primitive::Rpc] {
+            steady_state_allocates_nothing(protocol, primitive);
+        }
+    }
+}
