@@ -10,8 +10,9 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use crate::config::{Config, KeyDistribution, WorkloadKind};
+use crate::config::{Config, FabricKind, KeyDistribution, LockMode, WorkloadKind};
 use crate::engine::{self, Report};
+use crate::fabric::NetworkProfile;
 use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
 
 pub const EXIT_OK: i32 = 0;
@@ -48,6 +49,8 @@ USAGE:
     verbena run [FLAGS]     run one configuration and report it
     verbena demo [FLAGS]    YCSB on 2 nodes: NO_WAIT and OCC, one-sided and
                             RPC, checker on, one comparison table
+    verbena check [FLAGS]   the seeded correctness matrix on the sim fabric
+    verbena protocols       each protocol's stages and hybrid-code bits
     verbena help            this text
 
 RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
@@ -55,9 +58,12 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --nodes N                 nodes [2]
     --workers N               worker threads per node [1]
     --coroutines N            transaction coroutines per worker [8]
-    --protocol NAME           no_wait | occ | sundial | drtm [no_wait]
-                              (named, not yet built: wait_die, wound_wait,
-                              timestamp, mvcc, maat, cicada, calvin)
+    --protocol NAME           no_wait | wait_die | wound_wait | occ | sundial |
+                              drtm [no_wait]
+                              (named, not yet built: timestamp, mvcc, maat,
+                              cicada, calvin)
+    --lock-mode M             2PL family: exclusive | shared [exclusive]
+    --wait-die-starvation-fix B  true | false: RCC §4.3's fix [false]
     --primitive P             onesided | rpc: every stage's default [onesided]
     --stages LIST             per-stage choice, e.g. read=rpc,lock=onesided
                               stages: lock, read, validate, renew, log,
@@ -71,9 +77,16 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
                               table to stderr)
     --history PATH            write the committed history as JSON lines
                               (implies --check)
-    --latency-onesided-ns N   injected READ/WRITE round trip [0]
-    --latency-atomic-ns N     injected CAS/FAA round trip [0]
-    --latency-rpc-ns N        injected RPC round trip [0]
+    --hybrid CODE             RCC hybrid code: bit set = stage one-sided
+                              (28 or 0b11100; bits per `verbena protocols`)
+    --fabric F                threads | sim (deterministic, virtual time)
+                              [threads]
+    --profile P               network: none, cx4-edr, cx3, roce, tcp-10g,
+                              cloud-lan, or a TOML file [none]; sim runs on
+                              it, threads injects its round trips
+    --jitter F                sim: random extra share of each one-way time
+                              [0.1]
+    --swarm                   sim: scale each latency class per seed
     --backoff-base-ns N       abort back-off base [1000]
     --backoff-cap-ns N        abort back-off cap [100000]
     --location-cache N        location-cache entries per worker, 0 = off [262144]
@@ -88,6 +101,14 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --hot-probability F       share of accesses to the hot area [0.1]
     --compute-us F            execution-phase compute per txn, µs [5]
     --partitions-per-txn N    nodes a transaction touches [min(2, nodes)]
+
+CHECK FLAGS (verbena check: the correctness matrix on the sim fabric —
+every implemented protocol × all one-sided, all RPC, each stage flipped,
+random hybrid codes × seeds, YCSB under high contention, checker on):
+    --seeds N                 seeds to run [10]
+    --seed S                  first seed [1]
+    --protocol P[,P…]         only these protocols [every implemented one]
+    --hybrid CODE             only this hybrid code (replays a failure)
 
 DEMO FLAGS: --duration S [2], --warmup S [0.5], --json PATH (all four reports)
 
@@ -117,6 +138,8 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
     match command.as_str() {
         "run" => command_run(&args[1..]),
         "demo" => command_demo(&args[1..]),
+        "check" => command_check(&args[1..]),
+        "protocols" => command_protocols(),
         "help" | "--help" | "-h" => {
             print!("{HELP}");
             Ok(EXIT_OK)
@@ -126,7 +149,7 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
             Ok(EXIT_OK)
         }
         other => Err(usage(format!(
-            "unknown command `{other}`; commands: run, demo, help"
+            "unknown command `{other}`; commands: run, demo, check, protocols, help"
         ))),
     }
 }
@@ -207,6 +230,62 @@ fn parse_stages(text: &str) -> Result<StagePlan, CliError> {
     Ok(plan)
 }
 
+/// An RCC hybrid code: decimal (`28`) or binary (`0b11100`).
+fn parse_hybrid_code(text: &str) -> Result<u16, CliError> {
+    let text = text.trim();
+    let parsed = match text.strip_prefix("0b").or_else(|| text.strip_prefix("0B")) {
+        Some(binary) => u16::from_str_radix(binary, 2),
+        None => text.parse(),
+    };
+    parsed.map_err(|_| {
+        usage(format!(
+            "--hybrid `{text}` is not a hybrid code; allowed: a decimal (28) or binary (0b11100) number whose bits are stages (see `verbena protocols`)"
+        ))
+    })
+}
+
+/// Applies `--hybrid CODE`: every stage of the protocol whose bit is set
+/// is one-sided, every other one RPC (RCC §5.1).
+fn apply_hybrid(config: &mut Config, code: u16) -> Result<(), CliError> {
+    let present = config.protocol.stage_bits();
+    if code & !present != 0 {
+        let stray: Vec<String> = Stage::ALL
+            .iter()
+            .filter(|s| code & s.bit() != 0 && present & s.bit() == 0)
+            .map(|s| format!("{} ({})", s.name(), s.bit()))
+            .collect();
+        let stray_bits = code & !present;
+        let stray_text = if stray.is_empty() {
+            format!("bits {stray_bits:#b} name no stage")
+        } else {
+            format!("it has no stage {}", stray.join(", "))
+        };
+        return Err(usage(format!(
+            "--hybrid {code} does not fit protocol {}: {stray_text}; its stages are {}",
+            config.protocol.name(),
+            config
+                .protocol
+                .stages()
+                .iter()
+                .map(|s| format!("{}={}", s.name(), s.bit()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    if config.stages.stages().next().is_some() {
+        return Err(usage("give either --hybrid or --stages, not both"));
+    }
+    let plan = StagePlan::from_code(present, code);
+    config.stages = config
+        .protocol
+        .stages()
+        .iter()
+        .fold(StagePlan::empty(), |acc, &stage| {
+            acc.with(stage, plan.get(stage))
+        });
+    Ok(())
+}
+
 fn load_toml(path: &str) -> Result<Config, CliError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage(format!("cannot read config file {path}: {e}")))?;
@@ -221,9 +300,9 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
     let mut flags = Flags::new(args);
     while let Some(flag) = flags.next_flag() {
         let (flag, inline) = flag?;
-        if flag == "--check" {
+        if flag == "--check" || flag == "--swarm" {
             if inline.is_some() {
-                return Err(usage("--check takes no value"));
+                return Err(usage(format!("{flag} takes no value")));
             }
             pairs.push((flag, String::new()));
         } else {
@@ -236,6 +315,7 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
         None => Config::default(),
     };
     let mut outputs = Outputs::default();
+    let mut hybrid = None;
     for (flag, value) in pairs {
         let f = flag.as_str();
         let v = value.as_str();
@@ -284,9 +364,14 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
                 outputs.history = Some(value);
                 config.check = true;
             }
-            "--latency-onesided-ns" => config.latency.onesided_ns = parse_number(f, v, count)?,
-            "--latency-atomic-ns" => config.latency.atomic_ns = parse_number(f, v, count)?,
-            "--latency-rpc-ns" => config.latency.rpc_ns = parse_number(f, v, count)?,
+            "--fabric" => {
+                config.fabric = FabricKind::parse(v)
+                    .ok_or_else(|| usage(format!("unknown fabric `{v}`; allowed: threads, sim")))?
+            }
+            "--profile" => config.profile = NetworkProfile::resolve(v).map_err(usage)?,
+            "--jitter" => config.sim.jitter = parse_number(f, v, real)?,
+            "--swarm" => config.sim.swarm = true,
+            "--hybrid" => hybrid = Some(parse_hybrid_code(v)?),
             "--backoff-base-ns" => config.backoff.base_ns = parse_number(f, v, count)?,
             "--backoff-cap-ns" => config.backoff.cap_ns = parse_number(f, v, count)?,
             "--location-cache" => config.location_cache_entries = parse_number(f, v, count)?,
@@ -310,11 +395,36 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
             "--hot-fraction" => config.ycsb.hot_fraction = parse_number(f, v, real)?,
             "--hot-probability" => config.ycsb.hot_probability = parse_number(f, v, real)?,
             "--compute-us" => config.ycsb.compute_us = parse_number(f, v, real)?,
+            "--lock-mode" => {
+                config.protocol_options.lock_mode = match v {
+                    "exclusive" => LockMode::Exclusive,
+                    "shared" => LockMode::Shared,
+                    other => {
+                        return Err(usage(format!(
+                            "unknown lock mode `{other}`; allowed: exclusive, shared"
+                        )))
+                    }
+                }
+            }
+            "--wait-die-starvation-fix" => {
+                config.protocol_options.wait_die_starvation_fix = match v {
+                    "true" => true,
+                    "false" => false,
+                    other => {
+                        return Err(usage(format!(
+                    "--wait-die-starvation-fix = `{other}` is not allowed; allowed: true, false"
+                )))
+                    }
+                }
+            }
             "--partitions-per-txn" => {
                 config.ycsb.partitions_per_txn = Some(parse_number(f, v, count)?)
             }
             other => return Err(usage(format!("unknown flag {other} for `verbena run`"))),
         }
+    }
+    if let Some(code) = hybrid {
+        apply_hybrid(&mut config, code)?;
     }
     config.validate().map_err(|e| usage(e.0))?;
     Ok((config, outputs))
@@ -377,6 +487,180 @@ fn check_exit(reports: &[&Report]) -> i32 {
     } else {
         EXIT_OK
     }
+}
+
+/// `verbena protocols`: each protocol with its stages and their RCC bits.
+fn command_protocols() -> Result<i32, CliError> {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "protocol     built  stages (RCC hybrid-code bit; 1 = one-sided)          all one-sided"
+    );
+    for protocol in ProtocolKind::ALL {
+        let stages = protocol
+            .stages()
+            .iter()
+            .map(|s| format!("{}={}", s.name(), s.bit()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let _ = writeln!(
+            out,
+            "{:<12} {:<6} {:<52} {}",
+            protocol.name(),
+            if protocol.implemented() { "yes" } else { "no" },
+            stages,
+            protocol.stage_bits()
+        );
+    }
+    print!("{out}");
+    Ok(EXIT_OK)
+}
+
+/// `verbena check`: the seeded correctness matrix on `sim`.
+fn command_check(args: &[String]) -> Result<i32, CliError> {
+    use crate::check::matrix::{self, Case};
+    let mut seeds = 10u64;
+    let mut first_seed = 1u64;
+    let mut protocols: Vec<ProtocolKind> = ProtocolKind::ALL
+        .into_iter()
+        .filter(|p| p.implemented())
+        .collect();
+    let mut hybrid = None;
+    let mut flags = Flags::new(args);
+    while let Some(flag) = flags.next_flag() {
+        let (flag, inline) = flag?;
+        let value = flags.value(&flag, inline)?;
+        let f = flag.as_str();
+        match f {
+            "--seeds" => seeds = parse_number(f, &value, "a whole number")?,
+            "--seed" | "--first-seed" => first_seed = parse_number(f, &value, "a whole number")?,
+            "--protocol" => {
+                protocols = value
+                    .split(',')
+                    .map(|name| {
+                        let protocol = ProtocolKind::parse(name.trim()).ok_or_else(|| {
+                            usage(format!(
+                                "unknown protocol `{name}`; protocols: {}",
+                                ProtocolKind::ALL.map(|p| p.name()).join(", ")
+                            ))
+                        })?;
+                        if !protocol.implemented() {
+                            return Err(usage(format!(
+                                "protocol {} is not implemented in this build yet; implemented: {}",
+                                protocol.name(),
+                                ProtocolKind::implemented_names().join(", ")
+                            )));
+                        }
+                        Ok(protocol)
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            "--hybrid" => hybrid = Some(parse_hybrid_code(&value)?),
+            other => {
+                return Err(usage(format!(
+                    "unknown flag `{other}` for check; flags: --seeds N, --seed S, --protocol P[,P…], --hybrid CODE"
+                )))
+            }
+        }
+    }
+    if seeds == 0 {
+        return Err(usage("--seeds 0 runs nothing; allowed: 1 or more"));
+    }
+    let seed_range = first_seed..first_seed.saturating_add(seeds);
+    let cases: Vec<Case> = match hybrid {
+        Some(code) => {
+            let mut cases = Vec::new();
+            for &protocol in &protocols {
+                let present = protocol.stage_bits();
+                if code & !present != 0 {
+                    return Err(usage(format!(
+                        "--hybrid {code} has bits for stages protocol {} lacks; its stages are {}",
+                        protocol.name(),
+                        protocol
+                            .stages()
+                            .iter()
+                            .map(|s| format!("{}={}", s.name(), s.bit()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+                cases.extend(seed_range.clone().map(|seed| Case {
+                    protocol,
+                    seed,
+                    code,
+                }));
+            }
+            cases
+        }
+        None => matrix::cases(&protocols, seed_range),
+    };
+    let started = std::time::Instant::now();
+    let outcomes = run_cases_in_parallel(&cases);
+    let mut failed = 0;
+    for outcome in &outcomes {
+        if !outcome.passed {
+            failed += 1;
+            eprintln!(
+                "FAIL {} seed {} code {} ({}): {}\n  replay: {}",
+                outcome.case.protocol.name(),
+                outcome.case.seed,
+                outcome.case.code,
+                matrix::plan_of(outcome.case.protocol, outcome.case.code).describe(),
+                outcome.detail,
+                matrix::replay_command(outcome.case)
+            );
+            if cases.len() == 1 {
+                eprint!("{}", outcome.report_table);
+            }
+        }
+    }
+    let committed: u64 = outcomes.iter().map(|o| o.committed).sum();
+    println!(
+        "check: {} cases ({} protocol(s) × seeds {}..={} × plans), {} failed, {} transactions committed and checked, {:.1} s",
+        outcomes.len(),
+        protocols.len(),
+        first_seed,
+        first_seed + seeds - 1,
+        failed,
+        committed,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(if failed == 0 {
+        EXIT_OK
+    } else {
+        EXIT_CHECK_FAILED
+    })
+}
+
+/// Runs the cases on every core (each `sim` run is one thread), printing a
+/// dot per case; the outcomes come back in case order.
+fn run_cases_in_parallel(
+    cases: &[crate::check::matrix::Case],
+) -> Vec<crate::check::matrix::CaseOutcome> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let next = AtomicUsize::new(0);
+    let outcomes = Mutex::new(Vec::with_capacity(cases.len()));
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(cases.len()) {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&case) = cases.get(index) else {
+                    return;
+                };
+                let outcome = crate::check::matrix::run_case(case, |_| {});
+                let mut all = outcomes.lock().expect("a check thread panicked");
+                all.push((index, outcome));
+                if all.len() % 50 == 0 {
+                    eprintln!("  {} / {} cases", all.len(), cases.len());
+                }
+            });
+        }
+    });
+    let mut outcomes = outcomes.into_inner().expect("a check thread panicked");
+    outcomes.sort_by_key(|(index, _)| *index);
+    outcomes.into_iter().map(|(_, outcome)| outcome).collect()
 }
 
 /// The configurations `verbena demo` compares.

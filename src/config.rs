@@ -12,6 +12,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::fabric::profile::{deserialize_profile, NetworkProfile};
+use crate::fabric::sim::SimConfig;
+pub use crate::fabric::threads::LatencyConfig;
 use crate::protocols::{Primitive, ProtocolKind, StagePlan};
 
 /// Upper bounds that the id packing of `txn::ids` relies on.
@@ -26,7 +29,8 @@ pub const MAX_THREADS_WORKERS: u32 = 1024;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// Fabric backend: only `threads` exists so far.
+    /// Fabric backend: `threads` (OS threads, wall time) or `sim`
+    /// (deterministic simulation, virtual time).
     pub fabric: FabricKind,
     pub nodes: u32,
     pub workers: u32,
@@ -47,7 +51,12 @@ pub struct Config {
     /// Record the committed history and run the serializability checker and
     /// workload invariants after the run.
     pub check: bool,
-    pub latency: LatencyConfig,
+    /// The network model: `sim` runs on it; `threads` injects its round
+    /// trips (a built-in name, or a table with every field).
+    #[serde(deserialize_with = "deserialize_profile")]
+    pub profile: NetworkProfile,
+    /// The `sim` fabric's CPU model, jitter, swarm and faults.
+    pub sim: SimConfig,
     pub backoff: BackoffConfig,
     /// Entries of each worker's location cache (DrTM+H §5.1); 0 disables it.
     pub location_cache_entries: u32,
@@ -112,25 +121,30 @@ impl Default for ProtocolOptions {
 #[serde(rename_all = "snake_case")]
 pub enum FabricKind {
     Threads,
+    Sim,
+}
+
+impl FabricKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FabricKind::Threads => "threads",
+            FabricKind::Sim => "sim",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<FabricKind> {
+        match text {
+            "threads" => Some(FabricKind::Threads),
+            "sim" => Some(FabricKind::Sim),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkloadKind {
     Ycsb,
-}
-
-/// Injected latency of the `threads` fabric, per verb class, in ns. Remote
-/// verbs only: a node's accesses to itself take no injected latency.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LatencyConfig {
-    /// Round trip of a one-sided READ or WRITE.
-    pub onesided_ns: u64,
-    /// Round trip of a CAS or FETCH_AND_ADD.
-    pub atomic_ns: u64,
-    /// Round trip of an RPC, excluding the handler's own (real) CPU time.
-    pub rpc_ns: u64,
 }
 
 /// Back-off after an abort: `min(base · 2^n, cap)` with jitter, `n` the
@@ -188,7 +202,8 @@ impl Default for Config {
             warmup_s: 0.5,
             seed: 1,
             check: false,
-            latency: LatencyConfig::default(),
+            profile: NetworkProfile::none(),
+            sim: SimConfig::default(),
             backoff: BackoffConfig::default(),
             location_cache_entries: 1 << 18,
             ycsb: YcsbConfig::default(),
@@ -279,9 +294,9 @@ impl Config {
         check_count("nodes", self.nodes, 1, MAX_NODES)?;
         check_count("workers", self.workers, 1, MAX_WORKERS)?;
         check_count("coroutines", self.coroutines, 1, MAX_COROUTINES)?;
-        if self.total_workers() > MAX_THREADS_WORKERS {
+        if self.fabric == FabricKind::Threads && self.total_workers() > MAX_THREADS_WORKERS {
             return Err(ConfigError(format!(
-                "nodes × workers = {} × {} = {} worker threads; allowed: at most {MAX_THREADS_WORKERS} on the threads fabric (the sim fabric, when it lands, emulates larger clusters)",
+                "nodes × workers = {} × {} = {} worker threads; allowed: at most {MAX_THREADS_WORKERS} on the threads fabric (use --fabric sim to emulate larger clusters)",
                 self.nodes,
                 self.workers,
                 self.total_workers()
@@ -297,16 +312,20 @@ impl Config {
         self.resolve_stages()?;
         check_real("duration_s", self.duration_s, 0.001, 86_400.0, false)?;
         check_real("warmup_s", self.warmup_s, 0.0, 86_400.0, false)?;
-        for (name, value) in [
-            ("latency.onesided_ns", self.latency.onesided_ns),
-            ("latency.atomic_ns", self.latency.atomic_ns),
-            ("latency.rpc_ns", self.latency.rpc_ns),
-        ] {
-            if value > 1_000_000_000 {
-                return Err(ConfigError(format!(
-                    "{name} = {value} is out of range; allowed: 0..=1000000000 (1 s)"
-                )));
-            }
+        self.profile.validate().map_err(ConfigError)?;
+        if !self.sim.jitter.is_finite() || !(0.0..=10.0).contains(&self.sim.jitter) {
+            return Err(ConfigError(format!(
+                "sim.jitter = {} is out of range; allowed: [0, 10] (a fraction of each one-way time)",
+                self.sim.jitter
+            )));
+        }
+        for fault in &self.sim.faults {
+            fault.validate(self.nodes).map_err(ConfigError)?;
+        }
+        if !self.sim.faults.is_empty() && self.fabric != FabricKind::Sim {
+            return Err(ConfigError(
+                "sim.faults need fabric = sim; the threads fabric injects no faults".into(),
+            ));
         }
         if self.backoff.cap_ns > 1_000_000_000 || self.backoff.base_ns > self.backoff.cap_ns {
             return Err(ConfigError(format!(
@@ -433,6 +452,16 @@ impl Config {
             )));
         }
         Ok(())
+    }
+
+    /// The injected latency of the `threads` fabric: the profile's round
+    /// trips (its per-byte cost and op-rate cap are modeled by `sim` only).
+    pub fn threads_latency(&self) -> LatencyConfig {
+        LatencyConfig {
+            onesided_ns: self.profile.onesided_rtt_ns,
+            atomic_ns: self.profile.atomic_rtt_ns,
+            rpc_ns: self.profile.rpc_rtt_ns,
+        }
     }
 
     /// Worker threads of the whole run.

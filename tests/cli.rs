@@ -41,7 +41,7 @@ fn bad_values_exit_2_naming_the_value_and_what_is_allowed() {
     );
     assert_usage_error(
         &["run", "--protocol", "mvcc"],
-        &["mvcc is not implemented", "no_wait, occ"],
+        &["mvcc is not implemented", "no_wait, wait_die, wound_wait"],
     );
     assert_usage_error(
         &["run", "--stages", "validate=rpc"],
@@ -265,4 +265,113 @@ fn json_to_stdout_leaves_a_parseable_stream() {
     assert_eq!(report["config"]["protocol"], "no_wait");
     assert!(report["check"].is_null(), "no --check: check is null");
     assert!(String::from_utf8_lossy(&output.stderr).contains("throughput"));
+}
+
+#[test]
+fn hybrid_codes_select_stages_by_rcc_bits_and_refuse_foreign_bits() {
+    let output = verbena(&[
+        "run",
+        "--protocol",
+        "occ",
+        "--hybrid",
+        "0b100011",
+        "--fabric",
+        "sim",
+        "--duration",
+        "0.002",
+        "--warmup",
+        "0",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let stages = &report["config"]["stages"];
+    // 0b100011 = validate (32) + read (2) + lock (1).
+    for (stage, primitive) in [
+        ("lock", "onesided"),
+        ("read", "onesided"),
+        ("validate", "onesided"),
+        ("log", "rpc"),
+        ("commit", "rpc"),
+        ("release", "rpc"),
+    ] {
+        assert_eq!(stages[stage], primitive, "{stage}: {stages}");
+    }
+    assert_usage_error(
+        &["run", "--protocol", "no_wait", "--hybrid", "34"],
+        &["no stage read (2), validate (32)", "lock=1"],
+    );
+    assert_usage_error(&["run", "--hybrid", "lock"], &["not a hybrid code"]);
+    assert_usage_error(
+        &["run", "--hybrid", "1", "--stages", "lock=rpc"],
+        &["either --hybrid or --stages"],
+    );
+    let listing = verbena(&["protocols"]);
+    let text = String::from_utf8_lossy(&listing.stdout);
+    assert!(text.contains("occ") && text.contains("validate=32") && text.contains("renew=64"));
+}
+
+#[test]
+fn sim_runs_report_virtual_time_and_hashes_and_check_replays() {
+    let run = |seed: &str| {
+        let output = verbena(&[
+            "run",
+            "--fabric",
+            "sim",
+            "--profile",
+            "roce",
+            "--duration",
+            "0.003",
+            "--warmup",
+            "0",
+            "--seed",
+            seed,
+            "--json",
+            "-",
+        ]);
+        assert_eq!(output.status.code(), Some(0));
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    let (a, b) = (run("3"), run("3"));
+    assert_eq!(a["time"], "simulated");
+    assert_eq!(a["config"]["profile"]["name"], "roce");
+    assert_eq!(a["sim"]["history_hash"], b["sim"]["history_hash"]);
+    assert_eq!(a["sim"]["memory_hash"], b["sim"]["memory_hash"]);
+    assert!(a["sim"]["events"].as_u64().unwrap() > 0);
+    assert_usage_error(
+        &["run", "--profile", "infiniband"],
+        &[
+            "unknown network profile `infiniband`",
+            "cx4-edr",
+            "cloud-lan",
+        ],
+    );
+    assert_usage_error(
+        &["run", "--fabric", "dpdk"],
+        &["unknown fabric", "threads, sim"],
+    );
+
+    let check = verbena(&[
+        "check",
+        "--protocol",
+        "occ",
+        "--seed",
+        "4",
+        "--seeds",
+        "1",
+        "--hybrid",
+        "5",
+    ]);
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("check: 1 cases") && stdout.contains("0 failed"),
+        "{stdout}"
+    );
+    assert_usage_error(
+        &["check", "--protocol", "no_wait", "--hybrid", "2"],
+        &["--hybrid 2", "lock=1"],
+    );
+    assert_usage_error(&["check", "--seeds", "0"], &["--seeds 0"]);
 }

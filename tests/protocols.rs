@@ -4,8 +4,9 @@
 //! YCSB invariants on, over several seeds; and a deliberately broken OCC
 //! that the checker must catch.
 
-use verbena::config::{Config, KeyDistribution, LatencyConfig};
+use verbena::config::{Config, KeyDistribution, LockMode, ProtocolOptions};
 use verbena::engine::{self, Report};
+use verbena::fabric::NetworkProfile;
 use verbena::protocols::{Primitive, ProtocolKind, StagePlan};
 
 /// Few rows, many writes, several nodes: conflicts on every run.
@@ -72,9 +73,14 @@ fn plans(protocol: ProtocolKind) -> Vec<(Primitive, StagePlan)> {
 }
 
 fn every_plan_is_serializable(protocol: ProtocolKind) {
+    every_plan_is_serializable_with(protocol, ProtocolOptions::default());
+}
+
+fn every_plan_is_serializable_with(protocol: ProtocolKind, options: ProtocolOptions) {
     let mut aborted = 0.0;
     for (seed, (primitive, stages)) in plans(protocol).into_iter().enumerate() {
         let mut config = contended(protocol, seed as u64 + 1);
+        config.protocol_options = options;
         config.primitive = primitive;
         config.stages = stages;
         let report = assert_checked(&config);
@@ -103,10 +109,12 @@ fn both_protocols_stay_serializable_over_seeds_with_injected_latency() {
             } else {
                 Primitive::Rpc
             };
-            config.latency = LatencyConfig {
-                onesided_ns: 2_000 + 500 * (seed % 3),
-                atomic_ns: 2_500,
-                rpc_ns: 4_000,
+            config.profile = NetworkProfile {
+                name: "injected".into(),
+                onesided_rtt_ns: 2_000 + 500 * (seed % 3),
+                atomic_rtt_ns: 2_500,
+                rpc_rtt_ns: 4_000,
+                ..NetworkProfile::none()
             };
             config.duration_s = 0.15;
             assert_checked(&config);
@@ -182,13 +190,137 @@ fn drtm_is_serializable_under_every_stage_choice() {
     every_plan_is_serializable(ProtocolKind::Drtm);
 }
 
-fn aborts(report: &Report, reason: &str) -> u64 {
+fn shared_locks() -> ProtocolOptions {
+    ProtocolOptions {
+        lock_mode: LockMode::Shared,
+        ..ProtocolOptions::default()
+    }
+}
+
+#[test]
+fn wait_die_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::WaitDie);
+}
+
+#[test]
+fn wound_wait_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::WoundWait);
+}
+
+#[test]
+fn no_wait_with_shared_locks_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable_with(ProtocolKind::NoWait, shared_locks());
+}
+
+#[test]
+fn wait_die_with_shared_locks_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable_with(ProtocolKind::WaitDie, shared_locks());
+}
+
+#[test]
+fn wound_wait_with_shared_locks_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable_with(ProtocolKind::WoundWait, shared_locks());
+}
+
+#[test]
+fn wait_die_with_the_starvation_fix_is_serializable_under_every_stage_choice() {
+    let fix = ProtocolOptions {
+        wait_die_starvation_fix: true,
+        ..ProtocolOptions::default()
+    };
+    every_plan_is_serializable_with(ProtocolKind::WaitDie, fix);
+    every_plan_is_serializable_with(
+        ProtocolKind::WaitDie,
+        ProtocolOptions {
+            lock_mode: LockMode::Shared,
+            ..fix
+        },
+    );
+}
+
+/// One hot row per node, one update per transaction, served by RPC so that
+/// the coroutines of a node interleave on it: every conflict is between two
+/// transactions and one lock.
+fn one_hot_row(protocol: ProtocolKind, seed: u64) -> Config {
+    let mut config = contended(protocol, seed);
+    config.nodes = 2;
+    config.coroutines = 8;
+    config.primitive = Primitive::Rpc;
+    config.ycsb.rows_per_node = 1;
+    config.ycsb.ops_per_txn = 1;
+    config.ycsb.partitions_per_txn = Some(1);
+    config.ycsb.write_ratio = 1.0;
+    config.ycsb.compute_us = 5.0;
+    config
+}
+
+fn aborts_per_commit(config: &Config) -> (f64, Report) {
+    let report = assert_checked(config);
+    let aborts: u64 = report.aborts.0.iter().map(|(_, n)| n).sum();
+    (aborts as f64 / report.committed as f64, report)
+}
+
+fn aborts_for(report: &Report, reason: &str) -> u64 {
     report
         .aborts
         .0
         .iter()
         .find(|(name, _)| *name == reason)
-        .map_or(0, |(_, count)| *count)
+        .map_or(0, |(_, n)| *n)
+}
+
+#[test]
+fn each_2pl_policy_aborts_for_its_own_reason_and_wound_wait_lets_the_younger_wait() {
+    // One hot row: NO_WAIT aborts on every conflict; WAIT_DIE only kills
+    // the younger requester (`died`; the older one waits in the handler's
+    // waiting list); WOUND_WAIT never aborts a requester — the younger one
+    // waits, the older one wounds — so it aborts less than NO_WAIT. (WAIT_DIE
+    // need not abort less: its dying younger transactions retry and die
+    // again while the older one waits — Deneva §5 sees the same.)
+    let (mut no_wait, mut wound_wait) = (0.0, 0.0);
+    for seed in 1..=2 {
+        let (rate, report) = aborts_per_commit(&one_hot_row(ProtocolKind::NoWait, seed));
+        no_wait += rate;
+        assert_eq!(
+            aborts_for(&report, "died") + aborts_for(&report, "wounded"),
+            0
+        );
+        let (_, report) = aborts_per_commit(&one_hot_row(ProtocolKind::WaitDie, seed));
+        assert_eq!(
+            aborts_for(&report, "lock_conflict") + aborts_for(&report, "wounded"),
+            0
+        );
+        let (rate, report) = aborts_per_commit(&one_hot_row(ProtocolKind::WoundWait, seed));
+        wound_wait += rate;
+        assert_eq!(
+            aborts_for(&report, "lock_conflict") + aborts_for(&report, "died"),
+            0
+        );
+    }
+    assert!(no_wait > 0.0, "the hot row never conflicted");
+    assert!(
+        wound_wait < no_wait,
+        "aborts per commit: no_wait {no_wait}, wound_wait {wound_wait}"
+    );
+}
+
+#[test]
+fn shared_locks_let_readers_share_and_exclusive_locks_do_not() {
+    for protocol in [
+        ProtocolKind::NoWait,
+        ProtocolKind::WaitDie,
+        ProtocolKind::WoundWait,
+    ] {
+        let mut config = one_hot_row(protocol, 5);
+        config.ycsb.write_ratio = 0.0;
+        config.protocol_options = shared_locks();
+        let (shared, _) = aborts_per_commit(&config);
+        assert_eq!(shared, 0.0, "{}: readers conflicted", protocol.name());
+    }
+    let mut config = one_hot_row(ProtocolKind::NoWait, 5);
+    config.ycsb.write_ratio = 0.0;
+    let (exclusive, _) = aborts_per_commit(&config);
+    assert!(exclusive > 0.0, "exclusive read locks never conflicted");
 }
 
 #[test]
@@ -197,10 +329,12 @@ fn lease_protocols_stay_serializable_with_latency_and_several_workers() {
         for primitive in [Primitive::OneSided, Primitive::Rpc] {
             let mut config = contended(protocol, seed);
             config.primitive = primitive;
-            config.latency = LatencyConfig {
-                onesided_ns: 2_000,
-                atomic_ns: 2_500,
-                rpc_ns: 4_000,
+            config.profile = NetworkProfile {
+                name: "injected".into(),
+                onesided_rtt_ns: 2_000,
+                atomic_rtt_ns: 2_500,
+                rpc_rtt_ns: 4_000,
+                ..NetworkProfile::none()
             };
             config.duration_s = 0.15;
             assert_checked(&config);
@@ -225,9 +359,9 @@ fn sundial_reads_locked_tuples_and_renews_leases() {
         config.primitive = primitive;
         config.ycsb.rows_per_node = 12;
         let report = assert_checked(&config);
-        assert_eq!(aborts(&report, "read_locked"), 0);
+        assert_eq!(aborts_for(&report, "read_locked"), 0);
         assert!(
-            aborts(&report, "renew_failed") > 0,
+            aborts_for(&report, "renew_failed") > 0,
             "no renewal failed: {:?}",
             report.aborts
         );
@@ -262,7 +396,7 @@ fn drtm_writers_abort_on_unexpired_read_leases() {
         let check = report.check.as_ref().expect("check was on");
         assert!(check.passed(), "{:?} {:?}", check.cycle, check.anomalies);
         assert!(
-            aborts(&report, "lease_conflict") > 0,
+            aborts_for(&report, "lease_conflict") > 0,
             "no writer met a lease: {:?}",
             report.aborts
         );
@@ -282,11 +416,15 @@ fn drtm_a_lease_within_the_clock_skew_bound_never_confirms() {
         config.ycsb.write_ratio = 0.0;
         let reads = engine::run(&config).expect("run").report;
         assert_eq!(reads.committed, 0);
-        assert!(aborts(&reads, "lease_expired") > 0, "{:?}", reads.aborts);
+        assert!(
+            aborts_for(&reads, "lease_expired") > 0,
+            "{:?}",
+            reads.aborts
+        );
         assert!(reads.check.as_ref().expect("check was on").passed());
         config.ycsb.write_ratio = 1.0;
         let writes = assert_checked(&config);
-        assert_eq!(aborts(&writes, "lease_expired"), 0);
+        assert_eq!(aborts_for(&writes, "lease_expired"), 0);
     }
 }
 

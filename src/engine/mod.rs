@@ -17,6 +17,7 @@
 
 pub mod coroutine;
 pub mod report;
+mod sim;
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -25,13 +26,16 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
 use crate::check::{check_serializable, store_matches_history, History};
-use crate::config::{Config, ConfigError, WorkloadKind};
+use crate::config::{Config, ConfigError, FabricKind, LockMode, WorkloadKind};
 use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
 use crate::protocols::drtm::Drtm;
+use crate::protocols::lock2pl::{Lock2pl, Policy};
 use crate::protocols::no_wait::NoWait;
 use crate::protocols::occ::Occ;
 use crate::protocols::sundial::Sundial;
+use crate::protocols::wait_die::WaitDie;
+use crate::protocols::wound_wait::WoundWait;
 use crate::protocols::{Protocol, ProtocolKind};
 use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
@@ -40,7 +44,7 @@ use crate::workloads::ycsb::Ycsb;
 use crate::workloads::Workload;
 
 pub use coroutine::{backoff_ns, CoroutineEnv};
-pub use report::{CheckSummary, Report};
+pub use report::{CheckSummary, Report, SimSummary};
 
 /// Why a run could not be carried out.
 #[derive(Debug)]
@@ -95,8 +99,18 @@ pub fn run_custom<W: Workload>(config: &Config, workload: &W) -> Result<RunOutpu
 }
 
 fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput, RunError> {
+    let options = &config.protocol_options;
+    let lock2pl = |policy| Lock2pl {
+        policy,
+        shared: options.lock_mode == LockMode::Shared,
+        starvation_fix: options.wait_die_starvation_fix,
+    };
     match config.protocol {
-        ProtocolKind::NoWait => run_workload(config, &NoWait, workload),
+        ProtocolKind::NoWait => run_workload(config, &NoWait(lock2pl(Policy::NoWait)), workload),
+        ProtocolKind::WaitDie => run_workload(config, &WaitDie(lock2pl(Policy::WaitDie)), workload),
+        ProtocolKind::WoundWait => {
+            run_workload(config, &WoundWait(lock2pl(Policy::WoundWait)), workload)
+        }
         ProtocolKind::Occ => run_workload(
             config,
             &Occ {
@@ -119,7 +133,7 @@ fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput
 }
 
 /// Serves the two-sided form of `P`'s stages on one node.
-struct Service<'a, P: Protocol> {
+pub(crate) struct Service<'a, P: Protocol> {
     protocol: &'a P,
     store: &'a NodeStore,
 }
@@ -168,10 +182,64 @@ fn run_workload<P: Protocol, W: Workload>(
         ),
     );
     let stores = load_stores(config, workload, &layout).map_err(RunError::Load)?;
+    let (results, sim_run) = match config.fabric {
+        FabricKind::Threads => (
+            run_threads(config, protocol, workload, &layout, &stores),
+            None,
+        ),
+        FabricKind::Sim => {
+            let (results, sim_run) = sim::run_sim(config, protocol, workload, &layout, &stores);
+            (results, Some(sim_run))
+        }
+    };
+
+    let mut total = WorkerStats::new();
+    let mut history = History::new();
+    for (stats, worker_history) in &results {
+        total.merge(stats);
+        history.append(worker_history);
+    }
+    let check = config.check.then(|| {
+        let verdict = check_serializable(&history);
+        let mut invariants = workload.check_invariants(&stores, &history);
+        let mismatches = store_matches_history(&history, &stores);
+        if mismatches.is_empty() {
+            invariants
+                .details
+                .push("every tuple's version is the one its last committed write installed".into());
+        } else {
+            invariants.ok = false;
+            invariants.details.extend(mismatches);
+        }
+        CheckSummary::new(verdict, invariants)
+    });
+    let per_worker_committed: Vec<u64> = results.iter().map(|(s, _)| s.committed).collect();
+    let mut report = Report::build(
+        config,
+        workload.name(),
+        &total,
+        &per_worker_committed,
+        check,
+    );
+    report.sim = sim_run.map(|run| run.summary(&history, &stores));
+    Ok(RunOutput {
+        report,
+        history: config.check.then_some(history),
+    })
+}
+
+/// Runs every worker on an OS thread of its own, in wall time.
+fn run_threads<P: Protocol, W: Workload>(
+    config: &Config,
+    protocol: &P,
+    workload: &W,
+    layout: &Arc<StoreLayout>,
+    stores: &[Arc<NodeStore>],
+) -> Vec<(WorkerStats, History)> {
     let fabric = ThreadsFabric::new(
         stores.iter().map(|s| s.region.clone()).collect(),
         config.workers as u16,
-        config.latency,
+        config.threads_latency(),
     );
     let total_workers = config.total_workers() as usize;
     let ready = Barrier::new(total_workers + 1);
@@ -181,11 +249,11 @@ fn run_workload<P: Protocol, W: Workload>(
     let warmup_ns = (config.warmup_s * 1e9) as u64;
     let duration_ns = (config.duration_s * 1e9) as u64;
 
-    let results: Vec<(WorkerStats, History)> = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(total_workers);
         for node in 0..config.nodes as NodeId {
             for worker_index in 0..config.workers as u16 {
-                let (fabric, stores, layout) = (&fabric, &stores, &layout);
+                let fabric = &fabric;
                 let (ready, go, start_ns, finished) = (&ready, &go, &start_ns, &finished);
                 let handle = std::thread::Builder::new()
                     .name(format!("verbena-n{node}-w{worker_index}"))
@@ -243,38 +311,5 @@ fn run_workload<P: Protocol, W: Workload>(
             .into_iter()
             .map(|h| h.join().expect("a worker thread panicked"))
             .collect()
-    });
-
-    let mut total = WorkerStats::new();
-    let mut history = History::new();
-    for (stats, worker_history) in &results {
-        total.merge(stats);
-        history.append(worker_history);
-    }
-    let check = config.check.then(|| {
-        let verdict = check_serializable(&history);
-        let mut invariants = workload.check_invariants(&stores, &history);
-        let mismatches = store_matches_history(&history, &stores);
-        if mismatches.is_empty() {
-            invariants
-                .details
-                .push("every tuple's version is the one its last committed write installed".into());
-        } else {
-            invariants.ok = false;
-            invariants.details.extend(mismatches);
-        }
-        CheckSummary::new(verdict, invariants)
-    });
-    let per_worker_committed: Vec<u64> = results.iter().map(|(s, _)| s.committed).collect();
-    let report = Report::build(
-        config,
-        workload.name(),
-        &total,
-        &per_worker_committed,
-        check,
-    );
-    Ok(RunOutput {
-        report,
-        history: config.check.then_some(history),
     })
 }

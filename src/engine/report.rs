@@ -12,7 +12,7 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
 use crate::check::CheckReport;
-use crate::config::Config;
+use crate::config::{Config, FabricKind};
 use crate::stats::WorkerStats;
 use crate::txn::AbortReason;
 use crate::workloads::InvariantReport;
@@ -140,6 +140,31 @@ pub struct Report {
     pub location_cache_hit_rate: f64,
     /// Null when the run did not check.
     pub check: Option<CheckSummary>,
+    /// `wall` (threads) or `simulated` (sim: every time and rate in this
+    /// report is virtual).
+    pub time: &'static str,
+    /// The simulation's own figures; null on other fabrics.
+    pub sim: Option<SimSummary>,
+}
+
+/// What a `sim` run adds to its report.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimSummary {
+    /// Virtual time the run covered, warm-up and drain included.
+    pub simulated_s: f64,
+    pub wall_s: f64,
+    pub simulated_s_per_wall_s: f64,
+    /// Simulator events processed (verb steps, deliveries, turns).
+    pub events: u64,
+    /// Verbs and messages lost to injected crashes and drops.
+    pub lost_messages: u64,
+    /// Workers whose coroutines still waited at the virtual deadline
+    /// (0 unless faults cut them off).
+    pub stuck_workers: usize,
+    /// FNV-1a of the committed history and of every node's memory: equal
+    /// for two runs of one (config, seed).
+    pub history_hash: String,
+    pub memory_hash: String,
 }
 
 fn per(value: u64, count: u64) -> f64 {
@@ -185,7 +210,7 @@ impl Report {
             config: config.clone(),
             workload,
             cores,
-            oversubscribed: workers > cores,
+            oversubscribed: config.fabric == FabricKind::Threads && workers > cores,
             measured_s: config.duration_s,
             committed,
             throughput_txn_per_s: throughput,
@@ -234,6 +259,11 @@ impl Report {
             },
             location_cache_hit_rate: per(stats.cache_hits, lookups),
             check,
+            time: match config.fabric {
+                FabricKind::Threads => "wall",
+                FabricKind::Sim => "simulated",
+            },
+            sim: None,
         }
     }
 
@@ -243,15 +273,34 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "verbena {} · {} · {} · {} node(s) × {} worker(s) × {} coroutine(s) · {}",
+            "verbena {} · {} · {} · {} node(s) × {} worker(s) × {} coroutine(s) · {} · {} fabric, network {}",
             self.verbena_version,
             c.protocol.name(),
             self.workload,
             c.nodes,
             c.workers,
             c.coroutines,
-            c.stages.describe()
+            c.stages.describe(),
+            c.fabric.name(),
+            c.profile.name
         );
+        if let Some(sim) = &self.sim {
+            let _ = writeln!(
+                out,
+                "  simulated time: {:.4} virtual s in {:.2} wall s ({:.3e} virtual s per wall s), {} events · history {} · memory {}{}",
+                sim.simulated_s,
+                sim.wall_s,
+                sim.simulated_s_per_wall_s,
+                sim.events,
+                sim.history_hash,
+                sim.memory_hash,
+                if sim.stuck_workers > 0 {
+                    format!(" · {} worker(s) stuck waiting on lost traffic", sim.stuck_workers)
+                } else {
+                    String::new()
+                }
+            );
+        }
         if self.oversubscribed {
             let _ = writeln!(
                 out,

@@ -4,8 +4,9 @@
 //! one-sided verbs (READ, WRITE, CAS, FETCH_AND_ADD) against any node's
 //! registered [`Region`], sends and receives RPC [`Message`]s, and tells time.
 //! Backends: `threads` (here: nodes and workers are OS threads of one
-//! process); `sim` (deterministic simulation) and `ucx` (real networks) come
-//! in later issues behind the same trait.
+//! process); `sim` (deterministic simulation in virtual time, one thread for
+//! the whole cluster); `ucx` (real networks) comes in a later issue behind
+//! the same trait. [`NetworkProfile`]s model a network for both.
 //!
 //! Semantics every backend keeps — those of an RC queue pair:
 //! * verbs from one worker to one node take effect in issue order (FIFO), and
@@ -27,10 +28,13 @@
 //! through `receive` like an RPC reply. The runtime handles both, so no
 //! layer above the fabric knows which backend it runs on.
 
+pub mod profile;
 pub mod region;
+pub mod sim;
 pub mod threads;
 pub mod verbs;
 
+pub use profile::NetworkProfile;
 pub use region::Region;
 pub use verbs::{Batch, CallId, Message, Verb, VerbCounters, VerbId, VerbKind, MSG_COMPLETION};
 
@@ -48,6 +52,18 @@ pub enum Posted {
     /// batch's READ/CAS/FAA verbs in verb order. `dst_node`/`dst_worker` are
     /// the poster's own.
     Deferred,
+}
+
+/// Classes of CPU work a backend may charge time for (the `sim` fabric's
+/// CPU model); real backends spend the real time and ignore them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuOp {
+    /// One turn of the event loop.
+    Turn,
+    /// Resuming one coroutine.
+    Switch,
+    /// Transaction logic on one record access.
+    Access,
 }
 
 /// A node's index in the cluster.
@@ -86,6 +102,11 @@ pub trait Endpoint {
 
     /// Spends `ns` of CPU time on transaction logic (real work on `threads`).
     fn spend_cpu(&mut self, ns: u64);
+
+    /// Charges `count` operations of class `op` of modeled CPU time (`sim`);
+    /// a no-op where CPU time is real.
+    #[inline]
+    fn charge(&mut self, _op: CpuOp, _count: u32) {}
 
     /// Nothing is runnable: wait until a message may have arrived or
     /// `wake_at_ns` passes. Spins briefly, then yields, then parks, so idle

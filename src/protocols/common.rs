@@ -27,7 +27,11 @@ use super::{Primitive, Stage};
 pub mod kind {
     pub const WRITE_BACK: u16 = 1;
     pub const UNLOCK: u16 = 2;
+    /// The 2PL family (`lock2pl`: NO_WAIT, WAIT_DIE, WOUND_WAIT): 10–19.
     pub const NO_WAIT_LOCK_READ: u16 = 10;
+    pub const LOCK2PL_UPGRADE: u16 = 11;
+    pub const LOCK2PL_UNLOCK_SHARED: u16 = 12;
+    pub const LOCK2PL_STATUS_CAS: u16 = 13;
     pub const OCC_READ: u16 = 20;
     pub const OCC_LOCK: u16 = 21;
     pub const OCC_VALIDATE: u16 = 22;
@@ -114,7 +118,7 @@ pub fn accept_record(cx: &mut TxnCx<'_>, index: usize, seq: u64, record: &[u64])
 }
 
 /// Appends the one-sided update-and-unlock of access `index` to `batch`.
-fn queue_write_back_onesided(cx: &TxnCx<'_>, batch: &mut Batch, index: usize) {
+pub fn queue_write_back_onesided(cx: &TxnCx<'_>, batch: &mut Batch, index: usize) {
     let access = &cx.accesses[index];
     let table = cx.table(access.table);
     let new_seq = access.seq + 1;

@@ -10,19 +10,21 @@
 //! holds an unexpired lease (DrTM §4.3, Fig. 5). Leases are never released:
 //! they lapse.
 //!
-//! One departure from Fig. 5, on the reader's side only: a reader shares an
-//! unexpired lease only if it still runs for at least half a lease (plus
-//! `DELTA`); a shorter one it extends, by CAS from that word to its own,
-//! later end time (never to an earlier one). Fig. 5 shares any unexpired
-//! lease, so a reader could rely on one about to end and fail the commit
-//! confirmation — on a record read continuously, every time: read-only
-//! transactions of a hot set then never commit (seen in the stress suite).
-//! Extending is as safe as installing (no writer holds the word, and the
-//! end only moves later for every reader sharing it); the cost is that a
-//! record read more often than every half lease stays leased, so writers to
-//! it wait longer — the trade-off DrTM leaves to the lease length. At the commit point the transaction confirms that every lease
-//! it relies on is still valid, `now < end − DELTA` (Fig. 3's COMMIT), then
-//! writes back and unlocks its write set. DrTM §4.4's argument carries over:
+//! One departure from Fig. 5, on the reader's side only: a lease that is no
+//! longer valid but not yet expired (within `DELTA` of its end) can neither
+//! be shared (the commit confirmation would fail) nor replaced; Fig. 5
+//! shares it and the reader aborts at commit. verbena extends it instead, by
+//! CAS from that word to the reader's own, later end time (never an earlier
+//! one) — as safe as installing a lease, since no writer holds the word and
+//! the end only moves later for everyone sharing it. Every valid lease is
+//! shared, as in Fig. 5, on purpose: extending leases that were still valid
+//! (tried: any with less than half, or a quarter, of a lease left) keeps hot
+//! records leased for good and starved the writers of the sim matrix's hot
+//! shapes.
+//!
+//! At the commit point the transaction confirms that every lease it relies
+//! on is still valid, `now < end − DELTA` (Fig. 3's COMMIT), then writes
+//! back and unlocks its write set. DrTM §4.4's argument carries over:
 //! a lease is a shared lock held from the read to the confirmation, and the
 //! writer waits it out (by aborting and retrying), so the protocol is strict
 //! 2PL. `DELTA` (`ProtocolOptions::drtm_delta_ns`) bounds the clock skew
@@ -208,13 +210,11 @@ impl Drtm {
             Step::Retry(previous)
         } else if exclusive {
             Step::Abort(AbortReason::LeaseConflict)
-        } else if self.valid(now_ns.saturating_add(self.lease_ns / 2), end)
-            || end >= end_time(desired)
-        {
-            // Share a lease that still runs at least half a lease.
+        } else if self.valid(now_ns, end) || end >= end_time(desired) {
+            // SUCCESS: unexpired read leased.
             Step::Acquired(end)
         } else {
-            // Extend a shorter one: CAS it to the later end time.
+            // Neither valid nor expired: extend it to the later end time.
             Step::Retry(previous)
         }
     }

@@ -72,7 +72,12 @@ impl ProtocolKind {
     pub fn implemented(self) -> bool {
         matches!(
             self,
-            ProtocolKind::NoWait | ProtocolKind::Occ | ProtocolKind::Sundial | ProtocolKind::Drtm
+            ProtocolKind::NoWait
+                | ProtocolKind::WaitDie
+                | ProtocolKind::WoundWait
+                | ProtocolKind::Occ
+                | ProtocolKind::Sundial
+                | ProtocolKind::Drtm
         )
     }
 

@@ -14,18 +14,22 @@
 //! very lock word a one-sided CAS targets, and every RPC reply carries the
 //! tuple's slot so that a later one-sided stage knows its address.
 //!
-//! Implemented here: `no_wait` (RCC §4.2), `occ` (DrTM+H §5.1–5.3),
-//! `sundial` (RCC §4.5) and `drtm` (DrTM §4). The other names exist in
-//! [`ProtocolKind`] and are refused by config validation until their issue
-//! lands.
+//! Implemented here: `no_wait` (RCC §4.2), `wait_die` (RCC §4.3),
+//! `wound_wait` (RCBench Alg. 5) — the 2PL family, on `lock2pl` — `occ`
+//! (DrTM+H §5.1–5.3), `sundial` (RCC §4.5) and `drtm` (DrTM §4). The other
+//! names exist in [`ProtocolKind`] and are refused by config validation until
+//! their issue lands.
 
 pub mod common;
 pub mod drtm;
 pub mod kind;
+pub mod lock2pl;
 pub mod no_wait;
 pub mod occ;
 pub mod stage;
 pub mod sundial;
+pub mod wait_die;
+pub mod wound_wait;
 
 pub use kind::ProtocolKind;
 pub use stage::{Primitive, Stage, StagePlan};

@@ -38,6 +38,12 @@ pub enum AbortReason {
     NotFound,
     /// The program asked to abort.
     User,
+    /// WAIT_DIE: a younger requester died on an older holder (also: a
+    /// newcomer under the starvation fix; an E/S lock conflict a waiting
+    /// protocol cannot wait on).
+    Died,
+    /// WOUND_WAIT: an older transaction wounded this one.
+    Wounded,
     /// SUNDIAL: a read lease could not be extended to the commit timestamp
     /// (the tuple changed or another transaction holds its lock).
     RenewFailed,
@@ -49,13 +55,15 @@ pub enum AbortReason {
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 9] = [
+    pub const ALL: [AbortReason; 11] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
         AbortReason::ValidationFailed,
         AbortReason::NotFound,
         AbortReason::User,
+        AbortReason::Died,
+        AbortReason::Wounded,
         AbortReason::RenewFailed,
         AbortReason::LeaseConflict,
         AbortReason::LeaseExpired,
@@ -69,6 +77,8 @@ impl AbortReason {
             AbortReason::ValidationFailed => "validation_failed",
             AbortReason::NotFound => "not_found",
             AbortReason::User => "user",
+            AbortReason::Died => "died",
+            AbortReason::Wounded => "wounded",
             AbortReason::RenewFailed => "renew_failed",
             AbortReason::LeaseConflict => "lease_conflict",
             AbortReason::LeaseExpired => "lease_expired",
@@ -350,6 +360,7 @@ impl<'c, 'w, P: Protocol> Txn<'c, 'w, P> {
         key: u64,
         write: bool,
     ) -> TxnResult<Rec> {
+        self.cx.worker.charge(crate::fabric::CpuOp::Access, 1);
         if let Some(index) = self.cx.find(table, node, key) {
             if write && !self.cx.accesses[index].write {
                 self.protocol.upgrade(self.cx, index).await?;

@@ -1,0 +1,244 @@
+//! The seeded correctness matrix: every implemented protocol × every stage
+//! plan that matters × YCSB under high contention × many seeds, on the
+//! `sim` fabric, with the serializability checker and the invariants on.
+//!
+//! A case is `(protocol, seed, hybrid code)`. The seed alone draws the
+//! cluster shape, contention, record size, network profile and location
+//! cache (so every protocol and plan of one seed meets the same workload);
+//! the swarm and jitter of the `sim` fabric draw its timing from the seed
+//! too. Because `sim` is deterministic, a case is replayed exactly by
+//! [`replay_command`], which a failure prints.
+//!
+//! Plans per protocol and seed ([`codes`]): all one-sided, all RPC, each
+//! single stage flipped from either, and two random full codes (RCC §5.1's
+//! hybrid codes). Contention: YCSB with θ ≥ 0.9 Zipf or ≥ 90 % of accesses
+//! to a hot area of a few rows, half the operations or more are writes.
+
+use crate::config::{Config, KeyDistribution};
+use crate::engine;
+use crate::fabric::NetworkProfile;
+use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
+use crate::rng::Rng;
+
+/// One cell of the matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Case {
+    pub protocol: ProtocolKind,
+    pub seed: u64,
+    /// RCC hybrid code over the protocol's stages (bit set = one-sided).
+    pub code: u16,
+}
+
+/// The hybrid codes the matrix runs for `protocol` on `seed`: both pure
+/// forms, every single-stage flip from each, and two random codes.
+pub fn codes(protocol: ProtocolKind, seed: u64) -> Vec<u16> {
+    let present = protocol.stage_bits();
+    let mut codes = vec![present, 0];
+    for stage in protocol.stages() {
+        codes.push(present & !stage.bit());
+        codes.push(stage.bit());
+    }
+    let mut rng = Rng::derive(seed, &[0xc0de, protocol as u64]);
+    for _ in 0..2 {
+        codes.push(rng.next_u64() as u16 & present);
+    }
+    let mut unique = Vec::with_capacity(codes.len());
+    for code in codes {
+        if !unique.contains(&code) {
+            unique.push(code);
+        }
+    }
+    unique
+}
+
+/// The stage plan of `code` for `protocol`.
+pub fn plan_of(protocol: ProtocolKind, code: u16) -> StagePlan {
+    protocol
+        .stages()
+        .iter()
+        .fold(StagePlan::empty(), |plan, &stage: &Stage| {
+            let primitive = if code & stage.bit() != 0 {
+                Primitive::OneSided
+            } else {
+                Primitive::Rpc
+            };
+            plan.with(stage, primitive)
+        })
+}
+
+/// The configuration of `case`: drawn from its seed, high contention,
+/// `sim` with swarm timing, checker on.
+pub fn case_config(case: Case) -> Config {
+    let mut rng = Rng::derive(case.seed, &[0x3a7e1c]);
+    let nodes = 2 + rng.below(3) as u32;
+    let profile_name = ["none", "cx4-edr", "cx3", "roce", "tcp-10g"][rng.below(5) as usize];
+    let profile = NetworkProfile::builtin(profile_name).expect("a built-in profile");
+    // Long enough for a few thousand round trips of the slowest verb.
+    let slowest_ns = profile.rpc_rtt_ns.max(profile.atomic_rtt_ns).max(2_000);
+    let duration_s = (3_000 * slowest_ns) as f64 / 1e9;
+    let mut config = Config {
+        fabric: crate::config::FabricKind::Sim,
+        protocol: case.protocol,
+        nodes,
+        workers: 1 + rng.below(2) as u32,
+        coroutines: 2 + rng.below(7) as u32,
+        primitive: Primitive::Rpc,
+        stages: plan_of(case.protocol, case.code),
+        duration_s,
+        warmup_s: duration_s / 10.0,
+        seed: case.seed,
+        check: true,
+        profile,
+        location_cache_entries: [0, 64, 4096][rng.below(3) as usize],
+        ..Config::default()
+    };
+    config.sim.swarm = true;
+    config.sim.jitter = [0.0, 0.1, 0.5, 1.0][rng.below(4) as usize];
+    let y = &mut config.ycsb;
+    y.rows_per_node = [16, 64, 256][rng.below(3) as usize];
+    y.ops_per_txn = 2 + rng.below(7) as u32;
+    y.write_ratio = [0.5, 0.8, 1.0][rng.below(3) as usize];
+    if rng.below(2) == 0 {
+        y.distribution = KeyDistribution::Zipf;
+        y.theta = 0.9 + 0.09 * rng.unit();
+    } else {
+        y.distribution = KeyDistribution::Hot;
+        y.hot_fraction = 0.05;
+        y.hot_probability = 0.9 + 0.1 * rng.unit();
+    }
+    y.compute_us = rng.below(3) as f64;
+    y.record_bytes = 8 * (1 + rng.below(12) as u32);
+    y.partitions_per_txn = Some(1 + rng.below(nodes.min(y.ops_per_txn) as u64) as u32);
+    config
+}
+
+/// The command that replays `case` exactly.
+pub fn replay_command(case: Case) -> String {
+    format!(
+        "verbena check --protocol {} --seed {} --hybrid {}",
+        case.protocol.name(),
+        case.seed,
+        case.code
+    )
+}
+
+/// What one case found.
+#[derive(Clone, Debug)]
+pub struct CaseOutcome {
+    pub case: Case,
+    pub passed: bool,
+    pub committed: u64,
+    pub abort_rate: f64,
+    /// Why it failed (empty when it passed).
+    pub detail: String,
+    pub history_hash: String,
+    /// The run's report table (for a failure's context).
+    pub report_table: String,
+}
+
+/// Runs `case`, after `adjust` may change its config (tests use it to
+/// break a protocol on purpose).
+pub fn run_case(case: Case, adjust: impl FnOnce(&mut Config)) -> CaseOutcome {
+    let mut config = case_config(case);
+    adjust(&mut config);
+    let report = match engine::run(&config) {
+        Ok(output) => output.report,
+        Err(error) => {
+            return CaseOutcome {
+                case,
+                passed: false,
+                committed: 0,
+                abort_rate: 0.0,
+                detail: format!("the run failed: {error}"),
+                history_hash: String::new(),
+                report_table: String::new(),
+            }
+        }
+    };
+    let check = report.check.as_ref().expect("matrix cases check");
+    let sim = report.sim.as_ref().expect("matrix cases run on sim");
+    let mut problems = Vec::new();
+    if !check.serializable {
+        problems.push(format!(
+            "not serializable: cycle {:?}, anomalies {:?}",
+            check.cycle, check.anomalies
+        ));
+    }
+    if !check.invariants_ok {
+        problems.push(format!("invariants violated: {:?}", check.invariants));
+    }
+    if report.committed == 0 {
+        problems.push("nothing committed in the measured interval".into());
+    }
+    if sim.stuck_workers > 0 {
+        problems.push(format!(
+            "{} worker(s) still waiting at the virtual deadline (a lost wake-up or a deadlock)",
+            sim.stuck_workers
+        ));
+    }
+    CaseOutcome {
+        case,
+        passed: problems.is_empty(),
+        committed: report.committed,
+        abort_rate: report.abort_rate,
+        detail: problems.join("; "),
+        history_hash: sim.history_hash.clone(),
+        report_table: report.table(),
+    }
+}
+
+/// Every case of `protocols` × `seeds` × [`codes`].
+pub fn cases(protocols: &[ProtocolKind], seeds: impl IntoIterator<Item = u64>) -> Vec<Case> {
+    let mut all = Vec::new();
+    for seed in seeds {
+        for &protocol in protocols {
+            for code in codes(protocol, seed) {
+                all.push(Case {
+                    protocol,
+                    seed,
+                    code,
+                });
+            }
+        }
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_cover_pure_forms_and_every_single_flip() {
+        let protocol = ProtocolKind::Occ;
+        let present = protocol.stage_bits();
+        let codes = codes(protocol, 1);
+        assert!(codes.contains(&present) && codes.contains(&0));
+        for stage in protocol.stages() {
+            assert!(codes.contains(&stage.bit()));
+            assert!(codes.contains(&(present & !stage.bit())));
+        }
+        assert!(codes.iter().all(|c| c & !present == 0));
+    }
+
+    #[test]
+    fn case_configs_are_contended_valid_and_seed_determined() {
+        for seed in 1..50 {
+            let case = Case {
+                protocol: ProtocolKind::NoWait,
+                seed,
+                code: 1,
+            };
+            let mut config = case_config(case);
+            assert_eq!(config, case_config(case));
+            config.validate().expect("a matrix config validates");
+            let y = &config.ycsb;
+            match y.distribution {
+                KeyDistribution::Zipf => assert!(y.theta >= 0.9),
+                KeyDistribution::Hot => assert!(y.hot_probability >= 0.9),
+                KeyDistribution::Uniform => panic!("the matrix is contended"),
+            }
+            assert_eq!(config.stages.code(), 1);
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Running a cluster on the `sim` fabric: every worker of every node on
+//! this thread, turn by turn in virtual-time order (see `fabric::sim`).
+//!
+//! The same coroutines, protocol and workload as on `threads`; only the
+//! driver differs: instead of one OS thread per worker looping over
+//! `Worker::turn`, one loop asks the simulator which worker is due next and
+//! runs one turn of it. The gap between a worker's idle turn and its next
+//! one is its idle time. The history is always recorded, so every sim
+//! report carries its hash.
+//!
+//! A run ends when every worker's coroutines have finished; a run whose
+//! coroutines wait for what never comes (a crashed node, a dropped
+//! message) ends at a virtual deadline instead, and the report counts the
+//! workers that were still waiting (`stuck_workers`).
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::coroutine::{self, CoroutineEnv};
+use super::report::SimSummary;
+use super::Service;
+use crate::check::History;
+use crate::config::Config;
+use crate::fabric::sim::{SimFabric, WordHasher};
+use crate::fabric::NodeId;
+use crate::protocols::Protocol;
+use crate::runtime::{Turn, Worker};
+use crate::stats::WorkerStats;
+use crate::store::{LocationCache, NodeStore, StoreLayout};
+use crate::workloads::Workload;
+
+/// Virtual time of the first turn, ns.
+const START_NS: u64 = 1_000;
+
+/// What the driver saw, for the report.
+pub(crate) struct SimRun {
+    simulated_ns: u64,
+    wall_s: f64,
+    events: u64,
+    lost: u64,
+    stuck_workers: usize,
+}
+
+impl SimRun {
+    pub(crate) fn summary(&self, history: &History, stores: &[Arc<NodeStore>]) -> SimSummary {
+        let simulated_s = self.simulated_ns as f64 / 1e9;
+        SimSummary {
+            simulated_s,
+            wall_s: self.wall_s,
+            simulated_s_per_wall_s: simulated_s / self.wall_s.max(1e-9),
+            events: self.events,
+            lost_messages: self.lost,
+            stuck_workers: self.stuck_workers,
+            history_hash: format!("{:016x}", history_hash(history)),
+            memory_hash: format!("{:016x}", memory_hash(stores)),
+        }
+    }
+}
+
+/// Hash of the committed history, in its (deterministic) recording order.
+pub fn history_hash(history: &History) -> u64 {
+    let mut hasher = WordHasher::default();
+    for txn in &history.txns {
+        hasher.word(txn.id);
+        hasher.word(txn.node as u64);
+        hasher.word(((txn.reads as u64) << 32) | txn.writes as u64);
+        for item in history.reads(txn).iter().chain(history.writes(txn)) {
+            hasher.word(item.table as u64);
+            hasher.word(item.key);
+            hasher.word(item.seq);
+        }
+    }
+    hasher.finish()
+}
+
+/// Hash of every word of every node's region.
+pub fn memory_hash(stores: &[Arc<NodeStore>]) -> u64 {
+    let mut hasher = WordHasher::default();
+    for store in stores {
+        for word in 0..store.region.len_words() {
+            hasher.word(store.region.load(word));
+        }
+    }
+    hasher.finish()
+}
+
+pub(crate) fn run_sim<P: Protocol, W: Workload>(
+    config: &Config,
+    protocol: &P,
+    workload: &W,
+    layout: &Arc<StoreLayout>,
+    stores: &[Arc<NodeStore>],
+) -> (Vec<(WorkerStats, History)>, SimRun) {
+    let wall = Instant::now();
+    let workers_per_node = config.workers as u16;
+    let fabric = SimFabric::new(
+        stores.iter().map(|s| s.region.clone()).collect(),
+        workers_per_node,
+        &config.profile,
+        &config.sim,
+        config.seed,
+    );
+    let total = config.total_workers() as usize;
+    let node_of = |index: usize| (index / workers_per_node as usize) as NodeId;
+    let workers: Vec<Worker> = (0..total)
+        .map(|index| {
+            let endpoint =
+                fabric.endpoint(node_of(index), (index % workers_per_node as usize) as u16);
+            Worker::new(Box::new(endpoint), config.coroutines as usize)
+        })
+        .collect();
+    let caches: Vec<RefCell<LocationCache>> = (0..total)
+        .map(|_| RefCell::new(LocationCache::new(config.location_cache_entries)))
+        .collect();
+    let stats: Vec<RefCell<WorkerStats>> = (0..total)
+        .map(|_| RefCell::new(WorkerStats::new()))
+        .collect();
+    let histories: Vec<RefCell<History>> =
+        (0..total).map(|_| RefCell::new(History::new())).collect();
+    let services: Vec<Service<P>> = stores
+        .iter()
+        .map(|store| Service { protocol, store })
+        .collect();
+    let warmup_end_ns = START_NS + (config.warmup_s * 1e9) as u64;
+    let end_ns = warmup_end_ns + (config.duration_s * 1e9) as u64;
+    let envs: Vec<CoroutineEnv<P, W>> = (0..total)
+        .map(|index| CoroutineEnv {
+            worker: &workers[index],
+            layout,
+            cache: &caches[index],
+            stats: &stats[index],
+            history: Some(&histories[index]),
+            protocol,
+            workload,
+            plan: config.stages,
+            backoff: config.backoff,
+            seed: config.seed,
+            warmup_end_ns,
+            end_ns,
+        })
+        .collect();
+    let mut coroutines: Vec<Vec<Pin<Box<dyn Future<Output = ()> + '_>>>> = envs
+        .iter()
+        .map(|env| {
+            (0..config.coroutines as u16)
+                .map(|co| {
+                    Box::pin(coroutine::run_coroutine(env, co))
+                        as Pin<Box<dyn Future<Output = ()> + '_>>
+                })
+                .collect()
+        })
+        .collect();
+
+    for index in 0..total {
+        fabric.wake(index, START_NS);
+    }
+    // Past this, whatever still waits is waiting for what will not come.
+    let deadline_ns = end_ns + (end_ns - START_NS).max(1_000_000_000);
+    let mut done = vec![false; total];
+    let mut done_count = 0;
+    let mut idle_since: Vec<Option<Turn>> = vec![None; total];
+    while done_count < total {
+        let Some(index) = fabric.next_run() else {
+            break;
+        };
+        if fabric.now_ns() > deadline_ns {
+            break;
+        }
+        let worker = &workers[index];
+        if let Some(turn) = idle_since[index].take() {
+            worker.idle(&turn);
+        }
+        let turn = worker.turn(&mut coroutines[index], &services[node_of(index) as usize]);
+        if turn.coroutines_done && !done[index] {
+            done[index] = true;
+            done_count += 1;
+        }
+        if !turn.progressed {
+            idle_since[index] = Some(turn);
+        }
+        fabric.turn_done(index, turn.progressed, turn.wake_at_ns);
+    }
+    let simulated_ns = fabric.now_ns().saturating_sub(START_NS);
+    drop(coroutines);
+    drop(envs);
+    let results = stats
+        .into_iter()
+        .zip(histories)
+        .zip(caches)
+        .map(|((stats, history), cache)| {
+            let mut stats = stats.into_inner();
+            stats.close();
+            let cache = cache.into_inner();
+            stats.cache_hits = cache.hits;
+            stats.cache_misses = cache.misses;
+            (stats, history.into_inner())
+        })
+        .collect();
+    let run = SimRun {
+        simulated_ns,
+        wall_s: wall.elapsed().as_secs_f64(),
+        events: fabric.events_processed(),
+        lost: fabric.lost_count(),
+        stuck_workers: total - done_count,
+    };
+    (results, run)
+}

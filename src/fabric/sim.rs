@@ -1,0 +1,957 @@
+//! The `sim` fabric: deterministic simulation of a whole cluster on one OS
+//! thread, in virtual time (ARCHITECTURE.md layer 1; the method of
+//! FoundationDB's simulator and TigerBeetle's VOPR).
+//!
+//! Every node, worker and coroutine runs on the calling thread. A discrete
+//! event queue, ordered by `(virtual time, insertion number)`, holds:
+//! * the next turn of each worker's event loop (`Worker::turn`), which the
+//!   engine runs when [`SimFabric::next_run`] hands it out;
+//! * the steps of one-sided verbs: a verb takes effect on the target's
+//!   memory at its modeled arrival time — a WRITE whole (its payload
+//!   arrived whole), CAS/FAA atomically, and a multi-word READ one word per
+//!   step over its modeled duration, so a WRITE landing meanwhile tears it
+//!   (8-byte atomicity only, as a NIC's DMA gives);
+//! * the completion of each doorbell batch at its modeled completion time,
+//!   delivered as a `MSG_COMPLETION` message (`Posted::Deferred`);
+//! * the delivery of RPC messages to a worker's mailbox, where its event
+//!   loop serves them on its next turn.
+//!
+//! CPU time is modeled too ([`CpuModel`]): each worker has a virtual clock
+//! that its own work advances — posting, sending, serving a request, filing
+//! a completion, resuming a coroutine, accessing a record, and transaction
+//! compute (`spend_cpu`, YCSB's compute phase) — so an RPC handler delays
+//! the worker that runs it, and a busy worker turns later.
+//!
+//! Latency model per verb (a [`NetworkProfile`]): half the class's round
+//! trip out, the payload's wire time, FIFO behind earlier verbs of the same
+//! queue pair (worker → node), behind the target NIC's op-rate cap, then the
+//! steps, then half the round trip (plus read data) back. Every one-way time
+//! gets a seeded random jitter of up to `jitter` × itself; with `swarm` each
+//! latency class is also scaled per seed by a factor in [0.5, 2), so seeds
+//! explore different timing regimes (swarm testing).
+//!
+//! A node's verbs to itself bypass the NIC (DrTM+H §4.1) and take effect at
+//! once, as do the memory effects of a whole turn: a turn is atomic in
+//! virtual time, and lasts only the CPU time it is charged.
+//!
+//! Faults, all deterministic given the seed: pause a node's CPUs for an
+//! interval (its memory still serves one-sided verbs, as a NIC would),
+//! crash a node (its workers stop, verbs and messages to it are lost), delay
+//! or drop messages and verbs on a link for an interval.
+//!
+//! Invariants: virtual time never goes backwards (`now_ns` only grows, every
+//! event is scheduled at or after it); verbs of one queue pair apply in
+//! issue order, each after the previous one's last step; a batch completes
+//! strictly after its last step; messages of one worker pair deliver in
+//! send order. The run is a pure function of (config, seed): nothing reads
+//! the wall clock, and no hash map is iterated.
+
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::profile::NetworkProfile;
+use super::verbs::{VerbKind, MSG_COMPLETION, MSG_REPLY};
+use super::{CpuOp, Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
+use crate::rng::Rng;
+
+/// Modeled CPU cost of each class of operation, ns. The defaults are of
+/// the order verbena measures on the `threads` fabric (docs/PERFORMANCE.md:
+/// a coroutine switch is about 20 ns) and of the posting costs DrTM+H §3.2
+/// discusses (an MMIO per doorbell).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CpuModel {
+    /// One turn of a worker's event loop (polling its queues).
+    pub event_loop_ns: u64,
+    /// Resuming one coroutine.
+    pub switch_ns: u64,
+    /// Posting one doorbell batch.
+    pub post_ns: u64,
+    /// Each verb of a batch.
+    pub verb_ns: u64,
+    /// Sending one RPC message.
+    pub send_ns: u64,
+    /// Serving one RPC request, plus `handler_word_ns` per payload word.
+    pub handler_ns: u64,
+    pub handler_word_ns: u64,
+    /// Filing one reply or completion.
+    pub completion_ns: u64,
+    /// Transaction logic per record accessed (read, update, write).
+    pub access_ns: u64,
+}
+
+impl Default for CpuModel {
+    fn default() -> Self {
+        CpuModel {
+            event_loop_ns: 30,
+            switch_ns: 20,
+            post_ns: 100,
+            verb_ns: 20,
+            send_ns: 150,
+            handler_ns: 150,
+            handler_word_ns: 1,
+            completion_ns: 20,
+            access_ns: 40,
+        }
+    }
+}
+
+/// A fault injected at a virtual time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum FaultSpec {
+    /// The node's workers do not run during `[at_us, at_us + for_us)`.
+    Pause { node: u32, at_us: f64, for_us: f64 },
+    /// The node stops for good at `at_us`.
+    Crash { node: u32, at_us: f64 },
+    /// Messages and verbs from `from` to `to` take `extra_ns` longer.
+    Delay {
+        from: u32,
+        to: u32,
+        at_us: f64,
+        for_us: f64,
+        extra_ns: u64,
+    },
+    /// Messages and verbs from `from` to `to` are lost with `probability`.
+    Drop {
+        from: u32,
+        to: u32,
+        at_us: f64,
+        for_us: f64,
+        probability: f64,
+    },
+}
+
+impl FaultSpec {
+    /// Checks node numbers against `nodes` and times and probabilities.
+    pub fn validate(&self, nodes: u32) -> Result<(), String> {
+        let (kind, mut node_list, times, probability) = match self {
+            FaultSpec::Pause {
+                node,
+                at_us,
+                for_us,
+            } => ("pause", vec![*node], vec![*at_us, *for_us], None),
+            FaultSpec::Crash { node, at_us } => ("crash", vec![*node], vec![*at_us], None),
+            FaultSpec::Delay {
+                from,
+                to,
+                at_us,
+                for_us,
+                ..
+            } => ("delay", vec![*from, *to], vec![*at_us, *for_us], None),
+            FaultSpec::Drop {
+                from,
+                to,
+                at_us,
+                for_us,
+                probability,
+            } => (
+                "drop",
+                vec![*from, *to],
+                vec![*at_us, *for_us],
+                Some(*probability),
+            ),
+        };
+        node_list.retain(|&n| n >= nodes);
+        if let Some(node) = node_list.first() {
+            return Err(format!(
+                "sim fault `{kind}` names node {node}; allowed: 0..{nodes}"
+            ));
+        }
+        if times.iter().any(|t| !t.is_finite() || *t < 0.0) {
+            return Err(format!(
+                "sim fault `{kind}` has a negative or non-finite time; allowed: µs >= 0"
+            ));
+        }
+        if let Some(p) = probability {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(format!(
+                    "sim fault `drop` probability = {p} is out of range; allowed: [0, 1]"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `[sim]` section of a config.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConfig {
+    pub cpu: CpuModel,
+    /// Random extra delay of each one-way time, as a fraction of it.
+    pub jitter: f64,
+    /// Scale each latency class of the profile per seed (swarm testing).
+    pub swarm: bool,
+    pub faults: Vec<FaultSpec>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            cpu: CpuModel::default(),
+            jitter: 0.1,
+            swarm: false,
+            faults: Vec::new(),
+        }
+    }
+}
+
+/// Latencies after swarm scaling, ns.
+#[derive(Clone, Copy, Debug)]
+struct Timing {
+    onesided_one_way_ns: u64,
+    atomic_one_way_ns: u64,
+    rpc_one_way_ns: u64,
+    per_byte_ps: u64,
+    nic_op_ns: u64,
+    /// Time between two words of a multi-word READ (at least 1, so that
+    /// other verbs can land between its words).
+    word_ns: u64,
+}
+
+/// One verb of a batch in flight, with its operands copied at post time.
+struct SimVerb {
+    kind: VerbKind,
+    addr: u64,
+    len: u32,
+    /// Write: offset in the batch's `write_data`; else in its `results`.
+    buf: u32,
+    compare: u64,
+    swap: u64,
+}
+
+/// A doorbell batch in flight.
+struct InFlight {
+    initiator: u32,
+    coroutine: u16,
+    tag: u16,
+    target: NodeId,
+    verbs: Vec<SimVerb>,
+    write_data: Vec<u64>,
+    results: Vec<u64>,
+    /// A verb of it was lost (crash, drop): it never completes.
+    lost: bool,
+}
+
+enum Event {
+    RunWorker { worker: u32 },
+    Step { batch: u32, verb: u16, word: u32 },
+    Complete { batch: u32 },
+    Deliver { worker: u32, msg: Message },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct LinkFault {
+    from: NodeId,
+    to: NodeId,
+    start_ns: u64,
+    end_ns: u64,
+    extra_ns: u64,
+    drop_probability: f64,
+}
+
+/// Scheduled as "never" in `next_turn_ns`.
+const UNSCHEDULED: u64 = u64::MAX;
+
+struct SimState {
+    now_ns: u64,
+    next_seq: u64,
+    queue: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    events: Vec<Option<Event>>,
+    free_events: Vec<u32>,
+    batches: Vec<Option<InFlight>>,
+    free_batches: Vec<u32>,
+    regions: Vec<Arc<Region>>,
+    workers_per_node: u16,
+    timing: Timing,
+    cpu: CpuModel,
+    jitter: f64,
+    rng: Rng,
+    /// Per worker: its virtual clock, and when its next turn is queued.
+    clock_ns: Vec<u64>,
+    next_turn_ns: Vec<u64>,
+    mailboxes: Vec<Vec<Message>>,
+    /// Per node: when its NIC can take the next verb (op-rate cap).
+    nic_free_ns: Vec<u64>,
+    /// Per (worker, target node): when the queue pair's last verb finished.
+    qp_free_ns: HashMap<(u32, NodeId), u64>,
+    /// Per (sender, receiver) worker: the last delivery time (FIFO).
+    pair_last_ns: HashMap<(u32, u32), u64>,
+    crash_at_ns: Vec<u64>,
+    pauses: Vec<(NodeId, u64, u64)>,
+    links: Vec<LinkFault>,
+    events_processed: u64,
+    lost_count: u64,
+}
+
+impl SimState {
+    fn schedule(&mut self, at_ns: u64, event: Event) {
+        debug_assert!(at_ns >= self.now_ns, "an event in the past");
+        let slot = match self.free_events.pop() {
+            Some(slot) => {
+                self.events[slot as usize] = Some(event);
+                slot
+            }
+            None => {
+                self.events.push(Some(event));
+                (self.events.len() - 1) as u32
+            }
+        };
+        self.queue.push(Reverse((at_ns, self.next_seq, slot)));
+        self.next_seq += 1;
+    }
+
+    fn node_of(&self, worker: u32) -> NodeId {
+        (worker / self.workers_per_node as u32) as NodeId
+    }
+
+    fn crashed(&self, node: NodeId, at_ns: u64) -> bool {
+        at_ns >= self.crash_at_ns[node as usize]
+    }
+
+    /// The first time at or after `at_ns` when `node`'s CPUs run.
+    fn unpaused(&self, node: NodeId, mut at_ns: u64) -> u64 {
+        loop {
+            let moved = self
+                .pauses
+                .iter()
+                .filter(|(n, start, end)| *n == node && *start <= at_ns && at_ns < *end)
+                .map(|(_, _, end)| *end)
+                .max();
+            match moved {
+                Some(end) => at_ns = end,
+                None => return at_ns,
+            }
+        }
+    }
+
+    /// Queues `worker`'s next turn at `at_ns` unless one is queued earlier.
+    fn wake(&mut self, worker: u32, at_ns: u64) {
+        let node = self.node_of(worker);
+        let at_ns = self.unpaused(node, at_ns.max(self.clock_ns[worker as usize]));
+        if self.crashed(node, at_ns) || self.next_turn_ns[worker as usize] <= at_ns {
+            return;
+        }
+        self.next_turn_ns[worker as usize] = at_ns;
+        self.schedule(at_ns, Event::RunWorker { worker });
+    }
+
+    /// Random extra time on a one-way trip of `base_ns`.
+    fn jittered(&mut self, base_ns: u64) -> u64 {
+        if self.jitter == 0.0 || base_ns == 0 {
+            return base_ns;
+        }
+        base_ns + (self.rng.unit() * self.jitter * base_ns as f64) as u64
+    }
+
+    /// Link faults on `from → to` at `at_ns`: extra delay, and whether the
+    /// transfer is lost.
+    fn link_effect(&mut self, from: NodeId, to: NodeId, at_ns: u64) -> (u64, bool) {
+        let mut extra = 0;
+        let mut lost = false;
+        for index in 0..self.links.len() {
+            let link = self.links[index];
+            if link.from == from && link.to == to && link.start_ns <= at_ns && at_ns < link.end_ns {
+                extra += link.extra_ns;
+                if link.drop_probability > 0.0 && self.rng.unit() < link.drop_probability {
+                    lost = true;
+                }
+            }
+        }
+        (extra, lost)
+    }
+
+    fn wire_ns(&self, bytes: u64) -> u64 {
+        (bytes * self.timing.per_byte_ps).div_ceil(1000)
+    }
+
+    /// Reserves the target NIC for one operation arriving at `at_ns`.
+    fn through_nic(&mut self, node: NodeId, at_ns: u64) -> u64 {
+        if self.timing.nic_op_ns == 0 {
+            return at_ns;
+        }
+        let free = &mut self.nic_free_ns[node as usize];
+        let start = at_ns.max(*free);
+        *free = start + self.timing.nic_op_ns;
+        start
+    }
+
+    fn post_remote(
+        &mut self,
+        initiator: u32,
+        coroutine: u16,
+        tag: u16,
+        verbs: &[Verb],
+        write_data: &[u64],
+    ) {
+        let issue_ns = self.clock_ns[initiator as usize];
+        let source = self.node_of(initiator);
+        let target = verbs[0].node;
+        let mut batch = InFlight {
+            initiator,
+            coroutine,
+            tag,
+            target,
+            verbs: Vec::with_capacity(verbs.len()),
+            write_data: Vec::new(),
+            results: Vec::new(),
+            lost: false,
+        };
+        let batch_id = match self.free_batches.pop() {
+            Some(id) => id,
+            None => {
+                self.batches.push(None);
+                (self.batches.len() - 1) as u32
+            }
+        };
+        let mut complete_ns = issue_ns + 1;
+        let mut qp_free = self
+            .qp_free_ns
+            .get(&(initiator, target))
+            .copied()
+            .unwrap_or(0);
+        for (index, verb) in verbs.iter().enumerate() {
+            let (one_way, out_bytes, back_bytes) = match verb.kind {
+                VerbKind::Read => (self.timing.onesided_one_way_ns, 16, 8 * verb.len as u64),
+                VerbKind::Write => (self.timing.onesided_one_way_ns, 16 + 8 * verb.len as u64, 8),
+                VerbKind::Cas | VerbKind::Faa => (self.timing.atomic_one_way_ns, 32, 8),
+            };
+            let buf = match verb.kind {
+                VerbKind::Write => {
+                    let at = batch.write_data.len() as u32;
+                    let from = verb.buf as usize;
+                    batch
+                        .write_data
+                        .extend_from_slice(&write_data[from..from + verb.len as usize]);
+                    at
+                }
+                _ => {
+                    let at = batch.results.len() as u32;
+                    batch.results.resize(at as usize + verb.len as usize, 0);
+                    at
+                }
+            };
+            batch.verbs.push(SimVerb {
+                kind: verb.kind,
+                addr: verb.addr,
+                len: verb.len,
+                buf,
+                compare: verb.compare,
+                swap: verb.swap,
+            });
+            let out = self.jittered(one_way) + self.wire_ns(out_bytes);
+            let (extra, lost) = self.link_effect(source, target, issue_ns);
+            batch.lost |= lost;
+            let arrival = self.through_nic(target, issue_ns + out + extra);
+            let start = arrival.max(qp_free);
+            let steps = if verb.kind == VerbKind::Read {
+                verb.len as u64
+            } else {
+                1
+            };
+            let last_step = start + (steps - 1) * self.timing.word_ns;
+            qp_free = last_step + 1;
+            self.schedule(
+                start,
+                Event::Step {
+                    batch: batch_id,
+                    verb: index as u16,
+                    word: 0,
+                },
+            );
+            let back = (self.jittered(one_way) + self.wire_ns(back_bytes)).max(1);
+            complete_ns = complete_ns.max(last_step + back);
+        }
+        self.qp_free_ns.insert((initiator, target), qp_free);
+        self.batches[batch_id as usize] = Some(batch);
+        self.schedule(complete_ns, Event::Complete { batch: batch_id });
+    }
+
+    /// Applies word `word` of a verb, and the words after it that no other
+    /// event can come between (so a READ costs one queue operation per
+    /// interleaving opportunity, not per word).
+    fn step(&mut self, batch_id: u32, verb_index: u16, mut word: u32) {
+        let word_ns = self.timing.word_ns;
+        let next_event_ns = self
+            .queue
+            .peek()
+            .map_or(u64::MAX, |Reverse((at, _, _))| *at);
+        let Some(batch) = self.batches[batch_id as usize].as_mut() else {
+            return;
+        };
+        if self.now_ns >= self.crash_at_ns[batch.target as usize] {
+            batch.lost = true;
+            return;
+        }
+        let region = &self.regions[batch.target as usize];
+        let verb = &batch.verbs[verb_index as usize];
+        if verb.kind == VerbKind::Write {
+            // A WRITE's payload lands at once (it arrived whole); only
+            // READs are copied out word by word, so a READ overlapping a
+            // WRITE sees some words before it and some after: a torn READ.
+            let data = &batch.write_data[verb.buf as usize..(verb.buf + verb.len) as usize];
+            region.write(verb.addr, data);
+            return;
+        }
+        let mut at_ns = self.now_ns;
+        loop {
+            let addr = verb.addr + word as u64;
+            let buf = verb.buf as usize + word as usize;
+            match verb.kind {
+                VerbKind::Read => batch.results[buf] = region.load(addr),
+                VerbKind::Write => unreachable!("applied whole above"),
+                VerbKind::Cas => batch.results[buf] = region.cas(addr, verb.compare, verb.swap),
+                VerbKind::Faa => batch.results[buf] = region.faa(addr, verb.compare),
+            }
+            word += 1;
+            if word == verb.len {
+                return;
+            }
+            at_ns += word_ns;
+            if next_event_ns <= at_ns {
+                break;
+            }
+        }
+        self.schedule(
+            at_ns,
+            Event::Step {
+                batch: batch_id,
+                verb: verb_index,
+                word,
+            },
+        );
+    }
+
+    fn complete(&mut self, batch_id: u32) {
+        let batch = self.batches[batch_id as usize]
+            .take()
+            .expect("a batch completes once");
+        self.free_batches.push(batch_id);
+        let initiator_node = self.node_of(batch.initiator);
+        if batch.lost || self.crashed(initiator_node, self.now_ns) {
+            self.lost_count += 1;
+            return;
+        }
+        let worker = batch.initiator;
+        let msg = Message {
+            src_node: initiator_node,
+            src_worker: (worker % self.workers_per_node as u32) as u16,
+            dst_node: initiator_node,
+            dst_worker: (worker % self.workers_per_node as u32) as u16,
+            coroutine: batch.coroutine,
+            call: batch.tag,
+            kind: batch.verbs.len() as u16,
+            flags: MSG_COMPLETION,
+            deliver_at_ns: self.now_ns,
+            payload: batch.results,
+        };
+        self.mailboxes[worker as usize].push(msg);
+        self.wake(worker, self.now_ns);
+    }
+
+    fn send(&mut self, sender: u32, mut msg: Message) {
+        let now = self.clock_ns[sender as usize];
+        let receiver = msg.dst_node as u32 * self.workers_per_node as u32 + msg.dst_worker as u32;
+        let mut at = now;
+        if msg.dst_node != msg.src_node {
+            let bytes = 32 + 8 * msg.payload.len() as u64;
+            at += self.jittered(self.timing.rpc_one_way_ns) + self.wire_ns(bytes);
+            let (extra, lost) = self.link_effect(msg.src_node, msg.dst_node, now);
+            if lost {
+                self.lost_count += 1;
+                return;
+            }
+            at = self.through_nic(msg.dst_node, at + extra);
+        }
+        let last = self.pair_last_ns.entry((sender, receiver)).or_insert(0);
+        at = at.max(*last);
+        *last = at;
+        msg.deliver_at_ns = at;
+        self.schedule(
+            at,
+            Event::Deliver {
+                worker: receiver,
+                msg,
+            },
+        );
+    }
+}
+
+/// The simulated cluster; hand one [`SimEndpoint`] to each worker and drive
+/// the workers with [`SimFabric::next_run`] and [`SimFabric::turn_done`].
+#[derive(Clone)]
+pub struct SimFabric {
+    state: Rc<RefCell<SimState>>,
+}
+
+impl SimFabric {
+    pub fn new(
+        regions: Vec<Arc<Region>>,
+        workers_per_node: u16,
+        profile: &NetworkProfile,
+        config: &SimConfig,
+        seed: u64,
+    ) -> SimFabric {
+        let nodes = regions.len();
+        let mut rng = Rng::derive(seed, &[0x5151]);
+        let mut scale = |ns: u64| {
+            if config.swarm {
+                (ns as f64 * (0.5 + 1.5 * rng.unit())) as u64
+            } else {
+                ns
+            }
+        };
+        let timing = Timing {
+            onesided_one_way_ns: scale(profile.onesided_rtt_ns) / 2,
+            atomic_one_way_ns: scale(profile.atomic_rtt_ns) / 2,
+            rpc_one_way_ns: scale(profile.rpc_rtt_ns) / 2,
+            per_byte_ps: profile.per_byte_ps,
+            nic_op_ns: profile.nic_op_ns(),
+            word_ns: ((8 * profile.per_byte_ps) / 1000).max(1),
+        };
+        let total_workers = nodes * workers_per_node as usize;
+        let mut state = SimState {
+            now_ns: 0,
+            next_seq: 0,
+            queue: BinaryHeap::with_capacity(1024),
+            events: Vec::with_capacity(1024),
+            free_events: Vec::new(),
+            batches: Vec::new(),
+            free_batches: Vec::new(),
+            regions,
+            workers_per_node,
+            timing,
+            cpu: config.cpu,
+            jitter: config.jitter,
+            rng: Rng::derive(seed, &[0x5152]),
+            clock_ns: vec![0; total_workers],
+            next_turn_ns: vec![UNSCHEDULED; total_workers],
+            mailboxes: (0..total_workers).map(|_| Vec::new()).collect(),
+            nic_free_ns: vec![0; nodes],
+            qp_free_ns: HashMap::new(),
+            pair_last_ns: HashMap::new(),
+            crash_at_ns: vec![u64::MAX; nodes],
+            pauses: Vec::new(),
+            links: Vec::new(),
+            events_processed: 0,
+            lost_count: 0,
+        };
+        let us = |t: f64| (t * 1_000.0) as u64;
+        for fault in &config.faults {
+            match *fault {
+                FaultSpec::Pause {
+                    node,
+                    at_us,
+                    for_us,
+                } => state
+                    .pauses
+                    .push((node as NodeId, us(at_us), us(at_us) + us(for_us))),
+                FaultSpec::Crash { node, at_us } => {
+                    let at = &mut state.crash_at_ns[node as usize];
+                    *at = (*at).min(us(at_us));
+                }
+                FaultSpec::Delay {
+                    from,
+                    to,
+                    at_us,
+                    for_us,
+                    extra_ns,
+                } => state.links.push(LinkFault {
+                    from: from as NodeId,
+                    to: to as NodeId,
+                    start_ns: us(at_us),
+                    end_ns: us(at_us) + us(for_us),
+                    extra_ns,
+                    drop_probability: 0.0,
+                }),
+                FaultSpec::Drop {
+                    from,
+                    to,
+                    at_us,
+                    for_us,
+                    probability,
+                } => state.links.push(LinkFault {
+                    from: from as NodeId,
+                    to: to as NodeId,
+                    start_ns: us(at_us),
+                    end_ns: us(at_us) + us(for_us),
+                    extra_ns: 0,
+                    drop_probability: probability,
+                }),
+            }
+        }
+        SimFabric {
+            state: Rc::new(RefCell::new(state)),
+        }
+    }
+
+    /// The endpoint of worker `worker` of `node`.
+    pub fn endpoint(&self, node: NodeId, worker: u16) -> SimEndpoint {
+        let index = node as u32 * self.state.borrow().workers_per_node as u32 + worker as u32;
+        SimEndpoint {
+            state: self.state.clone(),
+            node,
+            worker,
+            index,
+            counters: VerbCounters::default(),
+        }
+    }
+
+    /// Virtual time of the event being processed, ns.
+    pub fn now_ns(&self) -> u64 {
+        self.state.borrow().now_ns
+    }
+
+    /// Queues a turn of worker `index` (= node × workers + worker) at
+    /// `at_ns`, e.g. the first turn of every worker.
+    pub fn wake(&self, index: usize, at_ns: u64) {
+        self.state.borrow_mut().wake(index as u32, at_ns)
+    }
+
+    /// Processes events in virtual-time order until a worker's turn is due,
+    /// and returns that worker's index with its clock set to the turn's
+    /// time; `None` when no event is left.
+    pub fn next_run(&self) -> Option<usize> {
+        let mut state = self.state.borrow_mut();
+        while let Some(Reverse((at_ns, _, slot))) = state.queue.pop() {
+            debug_assert!(at_ns >= state.now_ns, "virtual time went backwards");
+            state.now_ns = at_ns;
+            state.events_processed += 1;
+            let event = state.events[slot as usize]
+                .take()
+                .expect("a queued event is present");
+            state.free_events.push(slot);
+            match event {
+                Event::RunWorker { worker } => {
+                    let index = worker as usize;
+                    if state.next_turn_ns[index] != at_ns {
+                        continue; // superseded by an earlier turn
+                    }
+                    state.next_turn_ns[index] = UNSCHEDULED;
+                    let node = state.node_of(worker);
+                    if state.crashed(node, at_ns) {
+                        continue;
+                    }
+                    let resumed = state.unpaused(node, at_ns);
+                    if resumed != at_ns {
+                        state.wake(worker, resumed);
+                        continue;
+                    }
+                    state.clock_ns[index] = state.clock_ns[index].max(at_ns);
+                    return Some(index);
+                }
+                Event::Step { batch, verb, word } => state.step(batch, verb, word),
+                Event::Complete { batch } => state.complete(batch),
+                Event::Deliver { worker, msg } => {
+                    if state.crashed(state.node_of(worker), at_ns) {
+                        state.lost_count += 1;
+                        continue;
+                    }
+                    state.mailboxes[worker as usize].push(msg);
+                    state.wake(worker, at_ns);
+                }
+            }
+        }
+        None
+    }
+
+    /// After a turn of worker `index`: queue its next one — at once if the
+    /// turn did something (it may have more to do), at `wake_at_ns` if a
+    /// timer is pending, else when a message or completion arrives.
+    pub fn turn_done(&self, index: usize, progressed: bool, wake_at_ns: Option<u64>) {
+        let mut state = self.state.borrow_mut();
+        let clock = state.clock_ns[index];
+        if progressed || !state.mailboxes[index].is_empty() {
+            state.wake(index as u32, clock);
+        } else if let Some(at) = wake_at_ns {
+            state.wake(index as u32, at.max(clock));
+        }
+    }
+
+    /// Events processed so far (a measure of simulation work).
+    pub fn events_processed(&self) -> u64 {
+        self.state.borrow().events_processed
+    }
+
+    /// Verbs, batches and messages lost to crashes and drops.
+    pub fn lost_count(&self) -> u64 {
+        self.state.borrow().lost_count
+    }
+
+    /// Pauses `node`'s CPUs during `[at_ns, at_ns + for_ns)`.
+    pub fn pause_node(&self, node: NodeId, at_ns: u64, for_ns: u64) {
+        self.state
+            .borrow_mut()
+            .pauses
+            .push((node, at_ns, at_ns + for_ns));
+    }
+
+    /// Crashes `node` at `at_ns`.
+    pub fn crash_node(&self, node: NodeId, at_ns: u64) {
+        let mut state = self.state.borrow_mut();
+        let at = &mut state.crash_at_ns[node as usize];
+        *at = (*at).min(at_ns);
+    }
+
+    /// Whether `node` has crashed by `at_ns`.
+    pub fn is_crashed(&self, node: NodeId, at_ns: u64) -> bool {
+        self.state.borrow().crashed(node, at_ns)
+    }
+}
+
+/// One worker's endpoint on the simulated cluster.
+pub struct SimEndpoint {
+    state: Rc<RefCell<SimState>>,
+    node: NodeId,
+    worker: u16,
+    index: u32,
+    counters: VerbCounters,
+}
+
+impl SimEndpoint {
+    fn advance(&self, ns: u64) {
+        self.state.borrow_mut().clock_ns[self.index as usize] += ns;
+    }
+}
+
+impl Endpoint for SimEndpoint {
+    fn node(&self) -> NodeId {
+        self.node
+    }
+
+    fn worker(&self) -> u16 {
+        self.worker
+    }
+
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        self.state.borrow().clock_ns[self.index as usize]
+    }
+
+    fn post(
+        &mut self,
+        coroutine: u16,
+        tag: u16,
+        verbs: &[Verb],
+        write_data: &[u64],
+        results: &mut [u64],
+    ) -> Posted {
+        let Some(first) = verbs.first() else {
+            return Posted::At(0);
+        };
+        let target = first.node;
+        for verb in verbs {
+            debug_assert_eq!(verb.node, target, "a doorbell batch targets one node");
+            self.counters.count(verb);
+        }
+        self.counters.doorbells += 1;
+        let mut state = self.state.borrow_mut();
+        let cost = state.cpu.post_ns + state.cpu.verb_ns * verbs.len() as u64;
+        state.clock_ns[self.index as usize] += cost;
+        if target != self.node {
+            state.post_remote(self.index, coroutine, tag, verbs, write_data);
+            return Posted::Deferred;
+        }
+        // Local verbs bypass the NIC and take effect at once.
+        let region = &state.regions[target as usize];
+        for verb in verbs {
+            let buf = verb.buf as usize;
+            match verb.kind {
+                VerbKind::Read => {
+                    region.read(verb.addr, &mut results[buf..buf + verb.len as usize])
+                }
+                VerbKind::Write => {
+                    region.write(verb.addr, &write_data[buf..buf + verb.len as usize])
+                }
+                VerbKind::Cas => results[buf] = region.cas(verb.addr, verb.compare, verb.swap),
+                VerbKind::Faa => results[buf] = region.faa(verb.addr, verb.compare),
+            }
+        }
+        Posted::At(0)
+    }
+
+    fn send(&mut self, msg: Message) {
+        if msg.flags & MSG_REPLY == 0 {
+            self.counters.rpc += 1;
+            self.counters.rpc_request_bytes += 8 * msg.payload.len() as u64;
+        }
+        let mut state = self.state.borrow_mut();
+        state.clock_ns[self.index as usize] += state.cpu.send_ns;
+        state.send(self.index, msg);
+    }
+
+    fn receive(&mut self, out: &mut Vec<Message>) {
+        let mut state = self.state.borrow_mut();
+        let index = self.index as usize;
+        if state.mailboxes[index].is_empty() {
+            return;
+        }
+        let cpu = state.cpu;
+        let mut cost = 0;
+        for msg in state.mailboxes[index].iter() {
+            cost += if msg.flags & (MSG_REPLY | MSG_COMPLETION) != 0 {
+                cpu.completion_ns
+            } else {
+                cpu.handler_ns + cpu.handler_word_ns * msg.payload.len() as u64
+            };
+        }
+        out.append(&mut state.mailboxes[index]);
+        state.clock_ns[index] += cost;
+    }
+
+    fn spend_cpu(&mut self, ns: u64) {
+        self.advance(ns);
+    }
+
+    fn charge(&mut self, op: CpuOp, count: u32) {
+        let cost = {
+            let cpu = &self.state.borrow().cpu;
+            match op {
+                CpuOp::Turn => cpu.event_loop_ns,
+                CpuOp::Switch => cpu.switch_ns,
+                CpuOp::Access => cpu.access_ns,
+            }
+        };
+        self.advance(cost * count as u64);
+    }
+
+    fn idle(&mut self, _wake_at_ns: Option<u64>) {
+        // The driver runs a worker only when it has something to do; the
+        // gap until then is its idle time.
+    }
+
+    fn counters(&self) -> &VerbCounters {
+        &self.counters
+    }
+}
+
+/// FNV-1a over 64-bit words: the hash of a run's history and memory that
+/// proves two runs of one seed identical.
+#[derive(Clone, Copy, Debug)]
+pub struct WordHasher(u64);
+
+impl Default for WordHasher {
+    fn default() -> Self {
+        WordHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl WordHasher {
+    #[inline]
+    pub fn word(&mut self, word: u64) {
+        for byte in word.to_le_bytes() {
+            self.0 ^= byte as u64;
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    pub fn finish(self) -> u64 {
+        self.0
+    }
+}

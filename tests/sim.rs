@@ -1,0 +1,337 @@
+//! The `sim` fabric: a run is a pure function of (config, seed); verbs take
+//! effect word by word at their modeled times, so concurrent WRITEs tear
+//! READs; profiles shape latency; faults pause, crash, delay and drop; and
+//! the seeded correctness matrix passes for every implemented protocol and
+//! catches a broken one.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use verbena::check::matrix::{self, Case};
+use verbena::config::{Config, FabricKind};
+use verbena::engine::{self, Report};
+use verbena::fabric::sim::{FaultSpec, SimConfig, SimFabric};
+use verbena::fabric::{NetworkProfile, Region};
+use verbena::protocols::{Primitive, ProtocolKind};
+use verbena::runtime::{RpcService, Served, Worker};
+
+fn sim_config(protocol: ProtocolKind, primitive: Primitive, seed: u64) -> Config {
+    let mut config = Config {
+        fabric: FabricKind::Sim,
+        protocol,
+        primitive,
+        nodes: 3,
+        workers: 2,
+        coroutines: 4,
+        duration_s: 0.004,
+        warmup_s: 0.001,
+        seed,
+        check: true,
+        profile: NetworkProfile::builtin("cx4-edr").unwrap(),
+        ..Config::default()
+    };
+    config.ycsb.rows_per_node = 200;
+    config.ycsb.write_ratio = 0.5;
+    config
+}
+
+fn run(config: &Config) -> Report {
+    engine::run(config).expect("run").report
+}
+
+fn implemented() -> Vec<ProtocolKind> {
+    ProtocolKind::ALL
+        .into_iter()
+        .filter(|p| p.implemented())
+        .collect()
+}
+
+#[test]
+fn a_run_is_a_pure_function_of_config_and_seed() {
+    for protocol in implemented() {
+        for primitive in [Primitive::OneSided, Primitive::Rpc] {
+            let config = sim_config(protocol, primitive, 7);
+            let (a, b) = (run(&config), run(&config));
+            let (sa, sb) = (a.sim.as_ref().unwrap(), b.sim.as_ref().unwrap());
+            assert_eq!(a.time, "simulated");
+            assert_eq!(sa.history_hash, sb.history_hash, "{}", protocol.name());
+            assert_eq!(sa.memory_hash, sb.memory_hash, "{}", protocol.name());
+            assert_eq!(sa.events, sb.events);
+            assert_eq!(a.committed, b.committed);
+            assert_eq!(a.abort_rate, b.abort_rate);
+            assert_eq!(a.latency_us.p99, b.latency_us.p99);
+            assert_eq!(a.verbs_per_txn.bytes, b.verbs_per_txn.bytes);
+            assert!(a.committed > 0 && a.check.as_ref().unwrap().passed());
+
+            let other = run(&Config {
+                seed: 8,
+                ..config.clone()
+            });
+            assert_ne!(
+                other.sim.unwrap().history_hash,
+                sa.history_hash,
+                "another seed, another history"
+            );
+        }
+    }
+}
+
+#[test]
+fn swarm_and_jitter_change_the_interleaving_but_not_correctness() {
+    let mut config = sim_config(ProtocolKind::Occ, Primitive::OneSided, 3);
+    let plain = run(&config);
+    config.sim.swarm = true;
+    config.sim.jitter = 1.0;
+    let swarmed = run(&config);
+    assert_ne!(
+        plain.sim.unwrap().history_hash,
+        swarmed.sim.unwrap().history_hash
+    );
+    assert!(swarmed.check.unwrap().passed());
+}
+
+/// A multi-word READ copies word by word over its modeled time, so a
+/// WRITE of the same words by another worker can land in the middle.
+#[test]
+fn concurrent_writes_tear_multi_word_reads() {
+    const WORDS: u32 = 16;
+    let regions: Vec<Arc<Region>> = (0..2).map(|_| Arc::new(Region::new(64))).collect();
+    let profile = NetworkProfile {
+        name: "slow-wire".into(),
+        onesided_rtt_ns: 2_000,
+        atomic_rtt_ns: 2_000,
+        rpc_rtt_ns: 2_000,
+        per_byte_ps: 2_000,
+        nic_mops: 0.0,
+    };
+    let config = SimConfig {
+        jitter: 0.5,
+        ..SimConfig::default()
+    };
+    let fabric = SimFabric::new(regions.clone(), 2, &profile, &config, 11);
+    let reader = Worker::new(Box::new(fabric.endpoint(0, 0)), 1);
+    let writer = Worker::new(Box::new(fabric.endpoint(0, 1)), 1);
+    let torn = std::cell::Cell::new(0u32);
+    let (reader_ref, writer_ref, torn_ref) = (&reader, &writer, &torn);
+    let mut reader_co: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = vec![Box::pin(async move {
+        for _ in 0..300 {
+            let id = {
+                let mut batch = reader_ref.slot(0).batch.borrow_mut();
+                batch.clear();
+                batch.read(1, 0, WORDS)
+            };
+            reader_ref.submit(0).await;
+            let batch = reader_ref.slot(0).batch.borrow();
+            let words = batch.result(id);
+            if words.iter().any(|&w| w != words[0]) {
+                torn_ref.set(torn_ref.get() + 1);
+            }
+        }
+    })];
+    let mut writer_co: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = vec![Box::pin(async move {
+        for value in 1..=300u64 {
+            {
+                let mut batch = writer_ref.slot(0).batch.borrow_mut();
+                batch.clear();
+                batch.write(1, 0, &[value; WORDS as usize]);
+            }
+            writer_ref.submit(0).await;
+        }
+    })];
+    struct NoService;
+    impl RpcService for NoService {
+        fn serve(&self, _: u16, _: &mut Vec<u64>) -> Served {
+            unreachable!("no RPCs in this test")
+        }
+    }
+    fabric.wake(0, 0);
+    fabric.wake(1, 0);
+    let (mut reader_done, mut writer_done) = (false, false);
+    while let Some(index) = fabric.next_run() {
+        let (worker, coroutines, done) = if index == 0 {
+            (&reader, &mut reader_co, &mut reader_done)
+        } else {
+            (&writer, &mut writer_co, &mut writer_done)
+        };
+        let turn = worker.turn(coroutines, &NoService);
+        *done |= turn.coroutines_done;
+        fabric.turn_done(index, turn.progressed, turn.wake_at_ns);
+        if reader_done && writer_done {
+            break;
+        }
+    }
+    assert!(reader_done && writer_done, "the simulation stalled");
+    assert_eq!(regions[1].load(0), 300);
+    assert!(
+        torn.get() > 0,
+        "300 overlapping 16-word READs and WRITEs never tore"
+    );
+}
+
+#[test]
+fn network_profiles_set_the_latency_of_simulated_transactions() {
+    let mut config = sim_config(ProtocolKind::NoWait, Primitive::OneSided, 1);
+    config.check = false;
+    config.ycsb.partitions_per_txn = Some(2);
+    let cx4 = run(&config);
+    config.profile = NetworkProfile::builtin("cloud-lan").unwrap();
+    config.duration_s = 0.2;
+    config.warmup_s = 0.01;
+    let cloud = run(&config);
+    // A remote transaction needs at least one round trip: 1 ms on the
+    // cloud LAN, a few µs on EDR InfiniBand.
+    assert!(cloud.latency_us.p50 >= 1_000.0, "{:?}", cloud.latency_us);
+    assert!(cx4.latency_us.p50 < 200.0, "{:?}", cx4.latency_us);
+    assert!(cx4.latency_us.p50 >= 2.0, "{:?}", cx4.latency_us);
+    assert!(cx4.throughput_txn_per_s > 20.0 * cloud.throughput_txn_per_s);
+}
+
+#[test]
+fn a_paused_node_stops_committing_and_its_peers_go_on() {
+    let mut config = sim_config(ProtocolKind::NoWait, Primitive::OneSided, 2);
+    config.check = false;
+    config.ycsb.partitions_per_txn = Some(1);
+    config.workers = 1;
+    let baseline = run(&config);
+    config.sim.faults = vec![FaultSpec::Pause {
+        node: 1,
+        at_us: 1_000.0,
+        for_us: 3_000.0,
+    }];
+    let paused = run(&config);
+    let (before, after) = (&baseline.worker_txn_per_s, &paused.worker_txn_per_s);
+    assert!(
+        after[1] < 0.5 * before[1],
+        "node 1 paused for 3 of 4 measured ms: {after:?} vs {before:?}"
+    );
+    assert!(after[0] > 0.8 * before[0], "{after:?} vs {before:?}");
+}
+
+#[test]
+fn a_crashed_node_loses_its_traffic_and_the_run_still_ends() {
+    let mut config = sim_config(ProtocolKind::NoWait, Primitive::Rpc, 4);
+    config.check = false;
+    config.sim.faults = vec![FaultSpec::Crash {
+        node: 2,
+        at_us: 2_000.0,
+    }];
+    let report = run(&config);
+    let sim = report.sim.unwrap();
+    assert!(sim.lost_messages > 0);
+    assert!(
+        sim.stuck_workers > 0,
+        "peers waiting on the crashed node are reported"
+    );
+    assert!(report.committed > 0);
+}
+
+#[test]
+fn link_faults_delay_and_drop_from_the_seed() {
+    let mut config = sim_config(ProtocolKind::NoWait, Primitive::Rpc, 5);
+    config.check = false;
+    let baseline = run(&config);
+    config.sim.faults = vec![
+        FaultSpec::Delay {
+            from: 0,
+            to: 1,
+            at_us: 0.0,
+            for_us: 1e9,
+            extra_ns: 50_000,
+        },
+        FaultSpec::Delay {
+            from: 1,
+            to: 0,
+            at_us: 0.0,
+            for_us: 1e9,
+            extra_ns: 50_000,
+        },
+    ];
+    let delayed = run(&config);
+    assert!(delayed.latency_us.p99 > baseline.latency_us.p99 + 50.0);
+    config.sim.faults = vec![FaultSpec::Drop {
+        from: 0,
+        to: 1,
+        at_us: 2_000.0,
+        for_us: 100.0,
+        probability: 0.5,
+    }];
+    let dropped = run(&config);
+    let again = run(&config);
+    let sim = dropped.sim.unwrap();
+    assert!(sim.lost_messages > 0);
+    assert_eq!(sim.history_hash, again.sim.unwrap().history_hash);
+}
+
+#[test]
+fn bad_sim_settings_are_refused_with_what_is_allowed() {
+    let mut config = sim_config(ProtocolKind::NoWait, Primitive::Rpc, 1);
+    config.sim.faults = vec![FaultSpec::Crash {
+        node: 9,
+        at_us: 1.0,
+    }];
+    let err = engine::run(&config).err().unwrap().to_string();
+    assert!(err.contains("node 9") && err.contains("0..3"), "{err}");
+    let mut config = sim_config(ProtocolKind::NoWait, Primitive::Rpc, 1);
+    config.sim.jitter = -1.0;
+    let err = engine::run(&config).err().unwrap().to_string();
+    assert!(err.contains("sim.jitter"), "{err}");
+    let mut config = sim_config(ProtocolKind::NoWait, Primitive::Rpc, 1);
+    config.fabric = FabricKind::Threads;
+    config.sim.faults = vec![FaultSpec::Crash {
+        node: 1,
+        at_us: 1.0,
+    }];
+    let err = engine::run(&config).err().unwrap().to_string();
+    assert!(err.contains("fabric = sim"), "{err}");
+}
+
+#[test]
+fn sim_emulates_more_workers_than_the_threads_fabric_allows() {
+    let mut config = sim_config(ProtocolKind::Occ, Primitive::OneSided, 1);
+    config.nodes = 129;
+    config.workers = 8;
+    config.coroutines = 2;
+    config.duration_s = 0.001;
+    config.warmup_s = 0.0;
+    config.ycsb.rows_per_node = 100;
+    let report = run(&config);
+    assert_eq!(report.worker_txn_per_s.len(), 1032);
+    assert!(report.committed > 1_000);
+    assert!(report.check.unwrap().passed());
+    config.fabric = FabricKind::Threads;
+    let err = engine::run(&config).err().unwrap().to_string();
+    assert!(err.contains("--fabric sim"), "{err}");
+}
+
+/// The fast part of the matrix; `verbena check --seeds N` runs the deep
+/// part (CI runs it too).
+#[test]
+fn the_matrix_passes_for_every_implemented_protocol() {
+    let cases = matrix::cases(&implemented(), 1..=3);
+    let mut failures = Vec::new();
+    for &case in &cases {
+        let outcome = matrix::run_case(case, |_| {});
+        if !outcome.passed {
+            failures.push(format!(
+                "{}: {}",
+                matrix::replay_command(case),
+                outcome.detail
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_matrix_catches_occ_without_read_validation_within_ten_seeds() {
+    let caught = matrix::cases(&[ProtocolKind::Occ], 1..=10)
+        .into_iter()
+        .find(|&case: &Case| {
+            !matrix::run_case(case, |config| config.unsafe_skip_occ_validation = true).passed
+        });
+    let case = caught.expect("OCC without validation passed 10 seeds of the matrix");
+    // The replay is exact: the same case fails the same way again.
+    let again = matrix::run_case(case, |config| config.unsafe_skip_occ_validation = true);
+    assert!(!again.passed && again.detail.contains("not serializable"));
+}
