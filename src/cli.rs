@@ -58,10 +58,9 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --nodes N                 nodes [2]
     --workers N               worker threads per node [1]
     --coroutines N            transaction coroutines per worker [8]
-    --protocol NAME           no_wait | wait_die | wound_wait | occ | sundial |
-                              drtm [no_wait]
-                              (named, not yet built: timestamp, mvcc, maat,
-                              cicada, calvin)
+    --protocol NAME           no_wait | wait_die | wound_wait | timestamp |
+                              mvcc | occ | maat | sundial | cicada | drtm
+                              [no_wait] (named, not yet built: calvin)
     --lock-mode M             2PL family: exclusive | shared [exclusive]
     --wait-die-starvation-fix B  true | false: RCC §4.3's fix [false]
     --primitive P             onesided | rpc: every stage's default [onesided]

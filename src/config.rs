@@ -257,6 +257,18 @@ impl std::error::Error for ConfigError {}
 /// instead of exhausting the machine.
 pub const MAX_REGION_BYTES: u64 = 16 << 30;
 
+/// Header words per tuple the protocol lays out (for the footprint check):
+/// the version slots of CICADA, the lists of MAAT, else one.
+fn header_words_estimate(protocol: ProtocolKind, o: &ProtocolOptions, record_words: u64) -> u64 {
+    match protocol {
+        ProtocolKind::Cicada => 2 + o.cicada_versions as u64 * (record_words + 4),
+        ProtocolKind::Maat => 3 + 2 * o.maat_list_capacity as u64,
+        // A copy of the record and 2 words per version slot (RCC §4.4).
+        ProtocolKind::Mvcc => 2 + o.mvcc_versions as u64 * (record_words + 2),
+        _ => 1,
+    }
+}
+
 fn check_count(name: &str, value: u32, low: u32, high: u32) -> Result<(), ConfigError> {
     if value < low || value > high {
         return Err(ConfigError(format!(
@@ -437,17 +449,22 @@ impl Config {
             )));
         }
         // Rough footprint: tuple words plus the index (≤ 50 % load).
-        let tuple_bytes = 8 * (4 + y.record_bytes as u64 / 8) + 32;
+        let record_words = y.record_bytes as u64 / 8;
+        let tuple_bytes = 8
+            * (3 + header_words_estimate(self.protocol, &self.protocol_options, record_words)
+                + record_words)
+            + 32;
         let total = tuple_bytes
             .saturating_mul(y.rows_per_node)
             .saturating_mul(self.nodes as u64);
         if total > MAX_REGION_BYTES {
             return Err(ConfigError(format!(
-                "ycsb.rows_per_node = {} × record_bytes = {} on {} nodes needs about {} MiB of registered memory; allowed: at most {} MiB",
+                "ycsb.rows_per_node = {} × record_bytes = {} on {} nodes needs about {} MiB of registered memory with {}'s tuple header; allowed: at most {} MiB",
                 y.rows_per_node,
                 y.record_bytes,
                 self.nodes,
                 total >> 20,
+                self.protocol.name(),
                 MAX_REGION_BYTES >> 20
             )));
         }

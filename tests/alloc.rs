@@ -105,6 +105,18 @@ fn occ_rpc_steady_state_allocates_nothing() {
 }
 
 #[test]
+fn maat_steady_state_allocates_nothing() {
+    steady_state_allocates_nothing(ProtocolKind::Maat, Primitive::OneSided);
+    steady_state_allocates_nothing(ProtocolKind::Maat, Primitive::Rpc);
+}
+
+#[test]
+fn cicada_steady_state_allocates_nothing() {
+    steady_state_allocates_nothing(ProtocolKind::Cicada, Primitive::OneSided);
+    steady_state_allocates_nothing(ProtocolKind::Cicada, Primitive::Rpc);
+}
+
+#[test]
 fn sundial_and_drtm_steady_state_allocates_nothing() {
     for protocol in [ProtocolKind::Sundial, ProtocolKind::Drtm] {
         for primitive in [Primitive::OneSided, Primitive::Rpc] {

@@ -128,6 +128,8 @@ fn transfers_with_blind_writes_conserve_money_on_every_protocol() {
     for protocol in [
         ProtocolKind::NoWait,
         ProtocolKind::Occ,
+        ProtocolKind::Maat,
+        ProtocolKind::Cicada,
         ProtocolKind::Sundial,
         ProtocolKind::Drtm,
     ] {
@@ -181,12 +183,15 @@ fn transfers_upgrade_read_locks_on_the_2pl_family_in_both_lock_modes() {
     ] {
         for lock_mode in [LockMode::Exclusive, LockMode::Shared] {
             for primitive in [Primitive::OneSided, Primitive::Rpc] {
+                // On sim: deterministic, whatever else the machine runs.
                 let config = Config {
                     protocol,
                     primitive,
+                    fabric: verbena::config::FabricKind::Sim,
+                    profile: verbena::fabric::NetworkProfile::builtin("cx4-edr").unwrap(),
                     nodes: 3,
                     coroutines: 6,
-                    duration_s: 0.2,
+                    duration_s: 0.01,
                     warmup_s: 0.0,
                     check: true,
                     protocol_options: ProtocolOptions {

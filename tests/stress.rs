@@ -58,6 +58,8 @@ fn drawn(protocol: ProtocolKind, seed: u64) -> Config {
     y.compute_us = rng.below(3) as f64;
     y.record_bytes = 8 * (1 + rng.below(16) as u32);
     y.partitions_per_txn = Some(1 + rng.below(nodes.min(y.ops_per_txn) as u64) as u32);
+    config.protocol_options.mvcc_versions = 2 + rng.below(5) as u32;
+    config.protocol_options.timestamp_cascading_aborts = rng.below(2) == 0;
     config
 }
 
@@ -73,10 +75,12 @@ fn many_seeds_every_protocol_random_shapes_and_plans() {
         for protocol in [
             ProtocolKind::NoWait,
             ProtocolKind::WaitDie,
-            // WOUND_WAIT is left out: serializable on every seed tried, but
-            // under the hottest drawn shapes (e.g. seed 11) it can commit
-            // nothing in 0.3 s — a known liveness/throughput problem.
+            ProtocolKind::WoundWait,
             ProtocolKind::Occ,
+            ProtocolKind::Timestamp,
+            ProtocolKind::Mvcc,
+            ProtocolKind::Maat,
+            ProtocolKind::Cicada,
             ProtocolKind::Sundial,
             // DRTM is left out: serializable on every seed tried, but under
             // the hottest drawn shapes on an oversubscribed machine (seed 3:

@@ -35,6 +35,29 @@ pub mod kind {
     pub const OCC_READ: u16 = 20;
     pub const OCC_LOCK: u16 = 21;
     pub const OCC_VALIDATE: u16 = 22;
+    pub const TS_READ: u16 = 40;
+    pub const TS_LOCK: u16 = 41;
+    pub const TS_COMMIT: u16 = 42;
+    pub const TS_LOCK_FETCH: u16 = 43;
+    pub const TS_INSTALL: u16 = 44;
+    pub const TS_OUTCOME: u16 = 45;
+    pub const TS_LOCK_READ: u16 = 46;
+    pub const MVCC_READ: u16 = 50;
+    pub const MVCC_LOCK: u16 = 51;
+    pub const MVCC_COMMIT: u16 = 52;
+    pub const MVCC_LOCK_READ: u16 = 53;
+    pub const MAAT_INIT: u16 = 60;
+    pub const MAAT_REGISTER: u16 = 61;
+    pub const MAAT_META_READ: u16 = 62;
+    pub const MAAT_PUSH: u16 = 63;
+    pub const MAAT_FREEZE: u16 = 64;
+    pub const MAAT_COMMIT: u16 = 65;
+    pub const MAAT_UNREGISTER: u16 = 66;
+    pub const MAAT_ABORT: u16 = 67;
+    pub const CICADA_READ: u16 = 70;
+    pub const CICADA_INSTALL: u16 = 71;
+    pub const CICADA_VALIDATE: u16 = 72;
+    pub const CICADA_FINISH: u16 = 73;
     pub const SUNDIAL_READ: u16 = 80;
     pub const SUNDIAL_LOCK: u16 = 81;
     pub const SUNDIAL_RENEW: u16 = 82;
@@ -50,6 +73,9 @@ pub mod status {
     pub const NOT_FOUND: u64 = 2;
     pub const INCONSISTENT: u64 = 3;
     pub const STALE: u64 = 4;
+    pub const FULL: u64 = 5;
+    pub const PENDING: u64 = 6;
+    pub const UNAVAILABLE: u64 = 7;
 }
 
 /// Address of the lock word: protocol header word 0.

@@ -99,7 +99,7 @@
 //! replies the slot, so any one-sided stage can address a tuple first
 //! reached by RPC. No further agreed region is needed.
 //!
-//! Per-access state (`Access::meta[0]`): the end time of the lease a read
+//! Per-access state (`Access::meta`): the end time of the lease a read
 //! relies on (`u64::MAX` for an exclusively locked record).
 //!
 //! Invariants: a record is written only under its exclusive lock; the lock
@@ -266,7 +266,7 @@ impl Drtm {
                         return Err(AbortReason::ReadInconsistent);
                     }
                     common::accept_record(cx, index, tuple.seq, tuple.record);
-                    cx.accesses[index].meta[0] = end;
+                    cx.accesses[index].meta = end;
                     return Ok(());
                 }
                 Step::Retry(previous) => expected = previous,
@@ -301,7 +301,7 @@ impl Drtm {
                     return Err(AbortReason::ReadInconsistent);
                 }
                 common::accept_record(cx, index, reply[2], &reply[4..]);
-                cx.accesses[index].meta[0] = reply[3];
+                cx.accesses[index].meta = reply[3];
                 Ok(())
             }
             status::LOCKED => Err(AbortReason::LockConflict),
@@ -402,7 +402,7 @@ impl Protocol for Drtm {
             .accesses
             .iter()
             .filter(|a| !a.locked)
-            .map(|a| a.meta[0])
+            .map(|a| a.meta)
             .min();
         match earliest {
             Some(end) if !self.valid(cx.now_ns(), end) => Err(AbortReason::LeaseExpired),

@@ -16,18 +16,24 @@
 //!
 //! Implemented here: `no_wait` (RCC §4.2), `wait_die` (RCC §4.3),
 //! `wound_wait` (RCBench Alg. 5) — the 2PL family, on `lock2pl` — `occ`
-//! (DrTM+H §5.1–5.3), `sundial` (RCC §4.5) and `drtm` (DrTM §4). The other
-//! names exist in [`ProtocolKind`] and are refused by config validation until
-//! their issue lands.
+//! (DrTM+H §5.1–5.3), `timestamp` (basic T/O, RCBench §6.2.2), `mvcc` (RCC
+//! §4.4), `maat` (RCBench Alg. 9–10), `sundial` (RCC §4.5), `cicada`
+//! (RCBench Alg. 11) and `drtm` (DrTM §4). The other names exist in
+//! [`ProtocolKind`] and are refused by config validation until their issue
+//! lands.
 
+pub mod cicada;
 pub mod common;
 pub mod drtm;
 pub mod kind;
 pub mod lock2pl;
+pub mod maat;
+pub mod mvcc;
 pub mod no_wait;
 pub mod occ;
 pub mod stage;
 pub mod sundial;
+pub mod timestamp;
 pub mod wait_die;
 pub mod wound_wait;
 
@@ -48,6 +54,13 @@ pub trait Protocol: Sync {
     /// multi-version ones (MVCC, CICADA) keep version slots, each with a copy
     /// of the record, in the header, so the size depends on the record.
     fn header_words(record_words: u32) -> u32;
+    /// [`Protocol::header_words`] of this instance, for protocols whose
+    /// header depends on a run-time option (MVCC's and CICADA's version
+    /// slots, MAAT's list capacity). The
+    /// engine lays tuples out with this one.
+    fn header_words_of(&self, record_words: u32) -> u32 {
+        Self::header_words(record_words)
+    }
     /// Words of per-transaction global metadata each coroutine keeps in its
     /// node's region, where remote workers can READ and CAS them (see
     /// `store::TxnMetaLayout`; `TxnCx::txn_meta_addr`). Default: none.

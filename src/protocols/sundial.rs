@@ -68,9 +68,9 @@
 //! either read form holds against either commit form. No further agreed
 //! region is needed.
 //!
-//! Per-access state (`Access::meta`): `[wts read, lease word]`, where the
-//! lease word is the one read (or the newer one a failed CAS returned) and,
-//! once locked, the unlocked value the lock froze. `TxnCx::timestamp` is the
+//! Per-access state (`Access::meta`): the lease word, as read (or the newer
+//! one a failed CAS returned) and, once locked, the unlocked value the lock
+//! froze; the `wts` read only raises `commit_ts` when it is fetched. `TxnCx::timestamp` is the
 //! attempt's `commit_ts`.
 //!
 //! Invariants: `rts` never decreases, and rises by at least one at every
@@ -95,10 +95,6 @@ pub const RTS_MASK: u64 = LOCKED - 1;
 /// Header words.
 const LEASE_WORD: u32 = 0;
 const WTS_WORD: u32 = 1;
-
-/// `Access::meta` slots.
-const META_WTS: usize = 0;
-const META_LEASE: usize = 1;
 
 /// Rounds of one-sided CAS a lock or renewal may take when other readers
 /// keep extending the lease, and the bound of the handlers' local loops.
@@ -131,14 +127,14 @@ fn wts_addr(table: &TableLayout, slot: u64) -> u64 {
 /// A read lease that does not reach `commit_ts` and must be renewed.
 #[inline]
 fn needs_renewal(access: &Access, commit_ts: u64) -> bool {
-    !access.write && access.meta[META_LEASE] & RTS_MASK < commit_ts
+    !access.write && access.meta & RTS_MASK < commit_ts
 }
 
 /// Takes a fetched version: its record, `seq`, and lease; `commit_ts` must
 /// not precede its `wts`.
 fn accept(cx: &mut TxnCx<'_>, index: usize, seq: u64, wts: u64, lease: u64, record: &[u64]) {
     common::accept_record(cx, index, seq, record);
-    cx.accesses[index].meta = [wts, lease];
+    cx.accesses[index].meta = lease;
     cx.timestamp = cx.timestamp.max(wts);
 }
 
@@ -158,7 +154,7 @@ fn after_failed_cas(access: &mut Access, previous: u64, seq: u64) -> CasOutcome 
     } else if seq != access.seq {
         CasOutcome::Changed
     } else {
-        access.meta[META_LEASE] = previous;
+        access.meta = previous;
         CasOutcome::Extended
     }
 }
@@ -231,7 +227,7 @@ impl Sundial {
                             continue;
                         }
                         let table = cx.table(access.table);
-                        let expected = access.meta[META_LEASE] & RTS_MASK;
+                        let expected = access.meta & RTS_MASK;
                         let cas = batch.cas(
                             node,
                             lease_addr(table, access.slot),
@@ -250,10 +246,10 @@ impl Sundial {
                 let previous = batch.result_word(VerbId(cas));
                 let seq = batch.result_word(VerbId(cas + 1));
                 let access = &mut cx.accesses[index];
-                let expected = access.meta[META_LEASE] & RTS_MASK;
+                let expected = access.meta & RTS_MASK;
                 if previous == expected {
                     access.locked = true;
-                    access.meta[META_LEASE] = expected;
+                    access.meta = expected;
                     if seq != access.seq {
                         outcome = outcome.and(Err(AbortReason::ValidationFailed));
                     }
@@ -290,7 +286,7 @@ impl Sundial {
                             access.table as u64,
                             access.slot,
                             access.seq,
-                            access.meta[META_LEASE],
+                            access.meta,
                         ]);
                         cx.queued.push((index, ((n as u32) << 16) | position));
                         position += 2;
@@ -309,7 +305,7 @@ impl Sundial {
             match entry[0] {
                 LOCK_OK | LOCK_STALE => {
                     access.locked = true;
-                    access.meta[META_LEASE] = entry[1];
+                    access.meta = entry[1];
                     if entry[0] == LOCK_STALE {
                         outcome = outcome.and(Err(AbortReason::ValidationFailed));
                     }
@@ -338,7 +334,7 @@ impl Sundial {
                             continue;
                         }
                         let table = cx.table(access.table);
-                        let expected = access.meta[META_LEASE] & RTS_MASK;
+                        let expected = access.meta & RTS_MASK;
                         let cas =
                             batch.cas(node, lease_addr(table, access.slot), expected, commit_ts);
                         batch.read(node, table.seq_addr(access.slot), 1);
@@ -352,8 +348,8 @@ impl Sundial {
                 let previous = batch.result_word(VerbId(cas));
                 let seq = batch.result_word(VerbId(cas + 1));
                 let access = &mut cx.accesses[index];
-                if previous == access.meta[META_LEASE] & RTS_MASK {
-                    access.meta[META_LEASE] = commit_ts;
+                if previous == access.meta & RTS_MASK {
+                    access.meta = commit_ts;
                     continue;
                 }
                 match after_failed_cas(access, previous, seq) {
@@ -384,7 +380,7 @@ impl Sundial {
                             access.table as u64,
                             access.slot,
                             access.seq,
-                            access.meta[META_LEASE],
+                            access.meta,
                         ]);
                     }
                 }
@@ -401,7 +397,7 @@ impl Sundial {
         // Every lease short of commit_ts now reaches it.
         for access in cx.accesses.iter_mut() {
             if needs_renewal(access, commit_ts) {
-                access.meta[META_LEASE] = commit_ts;
+                access.meta = commit_ts;
             }
         }
         Ok(())
@@ -428,7 +424,7 @@ impl Sundial {
                 }
                 debug_assert!(access.write, "only write-set records are locked");
                 debug_assert!(
-                    access.meta[META_LEASE] < commit_ts,
+                    access.meta < commit_ts,
                     "commit_ts is past the rts the lock froze"
                 );
                 let table = cx.table(access.table);
@@ -479,7 +475,7 @@ impl Sundial {
                     continue;
                 }
                 let table = cx.table(access.table);
-                let lease = access.meta[META_LEASE];
+                let lease = access.meta;
                 debug_assert_eq!(lease & LOCKED, 0);
                 match primitive {
                     Primitive::OneSided => {
@@ -583,7 +579,7 @@ impl Protocol for Sundial {
         // Order after every lease the written versions had when locked.
         for access in cx.accesses.iter().filter(|a| a.write) {
             debug_assert!(access.locked);
-            cx.timestamp = cx.timestamp.max((access.meta[META_LEASE] & RTS_MASK) + 1);
+            cx.timestamp = cx.timestamp.max((access.meta & RTS_MASK) + 1);
         }
         Ok(())
     }
@@ -601,8 +597,9 @@ impl Protocol for Sundial {
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {
         debug_assert!(
-            cx.accesses.iter().all(|a| a.meta[META_WTS] <= cx.timestamp
-                && (a.write || a.meta[META_LEASE] & RTS_MASK >= cx.timestamp)),
+            cx.accesses
+                .iter()
+                .all(|a| a.write || a.meta & RTS_MASK >= cx.timestamp),
             "commit_ts outside a read lease"
         );
         self.post_commit(cx);

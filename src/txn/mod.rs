@@ -44,6 +44,21 @@ pub enum AbortReason {
     Died,
     /// WOUND_WAIT: an older transaction wounded this one.
     Wounded,
+    /// A timestamp protocol found the transaction's timestamp out of order
+    /// for a tuple (a read below `wts`, a write below `rts` or `wts`).
+    TimestampOrder,
+    /// MVCC, CICADA: no version slot still holds a version old enough to
+    /// read (it was overwritten).
+    VersionUnavailable,
+    /// TIMESTAMP with cascading aborts: a writer whose uncommitted write
+    /// this transaction read aborted (or could not be waited for).
+    CascadingAbort,
+    /// MAAT: a tuple's reader or writer list was full.
+    ListFull,
+    /// MAAT: the timestamp interval became empty.
+    IntervalEmpty,
+    /// CICADA: the version to read or replace is still pending.
+    VersionPending,
     /// SUNDIAL: a read lease could not be extended to the commit timestamp
     /// (the tuple changed or another transaction holds its lock).
     RenewFailed,
@@ -55,7 +70,7 @@ pub enum AbortReason {
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 11] = [
+    pub const ALL: [AbortReason; 17] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
@@ -64,6 +79,12 @@ impl AbortReason {
         AbortReason::User,
         AbortReason::Died,
         AbortReason::Wounded,
+        AbortReason::TimestampOrder,
+        AbortReason::VersionUnavailable,
+        AbortReason::CascadingAbort,
+        AbortReason::ListFull,
+        AbortReason::IntervalEmpty,
+        AbortReason::VersionPending,
         AbortReason::RenewFailed,
         AbortReason::LeaseConflict,
         AbortReason::LeaseExpired,
@@ -79,6 +100,12 @@ impl AbortReason {
             AbortReason::User => "user",
             AbortReason::Died => "died",
             AbortReason::Wounded => "wounded",
+            AbortReason::TimestampOrder => "timestamp_order",
+            AbortReason::VersionUnavailable => "version_unavailable",
+            AbortReason::CascadingAbort => "cascading_abort",
+            AbortReason::ListFull => "list_full",
+            AbortReason::IntervalEmpty => "interval_empty",
+            AbortReason::VersionPending => "version_pending",
             AbortReason::RenewFailed => "renew_failed",
             AbortReason::LeaseConflict => "lease_conflict",
             AbortReason::LeaseExpired => "lease_expired",
@@ -111,9 +138,9 @@ pub struct Access {
     pub write: bool,
     /// This transaction holds the tuple's lock.
     pub locked: bool,
-    /// Protocol-private words of this access, zero when it is created
-    /// (SUNDIAL: wts and lease word read; DRTM: lease end time).
-    pub meta: [u64; 2],
+    /// Protocol-private word (MAAT: list positions; CICADA: version
+    /// slots); 0 when fetched.
+    pub meta: u64,
 }
 
 /// Per-coroutine transaction context, reused by every transaction the
@@ -142,6 +169,9 @@ pub struct TxnCx<'w> {
     pub queued: Vec<(usize, u32)>,
     /// Time spent per stage in this attempt, ns (index: `Stage::index`).
     pub stage_ns: [u64; 9],
+    /// Protocol-private words of the attempt (cleared at each begin), e.g.
+    /// MAAT's set of transactions to order against.
+    pub scratch: Vec<u64>,
 }
 
 impl<'w> TxnCx<'w> {
@@ -167,6 +197,7 @@ impl<'w> TxnCx<'w> {
             nodes: Vec::with_capacity(16),
             queued: Vec::with_capacity(64),
             stage_ns: [0; 9],
+            scratch: Vec::with_capacity(64),
         }
     }
 
@@ -181,6 +212,7 @@ impl<'w> TxnCx<'w> {
         self.attempt = attempt;
         self.accesses.clear();
         self.data.clear();
+        self.scratch.clear();
         self.stage_ns = [0; 9];
     }
 
@@ -293,7 +325,7 @@ impl<'w> TxnCx<'w> {
             data,
             write,
             locked: false,
-            meta: [0; 2],
+            meta: 0,
         });
         self.accesses.len() - 1
     }
