@@ -68,9 +68,8 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --workers N               worker threads per node [1]
     --coroutines N            transaction coroutines per worker [8]
     --protocol NAME           no_wait | wait_die | wound_wait | timestamp |
-                              mvcc | occ [no_wait]
-                              (named, not yet built: maat, sundial, cicada,
-                              calvin, drtm)
+                              mvcc | occ | maat | sundial | cicada | drtm
+                              [no_wait] (named, not yet built: calvin)
     --lock-mode M             2PL family: exclusive | shared [exclusive]
     --wait-die-starvation-fix B  true | false: RCC §4.3's fix [false]
     --primitive P             onesided | rpc: every stage's default [onesided]

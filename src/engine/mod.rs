@@ -30,11 +30,13 @@ use crate::config::{Config, ConfigError, FabricKind, LockMode, WorkloadKind};
 use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
 use crate::protocols::cicada::Cicada;
+use crate::protocols::drtm::Drtm;
 use crate::protocols::lock2pl::{Lock2pl, Policy};
 use crate::protocols::maat::Maat;
 use crate::protocols::mvcc::Mvcc;
 use crate::protocols::no_wait::NoWait;
 use crate::protocols::occ::Occ;
+use crate::protocols::sundial::Sundial;
 use crate::protocols::timestamp::Timestamp;
 use crate::protocols::wait_die::WaitDie;
 use crate::protocols::wound_wait::WoundWait;
@@ -149,6 +151,15 @@ fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput
         ProtocolKind::Cicada => run_workload(
             config,
             &Cicada::new(config.protocol_options.cicada_versions),
+            workload,
+        ),
+        ProtocolKind::Sundial => run_workload(config, &Sundial, workload),
+        ProtocolKind::Drtm => run_workload(
+            config,
+            &Drtm {
+                lease_ns: config.protocol_options.drtm_lease_ns,
+                delta_ns: config.protocol_options.drtm_delta_ns,
+            },
             workload,
         ),
         // `validate` refuses protocols this build lacks.

@@ -80,6 +80,8 @@ impl ProtocolKind {
                 | ProtocolKind::Mvcc
                 | ProtocolKind::Maat
                 | ProtocolKind::Cicada
+                | ProtocolKind::Sundial
+                | ProtocolKind::Drtm
         )
     }
 

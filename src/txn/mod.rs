@@ -69,10 +69,18 @@ pub enum AbortReason {
     /// A run-time insert found its table (or its index) full: the
     /// transaction gives up; raise the workload's capacity knob.
     TableFull,
+    /// SUNDIAL: a read lease could not be extended to the commit timestamp
+    /// (the tuple changed or another transaction holds its lock).
+    RenewFailed,
+    /// DRTM: a write met an unexpired read lease.
+    LeaseConflict,
+    /// DRTM: a read lease is not valid (minus the clock-skew bound) at the
+    /// commit point.
+    LeaseExpired,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 16] = [
+    pub const ALL: [AbortReason; 19] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
@@ -89,6 +97,9 @@ impl AbortReason {
         AbortReason::VersionPending,
         AbortReason::RowStale,
         AbortReason::TableFull,
+        AbortReason::RenewFailed,
+        AbortReason::LeaseConflict,
+        AbortReason::LeaseExpired,
     ];
 
     pub fn name(self) -> &'static str {
@@ -109,6 +120,9 @@ impl AbortReason {
             AbortReason::VersionPending => "version_pending",
             AbortReason::RowStale => "row_stale",
             AbortReason::TableFull => "table_full",
+            AbortReason::RenewFailed => "renew_failed",
+            AbortReason::LeaseConflict => "lease_conflict",
+            AbortReason::LeaseExpired => "lease_expired",
         }
     }
 
