@@ -15,6 +15,7 @@
 //! every version) goes to the serializability checker, and the final store
 //! to the workload's invariants.
 
+mod calvin;
 pub mod coroutine;
 pub mod report;
 mod sim;
@@ -116,6 +117,8 @@ fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput
             },
             workload,
         ),
+        // Deterministic: its own engine path (`engine::calvin`).
+        ProtocolKind::Calvin => calvin::run_calvin(config, workload),
         // `validate` refuses protocols this build lacks.
         other => unreachable!("validate accepted unimplemented protocol {}", other.name()),
     }

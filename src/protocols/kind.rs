@@ -76,6 +76,7 @@ impl ProtocolKind {
                 | ProtocolKind::WaitDie
                 | ProtocolKind::WoundWait
                 | ProtocolKind::Occ
+                | ProtocolKind::Calvin
         )
     }
 

@@ -19,6 +19,7 @@
 //! (DrTM+H §5.1–5.3). The other names exist in [`ProtocolKind`] and are
 //! refused by config validation until their issue lands.
 
+pub mod calvin;
 pub mod common;
 pub mod kind;
 pub mod lock2pl;

@@ -44,10 +44,13 @@ pub enum AbortReason {
     Died,
     /// WOUND_WAIT: an older transaction wounded this one.
     Wounded,
+    /// CALVIN: the program accessed (or wrote) a record its declared
+    /// read/write set lacks, so its nodes hold no lock on it.
+    Undeclared,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 8] = [
+    pub const ALL: [AbortReason; 9] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
@@ -56,6 +59,7 @@ impl AbortReason {
         AbortReason::User,
         AbortReason::Died,
         AbortReason::Wounded,
+        AbortReason::Undeclared,
     ];
 
     pub fn name(self) -> &'static str {
@@ -68,6 +72,7 @@ impl AbortReason {
             AbortReason::User => "user",
             AbortReason::Died => "died",
             AbortReason::Wounded => "wounded",
+            AbortReason::Undeclared => "undeclared_access",
         }
     }
 
@@ -278,6 +283,27 @@ impl<'w> TxnCx<'w> {
             locked: false,
         });
         self.accesses.len() - 1
+    }
+
+    /// Adds a record fetched before the program runs, at version `seq`:
+    /// deterministic protocols (CALVIN) gather a transaction's whole
+    /// read/write set first, so the program's accesses find their records
+    /// here and never reach the protocol's `access` stage. Returns the
+    /// access index.
+    pub fn preload(
+        &mut self,
+        table: TableId,
+        node: NodeId,
+        key: u64,
+        write: bool,
+        seq: u64,
+        record: &[u64],
+    ) -> usize {
+        debug_assert!(self.find(table, node, key).is_none(), "preloaded twice");
+        let index = self.push_access(table, node, key, write);
+        self.accesses[index].seq = seq;
+        self.record_mut(index).copy_from_slice(record);
+        index
     }
 
     /// Distinct nodes of the accesses matching `filter`, into `self.nodes`.
