@@ -109,8 +109,16 @@ pub(crate) fn run_calvin<W: Workload>(
     for state in &shared {
         let state = state.lock();
         debug_assert!(
-            state.locks.queued_records() == 0 && state.ready.is_empty() && state.parked.is_empty(),
-            "a CALVIN node ended with work left"
+            sim_run.as_ref().is_some_and(|r| r.stuck_workers > 0)
+                || (state.locks.queued_records() == 0
+                    && state.ready.is_empty()
+                    && state.parked.is_empty()),
+            "a CALVIN node ended with work left: {} locked records, {} ready, {} parked, done below epoch {} of {}",
+            state.locks.queued_records(),
+            state.ready.len(),
+            state.parked.len(),
+            state.done_below,
+            state.scheduled_below
         );
     }
 
@@ -150,6 +158,7 @@ pub(crate) fn run_calvin<W: Workload>(
     Ok(RunOutput {
         report,
         history: config.check.then_some(history),
+        stores,
     })
 }
 

@@ -44,6 +44,7 @@ use crate::workloads::Workload;
 
 pub use coroutine::{backoff_ns, CoroutineEnv};
 pub use report::{CheckSummary, Report, SimSummary};
+pub use sim::tables_hash;
 
 /// Why a run could not be carried out.
 #[derive(Debug)]
@@ -74,6 +75,8 @@ pub struct RunOutput {
     pub report: Report,
     /// The committed history, when the run recorded it (`check`).
     pub history: Option<History>,
+    /// Every node's store as the run left it (quiescent).
+    pub stores: Vec<Arc<NodeStore>>,
 }
 
 /// Validates `config` and runs it with its workload.
@@ -217,6 +220,7 @@ fn run_workload<P: Protocol, W: Workload>(
     Ok(RunOutput {
         report,
         history: config.check.then_some(history),
+        stores,
     })
 }
 

@@ -79,6 +79,27 @@ pub fn history_hash(history: &History) -> u64 {
     hasher.finish()
 }
 
+/// Hash of the tables' contents: every row's key, version and record on
+/// every node, in slot order — the database state, without protocol
+/// headers, buffers or indexes.
+pub fn tables_hash(stores: &[Arc<NodeStore>]) -> u64 {
+    let mut hasher = WordHasher::default();
+    let mut record = Vec::new();
+    for store in stores {
+        for table in &store.layout.tables {
+            for slot in 0..store.rows(table.id) {
+                hasher.word(store.region.load(table.tuple_addr(slot)));
+                hasher.word(store.seq(table.id, slot));
+                store.record(table.id, slot, &mut record);
+                for &word in &record {
+                    hasher.word(word);
+                }
+            }
+        }
+    }
+    hasher.finish()
+}
+
 /// Hash of every word of every node's region.
 pub fn memory_hash(stores: &[Arc<NodeStore>]) -> u64 {
     let mut hasher = WordHasher::default();

@@ -24,8 +24,8 @@
 
 use super::scheduler::Scheduled;
 use super::{
-    CalvinEnv, CalvinExec, DONE_UNDECLARED, DONE_USER_ABORT, MISSING, POLL_NS, RPC_DONE,
-    RPC_FORWARD, ST_DISPATCH, ST_EXECUTE, ST_FORWARD, ST_LOCK, ST_READ,
+    CalvinEnv, CalvinExec, Poll, DONE_UNDECLARED, DONE_USER_ABORT, MISSING, RPC_DONE, RPC_FORWARD,
+    ST_DISPATCH, ST_EXECUTE, ST_FORWARD, ST_LOCK, ST_READ,
 };
 use crate::check::Item;
 use crate::fabric::NodeId;
@@ -51,7 +51,9 @@ fn forwards_complete<W: Workload>(
     onesided: bool,
 ) -> bool {
     let remote = txn.accesses.iter().filter(|a| a.node != node).count() as u32;
-    if onesided {
+    if remote == 0 {
+        true
+    } else if onesided {
         let tag = txn.epoch + 1;
         txn.accesses.iter().enumerate().all(|(k, a)| {
             a.node == node
@@ -79,6 +81,7 @@ pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     let mut cx = TxnCx::new(worker, co, env.layout, env.cache, env.plan);
     let mut attempts: u64 = 0;
     let mut items: (Vec<Item>, Vec<Item>) = (Vec::new(), Vec::new());
+    let mut poll = Poll::new(env.epoch_ns);
     loop {
         env.note_boundaries(worker.now_ns());
         let work = {
@@ -103,8 +106,9 @@ pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             }
         };
         match work {
-            None => worker.sleep(co, POLL_NS).await,
+            None => worker.sleep(co, poll.wait_ns()).await,
             Some(Work::Fresh(index, mut txn)) => {
+                poll.reset();
                 if start(env, co, &mut txn, onesided) {
                     let complete = {
                         let state = env.shared.lock();
@@ -126,6 +130,7 @@ pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                 worker.yield_now().await;
             }
             Some(Work::Resume(index, txn)) => {
+                poll.reset();
                 attempts += 1;
                 execute(env, &mut cx, attempts, index, txn, onesided, &mut items).await;
                 worker.yield_now().await;
@@ -256,7 +261,9 @@ async fn execute<W: Workload>(
     let region = &env.store.region;
     let stride = 1 + env.calvin.max_record_words as usize;
     let execute_start = worker.now_ns();
-    let forward_ns = execute_start - txn.forward_start_ns;
+    // Clocks of different workers (and `sim`'s per-worker virtual clocks)
+    // need not agree to the nanosecond: stage times saturate at 0.
+    let forward_ns = execute_start.saturating_sub(txn.forward_start_ns);
 
     cx.begin(attempt_id, 0);
     let forwarded = if onesided {
@@ -336,7 +343,7 @@ async fn execute<W: Workload>(
         Err(AbortReason::Undeclared) => DONE_UNDECLARED,
         Err(_) => DONE_USER_ABORT,
     };
-    let execute_ns = worker.now_ns() - execute_start;
+    let execute_ns = worker.now_ns().saturating_sub(execute_start);
     finish(
         env, cx.co, index, txn, forward_ns, execute_ns, addend, items,
     );
@@ -424,12 +431,12 @@ fn finish<W: Workload>(
         let mut stats = env.calvin_stats.borrow_mut();
         stats.parts += 1;
         stats.stage_ns[ST_DISPATCH] += txn.scheduled_ns.saturating_sub(txn.sealed_ns);
-        stats.stage_ns[ST_LOCK] += txn.ready_ns - txn.scheduled_ns;
+        stats.stage_ns[ST_LOCK] += txn.ready_ns.saturating_sub(txn.scheduled_ns);
         stats.stage_ns[ST_READ] += txn.read_ns;
         stats.stage_ns[ST_FORWARD] += if execute_ns > 0 || forward_ns > 0 {
             forward_ns
         } else {
-            now - txn.forward_start_ns
+            now.saturating_sub(txn.forward_start_ns)
         };
         stats.stage_ns[ST_EXECUTE] += execute_ns;
     }

@@ -106,9 +106,45 @@ use scheduler::{LockTable, Scheduled};
 /// Epochs each request and forward buffer holds.
 pub const RING: u64 = 4;
 
-/// How long an idle sequencer, scheduler or executor waits before looking
-/// again, ns.
+/// How long an idle sequencer, scheduler or executor first waits before
+/// looking again, ns ([`Poll`]).
 pub const POLL_NS: u64 = 2_000;
+
+/// The longest such wait, ns; shorter for short epochs (`epoch / 64`).
+pub const MAX_POLL_NS: u64 = 64_000;
+
+/// The waits of a coroutine that polls for work (forwarded records and
+/// request-buffer tags are written one-sided, with no message to wake
+/// anyone): they double from [`POLL_NS`] while nothing comes, up to
+/// `min(epoch / 64, MAX_POLL_NS)`, so an idle node leaves the cores to its
+/// peers (ARCHITECTURE.md: honest on small machines) while a busy one
+/// looks again soon.
+#[derive(Clone, Copy, Debug)]
+pub struct Poll {
+    next_ns: u64,
+    max_ns: u64,
+}
+
+impl Poll {
+    pub fn new(epoch_ns: u64) -> Poll {
+        Poll {
+            next_ns: POLL_NS,
+            max_ns: (epoch_ns / 64).clamp(POLL_NS, MAX_POLL_NS),
+        }
+    }
+
+    /// The next wait, ns.
+    pub fn wait_ns(&mut self) -> u64 {
+        let wait = self.next_ns;
+        self.next_ns = (self.next_ns * 2).min(self.max_ns);
+        wait
+    }
+
+    /// Work came: look again soon next time.
+    pub fn reset(&mut self) {
+        self.next_ns = POLL_NS;
+    }
+}
 
 /// RPC handler kinds.
 pub const RPC_BATCH: u16 = 0xca01;
@@ -544,6 +580,21 @@ mod tests {
         assert_eq!(seven.id, 7);
         assert_eq!(merged.reads(&seven), &[item(1, 3), item(2, 8)]);
         assert_eq!(merged.writes(&seven), &[item(1, 4)]);
+    }
+
+    #[test]
+    fn polls_back_off_to_a_cap_that_follows_the_epoch() {
+        let mut poll = Poll::new(5_000_000);
+        let waits: Vec<u64> = (0..8).map(|_| poll.wait_ns()).collect();
+        assert_eq!(waits[0], POLL_NS);
+        assert!(waits.windows(2).all(|w| w[1] >= w[0]));
+        assert_eq!(*waits.last().unwrap(), MAX_POLL_NS);
+        poll.reset();
+        assert_eq!(poll.wait_ns(), POLL_NS);
+        let mut short = Poll::new(100_000);
+        for _ in 0..10 {
+            assert!(short.wait_ns() <= POLL_NS.max(100_000 / 64));
+        }
     }
 
     #[test]

@@ -17,8 +17,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::{
-    unpack_access, CalvinEnv, NodeState, RpcBatch, CRB_HEADER_WORDS, ENTRY_FIXED_WORDS, POLL_NS,
-    RING,
+    unpack_access, CalvinEnv, NodeState, Poll, RpcBatch, CRB_HEADER_WORDS, ENTRY_FIXED_WORDS, RING,
 };
 use crate::fabric::NodeId;
 use crate::protocols::{Primitive, Stage};
@@ -208,7 +207,9 @@ pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     let onesided = env.plan.get(Stage::TxnBroadcastInput) == Primitive::OneSided;
     let region = &env.store.region;
     let mut words: Vec<u64> = Vec::new();
+    let mut poll = Poll::new(env.epoch_ns);
     for epoch in 0..=env.final_epoch {
+        poll.reset();
         // Wait until every sequencer's sub-batch of the epoch is here.
         loop {
             let complete = if onesided {
@@ -221,7 +222,7 @@ pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                 break;
             }
             env.note_boundaries(worker.now_ns());
-            worker.sleep(co, POLL_NS).await;
+            worker.sleep(co, poll.wait_ns()).await;
         }
         let now = worker.now_ns();
         {

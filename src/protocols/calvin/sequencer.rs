@@ -1,29 +1,40 @@
 //! CALVIN's sequencer (RCC §4.6 and Fig. 11; Deneva §3.4; Calvin §3.1): per
-//! node, the closed-loop clients' requests of each epoch, numbered in
-//! submission order and delivered to the nodes they touch.
+//! node, the closed-loop clients' requests of each epoch, numbered and
+//! delivered to the nodes they touch.
 //!
-//! Each of the node's client slots holds one transaction in flight. At the
-//! end of epoch `e` (time `start + (e + 1) · epoch`), every free slot
-//! submits a new request, and the batch — slot order — goes out: to each
-//! node, the entries that touch it (an empty sub-batch to the others, so
-//! every scheduler knows when an epoch is complete). One-sided, into the
-//! receiver's request-buffer slot: first a READ round checks that every
-//! receiver has freed its slot (flow control, see the module docs), then
-//! per receiver a doorbell batch of two WRITEs — the header's count fields
-//! with the entries, then the tag word. RPC: one call per receiver, which
-//! its handler holds until it may accept the epoch.
+//! Each of the node's client slots submits one request per epoch. Epoch
+//! `e` is sealed at its boundary, `start + (e + 1) · epoch`, once every
+//! client's transaction of epoch `e − 1` has completed (RCC §6.3: CALVIN
+//! synchronizes its sequencers by epochs; an epoch whose transactions run
+//! longer than the epoch stretches the next). The batch is in slot order,
+//! and each slot's request comes from the node's seeded generator, so what
+//! is sequenced — which request, in which epoch, at which place — depends
+//! on the seed and the configuration alone, never on timing: every run of
+//! one configuration, on any fabric, with any stage primitives and any
+//! split of its clients into workers and coroutines, executes the same
+//! transactions in the same order and ends in the same state (the replica
+//! property CALVIN is built on, which the tests check).
 //!
-//! Between epochs the sequencer polls its slots' completion counters; a
-//! slot whose participants have all reported completes (committed, or
-//! given up if its program aborted) and is free for the next epoch.
+//! Delivery: to each node, the entries that touch it (an empty sub-batch to
+//! the others, so every scheduler knows when an epoch is complete).
+//! One-sided, into the receiver's request-buffer slot: first a READ round
+//! checks that every receiver has freed its slot (flow control, see the
+//! module docs), then per receiver a doorbell batch of two WRITEs — the
+//! header's count fields with the entries, then the tag word. RPC: one
+//! call per receiver, which its handler holds until it may accept the
+//! epoch.
+//!
+//! Between boundaries the sequencer polls its slots' completion counters;
+//! a slot whose participants have all reported completes (committed, or
+//! given up if its program aborted).
 //!
 //! Invariants: epochs are sent in order, each exactly once to each node;
-//! a slot's counter is reset only while the slot is free, when no report
-//! for it can be in flight.
+//! a slot's counter is reset only once every report of its previous
+//! transaction is in.
 
 use super::{
-    pack_access, CalvinEnv, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_UNDECLARED, DONE_USER_ABORT,
-    ENTRY_FIXED_WORDS, POLL_NS, RPC_BATCH, ST_SEQUENCE,
+    pack_access, CalvinEnv, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_UNDECLARED,
+    DONE_USER_ABORT, ENTRY_FIXED_WORDS, RPC_BATCH, ST_SEQUENCE,
 };
 use crate::fabric::NodeId;
 use crate::protocols::{Primitive, Stage};
@@ -101,16 +112,30 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     let mut entry: Vec<u64> = Vec::new();
     let mut touched: Vec<bool> = vec![false; nodes];
     let mut counter: u64 = 0;
+    // Completions are looked for at most this often between boundaries
+    // (latency is measured to within it).
+    let mut poll = Poll::new(env.epoch_ns);
     for epoch in 0..=env.final_epoch {
         let boundary = env.start_ns + (epoch + 1) * env.epoch_ns;
         loop {
             collect_completions(env, &mut clients);
             let now = worker.now_ns();
             env.note_boundaries(now);
-            if now >= boundary {
+            let all_done = clients.iter().all(|c| !c.busy);
+            if now >= boundary && all_done {
                 break;
             }
-            worker.sleep(co, POLL_NS.min(boundary - now)).await;
+            let wait = poll.wait_ns();
+            worker
+                .sleep(
+                    co,
+                    if all_done {
+                        wait.min(boundary - now)
+                    } else {
+                        wait
+                    },
+                )
+                .await;
         }
 
         // Seal the epoch: every free client submits.
@@ -119,11 +144,9 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             *count = 0;
             words.clear();
         }
-        let mut position = 0u64;
         for (slot, client) in clients.iter_mut().enumerate() {
-            if client.busy {
-                continue;
-            }
+            debug_assert!(!client.busy);
+            let position = slot as u64;
             let request = env.workload.generate(&mut rng, node);
             declared.clear();
             request_words.clear();
@@ -137,6 +160,7 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                     stats.aborts[AbortReason::Undeclared.index()] += 1;
                     stats.user_aborted += 1;
                 }
+                client.submitted_ns = sealed_ns;
                 continue;
             }
             env.workload.encode_request(&request, &mut request_words);
@@ -174,7 +198,6 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                     words.extend_from_slice(&entry);
                 }
             }
-            position += 1;
         }
 
         // Deliver.
@@ -196,7 +219,7 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                     break;
                 }
                 collect_completions(env, &mut clients);
-                worker.sleep(co, POLL_NS).await;
+                worker.sleep(co, poll.wait_ns()).await;
             }
             {
                 let mut batch = worker.slot(co).batch.borrow_mut();
@@ -232,7 +255,7 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
         collect_completions(env, &mut clients);
         env.note_boundaries(worker.now_ns());
         if clients.iter().any(|c| c.busy) {
-            worker.sleep(co, POLL_NS).await;
+            worker.sleep(co, poll.wait_ns()).await;
         }
     }
     env.note_boundaries(worker.now_ns());
