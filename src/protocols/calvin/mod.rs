@@ -165,11 +165,14 @@ pub const ENTRY_FIXED_WORDS: usize = 5;
 /// A record a node does not hold: its version in forwarded blocks.
 pub const MISSING: u64 = u64::MAX;
 
-/// Completion counter: participants report in the low bits; an active
-/// participant whose program aborted adds one of these too.
+/// Completion counter: participants report in the low 24 bits; an active
+/// participant whose program aborted adds one of these too, each counted
+/// in a 20-bit field of its own (one per node at most: no carry).
 pub const DONE_COUNT_MASK: u64 = (1 << 24) - 1;
 pub const DONE_USER_ABORT: u64 = 1 << 24;
 pub const DONE_UNDECLARED: u64 = 1 << 44;
+/// The field of one abort flag's count.
+pub const DONE_FLAG_MASK: u64 = (1 << 20) - 1;
 
 /// CALVIN's own stages, for the report (RCC §4.6's communication stages
 /// split where the time goes).

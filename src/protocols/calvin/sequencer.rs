@@ -33,8 +33,8 @@
 //! transaction is in.
 
 use super::{
-    pack_access, CalvinEnv, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_UNDECLARED,
-    DONE_USER_ABORT, ENTRY_FIXED_WORDS, RPC_BATCH, ST_SEQUENCE,
+    pack_access, CalvinEnv, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_FLAG_MASK,
+    DONE_UNDECLARED, DONE_USER_ABORT, ENTRY_FIXED_WORDS, RPC_BATCH, ST_SEQUENCE,
 };
 use crate::fabric::NodeId;
 use crate::protocols::{Primitive, Stage};
@@ -76,10 +76,11 @@ fn collect_completions<W: Workload>(env: &CalvinEnv<'_, W>, clients: &mut [Clien
                 env.calvin_stats.borrow_mut().stage_ns[ST_SEQUENCE] +=
                     client.sealed_ns - client.submitted_ns;
             } else {
-                let reason = if done & DONE_UNDECLARED != 0 {
+                let count = |flag: u64| (done / flag) & DONE_FLAG_MASK;
+                let reason = if count(DONE_UNDECLARED) > 0 {
                     AbortReason::Undeclared
                 } else {
-                    debug_assert!(done & DONE_USER_ABORT != 0);
+                    debug_assert!(count(DONE_USER_ABORT) > 0);
                     AbortReason::User
                 };
                 stats.aborts[reason.index()] += 1;

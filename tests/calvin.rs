@@ -1,0 +1,465 @@
+//! CALVIN (`protocols::calvin`) as its users depend on it: the checker
+//! accepts its histories on many seeds and every stage choice; runs of one
+//! configuration end in the same database state whatever the fabric, the
+//! primitives and the split of clients into workers and coroutines (the
+//! determinism CALVIN replicates by); programs that abort do so on every
+//! participant alike; workloads it cannot run are refused clearly.
+
+use std::sync::Arc;
+
+use verbena::check::matrix::{self, Case};
+use verbena::check::History;
+use verbena::config::{Config, FabricKind, KeyDistribution};
+use verbena::engine::{self, tables_hash};
+use verbena::fabric::{NetworkProfile, NodeId};
+use verbena::protocols::{Primitive, Protocol, ProtocolKind, Stage};
+use verbena::rng::Rng;
+use verbena::store::{NodeStore, StoreError, TableSpec};
+use verbena::txn::{AbortReason, Txn, TxnResult};
+use verbena::workloads::{Declared, InvariantReport, Workload};
+
+#[test]
+fn the_checker_accepts_calvin_on_sim_seeds_and_every_stage_choice() {
+    let seeds = std::env::var("VERBENA_CALVIN_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4u64);
+    let cases = matrix::cases(&[ProtocolKind::Calvin], 1..=seeds);
+    // Both pure forms and both mixed codes of CALVIN's two stages.
+    for seed in 1..=seeds {
+        let codes: Vec<u16> = cases
+            .iter()
+            .filter(|c| c.seed == seed)
+            .map(|c| c.code)
+            .collect();
+        for code in [0, 128, 256, 384] {
+            assert!(codes.contains(&code), "seed {seed} lacks code {code}");
+        }
+    }
+    for case in cases {
+        let outcome = matrix::run_case(case, |_| {});
+        assert!(
+            outcome.passed,
+            "{:?}: {} — replay: {}",
+            case,
+            outcome.detail,
+            matrix::replay_command(case)
+        );
+        assert_eq!(outcome.abort_rate, 0.0, "CALVIN never aborts on conflicts");
+    }
+}
+
+/// A small, contended YCSB configuration with `clients = workers ×
+/// coroutines` per node.
+fn contended(fabric: FabricKind, workers: u32, coroutines: u32, code: u16) -> Config {
+    let mut config = Config {
+        fabric,
+        protocol: ProtocolKind::Calvin,
+        nodes: 3,
+        workers,
+        coroutines,
+        stages: matrix::plan_of(ProtocolKind::Calvin, code),
+        duration_s: 0.02,
+        warmup_s: 0.004,
+        seed: 11,
+        check: true,
+        profile: NetworkProfile::builtin("cx4-edr").expect("built in"),
+        ..Config::default()
+    };
+    config.protocol_options.calvin_epoch_us = 1_000;
+    let y = &mut config.ycsb;
+    y.rows_per_node = 32;
+    y.ops_per_txn = 6;
+    y.write_ratio = 0.5;
+    y.distribution = KeyDistribution::Zipf;
+    y.theta = 0.95;
+    y.compute_us = 1.0;
+    y.partitions_per_txn = Some(2);
+    config
+}
+
+#[test]
+fn every_replica_of_one_configuration_ends_in_the_same_state() {
+    // Eight clients per node, split three ways; every stage choice; the
+    // deterministic simulator and real threads. CALVIN sequences the same
+    // input in every run, so each must execute it to the same database.
+    let mut runs = Vec::new();
+    let shapes = [
+        (FabricKind::Sim, 1, 8, 0),
+        (FabricKind::Sim, 2, 4, 384),
+        (FabricKind::Sim, 4, 2, 128),
+        (FabricKind::Threads, 1, 8, 256),
+        (FabricKind::Threads, 2, 4, 384),
+    ];
+    for (fabric, workers, coroutines, code) in shapes {
+        let config = contended(fabric, workers, coroutines, code);
+        let output = engine::run(&config).expect("a valid configuration");
+        let check = output.report.check.as_ref().expect("check on");
+        assert!(
+            check.passed(),
+            "{fabric:?} {workers}×{coroutines} code {code}: {:?} {:?} {:?}",
+            check.cycle,
+            check.anomalies,
+            check.invariants
+        );
+        if fabric == FabricKind::Sim {
+            // (On a loaded machine a threads run may stretch its epochs
+            // past the measured interval; its history still covers all.)
+            assert!(output.report.committed > 0);
+        }
+        let history = output.history.expect("recorded");
+        runs.push((
+            format!("{fabric:?} {workers}×{coroutines} code {code}"),
+            tables_hash(&output.stores),
+            history_items(&history),
+            output.report.committed,
+        ));
+    }
+    let (first_name, first_tables, first_history, _) = &runs[0];
+    assert!(
+        first_history
+            .iter()
+            .filter(|(_, _, w)| !w.is_empty())
+            .count()
+            > 50,
+        "the runs wrote"
+    );
+    for (name, tables, history, _) in &runs[1..] {
+        assert_eq!(
+            tables, first_tables,
+            "{name} ended in another state than {first_name}"
+        );
+        assert_eq!(
+            history, first_history,
+            "{name} committed another history than {first_name}"
+        );
+    }
+}
+
+/// The history as a sorted list of `(txn, reads, writes)`: equal for two
+/// runs that committed the same transactions with the same versions.
+fn history_items(history: &History) -> Vec<(u64, Vec<(u32, u64, u64)>, Vec<(u32, u64, u64)>)> {
+    let mut all: Vec<_> = history
+        .txns
+        .iter()
+        .map(|txn| {
+            let mut reads: Vec<_> = history
+                .reads(txn)
+                .iter()
+                .map(|i| (i.table, i.key, i.seq))
+                .collect();
+            let mut writes: Vec<_> = history
+                .writes(txn)
+                .iter()
+                .map(|i| (i.table, i.key, i.seq))
+                .collect();
+            reads.sort_unstable();
+            writes.sort_unstable();
+            (txn.id, reads, writes)
+        })
+        .collect();
+    all.sort_unstable();
+    all
+}
+
+#[test]
+fn calvin_runs_on_threads_with_either_primitive_and_reports_its_own_stages() {
+    for primitive in [Primitive::OneSided, Primitive::Rpc] {
+        let mut config = contended(FabricKind::Threads, 1, 4, 0);
+        config.primitive = primitive;
+        config.stages = verbena::protocols::StagePlan::empty();
+        config.duration_s = 0.1;
+        let report = engine::run(&config).expect("run").report;
+        assert!(report.check.as_ref().expect("check on").passed());
+        assert_eq!(
+            report.config.stages.get(Stage::TxnBroadcastInput),
+            primitive
+        );
+        assert_eq!(report.config.stages.get(Stage::ValueForwarding), primitive);
+        let names: Vec<&str> = report.stages.0.iter().map(|(name, _)| *name).collect();
+        assert_eq!(
+            names,
+            ["sequence", "dispatch", "lock", "read", "forward", "execute"]
+        );
+        // A transaction waits for its epoch to close.
+        let sequence_us = report.stages.0[0].1;
+        assert!(sequence_us > 0.0, "sequence {sequence_us} µs");
+        let verbs = &report.verbs_per_txn;
+        match primitive {
+            Primitive::OneSided => assert!(verbs.rpc == 0.0 && verbs.write > 0.0),
+            Primitive::Rpc => assert!(verbs.rpc > 0.0 && verbs.write == 0.0 && verbs.read == 0.0),
+        }
+    }
+}
+
+const ACCOUNTS_PER_NODE: u64 = 8;
+const START_BALANCE: u64 = 100;
+
+/// Transfers between accounts on any node, which abort (by the program's
+/// choice) when the payer lacks the money. `declare` says how much of its
+/// set a request declares.
+struct Transfers {
+    nodes: u64,
+    declare: Declare,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Declare {
+    /// Both accounts, written.
+    Both,
+    /// Only the payer: the program then touches an undeclared record.
+    PayerOnly,
+    /// Nothing: the workload does not support deterministic protocols.
+    Unsupported,
+}
+
+#[derive(Clone, Copy)]
+struct Transfer {
+    from: (NodeId, u64),
+    to: (NodeId, u64),
+    amount: u64,
+}
+
+impl Transfers {
+    fn account(&self, rng: &mut Rng) -> (NodeId, u64) {
+        let node = rng.below(self.nodes) as NodeId;
+        (
+            node,
+            node as u64 * ACCOUNTS_PER_NODE + rng.below(ACCOUNTS_PER_NODE),
+        )
+    }
+}
+
+impl Workload for Transfers {
+    type Request = Transfer;
+
+    fn name(&self) -> &'static str {
+        "calvin-transfers"
+    }
+
+    fn tables(&self) -> Vec<TableSpec> {
+        vec![TableSpec {
+            name: "accounts",
+            record_words: 1,
+            capacity_per_node: ACCOUNTS_PER_NODE,
+        }]
+    }
+
+    fn load(&self, store: &NodeStore) -> Result<(), StoreError> {
+        for row in 0..ACCOUNTS_PER_NODE {
+            store.insert(
+                0,
+                store.node as u64 * ACCOUNTS_PER_NODE + row,
+                &[START_BALANCE],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn generate(&self, rng: &mut Rng, _node: NodeId) -> Transfer {
+        let from = self.account(rng);
+        let mut to = self.account(rng);
+        while to == from {
+            to = self.account(rng);
+        }
+        Transfer {
+            from,
+            to,
+            amount: 1 + rng.below(80),
+        }
+    }
+
+    async fn execute<P: Protocol>(
+        &self,
+        txn: &mut Txn<'_, '_, P>,
+        request: &Transfer,
+    ) -> TxnResult<()> {
+        let from = txn.update(0, request.from.0, request.from.1).await?;
+        if txn.get(from)[0] < request.amount {
+            return Err(txn.user_abort());
+        }
+        txn.get_mut(from)[0] -= request.amount;
+        let to = txn.update(0, request.to.0, request.to.1).await?;
+        txn.get_mut(to)[0] += request.amount;
+        Ok(())
+    }
+
+    fn check_invariants(&self, stores: &[Arc<NodeStore>], _history: &History) -> InvariantReport {
+        let mut total = 0;
+        let mut record = Vec::new();
+        for store in stores {
+            for slot in 0..store.rows(0) {
+                store.record(0, slot, &mut record);
+                total += record[0];
+            }
+        }
+        let expected = START_BALANCE * ACCOUNTS_PER_NODE * self.nodes;
+        InvariantReport {
+            ok: total == expected,
+            details: vec![format!("total balance {total}, expected {expected}")],
+        }
+    }
+
+    fn max_request_words(&self) -> usize {
+        match self.declare {
+            Declare::Unsupported => 0,
+            _ => 5,
+        }
+    }
+
+    fn max_accesses(&self) -> usize {
+        2
+    }
+
+    fn encode_request(&self, request: &Transfer, out: &mut Vec<u64>) {
+        out.extend_from_slice(&[
+            request.from.0 as u64,
+            request.from.1,
+            request.to.0 as u64,
+            request.to.1,
+            request.amount,
+        ]);
+    }
+
+    fn decode_request(&self, words: &[u64]) -> Option<Transfer> {
+        match words {
+            &[from_node, from, to_node, to, amount] => Some(Transfer {
+                from: (from_node as NodeId, from),
+                to: (to_node as NodeId, to),
+                amount,
+            }),
+            _ => None,
+        }
+    }
+
+    fn declare_accesses(&self, request: &Transfer, out: &mut Vec<Declared>) -> bool {
+        let account = |(node, key): (NodeId, u64)| Declared {
+            table: 0,
+            node,
+            key,
+            write: true,
+        };
+        match self.declare {
+            Declare::Both => out.extend([account(request.from), account(request.to)]),
+            Declare::PayerOnly => out.push(account(request.from)),
+            Declare::Unsupported => return false,
+        }
+        true
+    }
+}
+
+fn transfers_config(fabric: FabricKind, primitive: Primitive) -> Config {
+    let mut config = Config {
+        fabric,
+        protocol: ProtocolKind::Calvin,
+        primitive,
+        nodes: 3,
+        coroutines: 6,
+        duration_s: if fabric == FabricKind::Sim {
+            0.02
+        } else {
+            0.15
+        },
+        warmup_s: 0.0,
+        check: true,
+        ..Config::default()
+    };
+    config.protocol_options.calvin_epoch_us = 1_000;
+    config
+}
+
+#[test]
+fn transfers_conserve_money_and_abort_alike_on_every_participant() {
+    for fabric in [FabricKind::Sim, FabricKind::Threads] {
+        for primitive in [Primitive::OneSided, Primitive::Rpc] {
+            let workload = Transfers {
+                nodes: 3,
+                declare: Declare::Both,
+            };
+            let config = transfers_config(fabric, primitive);
+            let report = engine::run_custom(&config, &workload).expect("run").report;
+            let check = report.check.as_ref().expect("check on");
+            assert!(
+                check.passed(),
+                "{fabric:?} {}: {:?} {:?} {:?}",
+                primitive.name(),
+                check.cycle,
+                check.anomalies,
+                check.invariants
+            );
+            assert!(report.committed > 50, "{} committed", report.committed);
+            // Eight accounts of 100 per node and payments up to 80: some
+            // payers run dry, and their transfers give up everywhere.
+            let user = report
+                .aborts
+                .0
+                .iter()
+                .find(|(n, _)| *n == "user")
+                .unwrap()
+                .1;
+            assert!(
+                user > 0,
+                "{fabric:?} {}: no payer ran dry",
+                primitive.name()
+            );
+            assert_eq!(report.user_aborted, user);
+        }
+    }
+}
+
+#[test]
+fn a_program_leaving_its_declared_set_aborts_without_writing() {
+    let workload = Transfers {
+        nodes: 3,
+        declare: Declare::PayerOnly,
+    };
+    let config = transfers_config(FabricKind::Sim, Primitive::OneSided);
+    let output = engine::run_custom(&config, &workload).expect("run");
+    let report = &output.report;
+    let check = report.check.as_ref().expect("check on");
+    assert!(check.passed(), "{:?}", check.invariants);
+    let undeclared = report
+        .aborts
+        .0
+        .iter()
+        .find(|(n, _)| *n == AbortReason::Undeclared.name())
+        .unwrap()
+        .1;
+    assert!(undeclared > 0, "the program touched undeclared records");
+    assert_eq!(report.committed, 0, "only the payer could be declared");
+    let history = output.history.expect("recorded");
+    assert!(history.txns.iter().all(|t| history.writes(t).is_empty()));
+}
+
+#[test]
+fn workloads_without_deterministic_support_are_refused_by_name() {
+    let workload = Transfers {
+        nodes: 3,
+        declare: Declare::Unsupported,
+    };
+    let config = transfers_config(FabricKind::Sim, Primitive::Rpc);
+    let error = match engine::run_custom(&config, &workload) {
+        Ok(_) => panic!("calvin ran a workload without declared sets"),
+        Err(error) => error.to_string(),
+    };
+    assert!(
+        error.contains("calvin") && error.contains("calvin-transfers"),
+        "{error}"
+    );
+    // The same workload runs under the other protocols.
+    let mut other = config.clone();
+    other.protocol = ProtocolKind::NoWait;
+    let report = engine::run_custom(&other, &workload).expect("run").report;
+    assert!(report.check.expect("check on").passed());
+}
+
+#[test]
+fn matrix_cases_give_calvin_a_few_dozen_epochs() {
+    let config = matrix::case_config(Case {
+        protocol: ProtocolKind::Calvin,
+        seed: 5,
+        code: 0,
+    });
+    let epochs = config.duration_s * 1e6 / config.protocol_options.calvin_epoch_us as f64;
+    assert!((20.0..=30.0).contains(&epochs), "{epochs} epochs");
+}
