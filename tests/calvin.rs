@@ -138,7 +138,9 @@ fn every_replica_of_one_configuration_ends_in_the_same_state() {
 
 /// The history as a sorted list of `(txn, reads, writes)`: equal for two
 /// runs that committed the same transactions with the same versions.
-fn history_items(history: &History) -> Vec<(u64, Vec<(u32, u64, u64)>, Vec<(u32, u64, u64)>)> {
+type Items = Vec<(u32, u64, u64)>;
+
+fn history_items(history: &History) -> Vec<(u64, Items, Items)> {
     let mut all: Vec<_> = history
         .txns
         .iter()
