@@ -42,6 +42,11 @@ use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreLayout};
 use crate::workloads::{Declared, Workload};
 
+/// A run whose epochs stretch stops ordering requests this long after its
+/// end at the latest, or after its own length again if that is longer
+/// (`CalvinEnv::stop_ns`).
+const STOP_SLACK_NS: u64 = 1_000_000_000;
+
 /// What each worker hands back.
 type WorkerResult = (WorkerStats, History, CalvinStats);
 
@@ -289,6 +294,7 @@ fn run_threads<W: Workload>(
                             end_ns: end,
                             epoch_ns,
                             final_epoch: final_epoch(start, end, epoch_ns),
+                            stop_ns: end + (end - start).max(STOP_SLACK_NS),
                         };
                         let mut coroutines =
                             coroutines_of(&env, config.coroutines as u16, worker_index);
@@ -376,6 +382,7 @@ fn run_sim<W: Workload>(
             end_ns,
             epoch_ns,
             final_epoch: final_epoch(START_NS, end_ns, epoch_ns),
+            stop_ns: end_ns + (end_ns - START_NS).max(STOP_SLACK_NS),
         })
         .collect();
     let mut coroutines: Vec<Coroutines> = envs

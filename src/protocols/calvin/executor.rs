@@ -100,7 +100,7 @@ pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                         let txn = state.txns[index].take().expect("a parked transaction");
                         Some(Work::Resume(index, txn))
                     }
-                    None if state.done_below > env.final_epoch => break,
+                    None if state.last_epoch.is_some_and(|last| state.done_below > last) => break,
                     None => None,
                 }
             }

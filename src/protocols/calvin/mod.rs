@@ -152,9 +152,10 @@ pub const RPC_FORWARD: u16 = 0xca02;
 pub const RPC_DONE: u16 = 0xca03;
 
 /// Words of a request-buffer slot's header: `[tag, count, words,
-/// sealed_ns]`; `tag` is `epoch + 1` once the slot holds a complete batch of
-/// that epoch, 0 while free. The entries follow.
-pub const CRB_HEADER_WORDS: u64 = 4;
+/// sealed_ns, stop]`; `tag` is `epoch + 1` once the slot holds a complete
+/// batch of that epoch, 0 while free; `stop` is 1 once the sequencer orders
+/// no more requests (see [`CalvinEnv::final_epoch`]). The entries follow.
+pub const CRB_HEADER_WORDS: u64 = 5;
 
 /// Fixed words of a batch entry: `[txn id, origin << 32 | client slot,
 /// position, accesses << 32 | request words, submitted_ns]`, then two
@@ -293,6 +294,7 @@ pub fn unpack_access(words: &[u64]) -> Declared {
 /// A sub-batch that arrived by RPC, kept until the scheduler takes it.
 pub struct RpcBatch {
     pub sealed_ns: u64,
+    pub stop: bool,
     pub count: u64,
     pub entries: Vec<u64>,
 }
@@ -338,6 +340,9 @@ pub struct NodeState {
     pub scheduled_below: u64,
     /// Epochs `0..done_below` have every transaction finished here.
     pub done_below: u64,
+    /// The last epoch of the run, once the scheduler saw every sequencer
+    /// stop in it.
+    pub last_epoch: Option<u64>,
 }
 
 /// One node's CALVIN machinery.
@@ -361,6 +366,7 @@ impl NodeShared {
                 epoch_left: [0; RING as usize],
                 scheduled_below: 0,
                 done_below: 0,
+                last_epoch: None,
             }),
         }
     }
@@ -399,7 +405,7 @@ pub struct CalvinService<'a> {
 impl RpcService for CalvinService<'_> {
     fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served {
         match kind {
-            // [sender, epoch, sealed_ns, count, entries...]
+            // [sender, epoch, sealed_ns, count, stop, entries...]
             RPC_BATCH => {
                 let (sender, epoch) = (payload[0] as NodeId, payload[1]);
                 let mut state = self.shared.lock();
@@ -408,12 +414,13 @@ impl RpcService for CalvinService<'_> {
                     return Served::Wait;
                 }
                 let mut words = std::mem::take(payload);
-                let (sealed_ns, count) = (words[2], words[3]);
-                words.drain(..4);
+                let (sealed_ns, count, stop) = (words[2], words[3], words[4] != 0);
+                words.drain(..5);
                 state.rpc_batches.insert(
                     (sender, epoch),
                     RpcBatch {
                         sealed_ns,
+                        stop,
                         count,
                         entries: words,
                     },
@@ -503,8 +510,19 @@ pub struct CalvinEnv<'a, W: Workload> {
     pub warmup_end_ns: u64,
     pub end_ns: u64,
     pub epoch_ns: u64,
-    /// The last epoch any sequencer orders: the one in which `end_ns` falls.
+    /// The last epoch a sequencer orders requests in: the one in which
+    /// `end_ns` falls — or, when epochs stretched (their transactions ran
+    /// longer than an epoch) and the clock passed `stop_ns`, the one it is
+    /// sealing then. Later epochs carry the `stop` flag and no requests,
+    /// and go out until every sequencer has stopped: the run's last epoch
+    /// is the first whose sub-batches all carry it. On `sim`, and whenever
+    /// epochs keep pace, every sequencer stops at `final_epoch`, so what is
+    /// sequenced depends on the configuration alone.
     pub final_epoch: u64,
+    /// See `final_epoch`: `end_ns` plus the run's length again (at least
+    /// 1 s), so a run with epochs too short for its transactions ends in
+    /// at most about twice its time.
+    pub stop_ns: u64,
 }
 
 impl<W: Workload> CalvinEnv<'_, W> {

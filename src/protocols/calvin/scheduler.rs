@@ -199,7 +199,8 @@ fn schedule_entries(
     local_txns
 }
 
-/// The scheduler coroutine of a node: epochs `0..=final_epoch` in order.
+/// The scheduler coroutine of a node: epochs in order, up to the first in
+/// which every sequencer has stopped (`CalvinEnv::final_epoch`).
 pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     let worker = env.worker;
     let node = env.shared.node;
@@ -208,7 +209,7 @@ pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     let region = &env.store.region;
     let mut words: Vec<u64> = Vec::new();
     let mut poll = Poll::new(env.epoch_ns);
-    for epoch in 0..=env.final_epoch {
+    for epoch in 0.. {
         poll.reset();
         // Wait until every sequencer's sub-batch of the epoch is here.
         loop {
@@ -229,12 +230,14 @@ pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             let mut state = env.shared.lock();
             debug_assert!(epoch < state.done_below + RING, "ring overrun");
             let mut local_txns = 0;
+            let mut all_stop = true;
             for sequencer in 0..nodes {
                 if onesided {
                     let slot = env.calvin.crb_addr(sequencer, epoch);
                     let count = region.load(slot + 1);
                     let used = region.load(slot + 2) as usize;
                     let sealed_ns = region.load(slot + 3);
+                    all_stop &= region.load(slot + 4) != 0;
                     words.resize(used, 0);
                     region.read(slot + CRB_HEADER_WORDS, &mut words);
                     local_txns += schedule_entries(
@@ -243,12 +246,14 @@ pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                 } else {
                     let RpcBatch {
                         sealed_ns,
+                        stop,
                         count,
                         entries,
                     } = state
                         .rpc_batches
                         .remove(&(sequencer, epoch))
                         .expect("checked present");
+                    all_stop &= stop;
                     local_txns += schedule_entries(
                         &mut state, node, epoch, sequencer, sealed_ns, now, count, &entries,
                     );
@@ -256,7 +261,13 @@ pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             }
             state.epoch_left[(epoch % RING) as usize] = local_txns;
             state.scheduled_below = epoch + 1;
+            if all_stop {
+                state.last_epoch = Some(epoch);
+            }
             state.advance(env.store, env.calvin);
+            if all_stop {
+                break;
+            }
         }
         worker.yield_now().await;
     }

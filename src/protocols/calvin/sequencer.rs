@@ -13,7 +13,12 @@
 //! one configuration, on any fabric, with any stage primitives and any
 //! split of its clients into workers and coroutines, executes the same
 //! transactions in the same order and ends in the same state (the replica
-//! property CALVIN is built on, which the tests check).
+//! property CALVIN is built on, which the tests check). One exception
+//! bounds a run's length: a sequencer whose epochs stretched so far that
+//! the clock passes `CalvinEnv::stop_ns` (the run's length again, at
+//! least 1 s, after its end) stops
+//! ordering requests at the epoch it is sealing; the others follow with
+//! empty epochs (see `CalvinEnv::final_epoch`).
 //!
 //! Delivery: to each node, the entries that touch it (an empty sub-batch to
 //! the others, so every scheduler knows when an epoch is complete).
@@ -116,36 +121,61 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     // Completions are looked for at most this often between boundaries
     // (latency is measured to within it).
     let mut poll = Poll::new(env.epoch_ns);
-    for epoch in 0..=env.final_epoch {
+    let mut stopped = false;
+    let mut epoch: u64 = 0;
+    'epochs: loop {
         let boundary = env.start_ns + (epoch + 1) * env.epoch_ns;
-        loop {
-            collect_completions(env, &mut clients);
-            let now = worker.now_ns();
-            env.note_boundaries(now);
-            let all_done = clients.iter().all(|c| !c.busy);
-            if now >= boundary && all_done {
-                break;
+        if stopped {
+            // Empty epochs go out, each once this node has scheduled the
+            // one before, until some epoch saw every sequencer stopped.
+            loop {
+                collect_completions(env, &mut clients);
+                env.note_boundaries(worker.now_ns());
+                let (scheduled_below, last_epoch) = {
+                    let state = env.shared.lock();
+                    (state.scheduled_below, state.last_epoch)
+                };
+                if last_epoch.is_some() {
+                    break 'epochs;
+                }
+                if scheduled_below >= epoch {
+                    break;
+                }
+                worker.sleep(co, poll.wait_ns()).await;
             }
-            let wait = poll.wait_ns();
-            worker
-                .sleep(
-                    co,
-                    if all_done {
-                        wait.min(boundary - now)
-                    } else {
-                        wait
-                    },
-                )
-                .await;
+        } else {
+            // Epoch-synchronous: the boundary, and every client's last
+            // transaction complete.
+            loop {
+                collect_completions(env, &mut clients);
+                let now = worker.now_ns();
+                env.note_boundaries(now);
+                let all_done = clients.iter().all(|c| !c.busy);
+                if now >= boundary && all_done {
+                    break;
+                }
+                let wait = poll.wait_ns();
+                let wait = if all_done {
+                    wait.min(boundary - now)
+                } else {
+                    wait
+                };
+                worker.sleep(co, wait).await;
+            }
         }
 
-        // Seal the epoch: every free client submits.
+        // Seal the epoch: every client submits, unless this is past the
+        // sequencer's last epoch.
         let sealed_ns = worker.now_ns();
         for (count, words) in sub_batches.iter_mut() {
             *count = 0;
             words.clear();
         }
+        let stop = epoch >= env.final_epoch || sealed_ns >= env.stop_ns;
         for (slot, client) in clients.iter_mut().enumerate() {
+            if stopped {
+                break;
+            }
             debug_assert!(!client.busy);
             let position = slot as u64;
             let request = env.workload.generate(&mut rng, node);
@@ -228,13 +258,13 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                 let slot = calvin.crb_addr(node, epoch);
                 for (receiver, (count, words)) in sub_batches.iter().enumerate() {
                     let receiver = receiver as NodeId;
-                    let mut body = Vec::with_capacity(3 + words.len());
-                    body.extend_from_slice(&[*count, words.len() as u64, sealed_ns]);
+                    let mut body = Vec::with_capacity(4 + words.len());
+                    body.extend_from_slice(&[*count, words.len() as u64, sealed_ns, stop as u64]);
                     body.extend_from_slice(words);
                     batch.write(receiver, slot + 1, &body);
                     batch.write_word(receiver, slot, epoch + 1);
                 }
-                debug_assert_eq!(CRB_HEADER_WORDS, 4);
+                debug_assert_eq!(CRB_HEADER_WORDS, 5);
             }
             worker.submit(co).await;
         } else {
@@ -243,13 +273,21 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                 batch.clear();
                 for (receiver, (count, words)) in sub_batches.iter().enumerate() {
                     let mut payload = batch.payload();
-                    payload.extend_from_slice(&[node as u64, epoch, sealed_ns, *count]);
+                    payload.extend_from_slice(&[
+                        node as u64,
+                        epoch,
+                        sealed_ns,
+                        *count,
+                        stop as u64,
+                    ]);
                     payload.extend_from_slice(words);
                     batch.call(receiver as NodeId, RPC_BATCH, payload, false);
                 }
             }
             worker.submit(co).await;
         }
+        stopped = stop;
+        epoch += 1;
     }
     // Every transaction sequenced here completes before the node stops.
     while clients.iter().any(|c| c.busy) {
