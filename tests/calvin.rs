@@ -481,3 +481,91 @@ fn epochs_shorter_than_their_transactions_still_end_the_run() {
     assert!(check.passed(), "{:?}", check.invariants);
     assert!(!output.history.expect("recorded").is_empty());
 }
+
+fn verbena(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_verbena"))
+        .args(args)
+        .output()
+        .expect("the verbena binary runs")
+}
+
+#[test]
+fn the_command_line_runs_calvin_and_refuses_bad_epochs() {
+    for primitive in ["onesided", "rpc"] {
+        let output = verbena(&[
+            "run",
+            "--protocol",
+            "calvin",
+            "--primitive",
+            primitive,
+            "--fabric",
+            "sim",
+            "--duration",
+            "0.005",
+            "--warmup",
+            "0.001",
+            "--calvin-epoch-us",
+            "500",
+            "--check",
+            "--json",
+            "-",
+        ]);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(report["check"]["serializable"], true);
+        assert_eq!(report["check"]["invariants_ok"], true);
+        assert_eq!(report["config"]["protocol_options"]["calvin_epoch_us"], 500);
+        assert_eq!(report["config"]["stages"]["txn_broadcast_input"], primitive);
+        assert_eq!(report["config"]["stages"]["value_forwarding"], primitive);
+        assert!(report["stages"]["forward"].is_number());
+    }
+    // Hybrid code 128: dispatch one-sided, forwarding by RPC.
+    let output = verbena(&[
+        "run",
+        "--protocol",
+        "calvin",
+        "--hybrid",
+        "128",
+        "--fabric",
+        "sim",
+        "--duration",
+        "0.003",
+        "--warmup",
+        "0",
+        "--calvin-epoch-us",
+        "300",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        report["config"]["stages"]["txn_broadcast_input"],
+        "onesided"
+    );
+    assert_eq!(report["config"]["stages"]["value_forwarding"], "rpc");
+    for (args, expected) in [
+        (
+            &["run", "--protocol", "calvin", "--calvin-epoch-us", "0"][..],
+            "protocol_options.calvin_epoch_us = 0 is out of range; allowed: 1..=1000000",
+        ),
+        (
+            &["run", "--protocol", "calvin", "--calvin-epoch-us", "five"][..],
+            "--calvin-epoch-us `five` is not a whole number",
+        ),
+        (
+            &["run", "--protocol", "calvin", "--stages", "lock=rpc"][..],
+            "its stages are txn_broadcast_input, value_forwarding",
+        ),
+    ] {
+        let output = verbena(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
