@@ -211,6 +211,10 @@ enum Declare {
     Both,
     /// Only the payer: the program then touches an undeclared record.
     PayerOnly,
+    /// The payer twice (read, then written) and the payee: merged.
+    Twice,
+    /// The accounts, and a record on a node the cluster lacks.
+    NoSuchNode,
     /// Nothing: the workload does not support deterministic protocols.
     Unsupported,
 }
@@ -310,7 +314,7 @@ impl Workload for Transfers {
     }
 
     fn max_accesses(&self) -> usize {
-        2
+        3
     }
 
     fn encode_request(&self, request: &Transfer, out: &mut Vec<u64>) {
@@ -344,6 +348,19 @@ impl Workload for Transfers {
         match self.declare {
             Declare::Both => out.extend([account(request.from), account(request.to)]),
             Declare::PayerOnly => out.push(account(request.from)),
+            Declare::Twice => out.extend([
+                Declared {
+                    write: false,
+                    ..account(request.from)
+                },
+                account(request.to),
+                account(request.from),
+            ]),
+            Declare::NoSuchNode => out.extend([
+                account(request.from),
+                account(request.to),
+                account((self.nodes as NodeId + 1, 0)),
+            ]),
             Declare::Unsupported => return false,
         }
         true
@@ -568,4 +585,33 @@ fn the_command_line_runs_calvin_and_refuses_bad_epochs() {
         assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn records_declared_twice_merge_and_impossible_sets_are_given_up() {
+    let twice = Transfers {
+        nodes: 3,
+        declare: Declare::Twice,
+    };
+    let config = transfers_config(FabricKind::Sim, Primitive::Rpc);
+    let report = engine::run_custom(&config, &twice).expect("run").report;
+    let check = report.check.as_ref().expect("check on");
+    assert!(
+        check.passed(),
+        "{:?} {:?}",
+        check.anomalies,
+        check.invariants
+    );
+    assert!(report.committed > 50);
+
+    let impossible = Transfers {
+        nodes: 3,
+        declare: Declare::NoSuchNode,
+    };
+    let report = engine::run_custom(&config, &impossible)
+        .expect("run")
+        .report;
+    assert!(report.check.as_ref().expect("check on").passed());
+    assert_eq!(report.committed, 0);
+    assert!(report.user_aborted > 0, "every request is given up");
 }

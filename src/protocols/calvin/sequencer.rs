@@ -96,6 +96,37 @@ fn collect_completions<W: Workload>(env: &CalvinEnv<'_, W>, clients: &mut [Clien
     }
 }
 
+/// Merges records declared twice (written if either is) and checks that
+/// the set and the request fit the buffers and name existing nodes and
+/// tables.
+fn well_formed<W: Workload>(
+    env: &CalvinEnv<'_, W>,
+    declared: &mut Vec<Declared>,
+    request_words: usize,
+) -> bool {
+    let mut at = 0;
+    while at < declared.len() {
+        let access = declared[at];
+        let first = declared[..at]
+            .iter()
+            .position(|d| d.table == access.table && d.node == access.node && d.key == access.key);
+        match first {
+            Some(first) => {
+                declared[first].write |= access.write;
+                declared.remove(at);
+            }
+            None => at += 1,
+        }
+    }
+    let calvin = env.calvin;
+    !declared.is_empty()
+        && declared.len() <= calvin.max_accesses as usize
+        && ENTRY_FIXED_WORDS + 2 * declared.len() + request_words <= calvin.entry_words as usize
+        && declared
+            .iter()
+            .all(|d| (d.node as u32) < calvin.nodes && (d.table as usize) < env.layout.tables.len())
+}
+
 /// The sequencer coroutine of a node.
 pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     let worker = env.worker;
@@ -181,11 +212,16 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             let request = env.workload.generate(&mut rng, node);
             declared.clear();
             request_words.clear();
-            if !env.workload.declare_accesses(&request, &mut declared) {
+            let declared_ok = env.workload.declare_accesses(&request, &mut declared);
+            if declared_ok {
+                env.workload.encode_request(&request, &mut request_words);
+            }
+            if !declared_ok || !well_formed(env, &mut declared, request_words.len()) {
                 // A data-dependent set would need reconnaissance, which
-                // this build lacks (the engine refuses such workloads;
-                // a workload that declares some requests only gives the
-                // others up).
+                // this build lacks (the engine refuses such workloads; one
+                // that declares only some requests gives the others up),
+                // and a set naming records no node can hold, or more than
+                // the workload's own bounds, is given up too.
                 if env.measured(sealed_ns) {
                     let mut stats = env.stats.borrow_mut();
                     stats.aborts[AbortReason::Undeclared.index()] += 1;
@@ -194,7 +230,6 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                 client.submitted_ns = sealed_ns;
                 continue;
             }
-            env.workload.encode_request(&request, &mut request_words);
             debug_assert!(declared.len() <= calvin.max_accesses as usize);
             debug_assert!(
                 request_words.len() + 2 * declared.len() + ENTRY_FIXED_WORDS
