@@ -615,3 +615,256 @@ fn records_declared_twice_merge_and_impossible_sets_are_given_up() {
     assert_eq!(report.committed, 0);
     assert!(report.user_aborted > 0, "every request is given up");
 }
+
+const POINTERS_PER_NODE: u64 = 4;
+
+/// Payments through pointers: a `Pay` reads a pointer record to find the
+/// account it pays from, so its read/write set depends on data and CALVIN
+/// must reconnoitre it; a `Repoint` moves a pointer to another account,
+/// which makes reconnaissance runs go stale.
+struct Pointers {
+    nodes: u64,
+}
+
+#[derive(Clone, Copy)]
+enum PointerOp {
+    Pay {
+        pointer: (NodeId, u64),
+        to: (NodeId, u64),
+        amount: u64,
+    },
+    Repoint {
+        pointer: (NodeId, u64),
+        target: (NodeId, u64),
+    },
+}
+
+fn pack(account: (NodeId, u64)) -> u64 {
+    ((account.0 as u64) << 32) | account.1
+}
+
+fn unpack(word: u64) -> (NodeId, u64) {
+    ((word >> 32) as NodeId, word & 0xffff_ffff)
+}
+
+impl Pointers {
+    fn account(&self, rng: &mut Rng) -> (NodeId, u64) {
+        let node = rng.below(self.nodes) as NodeId;
+        (
+            node,
+            node as u64 * ACCOUNTS_PER_NODE + rng.below(ACCOUNTS_PER_NODE),
+        )
+    }
+
+    fn pointer(&self, rng: &mut Rng) -> (NodeId, u64) {
+        let node = rng.below(self.nodes) as NodeId;
+        (
+            node,
+            node as u64 * POINTERS_PER_NODE + rng.below(POINTERS_PER_NODE),
+        )
+    }
+}
+
+impl Workload for Pointers {
+    type Request = PointerOp;
+
+    fn name(&self) -> &'static str {
+        "calvin-pointers"
+    }
+
+    fn tables(&self) -> Vec<TableSpec> {
+        vec![
+            TableSpec {
+                name: "accounts",
+                record_words: 1,
+                capacity_per_node: ACCOUNTS_PER_NODE,
+            },
+            TableSpec {
+                name: "pointers",
+                record_words: 1,
+                capacity_per_node: POINTERS_PER_NODE,
+            },
+        ]
+    }
+
+    fn load(&self, store: &NodeStore) -> Result<(), StoreError> {
+        let node = store.node as u64;
+        for row in 0..ACCOUNTS_PER_NODE {
+            store.insert(0, node * ACCOUNTS_PER_NODE + row, &[START_BALANCE])?;
+        }
+        for row in 0..POINTERS_PER_NODE {
+            let target_node = (node + row) % self.nodes;
+            let target = (target_node as NodeId, target_node * ACCOUNTS_PER_NODE + row);
+            store.insert(1, node * POINTERS_PER_NODE + row, &[pack(target)])?;
+        }
+        Ok(())
+    }
+
+    fn generate(&self, rng: &mut Rng, _node: NodeId) -> PointerOp {
+        let pointer = self.pointer(rng);
+        if rng.below(10) < 3 {
+            PointerOp::Repoint {
+                pointer,
+                target: self.account(rng),
+            }
+        } else {
+            PointerOp::Pay {
+                pointer,
+                to: self.account(rng),
+                amount: 1 + rng.below(40),
+            }
+        }
+    }
+
+    async fn execute<P: Protocol>(
+        &self,
+        txn: &mut Txn<'_, '_, P>,
+        request: &PointerOp,
+    ) -> TxnResult<()> {
+        match *request {
+            PointerOp::Pay {
+                pointer,
+                to,
+                amount,
+            } => {
+                let pointer = txn.read(1, pointer.0, pointer.1).await?;
+                let from = unpack(txn.get(pointer)[0]);
+                if from == to {
+                    return Ok(());
+                }
+                let payer = txn.update(0, from.0, from.1).await?;
+                if txn.get(payer)[0] < amount {
+                    return Err(txn.user_abort());
+                }
+                txn.get_mut(payer)[0] -= amount;
+                let payee = txn.update(0, to.0, to.1).await?;
+                txn.get_mut(payee)[0] += amount;
+            }
+            PointerOp::Repoint { pointer, target } => {
+                let pointer = txn.update(1, pointer.0, pointer.1).await?;
+                txn.get_mut(pointer)[0] = pack(target);
+            }
+        }
+        Ok(())
+    }
+
+    fn check_invariants(&self, stores: &[Arc<NodeStore>], _history: &History) -> InvariantReport {
+        let mut total = 0;
+        let mut record = Vec::new();
+        for store in stores {
+            for slot in 0..store.rows(0) {
+                store.record(0, slot, &mut record);
+                total += record[0];
+            }
+        }
+        let expected = START_BALANCE * ACCOUNTS_PER_NODE * self.nodes;
+        InvariantReport {
+            ok: total == expected,
+            details: vec![format!("total balance {total}, expected {expected}")],
+        }
+    }
+
+    fn max_request_words(&self) -> usize {
+        6
+    }
+
+    fn max_accesses(&self) -> usize {
+        3
+    }
+
+    fn encode_request(&self, request: &PointerOp, out: &mut Vec<u64>) {
+        match *request {
+            PointerOp::Pay {
+                pointer,
+                to,
+                amount,
+            } => out.extend_from_slice(&[0, pack(pointer), pack(to), amount]),
+            PointerOp::Repoint { pointer, target } => {
+                out.extend_from_slice(&[1, pack(pointer), pack(target)])
+            }
+        }
+    }
+
+    fn decode_request(&self, words: &[u64]) -> Option<PointerOp> {
+        match *words {
+            [0, pointer, to, amount] => Some(PointerOp::Pay {
+                pointer: unpack(pointer),
+                to: unpack(to),
+                amount,
+            }),
+            [1, pointer, target] => Some(PointerOp::Repoint {
+                pointer: unpack(pointer),
+                target: unpack(target),
+            }),
+            _ => None,
+        }
+    }
+
+    fn declare_accesses(&self, request: &PointerOp, out: &mut Vec<Declared>) -> bool {
+        match *request {
+            // Which account pays depends on the pointer's value.
+            PointerOp::Pay { .. } => false,
+            PointerOp::Repoint { pointer, .. } => {
+                out.push(Declared {
+                    table: 1,
+                    node: pointer.0,
+                    key: pointer.1,
+                    write: true,
+                });
+                true
+            }
+        }
+    }
+}
+
+#[test]
+fn data_dependent_sets_are_reconnoitred_and_restarted_when_stale() {
+    for fabric in [FabricKind::Sim, FabricKind::Threads] {
+        for primitive in [Primitive::OneSided, Primitive::Rpc] {
+            let workload = Pointers { nodes: 3 };
+            let config = transfers_config(fabric, primitive);
+            let output = engine::run_custom(&config, &workload).expect("run");
+            let report = &output.report;
+            let check = report.check.as_ref().expect("check on");
+            assert!(
+                check.passed(),
+                "{fabric:?} {}: {:?} {:?} {:?}",
+                primitive.name(),
+                check.cycle,
+                check.anomalies,
+                check.invariants
+            );
+            assert!(report.committed > 50, "{} committed", report.committed);
+            let restarts = report
+                .aborts
+                .0
+                .iter()
+                .find(|(n, _)| *n == AbortReason::Undeclared.name())
+                .unwrap()
+                .1;
+            if fabric == FabricKind::Sim {
+                assert!(
+                    restarts > 0,
+                    "{}: no stale reconnaissance",
+                    primitive.name()
+                );
+            }
+            // Restarts are retried, not given up: only payers running dry are.
+            let user = report
+                .aborts
+                .0
+                .iter()
+                .find(|(n, _)| *n == "user")
+                .unwrap()
+                .1;
+            assert_eq!(report.user_aborted, user);
+            // Committed payments read a pointer, then wrote two accounts.
+            let history = output.history.expect("recorded");
+            assert!(history
+                .txns
+                .iter()
+                .any(|t| history.reads(t).iter().any(|i| i.table == 1)
+                    && history.writes(t).iter().filter(|i| i.table == 0).count() == 2));
+        }
+    }
+}

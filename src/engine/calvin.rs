@@ -36,11 +36,10 @@ use crate::protocols::calvin::{
     executor, final_epoch, merge_partial_history, scheduler, sequencer, CalvinEnv, CalvinLayout,
     CalvinService, CalvinStats, NodeShared, STAGE_NAMES, ST_SEQUENCE,
 };
-use crate::rng::Rng;
 use crate::runtime::{RpcService, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreLayout};
-use crate::workloads::{Declared, Workload};
+use crate::workloads::Workload;
 
 /// A run whose epochs stretch stops ordering requests this long after its
 /// end at the latest, or after its own length again if that is longer
@@ -51,24 +50,12 @@ const STOP_SLACK_NS: u64 = 1_000_000_000;
 type WorkerResult = (WorkerStats, History, CalvinStats);
 
 /// Refuses workloads CALVIN cannot run, with what is missing.
-fn check_workload<W: Workload>(config: &Config, workload: &W) -> Result<(), RunError> {
+fn check_workload<W: Workload>(workload: &W) -> Result<(), RunError> {
     if workload.max_request_words() == 0 || workload.max_accesses() == 0 {
         return Err(RunError::Config(ConfigError(format!(
-            "protocol calvin needs each request as words and its read/write set up front; workload {} does not provide them (Workload::max_request_words, encode_request, decode_request, declare_accesses)",
+            "protocol calvin ships each request to the nodes it touches, as words; workload {} does not say how (Workload::max_request_words, max_accesses, encode_request, decode_request)",
             workload.name()
         ))));
-    }
-    let mut rng = Rng::derive(config.seed, &[0x9e0b]);
-    let mut declared: Vec<Declared> = Vec::new();
-    for node in 0..config.nodes.min(4) as NodeId {
-        let request = workload.generate(&mut rng, node);
-        declared.clear();
-        if !workload.declare_accesses(&request, &mut declared) {
-            return Err(RunError::Config(ConfigError(format!(
-                "workload {}'s read/write sets depend on data: CALVIN would need a reconnaissance run (Deneva §3.4), which this build does not have",
-                workload.name()
-            ))));
-        }
     }
     Ok(())
 }
@@ -78,7 +65,7 @@ pub(crate) fn run_calvin<W: Workload>(
     config: &Config,
     workload: &W,
 ) -> Result<RunOutput, RunError> {
-    check_workload(config, workload)?;
+    check_workload(workload)?;
     let clients = config.workers * config.coroutines;
     let mut layout = StoreLayout::new(&workload.tables(), |_| 0);
     let calvin = CalvinLayout::reserve(

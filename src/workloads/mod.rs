@@ -57,7 +57,8 @@ pub trait Workload: Sync {
     // before they run and ship each one to the nodes it touches, so they
     // need a request as words and its read/write set up front (Deneva
     // §3.4). A workload that leaves these at their defaults runs under
-    // every other protocol, and CALVIN refuses it with a clear error.
+    // every other protocol, and CALVIN refuses it with a clear error; one
+    // that encodes its requests but declares no sets is reconnoitred.
 
     /// Most words [`Workload::encode_request`] ever writes (0: the workload
     /// does not support deterministic protocols).
@@ -82,7 +83,8 @@ pub trait Workload: Sync {
     /// Appends to `out` every record `request` will access, in the order
     /// the program first accesses them, each once (an access that is
     /// written is declared written). Returns false when the set depends
-    /// on data and needs a reconnaissance run (Deneva §3.4).
+    /// on data: CALVIN then finds it by a reconnaissance run (Deneva
+    /// §3.4, `protocols::calvin::recon`).
     fn declare_accesses(&self, _request: &Self::Request, _out: &mut Vec<Declared>) -> bool {
         false
     }

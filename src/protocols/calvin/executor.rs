@@ -320,7 +320,10 @@ async fn execute<W: Workload>(
         .decode_request(&txn.request)
         .expect("the sequencer encoded this request");
     let outcome = {
-        let mut program = Txn::new(cx, &CalvinExec);
+        let exec = CalvinExec {
+            declared: &txn.accesses,
+        };
+        let mut program = Txn::new(cx, &exec);
         env.workload.execute(&mut program, &request).await
     };
     let addend = match outcome {

@@ -72,11 +72,12 @@
 //!   records (reads with the version seen, writes with the version
 //!   installed) and merged per transaction after the run
 //!   ([`merge_partial_history`]).
-//! * Read/write sets must be declared up front
-//!   (`Workload::declare_accesses`); a program that touches an undeclared
-//!   record aborts deterministically on every active participant
-//!   (`AbortReason::Undeclared`). The reconnaissance run for data-dependent
-//!   sets (Deneva §3.4) is not built: such workloads are refused.
+//! * Read/write sets are declared up front
+//!   (`Workload::declare_accesses`), or, where they depend on data, found
+//!   by a reconnaissance run ([`recon`], Deneva §3.4); a program that
+//!   touches an undeclared record aborts deterministically on every active
+//!   participant (`AbortReason::Undeclared`), and a reconnoitred request is
+//!   then reconnoitred and submitted again.
 //!
 //! Invariants: a record is read or written only under its lock from the
 //! lock manager; locks of one node are requested in the global order; a
@@ -85,6 +86,7 @@
 //! after every remote record it reads has arrived.
 
 pub mod executor;
+pub mod recon;
 pub mod scheduler;
 pub mod sequencer;
 
@@ -150,6 +152,7 @@ impl Poll {
 pub const RPC_BATCH: u16 = 0xca01;
 pub const RPC_FORWARD: u16 = 0xca02;
 pub const RPC_DONE: u16 = 0xca03;
+pub const RPC_READ: u16 = 0xca04;
 
 /// Words of a request-buffer slot's header: `[tag, count, words,
 /// sealed_ns, stop]`; `tag` is `epoch + 1` once the slot holds a complete
@@ -438,6 +441,15 @@ impl RpcService for CalvinService<'_> {
                 payload.clear();
                 Served::Reply
             }
+            // [table, key] -> [seq, record] or [MISSING]: reconnaissance.
+            RPC_READ => {
+                let (table, key) = (payload[0] as TableId, payload[1]);
+                let words = self.store.layout.table(table).record_words as usize;
+                payload.clear();
+                payload.resize(1 + words, 0);
+                payload[0] = read_consistent(self.store, table, key, &mut payload[1..]);
+                Served::Reply
+            }
             // [client slot, addend]
             RPC_DONE => {
                 self.store
@@ -463,9 +475,13 @@ impl RpcService for CalvinService<'_> {
 /// belong to the executor, not to per-transaction stages, so `commit` and
 /// `release` have nothing to do, and CALVIN's RPCs are served by
 /// [`CalvinService`].
-pub struct CalvinExec;
+pub struct CalvinExec<'a> {
+    /// The transaction's declared set (records in it that are missing are
+    /// not preloaded: reaching them is `NotFound`, not a stale set).
+    pub declared: &'a [Declared],
+}
 
-impl Protocol for CalvinExec {
+impl Protocol for CalvinExec<'_> {
     const KIND: ProtocolKind = ProtocolKind::Calvin;
     const ACCESS_STAGE: Stage = Stage::ValueForwarding;
 
@@ -474,8 +490,17 @@ impl Protocol for CalvinExec {
         0
     }
 
-    async fn access(&self, _cx: &mut TxnCx<'_>, _index: usize) -> TxnResult<()> {
-        Err(AbortReason::Undeclared)
+    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        let access = cx.accesses[index];
+        let declared = self
+            .declared
+            .iter()
+            .any(|d| d.table == access.table && d.node == access.node && d.key == access.key);
+        Err(if declared {
+            AbortReason::NotFound
+        } else {
+            AbortReason::Undeclared
+        })
     }
 
     async fn upgrade(&self, _cx: &mut TxnCx<'_>, _index: usize) -> TxnResult<()> {
@@ -547,6 +572,26 @@ impl<W: Workload> CalvinEnv<'_, W> {
         if now_ns >= self.end_ns && stats.at_end.is_none() {
             stats.at_end = Some(self.worker.snapshot());
         }
+    }
+}
+
+/// Reads the committed version of `(table, key)` from `store` into
+/// `record` without a lock, retrying until `seq` and `seq_end` agree
+/// around it (the store's rule for a whole version); returns `seq`, or
+/// [`MISSING`] when the key is not there.
+pub fn read_consistent(store: &NodeStore, table: TableId, key: u64, record: &mut [u64]) -> u64 {
+    let Some(slot) = store.lookup(table, key) else {
+        return MISSING;
+    };
+    let layout = store.layout.table(table);
+    let tuple = layout.tuple_addr(slot);
+    loop {
+        let seq = store.region.load(layout.seq_addr(slot));
+        store.region.read(layout.record_addr(slot), record);
+        if store.region.load(tuple + layout.seq_end_offset() as u64) == seq {
+            return seq;
+        }
+        std::hint::spin_loop();
     }
 }
 

@@ -18,7 +18,11 @@
 //! the clock passes `CalvinEnv::stop_ns` (the run's length again, at
 //! least 1 s, after its end) stops
 //! ordering requests at the epoch it is sealing; the others follow with
-//! empty epochs (see `CalvinEnv::final_epoch`).
+//! empty epochs (see `CalvinEnv::final_epoch`). Requests whose sets are
+//! reconnoitred ([`super::recon`]) depend on the state at sealing time too.
+//!
+//! Sealing runs the reconnaissance of requests that need one, and submits
+//! again in the next epoch a reconnoitred request whose set went stale.
 //!
 //! Delivery: to each node, the entries that touch it (an empty sub-batch to
 //! the others, so every scheduler knows when an epoch is complete).
@@ -37,6 +41,7 @@
 //! a slot's counter is reset only once every report of its previous
 //! transaction is in.
 
+use super::recon::Recon;
 use super::{
     pack_access, CalvinEnv, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_FLAG_MASK,
     DONE_UNDECLARED, DONE_USER_ABORT, ENTRY_FIXED_WORDS, RPC_BATCH, ST_SEQUENCE,
@@ -44,13 +49,17 @@ use super::{
 use crate::fabric::NodeId;
 use crate::protocols::{Primitive, Stage};
 use crate::rng::Rng;
-use crate::txn::AbortReason;
+use crate::txn::{AbortReason, Txn, TxnCx};
 use crate::workloads::{Declared, Workload};
 
 /// One closed-loop client of the node.
 #[derive(Clone, Copy, Debug, Default)]
 struct Client {
     busy: bool,
+    /// Its set came from a reconnaissance run.
+    reconnoitred: bool,
+    /// The reconnoitred set proved stale: submit the request again.
+    retry: bool,
     /// When the client submitted its current request (or became free).
     submitted_ns: u64,
     sealed_ns: u64,
@@ -89,10 +98,17 @@ fn collect_completions<W: Workload>(env: &CalvinEnv<'_, W>, clients: &mut [Clien
                     AbortReason::User
                 };
                 stats.aborts[reason.index()] += 1;
-                stats.user_aborted += 1;
+                if reason == AbortReason::User || !client.reconnoitred {
+                    stats.user_aborted += 1;
+                }
             }
         }
-        client.submitted_ns = now;
+        // A stale reconnaissance restarts the request (Deneva §3.4).
+        let count = (done / DONE_UNDECLARED) & DONE_FLAG_MASK;
+        client.retry = client.reconnoitred && count > 0;
+        if !client.retry {
+            client.submitted_ns = now;
+        }
     }
 }
 
@@ -149,6 +165,10 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     let mut entry: Vec<u64> = Vec::new();
     let mut touched: Vec<bool> = vec![false; nodes];
     let mut counter: u64 = 0;
+    let mut requests: Vec<Option<W::Request>> = vec![None; calvin.clients as usize];
+    let recon = Recon { store: env.store };
+    let mut recon_cx = TxnCx::new(worker, co, env.layout, env.cache, env.plan);
+    let mut recon_runs: u64 = 0;
     // Completions are looked for at most this often between boundaries
     // (latency is measured to within it).
     let mut poll = Poll::new(env.epoch_ns);
@@ -209,19 +229,42 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             }
             debug_assert!(!client.busy);
             let position = slot as u64;
-            let request = env.workload.generate(&mut rng, node);
+            let request = if client.retry {
+                client.retry = false;
+                requests[slot].expect("a request to retry")
+            } else {
+                let request = env.workload.generate(&mut rng, node);
+                requests[slot] = Some(request);
+                request
+            };
             declared.clear();
             request_words.clear();
-            let declared_ok = env.workload.declare_accesses(&request, &mut declared);
+            let mut declared_ok = env.workload.declare_accesses(&request, &mut declared);
+            client.reconnoitred = !declared_ok;
+            if !declared_ok {
+                // The set depends on data: reconnoitre it.
+                declared.clear();
+                recon_runs += 1;
+                recon_cx.begin(recon_runs, 0);
+                {
+                    let mut program = Txn::new(&mut recon_cx, &recon);
+                    // Its outcome does not matter: execution decides.
+                    let _ = env.workload.execute(&mut program, &request).await;
+                }
+                declared.extend(recon_cx.accesses.iter().map(|a| Declared {
+                    table: a.table,
+                    node: a.node,
+                    key: a.key,
+                    write: a.write,
+                }));
+                declared_ok = true;
+            }
             if declared_ok {
                 env.workload.encode_request(&request, &mut request_words);
             }
             if !declared_ok || !well_formed(env, &mut declared, request_words.len()) {
-                // A data-dependent set would need reconnaissance, which
-                // this build lacks (the engine refuses such workloads; one
-                // that declares only some requests gives the others up),
-                // and a set naming records no node can hold, or more than
-                // the workload's own bounds, is given up too.
+                // A set naming records no node can hold, or beyond the
+                // workload's own bounds, is given up.
                 if env.measured(sealed_ns) {
                     let mut stats = env.stats.borrow_mut();
                     stats.aborts[AbortReason::Undeclared.index()] += 1;
