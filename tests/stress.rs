@@ -77,6 +77,7 @@ fn many_seeds_every_protocol_random_shapes_and_plans() {
             // under the hottest drawn shapes (e.g. seed 11) it can commit
             // nothing in 0.3 s — a known liveness/throughput problem.
             ProtocolKind::Occ,
+            ProtocolKind::Calvin,
         ] {
             let mut config = drawn(protocol, seed);
             // The 2PL family's options, from the seed (the shape draws above
