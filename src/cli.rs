@@ -68,14 +68,16 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --workers N               worker threads per node [1]
     --coroutines N            transaction coroutines per worker [8]
     --protocol NAME           no_wait | wait_die | wound_wait | timestamp |
-                              mvcc | occ | maat | sundial | cicada | drtm
-                              [no_wait] (named, not yet built: calvin)
+                              mvcc | occ | maat | sundial | cicada | drtm |
+                              calvin [no_wait]
     --lock-mode M             2PL family: exclusive | shared [exclusive]
     --wait-die-starvation-fix B  true | false: RCC §4.3's fix [false]
+    --calvin-epoch-us N       CALVIN: sequencing epoch, µs, 1..=1000000 [5000]
     --primitive P             onesided | rpc: every stage's default [onesided]
     --stages LIST             per-stage choice, e.g. read=rpc,lock=onesided
                               stages: lock, read, validate, renew, log,
-                              commit, release (those the protocol has)
+                              commit, release, txn_broadcast_input,
+                              value_forwarding (those the protocol has)
     --duration S              measured seconds [2]
     --warmup S                warm-up seconds, not measured [0.5]
     --seed N                  seed of every generator [1]
@@ -446,6 +448,9 @@ fn parse_run_flags_unresolved(args: &[String]) -> Result<(Config, Outputs, Optio
             "--swarm" => config.sim.swarm = true,
             "--hybrid" => hybrid = Some(parse_hybrid_code(v)?),
             "--backoff-base-ns" => config.backoff.base_ns = parse_number(f, v, count)?,
+            "--calvin-epoch-us" => {
+                config.protocol_options.calvin_epoch_us = parse_number(f, v, count)?
+            }
             "--backoff-cap-ns" => config.backoff.cap_ns = parse_number(f, v, count)?,
             "--location-cache" => config.location_cache_entries = parse_number(f, v, count)?,
             "--rows-per-node" => config.ycsb.rows_per_node = parse_number(f, v, count)?,

@@ -82,6 +82,7 @@ impl ProtocolKind {
                 | ProtocolKind::Cicada
                 | ProtocolKind::Sundial
                 | ProtocolKind::Drtm
+                | ProtocolKind::Calvin
         )
     }
 

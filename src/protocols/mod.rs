@@ -22,6 +22,7 @@
 //! [`ProtocolKind`] and are refused by config validation until their issue
 //! lands.
 
+pub mod calvin;
 pub mod cicada;
 pub mod common;
 pub mod drtm;

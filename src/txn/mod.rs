@@ -77,10 +77,13 @@ pub enum AbortReason {
     /// DRTM: a read lease is not valid (minus the clock-skew bound) at the
     /// commit point.
     LeaseExpired,
+    /// CALVIN: the program accessed (or wrote) a record its declared
+    /// read/write set lacks, so its nodes hold no lock on it.
+    Undeclared,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 19] = [
+    pub const ALL: [AbortReason; 20] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
@@ -100,6 +103,7 @@ impl AbortReason {
         AbortReason::RenewFailed,
         AbortReason::LeaseConflict,
         AbortReason::LeaseExpired,
+        AbortReason::Undeclared,
     ];
 
     pub fn name(self) -> &'static str {
@@ -123,6 +127,7 @@ impl AbortReason {
             AbortReason::RenewFailed => "renew_failed",
             AbortReason::LeaseConflict => "lease_conflict",
             AbortReason::LeaseExpired => "lease_expired",
+            AbortReason::Undeclared => "undeclared_access",
         }
     }
 
@@ -371,6 +376,27 @@ impl<'w> TxnCx<'w> {
             meta: 0,
         });
         self.accesses.len() - 1
+    }
+
+    /// Adds a record fetched before the program runs, at version `seq`:
+    /// deterministic protocols (CALVIN) gather a transaction's whole
+    /// read/write set first, so the program's accesses find their records
+    /// here and never reach the protocol's `access` stage. Returns the
+    /// access index.
+    pub fn preload(
+        &mut self,
+        table: TableId,
+        node: NodeId,
+        key: u64,
+        write: bool,
+        seq: u64,
+        record: &[u64],
+    ) -> usize {
+        debug_assert!(self.find(table, node, key).is_none(), "preloaded twice");
+        let index = self.push_access(table, node, key, write);
+        self.accesses[index].seq = seq;
+        self.record_mut(index).copy_from_slice(record);
+        index
     }
 
     /// Distinct nodes of the accesses matching `filter`, into `self.nodes`.
