@@ -688,6 +688,23 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
     if seeds == 0 {
         return Err(usage("--seeds 0 runs nothing; allowed: 1 or more"));
     }
+    let (runnable, skipped): (Vec<ProtocolKind>, Vec<ProtocolKind>) = protocols
+        .iter()
+        .partition(|protocol| workload.runs_under(**protocol));
+    if !skipped.is_empty() {
+        eprintln!(
+            "check: skipping {} (cannot run this workload yet)",
+            skipped
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if runnable.is_empty() {
+        return Err(usage("no chosen protocol can run this workload"));
+    }
+    let protocols = runnable;
     let seed_range = first_seed..first_seed.saturating_add(seeds);
     let cases: Vec<Case> = match hybrid {
         Some(code) => {

@@ -153,6 +153,15 @@ pub enum WorkloadKind {
     Tpcc,
 }
 
+impl WorkloadKind {
+    /// Whether `protocol` can run this workload: CALVIN ships requests as
+    /// words to the nodes they touch (`Workload::encode_request`), which
+    /// TPC-C does not implement yet.
+    pub fn runs_under(self, protocol: ProtocolKind) -> bool {
+        !(protocol == ProtocolKind::Calvin && self == WorkloadKind::Tpcc)
+    }
+}
+
 /// Back-off after an abort: `min(base · 2^n, cap)` with jitter, `n` the
 /// number of aborts of this transaction so far.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
