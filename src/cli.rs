@@ -10,7 +10,9 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use crate::config::{Config, FabricKind, KeyDistribution, WorkloadKind};
+use crate::config::{
+    Config, FabricKind, KeyDistribution, LocalAtomics, UcxTransport, WorkloadKind,
+};
 use crate::engine::{self, Report};
 use crate::fabric::NetworkProfile;
 use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
@@ -51,6 +53,12 @@ USAGE:
                             RPC, checker on, one comparison table
     verbena check [FLAGS]   the seeded correctness matrix on the sim fabric
     verbena protocols       each protocol's stages and hybrid-code bits
+    verbena launch --local N [FLAGS]     N processes on this host, one per
+                            node, over UCX (fabric ucx)
+    verbena launch --hosts FILE [FLAGS]  one process per line of FILE, by ssh
+    verbena node --rank R --nodes N --bootstrap HOST:PORT [FLAGS]
+                            one node of a multi-process run, for any
+                            launcher (rank/size also from srun, mpirun, PMI)
     verbena help            this text
 
 RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
@@ -87,6 +95,13 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --backoff-base-ns N       abort back-off base [1000]
     --backoff-cap-ns N        abort back-off cap [100000]
     --location-cache N        location-cache entries per worker, 0 = off [262144]
+  UCX (fabric ucx: verbena launch / verbena node):
+    --transport T             shm | tcp | rdma | auto: UCX_TLS [auto]
+    --local-atomics A         nic | cpu: a node's own verbs through its NIC
+                              (loopback) or on the CPU; cpu only with shm
+                              or tcp [nic]
+    --join-timeout S          wait for every rank to join [60]
+    --stall-timeout S         a silent or unfinished rank is hung after [10]
   YCSB:
     --rows-per-node N         [100000]
     --record-bytes N          multiple of 8 [64]
@@ -106,6 +121,13 @@ random hybrid codes × seeds, YCSB under high contention, checker on):
     --seed S                  first seed [1]
     --protocol P[,P…]         only these protocols [every implemented one]
     --hybrid CODE             only this hybrid code (replays a failure)
+
+LAUNCH FLAGS: --local N | --hosts FILE, --port P (bootstrap port of
+    rank 0 with --hosts [17017]), --remote-exe PATH (verbena on the hosts
+    [this binary's path]); every RUN FLAG is passed to every rank
+NODE FLAGS: --rank R, --bootstrap HOST:PORT (rank 0 listens there; or
+    VERBENA_BOOTSTRAP), --nodes N; rank and size may come from
+    SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/PMI_SIZE
 
 DEMO FLAGS: --duration S [2], --warmup S [0.5], --json PATH (all four reports)
 
@@ -137,6 +159,8 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
         "demo" => command_demo(&args[1..]),
         "check" => command_check(&args[1..]),
         "protocols" => command_protocols(),
+        "node" => command_node(&args[1..]),
+        "launch" => command_launch(&args[1..]),
         "help" | "--help" | "-h" => {
             print!("{HELP}");
             Ok(EXIT_OK)
@@ -146,7 +170,7 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
             Ok(EXIT_OK)
         }
         other => Err(usage(format!(
-            "unknown command `{other}`; commands: run, demo, check, protocols, help"
+            "unknown command `{other}`; commands: run, demo, check, protocols, node, launch, help"
         ))),
     }
 }
@@ -362,9 +386,24 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
                 config.check = true;
             }
             "--fabric" => {
-                config.fabric = FabricKind::parse(v)
-                    .ok_or_else(|| usage(format!("unknown fabric `{v}`; allowed: threads, sim")))?
+                config.fabric = FabricKind::parse(v).ok_or_else(|| {
+                    usage(format!("unknown fabric `{v}`; allowed: threads, sim, ucx"))
+                })?
             }
+            "--transport" => {
+                config.ucx.transport = UcxTransport::parse(v).ok_or_else(|| {
+                    usage(format!(
+                        "unknown transport `{v}`; allowed: shm, tcp, rdma, auto"
+                    ))
+                })?
+            }
+            "--local-atomics" => {
+                config.ucx.local_atomics = LocalAtomics::parse(v).ok_or_else(|| {
+                    usage(format!("unknown local atomics `{v}`; allowed: nic, cpu"))
+                })?
+            }
+            "--join-timeout" => config.ucx.join_timeout_s = parse_number(f, v, real)?,
+            "--stall-timeout" => config.ucx.stall_timeout_s = parse_number(f, v, real)?,
             "--profile" => config.profile = NetworkProfile::resolve(v).map_err(usage)?,
             "--jitter" => config.sim.jitter = parse_number(f, v, real)?,
             "--swarm" => config.sim.swarm = true,
@@ -756,4 +795,223 @@ pub fn demo_table(reports: &[Report]) -> String {
         );
     }
     out
+}
+
+// ---- multi-process runs over UCX (issue 7): `verbena node`, `verbena launch` ----
+
+/// Takes `--NAME VALUE` / `--NAME=VALUE` out of `args` for each of `names`;
+/// returns the values found (last wins) and the remaining arguments.
+fn take_flags(
+    args: &[String],
+    names: &[&str],
+) -> Result<(Vec<Option<String>>, Vec<String>), CliError> {
+    let mut values = vec![None; names.len()];
+    let mut rest = Vec::new();
+    let mut index = 0;
+    while index < args.len() {
+        let arg = &args[index];
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if arg.starts_with("--") => (flag, Some(value.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        if let Some(slot) = names.iter().position(|n| *n == flag) {
+            let value = match inline {
+                Some(value) => value,
+                None => {
+                    index += 1;
+                    args.get(index)
+                        .cloned()
+                        .ok_or_else(|| usage(format!("{flag} needs a value")))?
+                }
+            };
+            values[slot] = Some(value);
+        } else {
+            rest.push(arg.clone());
+        }
+        index += 1;
+    }
+    Ok((values, rest))
+}
+
+/// Prints a run's report as `verbena run` does (rank 0 of a `ucx` run).
+#[cfg(feature = "ucx")]
+fn emit_report(output: &engine::RunOutput, outputs: &Outputs) -> Result<i32, CliError> {
+    if outputs.json.as_deref() == Some("-") {
+        eprint!("{}", output.report.table());
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        serde_json::to_writer_pretty(&mut out, &output.report)
+            .map_err(std::io::Error::other)
+            .and_then(|_| out.write_all(b"\n"))
+            .map_err(|e| failed(format!("cannot write the report to stdout: {e}")))?;
+    } else {
+        print!("{}", output.report.table());
+        if let Some(path) = &outputs.json {
+            write_json(path, &output.report)?;
+        }
+    }
+    if let (Some(path), Some(history)) = (&outputs.history, &output.history) {
+        write_file(path, |out| history.write_jsonl(out))?;
+    }
+    Ok(check_exit(&[&output.report]))
+}
+
+/// `verbena node`: this process is one node of a `ucx` run.
+fn command_node(args: &[String]) -> Result<i32, CliError> {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{HELP}");
+        return Ok(EXIT_OK);
+    }
+    let (values, mut rest) = take_flags(args, &["--rank", "--bootstrap"])?;
+    let from_env =
+        crate::cluster::launch::rank_from_env(|name| std::env::var(name).ok()).map_err(usage)?;
+    let rank = match (&values[0], &from_env) {
+        (Some(text), _) => parse_number::<u32>("--rank", text, "a whole number")?,
+        (None, Some(source)) => source.rank,
+        (None, None) => {
+            return Err(usage(
+                "verbena node needs --rank R (or a launcher's SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)",
+            ))
+        }
+    };
+    let bootstrap = values[1]
+        .clone()
+        .or_else(|| std::env::var("VERBENA_BOOTSTRAP").ok())
+        .ok_or_else(|| {
+            usage(
+                "verbena node needs --bootstrap HOST:PORT (rank 0's address; or VERBENA_BOOTSTRAP)",
+            )
+        })?;
+    if !bootstrap.contains(':') {
+        return Err(usage(format!("--bootstrap `{bootstrap}` is not HOST:PORT")));
+    }
+    if let Some(source) = &from_env {
+        // The launcher's size is the default; flags given later win.
+        rest.insert(0, format!("--nodes={}", source.size));
+    }
+    rest.push("--fabric=ucx".into());
+    let (config, outputs) = parse_run_flags(&rest)?;
+    if let Some(source) = &from_env {
+        if source.size != config.nodes {
+            return Err(usage(format!(
+                "--nodes {} contradicts the launcher's {} (size {})",
+                config.nodes, source.origin, source.size
+            )));
+        }
+    }
+    if rank >= config.nodes {
+        return Err(usage(format!(
+            "--rank {rank} is out of range; allowed: 0..={} (--nodes {})",
+            config.nodes - 1,
+            config.nodes
+        )));
+    }
+    run_node_and_report(&config, rank, bootstrap, &outputs)
+}
+
+#[cfg(feature = "ucx")]
+fn run_node_and_report(
+    config: &Config,
+    rank: u32,
+    bootstrap: String,
+    outputs: &Outputs,
+) -> Result<i32, CliError> {
+    let options = crate::cluster::node::NodeOptions { rank, bootstrap };
+    match crate::cluster::node::run_node(config, &options) {
+        Ok(Some(output)) => emit_report(&output, outputs),
+        Ok(None) => Ok(EXIT_OK),
+        Err(engine::RunError::Config(e)) => Err(usage(e.0)),
+        Err(e) => Err(failed(format!("rank {rank}: {e}"))),
+    }
+}
+
+#[cfg(not(feature = "ucx"))]
+fn run_node_and_report(
+    _config: &Config,
+    _rank: u32,
+    _bootstrap: String,
+    _outputs: &Outputs,
+) -> Result<i32, CliError> {
+    // `Config::validate` refuses fabric ucx in such a build first.
+    Err(usage(crate::config::UCX_MISSING))
+}
+
+/// `verbena launch`: starts every node of a `ucx` run.
+fn command_launch(args: &[String]) -> Result<i32, CliError> {
+    use crate::cluster::launch::{free_local_port, read_hosts, spawn_rank, wait_all, Spawn};
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{HELP}");
+        return Ok(EXIT_OK);
+    }
+    let (values, rest) = take_flags(args, &["--local", "--hosts", "--port", "--remote-exe"])?;
+    let hosts = match (&values[0], &values[1]) {
+        (Some(_), Some(_)) => return Err(usage("give either --local N or --hosts FILE, not both")),
+        (Some(count), None) => {
+            let count: u32 = parse_number("--local", count, "a whole number")?;
+            if count == 0 || count > 256 {
+                return Err(usage(format!(
+                    "--local {count} is out of range; allowed: 1..=256 processes"
+                )));
+            }
+            vec![None; count as usize]
+        }
+        (None, Some(path)) => read_hosts(path)
+            .map_err(usage)?
+            .into_iter()
+            .map(Some)
+            .collect(),
+        (None, None) => return Err(usage("verbena launch needs --local N or --hosts FILE")),
+    };
+    let nodes = hosts.len() as u32;
+    // Check the flags once here, before any process starts.
+    let mut check_args = vec![format!("--nodes={nodes}")];
+    check_args.extend(rest.iter().cloned());
+    check_args.push("--fabric=ucx".into());
+    let (config, _) = parse_run_flags(&check_args)?;
+    if config.nodes != nodes {
+        return Err(usage(format!(
+            "--nodes {} contradicts the {nodes} process(es) to launch",
+            config.nodes
+        )));
+    }
+    let remote_exe = match &values[3] {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .map_err(|e| failed(format!("cannot find this program's path: {e}")))?,
+    };
+    let bootstrap = match &hosts[0] {
+        None => format!("127.0.0.1:{}", free_local_port().map_err(failed)?),
+        Some(host) => {
+            let port: u16 = match &values[2] {
+                Some(text) => parse_number("--port", text, "a port number")?,
+                None => 17017,
+            };
+            format!("{host}:{port}")
+        }
+    };
+    let mut children = Vec::with_capacity(hosts.len());
+    for (rank, host) in hosts.iter().enumerate() {
+        let spawn = match host {
+            None => Spawn::Local,
+            Some(host) => Spawn::Ssh {
+                host,
+                remote_exe: &remote_exe,
+            },
+        };
+        match spawn_rank(&spawn, rank as u32, nodes, &bootstrap, &rest) {
+            Ok(child) => children.push((rank as u32, child)),
+            Err(e) => {
+                for (_, mut child) in children {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                return Err(failed(e));
+            }
+        }
+    }
+    let grace = std::time::Duration::from_secs_f64(
+        config.ucx.join_timeout_s + 3.0 * config.ucx.stall_timeout_s,
+    );
+    Ok(wait_all(children, grace))
 }

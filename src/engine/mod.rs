@@ -46,6 +46,8 @@ pub use report::{CheckSummary, Report, SimSummary};
 pub enum RunError {
     Config(ConfigError),
     Load(StoreError),
+    /// A multi-process (`ucx`) run failed: a peer, the network or UCX.
+    Cluster(String),
 }
 
 impl std::fmt::Display for RunError {
@@ -53,6 +55,7 @@ impl std::fmt::Display for RunError {
         match self {
             RunError::Config(e) => write!(f, "invalid configuration: {e}"),
             RunError::Load(e) => write!(f, "loading the workload failed: {e}"),
+            RunError::Cluster(e) => f.write_str(e),
         }
     }
 }
@@ -94,6 +97,9 @@ pub fn run_custom<W: Workload>(config: &Config, workload: &W) -> Result<RunOutpu
 }
 
 fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput, RunError> {
+    if config.fabric == FabricKind::Ucx {
+        return Err(RunError::Config(ConfigError(UCX_ONE_PROCESS.into())));
+    }
     match config.protocol {
         ProtocolKind::NoWait => run_workload(config, &NoWait, workload),
         ProtocolKind::Occ => run_workload(
@@ -107,6 +113,9 @@ fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput
         other => unreachable!("validate accepted unimplemented protocol {}", other.name()),
     }
 }
+
+/// Why `run` refuses the `ucx` fabric (each node is a process of its own).
+pub const UCX_ONE_PROCESS: &str = "fabric ucx runs one process per node: start it with `verbena launch --local N [flags]`, `verbena launch --hosts FILE [flags]`, or one `verbena node --rank R --nodes N --bootstrap HOST:PORT [flags]` per node";
 
 /// Serves the two-sided form of `P`'s stages on one node.
 pub(crate) struct Service<'a, P: Protocol> {
@@ -167,6 +176,7 @@ fn run_workload<P: Protocol, W: Workload>(
             let (results, sim_run) = sim::run_sim(config, protocol, workload, &layout, &stores);
             (results, Some(sim_run))
         }
+        FabricKind::Ucx => unreachable!("run_validated refuses the ucx fabric"),
     };
 
     let mut total = WorkerStats::new();

@@ -24,6 +24,12 @@ impl Region {
         }
     }
 
+    /// Address of word 0: what a real NIC registers (`ucx` fabric's
+    /// `ucp_mem_map`). The region's words never move once created.
+    pub fn base_ptr(&self) -> *const AtomicU64 {
+        self.words.as_ptr()
+    }
+
     pub fn len_words(&self) -> u64 {
         self.words.len() as u64
     }

@@ -236,6 +236,29 @@ impl NodeStore {
         }
     }
 
+    /// A node's partition rebuilt from a copy of its region's words and
+    /// its rows per table (the `ucx` fabric gathers remote partitions this
+    /// way for the checker). `None` if the sizes disagree with `layout`.
+    pub fn from_image(
+        node: NodeId,
+        layout: Arc<StoreLayout>,
+        words: &[u64],
+        rows: &[u64],
+    ) -> Option<NodeStore> {
+        if words.len() as u64 != layout.region_words || rows.len() != layout.tables.len() {
+            return None;
+        }
+        let region = Region::new(words.len());
+        region.write(0, words);
+        let next_free = rows.iter().map(|&r| AtomicU64::new(r)).collect();
+        Some(NodeStore {
+            node,
+            layout,
+            region: Arc::new(region),
+            next_free,
+        })
+    }
+
     /// Inserts a row at version 0 (loading). Not safe against concurrent
     /// remote index probes; run-time inserts come with the workloads issue.
     pub fn insert(&self, table: TableId, key: u64, record: &[u64]) -> Result<u64, StoreError> {
