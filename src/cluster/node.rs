@@ -263,8 +263,6 @@ fn run_protocol<P: Protocol, W: Workload>(
             P::txn_meta_words(),
         ),
     );
-    let store = Arc::new(NodeStore::new(rank as NodeId, layout.clone()));
-    workload.load(&store).map_err(RunError::Load)?;
     let transport = match config.ucx.transport {
         UcxTransport::Shm => TransportChoice::Shm,
         UcxTransport::Tcp => TransportChoice::Tcp,
@@ -273,10 +271,16 @@ fn run_protocol<P: Protocol, W: Workload>(
     };
     let context = UcxContext::new(
         transport,
-        store.region.clone(),
+        layout.region_words,
         nodes as usize * workers as usize,
     )
     .map_err(|e| cluster(format!("rank {rank} (host {}): {e}", hostname())))?;
+    let store = Arc::new(NodeStore::with_region(
+        rank as NodeId,
+        layout.clone(),
+        context.region().clone(),
+    ));
+    workload.load(&store).map_err(RunError::Load)?;
     let config_json = serde_json::to_string(config).map_err(cluster)?;
     let stall = Duration::from_secs_f64(config.ucx.stall_timeout_s);
     let boot_options = BootstrapOptions {
@@ -521,7 +525,7 @@ fn drive<W: Workload>(
         let mut enc = Enc::default();
         encode_rank_result(&mut enc, &transports, &results);
         if config.check {
-            let words: Vec<u64> = (0..store.region.len_words())
+            let words: Vec<u64> = (0..layout.region_words)
                 .map(|w| store.region.load(w))
                 .collect();
             enc.words(&words);

@@ -223,7 +223,22 @@ pub struct NodeStore {
 
 impl NodeStore {
     pub fn new(node: NodeId, layout: Arc<StoreLayout>) -> NodeStore {
-        let region = Arc::new(Region::new(layout.region_words as usize));
+        Self::with_region(
+            node,
+            layout.clone(),
+            Arc::new(Region::new(layout.region_words as usize)),
+        )
+    }
+
+    /// An empty partition in a region allocated elsewhere (the `ucx`
+    /// fabric's registered memory); `region` must hold the layout's words.
+    pub fn with_region(node: NodeId, layout: Arc<StoreLayout>, region: Arc<Region>) -> NodeStore {
+        assert!(
+            region.len_words() >= layout.region_words,
+            "region of {} words for a layout of {}",
+            region.len_words(),
+            layout.region_words
+        );
         for table in &layout.tables {
             table.index.clear(&region);
         }

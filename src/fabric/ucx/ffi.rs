@@ -49,6 +49,10 @@ pub const UCP_EP_CLOSE_FLAG_FORCE: u32 = 1 << 0;
 
 pub const UCP_MEM_MAP_PARAM_FIELD_ADDRESS: u64 = 1 << 0;
 pub const UCP_MEM_MAP_PARAM_FIELD_LENGTH: u64 = 1 << 1;
+pub const UCP_MEM_MAP_PARAM_FIELD_FLAGS: u64 = 1 << 2;
+pub const UCP_MEM_MAP_ALLOCATE: c_uint = 1 << 1;
+pub const UCP_MEM_ATTR_FIELD_ADDRESS: u64 = 1 << 0;
+pub const UCP_MEM_ATTR_FIELD_LENGTH: u64 = 1 << 1;
 
 pub const UCP_OP_ATTR_FIELD_CALLBACK: u32 = 1 << 1;
 pub const UCP_OP_ATTR_FIELD_USER_DATA: u32 = 1 << 2;
@@ -160,6 +164,14 @@ pub struct ucp_mem_map_params_t {
 }
 
 #[repr(C)]
+pub struct ucp_mem_attr_t {
+    pub field_mask: u64,
+    pub address: *mut c_void,
+    pub length: usize,
+    pub mem_type: c_int,
+}
+
+#[repr(C)]
 pub struct ucp_request_param_t {
     pub op_attr_mask: u32,
     pub flags: u32,
@@ -241,6 +253,7 @@ extern "C" {
         memh_p: *mut ucp_mem_h,
     ) -> ucs_status_t;
     pub fn ucp_mem_unmap(context: ucp_context_h, memh: ucp_mem_h) -> ucs_status_t;
+    pub fn ucp_mem_query(memh: ucp_mem_h, attr: *mut ucp_mem_attr_t) -> ucs_status_t;
     pub fn ucp_rkey_pack(
         context: ucp_context_h,
         memh: ucp_mem_h,
@@ -356,6 +369,7 @@ mod tests {
         assert_eq!(size_of::<ucp_request_param_t>(), 72);
         assert_eq!(size_of::<ucp_am_handler_param_t>(), 32);
         assert_eq!(size_of::<ucp_am_recv_param_t>(), 16);
+        assert_eq!(size_of::<ucp_mem_attr_t>(), 32);
         assert_eq!(std::mem::offset_of!(ucp_ep_params_t, name), 80);
         assert_eq!(std::mem::offset_of!(ucp_worker_params_t, client_id), 192);
         assert_eq!(std::mem::offset_of!(ucp_request_param_t, memh), 64);

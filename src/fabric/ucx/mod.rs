@@ -186,9 +186,45 @@ pub fn ucx_version() -> String {
     }
 }
 
-/// One process's UCP context and its registered region.
+/// The `ucp_context`, cleaned up when the last user (the context, or the
+/// registered memory a region still lives in) goes.
+struct ContextHandle(ucp_context_h);
+
+// SAFETY: created with `mt_workers_shared`; only init/cleanup touch it
+// directly, mem_map/unmap are thread-safe in UCP's MT build.
+unsafe impl Send for ContextHandle {}
+unsafe impl Sync for ContextHandle {}
+
+impl Drop for ContextHandle {
+    fn drop(&mut self) {
+        // SAFETY: the last reference: no worker or mapping uses it.
+        unsafe { ucp_cleanup(self.0) }
+    }
+}
+
+/// Memory UCX allocated and registered; unmapped when the region that
+/// lives in it is dropped.
+struct Mapping {
+    context: Arc<ContextHandle>,
+    memh: ucp_mem_h,
+}
+
+// SAFETY: the handle is only used to unmap, once, on drop.
+unsafe impl Send for Mapping {}
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the region using the memory is being dropped.
+        unsafe {
+            ucp_mem_unmap(self.context.0, self.memh);
+        }
+    }
+}
+
+/// One process's UCP context and its node's registered region.
 pub struct UcxContext {
-    context: ucp_context_h,
+    context: Arc<ContextHandle>,
     memh: ucp_mem_h,
     rkey: Vec<u8>,
     region: Arc<Region>,
@@ -197,16 +233,20 @@ pub struct UcxContext {
     peer_errors: bool,
 }
 
-// SAFETY: the context is created with `mt_workers_shared`, so workers of
-// different threads may share it; `memh` is only read after creation.
+// SAFETY: see `ContextHandle`; `memh` is only read (rkey packed at start).
 unsafe impl Send for UcxContext {}
 unsafe impl Sync for UcxContext {}
 
 impl UcxContext {
-    /// Initializes UCP for `workers` worker threads and registers `region`.
+    /// Initializes UCP for `endpoints` endpoints in all and allocates this
+    /// node's region of `region_words` words through `ucp_mem_map`
+    /// (`UCP_MEM_MAP_ALLOCATE`): UCX places it where its transports reach
+    /// it best — a System V or POSIX shared segment first, so peers on
+    /// the same host map it and access it with loads, stores and CPU
+    /// atomics, with no CPU of this node involved (true one-sided).
     pub fn new(
         transport: TransportChoice,
-        region: Arc<Region>,
+        region_words: u64,
         endpoints: usize,
     ) -> Result<UcxContext, String> {
         // SAFETY: plain FFI calls with valid, zero-initialized parameter
@@ -236,9 +276,8 @@ impl UcxContext {
             params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AM;
             params.mt_workers_shared = 1;
             params.estimated_num_eps = endpoints;
-            let mut context = null_mut();
-            let status =
-                ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &mut context);
+            let mut raw = null_mut();
+            let status = ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &mut raw);
             ucp_config_release(config);
             check(status, "initializing UCX (ucp_init)").map_err(|e| {
                 format!(
@@ -246,28 +285,44 @@ impl UcxContext {
                     transport.tls().unwrap_or("UCX's default")
                 )
             })?;
+            let context = Arc::new(ContextHandle(raw));
+            let bytes = (region_words as usize * 8).max(8);
             let mut map: ucp_mem_map_params_t = std::mem::zeroed();
-            map.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-            map.address = region.base_ptr() as *mut c_void;
-            map.length = (region.len_words() as usize * 8).max(8);
+            map.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+            map.length = bytes;
+            map.flags = UCP_MEM_MAP_ALLOCATE;
             let mut memh = null_mut();
-            let status = ucp_mem_map(context, &map, &mut memh);
-            if status != UCS_OK {
-                ucp_cleanup(context);
+            check(
+                ucp_mem_map(context.0, &map, &mut memh),
+                &format!("allocating {bytes} bytes of registered memory (ucp_mem_map)"),
+            )?;
+            let mapping = Mapping {
+                context: context.clone(),
+                memh,
+            };
+            let mut attr: ucp_mem_attr_t = std::mem::zeroed();
+            attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+            check(
+                ucp_mem_query(memh, &mut attr),
+                "querying the registered memory (ucp_mem_query)",
+            )?;
+            if attr.address.is_null() || attr.length < bytes || attr.address as usize % 8 != 0 {
                 return Err(format!(
-                    "registering {} bytes of memory with UCX (ucp_mem_map) failed: {}",
-                    map.length,
-                    status_text(status)
+                    "UCX allocated {} bytes at {:p}; needed {bytes}, 8-byte aligned",
+                    attr.length, attr.address
                 ));
             }
+            let region = Arc::new(Region::external(
+                attr.address as *mut std::sync::atomic::AtomicU64,
+                region_words as usize,
+                Box::new(mapping),
+            ));
             let mut buffer = null_mut();
             let mut size = 0usize;
-            let status = ucp_rkey_pack(context, memh, &mut buffer, &mut size);
-            if status != UCS_OK {
-                ucp_mem_unmap(context, memh);
-                ucp_cleanup(context);
-                return Err(format!("packing the rkey failed: {}", status_text(status)));
-            }
+            check(
+                ucp_rkey_pack(context.0, memh, &mut buffer, &mut size),
+                "packing the rkey (ucp_rkey_pack)",
+            )?;
             let rkey = std::slice::from_raw_parts(buffer as *const u8, size).to_vec();
             ucp_rkey_buffer_release(buffer);
             Ok(UcxContext {
@@ -282,6 +337,11 @@ impl UcxContext {
         }
     }
 
+    /// This node's region (in UCX-registered memory).
+    pub fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+
     /// The packed rkey of this node's region (sent to every peer).
     pub fn rkey(&self) -> &[u8] {
         &self.rkey
@@ -291,16 +351,10 @@ impl UcxContext {
     pub fn base_address(&self) -> u64 {
         self.region.base_ptr() as u64
     }
-}
 
-impl Drop for UcxContext {
-    fn drop(&mut self) {
-        // SAFETY: every worker using the context is gone by now (they hold
-        // no reference to it past `UcxEndpoint::close`).
-        unsafe {
-            ucp_mem_unmap(self.context, self.memh);
-            ucp_cleanup(self.context);
-        }
+    /// The registration's handle (kept for diagnostics).
+    pub fn has_registration(&self) -> bool {
+        !self.memh.is_null()
     }
 }
 
@@ -448,7 +502,7 @@ impl UcxWorkerHost {
             params.thread_mode = UCS_THREAD_MODE_SINGLE;
             let mut handle = null_mut();
             check(
-                ucp_worker_create(context.context, &params, &mut handle),
+                ucp_worker_create(context.context.0, &params, &mut handle),
                 "creating a UCX worker (ucp_worker_create)",
             )?;
             let state = Box::into_raw(Box::new(CbState {
