@@ -473,60 +473,85 @@ impl Bootstrap {
     /// A closed connection, an `Abort`, or a peer silent for longer than
     /// the stall timeout is an error naming the rank.
     pub fn next(&mut self, timeout: Duration) -> Result<Option<(u32, Frame)>, String> {
-        if let Some(frame) = self.backlog.pop_front() {
-            return Ok(Some(frame));
-        }
         let until = Instant::now() + timeout;
         loop {
-            self.beat()?;
-            let now = Instant::now();
-            for rank in self.peers() {
-                let silent = now.duration_since(self.last_heard[rank as usize]);
-                if !self.finished[rank as usize] && silent > self.stall_timeout {
-                    return Err(format!(
-                        "{} stopped responding: nothing heard from it for {:.1} s (hung, stopped, or its network is down)",
-                        self.describe(rank),
-                        silent.as_secs_f64()
-                    ));
-                }
+            if let Some(frame) = self.backlog.pop_front() {
+                return Ok(Some(frame));
             }
+            let now = Instant::now();
             let wait = until
                 .saturating_duration_since(now)
                 .min(HEARTBEAT / 2)
                 .max(Duration::from_millis(1));
-            match self.events.recv_timeout(wait) {
-                Ok((rank, Event::Frame(frame))) => {
-                    self.last_heard[rank as usize] = Instant::now();
-                    match frame.kind {
-                        // A heartbeat (Ready is reused: it carries nothing).
-                        Kind::Ready if frame.body.is_empty() => {}
-                        Kind::Abort => {
-                            let message = Dec::new(&frame.body).str("message").unwrap_or_default();
-                            return Err(if self.rank == 0 {
-                                format!("{} failed: {message}", self.describe(rank))
-                            } else {
-                                message
-                            });
-                        }
-                        _ => return Ok(Some((rank, frame))),
-                    }
-                }
-                Ok((rank, Event::Closed(why))) => {
-                    if !self.finished[rank as usize] {
-                        return Err(format!(
-                            "lost {}: {why} (the process died or was killed)",
-                            self.describe(rank)
-                        ));
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err("every bootstrap connection is gone".into())
-                }
-            }
-            if Instant::now() >= until {
+            self.take_event(wait)?;
+            if self.backlog.is_empty() && Instant::now() >= until {
                 return Ok(None);
             }
+        }
+    }
+
+    /// Keeps the connections alive and looks for faults without taking any
+    /// frame: what arrives waits for [`Bootstrap::next`] or `gather`.
+    pub fn poll_faults(&mut self) -> Result<(), String> {
+        while self.take_event(Duration::ZERO)? {}
+        Ok(())
+    }
+
+    /// Sends a heartbeat if due, checks every peer's silence, and handles
+    /// at most one event (waiting at most `wait`); true if there was one.
+    fn take_event(&mut self, wait: Duration) -> Result<bool, String> {
+        self.beat()?;
+        let now = Instant::now();
+        for rank in self.peers() {
+            let silent = now.duration_since(self.last_heard[rank as usize]);
+            if !self.finished[rank as usize] && silent > self.stall_timeout {
+                return Err(format!(
+                    "{} stopped responding: nothing heard from it for {:.1} s (hung, stopped, or its network is down)",
+                    self.describe(rank),
+                    silent.as_secs_f64()
+                ));
+            }
+        }
+        let event = if wait.is_zero() {
+            match self.events.try_recv() {
+                Ok(event) => Ok(event),
+                Err(std::sync::mpsc::TryRecvError::Empty) => Err(RecvTimeoutError::Timeout),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    Err(RecvTimeoutError::Disconnected)
+                }
+            }
+        } else {
+            self.events.recv_timeout(wait)
+        };
+        match event {
+            Ok((rank, Event::Frame(frame))) => {
+                self.last_heard[rank as usize] = Instant::now();
+                match frame.kind {
+                    // A heartbeat (Ready is reused: it carries nothing).
+                    Kind::Ready if frame.body.is_empty() => {}
+                    Kind::Abort => {
+                        let message = Dec::new(&frame.body).str("message").unwrap_or_default();
+                        return Err(if self.rank == 0 {
+                            format!("{} failed: {message}", self.describe(rank))
+                        } else {
+                            message
+                        });
+                    }
+                    _ => self.backlog.push_back((rank, frame)),
+                }
+                Ok(true)
+            }
+            Ok((rank, Event::Closed(why))) => {
+                if !self.finished[rank as usize] {
+                    return Err(format!(
+                        "lost {}: {why} (the process died or was killed)",
+                        self.describe(rank)
+                    ));
+                }
+                Ok(true)
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(false),
+            Err(RecvTimeoutError::Disconnected) => Err("every bootstrap connection is gone".into()),
         }
     }
 
@@ -553,11 +578,12 @@ impl Bootstrap {
                 return Err(format!("{} did not {what} in time", missing.join(", ")));
             }
             match self.next(deadline - now)? {
-                Some((rank, frame)) if frame.kind == kind => {
-                    if !got.iter().any(|(g, _)| *g == rank) {
-                        got.push((rank, frame));
-                    }
+                Some((rank, frame))
+                    if frame.kind == kind && !got.iter().any(|(g, _)| *g == rank) =>
+                {
+                    got.push((rank, frame));
                 }
+                Some((_, frame)) if frame.kind == kind => {}
                 Some(other) => deferred.push(other),
                 None => {}
             }

@@ -126,12 +126,15 @@ impl Drop for StopOnDrop<'_> {
 }
 
 type WorkerResult = (WorkerStats, History);
+/// A worker's word that its endpoints are up: the transports UCX chose to
+/// each node (worker 0 only), or what went wrong.
+type ReadyReport = (u16, Result<Vec<Vec<String>>, String>);
 
 /// What the main thread hands a worker thread, and gets back.
 struct WorkerLinks {
     address: Sender<(u16, Result<Vec<u8>, String>)>,
     peers: Receiver<Vec<PeerInfo>>,
-    ready: Sender<(u16, Result<Vec<Vec<String>>, String>)>,
+    ready: Sender<ReadyReport>,
     go: Receiver<u64>,
     result: Sender<(u16, WorkerResult)>,
     teardown: Receiver<()>,
@@ -400,7 +403,7 @@ fn drive<W: Workload>(
     boot: &mut Bootstrap,
     peer_txs: &[Sender<Vec<PeerInfo>>],
     go_txs: &[Sender<u64>],
-    ready_rx: &Receiver<(u16, Result<Vec<Vec<String>>, String>)>,
+    ready_rx: &Receiver<ReadyReport>,
     result_rx: &Receiver<(u16, WorkerResult)>,
     stop: &AtomicBool,
     local_done: &AtomicUsize,
@@ -633,13 +636,7 @@ fn wait_local<T>(
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
         }
-        if let Some((from, frame)) = boot.next(Duration::ZERO)? {
-            return Err(format!(
-                "{} sent {:?} out of turn",
-                boot.describe(from),
-                frame.kind
-            ));
-        }
+        boot.poll_faults()?;
         if Instant::now() >= until {
             return Err(format!(
                 "{}: its workers did not {what} within {:.0} s",

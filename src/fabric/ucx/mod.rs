@@ -644,6 +644,8 @@ pub struct UcxEndpoint {
     node: NodeId,
     worker_index: u16,
     eps: Vec<ucp_ep_h>,
+    /// Boxed: UCX holds their addresses.
+    #[allow(clippy::vec_box)]
     ep_errs: Vec<Box<EpErr>>,
     rkeys: Vec<ucp_rkey_h>,
     bases: Vec<u64>,
@@ -652,8 +654,11 @@ pub struct UcxEndpoint {
     failure: Arc<PeerFailure>,
     epoch: Instant,
     counters: VerbCounters,
-    /// Recycled flights and send records.
+    /// Recycled flights and send records (boxed: UCX holds their
+    /// addresses while they are in flight).
+    #[allow(clippy::vec_box)]
     flights: Vec<Box<Flight>>,
+    #[allow(clippy::vec_box)]
     sends: Vec<Box<SendFlight>>,
     /// Flights posted and not yet delivered.
     outstanding: u32,
