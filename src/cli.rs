@@ -469,6 +469,9 @@ fn command_run(args: &[String]) -> Result<i32, CliError> {
         return Ok(EXIT_OK);
     }
     let (config, outputs) = parse_run_flags(args)?;
+    if config.fabric == FabricKind::Ucx {
+        return Err(usage(engine::UCX_ONE_PROCESS));
+    }
     let output = engine::run(&config).map_err(|e| failed(e.to_string()))?;
     if outputs.json.as_deref() == Some("-") {
         // The report is the output; the table goes where messages go.
