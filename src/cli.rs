@@ -59,6 +59,8 @@ USAGE:
     verbena node --rank R --nodes N --bootstrap HOST:PORT [FLAGS]
                             one node of a multi-process run, for any
                             launcher (rank/size also from srun, mpirun, PMI)
+    verbena fabric-bench [FLAGS]  one verb type's rate between two local
+                            processes over UCX (compare with ucx_perftest)
     verbena help            this text
 
 RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
@@ -129,6 +131,10 @@ NODE FLAGS: --rank R, --bootstrap HOST:PORT (rank 0 listens there; or
     VERBENA_BOOTSTRAP), --nodes N; rank and size may come from
     SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/PMI_SIZE
 
+FABRIC-BENCH FLAGS: --transport shm|tcp|rdma|auto [shm], --op
+    read|write|cas|faa|rpc [read], --bytes N (READ/WRITE/RPC payload) [8],
+    --window N (operations in flight) [16], --seconds S [2]
+
 DEMO FLAGS: --duration S [2], --warmup S [0.5], --json PATH (all four reports)
 
 EXIT CODES: 0 ok, 1 run failed, 2 bad input, 3 check found a violation
@@ -161,6 +167,7 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
         "protocols" => command_protocols(),
         "node" => command_node(&args[1..]),
         "launch" => command_launch(&args[1..]),
+        "fabric-bench" => command_fabric_bench(&args[1..]),
         "help" | "--help" | "-h" => {
             print!("{HELP}");
             Ok(EXIT_OK)
@@ -1017,4 +1024,148 @@ fn command_launch(args: &[String]) -> Result<i32, CliError> {
         config.ucx.join_timeout_s + 3.0 * config.ucx.stall_timeout_s,
     );
     Ok(wait_all(children, grace))
+}
+
+/// `verbena fabric-bench`: starts two local processes (or, with the
+/// internal `--rank`/`--bootstrap`, is one of them).
+fn command_fabric_bench(args: &[String]) -> Result<i32, CliError> {
+    let (values, rest) = take_flags(
+        args,
+        &[
+            "--transport",
+            "--op",
+            "--bytes",
+            "--window",
+            "--seconds",
+            "--rank",
+            "--bootstrap",
+        ],
+    )?;
+    if let Some(extra) = rest.first() {
+        return Err(usage(format!(
+            "unknown flag {extra} for fabric-bench; flags: --transport, --op, --bytes, --window, --seconds"
+        )));
+    }
+    let transport = match &values[0] {
+        Some(v) => UcxTransport::parse(v).ok_or_else(|| {
+            usage(format!(
+                "unknown transport `{v}`; allowed: shm, tcp, rdma, auto"
+            ))
+        })?,
+        None => UcxTransport::Shm,
+    };
+    let op = values[1].as_deref().unwrap_or("read");
+    let known = ["read", "write", "cas", "faa", "rpc"];
+    if !known.contains(&op) {
+        return Err(usage(format!(
+            "unknown --op `{op}`; allowed: {}",
+            known.join(", ")
+        )));
+    }
+    let bytes: u32 = match &values[2] {
+        Some(v) => parse_number("--bytes", v, "a whole number")?,
+        None => 8,
+    };
+    if bytes == 0 || bytes % 8 != 0 || bytes > 1 << 20 {
+        return Err(usage(format!(
+            "--bytes {bytes} is not allowed; allowed: a multiple of 8 in 8..=1048576"
+        )));
+    }
+    let window: u32 = match &values[3] {
+        Some(v) => parse_number("--window", v, "a whole number")?,
+        None => 16,
+    };
+    if window == 0 || window > 1024 {
+        return Err(usage(format!(
+            "--window {window} is out of range; allowed: 1..=1024"
+        )));
+    }
+    let seconds: f64 = match &values[4] {
+        Some(v) => parse_number("--seconds", v, "a number")?,
+        None => 2.0,
+    };
+    if !(0.1..=600.0).contains(&seconds) {
+        return Err(usage(format!(
+            "--seconds {seconds} is out of range; allowed: [0.1, 600]"
+        )));
+    }
+    if !cfg!(feature = "ucx") {
+        return Err(usage(crate::config::UCX_MISSING));
+    }
+    match (&values[5], &values[6]) {
+        (Some(rank), Some(bootstrap)) => {
+            let rank: u32 = parse_number("--rank", rank, "0 or 1")?;
+            if rank > 1 {
+                return Err(usage("--rank of fabric-bench is 0 or 1"));
+            }
+            fabric_bench_rank(transport, op, bytes, window, seconds, rank, bootstrap)
+        }
+        _ => {
+            let port = crate::cluster::launch::free_local_port().map_err(failed)?;
+            let exe = std::env::current_exe()
+                .map_err(|e| failed(format!("cannot find this program's path: {e}")))?;
+            let mut children = Vec::new();
+            for rank in 0..2u32 {
+                let mut command = std::process::Command::new(&exe);
+                command.arg("fabric-bench").args(args).args([
+                    "--rank".to_string(),
+                    rank.to_string(),
+                    "--bootstrap".to_string(),
+                    format!("127.0.0.1:{port}"),
+                ]);
+                if rank == 1 {
+                    command.stdout(std::process::Stdio::null());
+                }
+                let child = command
+                    .spawn()
+                    .map_err(|e| failed(format!("starting rank {rank}: {e}")))?;
+                children.push((rank, child));
+            }
+            Ok(crate::cluster::launch::wait_all(
+                children,
+                std::time::Duration::from_secs(30),
+            ))
+        }
+    }
+}
+
+#[cfg(feature = "ucx")]
+fn fabric_bench_rank(
+    transport: UcxTransport,
+    op: &str,
+    bytes: u32,
+    window: u32,
+    seconds: f64,
+    rank: u32,
+    bootstrap: &str,
+) -> Result<i32, CliError> {
+    use crate::cluster::fabric_bench::{run_rank, BenchOp, BenchOptions};
+    let options = BenchOptions {
+        transport,
+        op: BenchOp::parse(op).expect("checked"),
+        window,
+        bytes,
+        seconds,
+    };
+    match run_rank(&options, rank, bootstrap) {
+        Ok(Some(line)) => {
+            println!("{line}");
+            Ok(EXIT_OK)
+        }
+        Ok(None) => Ok(EXIT_OK),
+        Err(e) => Err(failed(format!("fabric-bench rank {rank}: {e}"))),
+    }
+}
+
+#[cfg(not(feature = "ucx"))]
+fn fabric_bench_rank(
+    _transport: UcxTransport,
+    _op: &str,
+    _bytes: u32,
+    _window: u32,
+    _seconds: f64,
+    _rank: u32,
+    _bootstrap: &str,
+) -> Result<i32, CliError> {
+    Err(usage(crate::config::UCX_MISSING))
 }

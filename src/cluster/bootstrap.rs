@@ -479,10 +479,8 @@ impl Bootstrap {
                 return Ok(Some(frame));
             }
             let now = Instant::now();
-            let wait = until
-                .saturating_duration_since(now)
-                .min(HEARTBEAT / 2)
-                .max(Duration::from_millis(1));
+            // A zero timeout only polls (no wait at all).
+            let wait = until.saturating_duration_since(now).min(HEARTBEAT / 2);
             self.take_event(wait)?;
             if self.backlog.is_empty() && Instant::now() >= until {
                 return Ok(None);

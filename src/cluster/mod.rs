@@ -12,10 +12,15 @@
 //!   node, the others are remote; rank 0 gathers every rank's results and
 //!   reports them as a `threads` run reports its own, checker included.
 //!
+//! * `fabric_bench` (feature `ucx`) — `verbena fabric-bench`: one verb
+//!   type's rate through the fabric, to compare with `ucx_perftest`.
+//!
 //! The bootstrap, wire format and launchers build without UCX (and are
 //! tested without it); only `node` and the fabric need `libucp`.
 
 pub mod bootstrap;
+#[cfg(feature = "ucx")]
+pub mod fabric_bench;
 pub mod launch;
 #[cfg(feature = "ucx")]
 pub mod node;
