@@ -23,6 +23,7 @@ pub type ucp_datatype_t = u64;
 
 pub const UCS_OK: ucs_status_t = 0;
 pub const UCS_INPROGRESS: ucs_status_t = 1;
+pub const UCS_ERR_NO_RESOURCE: ucs_status_t = -2;
 /// `UCS_ERR_LAST`: pointers at or above `(uintptr_t)UCS_ERR_LAST` are errors.
 pub const UCS_ERR_LAST: isize = -100;
 
@@ -59,6 +60,7 @@ pub const UCP_OP_ATTR_FIELD_USER_DATA: u32 = 1 << 2;
 pub const UCP_OP_ATTR_FIELD_DATATYPE: u32 = 1 << 3;
 pub const UCP_OP_ATTR_FIELD_FLAGS: u32 = 1 << 4;
 pub const UCP_OP_ATTR_FIELD_REPLY_BUFFER: u32 = 1 << 5;
+pub const UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: u32 = 1 << 18;
 
 pub const UCP_ATOMIC_OP_ADD: c_int = 0;
 pub const UCP_ATOMIC_OP_CSWAP: c_int = 2;

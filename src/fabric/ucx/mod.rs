@@ -97,6 +97,8 @@ const HEADER_WORDS: usize = 2;
 const SPIN_ROUNDS: u32 = 64;
 const YIELD_BUDGET_NS: u64 = 50_000;
 const MAX_SLEEP: Duration = Duration::from_micros(200);
+/// Single verbs that skip the fast path after it did not complete at once.
+const IMMEDIATE_BACKOFF: u32 = 4096;
 /// Longest one `idle` call lasts.
 const MAX_IDLE_NS: u64 = 2_000_000;
 
@@ -585,6 +587,7 @@ impl UcxWorkerHost {
             sends: Vec::new(),
             outstanding: 0,
             links: vec![LinkOrder::default(); peers.len()],
+            immediate: vec![0; peers.len()],
         };
         std::mem::forget(self);
         for (peer, info) in peers.iter().enumerate() {
@@ -664,6 +667,9 @@ pub struct UcxEndpoint {
     outstanding: u32,
     /// Per target node: what a later verb may have to wait for.
     links: Vec<LinkOrder>,
+    /// Per target node: single verbs to skip before trying the fast path
+    /// again (0: try it).
+    immediate: Vec<u32>,
 }
 
 // SAFETY: an endpoint is created on its worker's thread and used there only;
@@ -809,6 +815,105 @@ impl UcxEndpoint {
         }
     }
 
+    /// The fast path of a batch of one READ, CAS or FAA: posted with
+    /// `UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL` straight into the caller's result
+    /// slot, no staging, no completion message. Taken only while nothing
+    /// to that node is pending (FIFO holds trivially) and while UCX keeps
+    /// completing such operations at once (shared memory does: they are
+    /// loads and CPU atomics on the mapped region). If UCX answers with a
+    /// request anyway (a connection still being set up, a transport that
+    /// completes later), it is awaited here — the caller's buffer must not
+    /// outlive the call — and the fast path rests for that node for the
+    /// next `IMMEDIATE_BACKOFF` single verbs.
+    fn try_immediate(&mut self, verb: &Verb, results: &mut [u64]) -> bool {
+        let node = verb.node as usize;
+        if verb.kind == VerbKind::Write
+            || self.links[node].pending
+            || (verb.node == self.node && self.local_atomics_cpu)
+        {
+            return false;
+        }
+        if self.immediate[node] > 0 {
+            self.immediate[node] -= 1;
+            return false;
+        }
+        let ep = self.eps[node];
+        let rkey = self.rkeys[node];
+        let remote = self.bases[node] + verb.addr * 8;
+        let buf = verb.buf as usize;
+        // SAFETY: the result slot is the caller's and outlives this call,
+        // which does not return before UCX is done with it.
+        let status = unsafe {
+            let mut param: ucp_request_param_t = std::mem::zeroed();
+            param.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+            match verb.kind {
+                VerbKind::Read => {
+                    let out = &mut results[buf..buf + verb.len as usize];
+                    ucp_get_nbx(
+                        ep,
+                        out.as_mut_ptr() as *mut c_void,
+                        out.len() * 8,
+                        remote,
+                        rkey,
+                        &param,
+                    )
+                }
+                _ => {
+                    let operand = if verb.kind == VerbKind::Cas {
+                        results[buf] = verb.swap;
+                        verb.compare
+                    } else {
+                        verb.compare
+                    };
+                    param.op_attr_mask |=
+                        UCP_OP_ATTR_FIELD_REPLY_BUFFER | UCP_OP_ATTR_FIELD_DATATYPE;
+                    param.reply_buffer = &mut results[buf] as *mut u64 as *mut c_void;
+                    param.datatype = DATATYPE_WORD;
+                    let opcode = if verb.kind == VerbKind::Cas {
+                        UCP_ATOMIC_OP_CSWAP
+                    } else {
+                        UCP_ATOMIC_OP_ADD
+                    };
+                    ucp_atomic_op_nbx(
+                        ep,
+                        opcode,
+                        &operand as *const u64 as *const c_void,
+                        1,
+                        remote,
+                        rkey,
+                        &param,
+                    )
+                }
+            }
+        };
+        match classify(status) {
+            StatusPtr::Done => {}
+            // Cannot complete at once now: take the general path.
+            StatusPtr::Error(code) if code == UCS_ERR_NO_RESOURCE => return false,
+            // Anything else (e.g. the flag unsupported on this transport):
+            // the general path, from now on; it reports real failures.
+            StatusPtr::Error(_) => {
+                self.immediate[node] = IMMEDIATE_BACKOFF;
+                return false;
+            }
+            StatusPtr::Request(request) => {
+                self.immediate[node] = IMMEDIATE_BACKOFF;
+                // SAFETY: polled to completion on this thread, freed once.
+                unsafe {
+                    while ucp_request_check_status(request) == UCS_INPROGRESS
+                        && !self.failure.abandoned()
+                    {
+                        ucp_worker_progress(self.worker);
+                    }
+                    ucp_request_free(request);
+                }
+            }
+        }
+        self.counters.count(verb);
+        self.counters.doorbells += 1;
+        true
+    }
+
     /// Runs a batch to this node on the region itself (`local_atomics = cpu`).
     fn post_local(&mut self, verbs: &[Verb], write_data: &[u64], results: &mut [u64]) {
         for verb in verbs {
@@ -857,6 +962,9 @@ impl Endpoint for UcxEndpoint {
         let target = first.node;
         if target == self.node && self.local_atomics_cpu {
             self.post_local(verbs, write_data, results);
+            return Posted::At(0);
+        }
+        if verbs.len() == 1 && self.try_immediate(&verbs[0], results) {
             return Posted::At(0);
         }
         let mut flight = self.flights.pop().unwrap_or_else(|| {
