@@ -108,6 +108,8 @@ pub struct Bootstrap {
     /// Rank 0: a stream to every other rank; others: to rank 0 (index 0).
     writers: Vec<Option<TcpStream>>,
     events: Receiver<(u32, Event)>,
+    /// Kept so a run of one rank (no reader threads) is not "disconnected".
+    _sender: Sender<(u32, Event)>,
     backlog: VecDeque<(u32, Frame)>,
     last_heard: Vec<Instant>,
     last_beat_sent: Instant,
@@ -290,7 +292,7 @@ impl Bootstrap {
                 })?;
             }
         }
-        Ok(Self::assemble(options, ranks, writers, events))
+        Ok(Self::assemble(options, ranks, writers, (sender, events)))
     }
 
     fn join_as_member(options: &BootstrapOptions, mine: RankInfo) -> Result<Bootstrap, String> {
@@ -372,17 +374,18 @@ impl Bootstrap {
         spawn_reader(0, &stream, &sender)?;
         let mut writers: Vec<Option<TcpStream>> = (0..count).map(|_| None).collect();
         writers[0] = Some(stream);
-        Ok(Self::assemble(options, ranks, writers, events))
+        Ok(Self::assemble(options, ranks, writers, (sender, events)))
     }
 
     fn assemble(
         options: &BootstrapOptions,
         ranks: Vec<RankInfo>,
         writers: Vec<Option<TcpStream>>,
-        events: Receiver<(u32, Event)>,
+        (sender, events): (Sender<(u32, Event)>, Receiver<(u32, Event)>),
     ) -> Bootstrap {
         let now = Instant::now();
         Bootstrap {
+            _sender: sender,
             rank: options.rank,
             nodes: options.nodes,
             stall_timeout: options.stall_timeout,
