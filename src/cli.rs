@@ -87,7 +87,8 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --hybrid CODE             RCC hybrid code: bit set = stage one-sided
                               (28 or 0b11100; bits per `verbena protocols`)
     --fabric F                threads | sim (deterministic, virtual time)
-                              [threads]
+                              [threads]; ucx: one process per node, run
+                              with `verbena launch` or `verbena node`
     --profile P               network: none, cx4-edr, cx3, roce, tcp-10g,
                               cloud-lan, or a TOML file [none]; sim runs on
                               it, threads injects its round trips

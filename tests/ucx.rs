@@ -303,3 +303,41 @@ fn mismatched_ranks_and_bad_launch_flags_are_refused() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--nodes 3 contradicts"), "{stderr}");
 }
+
+#[test]
+fn fabric_bench_reports_a_rate_and_the_chosen_transports() {
+    for (transport, op) in [("shm", "cas"), ("shm", "rpc"), ("tcp", "read")] {
+        let output = verbena()
+            .args([
+                "fabric-bench",
+                "--transport",
+                transport,
+                "--op",
+                op,
+                "--window",
+                "4",
+                "--seconds",
+                "0.3",
+            ])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let rate: f64 = stdout
+            .split(" ops/s")
+            .next()
+            .and_then(|head| head.rsplit(' ').next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no rate in {stdout}"));
+        assert!(rate > 0.0, "{stdout}");
+        assert!(
+            stdout.contains(&format!("{op} 8 B over {transport}")),
+            "{stdout}"
+        );
+    }
+}

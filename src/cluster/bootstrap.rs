@@ -98,6 +98,9 @@ enum Event {
     Closed(String),
 }
 
+/// What a reader thread reports: the rank and its event.
+type RankEvent = (u32, Event);
+
 /// This rank's connections after the join.
 pub struct Bootstrap {
     pub rank: u32,
@@ -381,7 +384,7 @@ impl Bootstrap {
         options: &BootstrapOptions,
         ranks: Vec<RankInfo>,
         writers: Vec<Option<TcpStream>>,
-        (sender, events): (Sender<(u32, Event)>, Receiver<(u32, Event)>),
+        (sender, events): (Sender<RankEvent>, Receiver<RankEvent>),
     ) -> Bootstrap {
         let now = Instant::now();
         Bootstrap {

@@ -15,7 +15,7 @@
 //!   round need only wait for its last verb per node (passive ACK);
 //! * CAS/FAA are 8-byte, 8-byte-aligned and atomic against each other and
 //!   against the handlers' local atomics (`threads` shares one cache-coherent
-//!   memory; real NICs need `local_atomics = nic`, see the `ucx` issue);
+//!   memory; on a real NIC they are not — `ucx`'s `local_atomics` option);
 //! * READ/WRITE are atomic per word only: a multi-word READ can be torn.
 //!
 //! Every verb is counted by type and bytes ([`VerbCounters`]).
