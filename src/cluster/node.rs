@@ -492,7 +492,7 @@ fn drive<W: Workload>(
                 .collect();
             return Err(if rank == 0 {
                 format!(
-                    "{} did not finish within {:.1} s after the measured interval (workers stuck waiting on a peer?)",
+                    "{} did not finish within {:.1} s after the measured interval (workers stuck waiting on a peer, or transactions slower than that: raise --stall-timeout)",
                     late.join(", "),
                     stall.as_secs_f64()
                 )

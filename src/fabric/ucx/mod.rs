@@ -227,7 +227,6 @@ impl Drop for Mapping {
 /// One process's UCP context and its node's registered region.
 pub struct UcxContext {
     context: Arc<ContextHandle>,
-    memh: ucp_mem_h,
     rkey: Vec<u8>,
     region: Arc<Region>,
     pub failure: Arc<PeerFailure>,
@@ -235,7 +234,7 @@ pub struct UcxContext {
     peer_errors: bool,
 }
 
-// SAFETY: see `ContextHandle`; `memh` is only read (rkey packed at start).
+// SAFETY: see `ContextHandle`; the rest is plain data.
 unsafe impl Send for UcxContext {}
 unsafe impl Sync for UcxContext {}
 
@@ -329,7 +328,6 @@ impl UcxContext {
             ucp_rkey_buffer_release(buffer);
             Ok(UcxContext {
                 context,
-                memh,
                 rkey,
                 region,
                 failure: Arc::new(PeerFailure::default()),
@@ -352,11 +350,6 @@ impl UcxContext {
     /// The virtual address of word 0 of this node's region.
     pub fn base_address(&self) -> u64 {
         self.region.base_ptr() as u64
-    }
-
-    /// The registration's handle (kept for diagnostics).
-    pub fn has_registration(&self) -> bool {
-        !self.memh.is_null()
     }
 }
 
