@@ -40,9 +40,10 @@
 //!   that node may still be incomplete and either of them writes
 //!   (WRITE/CAS/FAA), the endpoint is flushed (`ucp_ep_flush_nbx`) and the
 //!   flush awaited, progressing the worker meanwhile. READs after READs go
-//!   at once. A lock round (CAS then READ of the tuple) thus costs two
-//!   round trips where a NIC's QP needs one — the price of correctness on
-//!   transports without ordering; docs/PERFORMANCE.md shows it.
+//!   at once. Where operations complete inside their UCX call (shared
+//!   memory) nothing is ever pending and nothing waits; elsewhere a lock
+//!   round (CAS then READ of the tuple) costs two round trips where a NIC's
+//!   QP needs one — the price of correctness without ordering.
 //! * A PUT's completion only means its source buffer is free. A batch with
 //!   WRITEs therefore ends with `ucp_ep_flush_nbx`, whose completion means
 //!   every earlier operation on the endpoint is remotely complete; with the
