@@ -240,7 +240,7 @@ fn a_killed_rank_is_named_by_the_others_in_bounded_time() {
 #[test]
 fn a_hung_rank_is_named_by_the_others_in_bounded_time() {
     let port = free_port();
-    let args = ["--duration", "60", "--warmup", "0", "--stall-timeout", "2"];
+    let args = ["--duration", "60", "--warmup", "0", "--stall-timeout", "3"];
     let rank0 = start_node(0, 3, port, &args);
     let rank1 = start_node(1, 3, port, &args);
     let mut rank2 = start_node(2, 3, port, &args);
