@@ -12,7 +12,10 @@ mod experiments;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use crate::config::{Config, FabricKind, KeyDistribution, LockMode, TpccMix, WorkloadKind};
+use crate::config::{
+    Config, FabricKind, KeyDistribution, LocalAtomics, LockMode, TpccMix, UcxTransport,
+    WorkloadKind,
+};
 use crate::engine::{self, Report};
 use crate::fabric::NetworkProfile;
 use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
@@ -60,6 +63,14 @@ USAGE:
     verbena plot RESULTS    SVG/PNG figures and an HTML report of a sweep
     verbena reproduce NAME  a small-scale paper experiment and its report
                             (--list names them)
+    verbena launch --local N [FLAGS]     N processes on this host, one per
+                            node, over UCX (fabric ucx)
+    verbena launch --hosts FILE [FLAGS]  one process per line of FILE, by ssh
+    verbena node --rank R --nodes N --bootstrap HOST:PORT [FLAGS]
+                            one node of a multi-process run, for any
+                            launcher (rank/size also from srun, mpirun, PMI)
+    verbena fabric-bench [FLAGS]  one verb type's rate between two local
+                            processes over UCX (compare with ucx_perftest)
     verbena help            this text
 
 RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
@@ -90,7 +101,8 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --hybrid CODE             RCC hybrid code: bit set = stage one-sided
                               (28 or 0b11100; bits per `verbena protocols`)
     --fabric F                threads | sim (deterministic, virtual time)
-                              [threads]
+                              [threads]; ucx: one process per node, run
+                              with `verbena launch` or `verbena node`
     --profile P               network: none, cx4-edr, cx3, roce, tcp-10g,
                               cloud-lan, or a TOML file [none]; sim runs on
                               it, threads injects its round trips
@@ -101,6 +113,13 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --backoff-cap-ns N        abort back-off cap [100000]
     --location-cache N        location-cache entries per worker, 0 = off [262144]
     --workload W              ycsb | tpcc [ycsb]
+  UCX (fabric ucx: verbena launch / verbena node):
+    --transport T             shm | tcp | rdma | auto: UCX_TLS [auto]
+    --local-atomics A         nic | cpu: a node's own verbs through its NIC
+                              (loopback) or on the CPU; cpu only with shm
+                              or tcp [nic]
+    --join-timeout S          wait for every rank to join [60]
+    --stall-timeout S         a silent or unfinished rank is hung after [10]
   YCSB:
     --rows-per-node N         [100000]
     --record-bytes N          multiple of 8 [64]
@@ -164,6 +183,17 @@ PLOT: verbena plot RESULTS [--out DIR] [--x KNOB] [--no-png]
 
 REPRODUCE: verbena reproduce --list | NAME [RUN FLAGS] [--out DIR] [--no-png]
 
+LAUNCH FLAGS: --local N | --hosts FILE, --port P (bootstrap port of
+    rank 0 with --hosts [17017]), --remote-exe PATH (verbena on the hosts
+    [this binary's path]); every RUN FLAG is passed to every rank
+NODE FLAGS: --rank R, --bootstrap HOST:PORT (rank 0 listens there; or
+    VERBENA_BOOTSTRAP), --nodes N; rank and size may come from
+    SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/PMI_SIZE
+
+FABRIC-BENCH FLAGS: --transport shm|tcp|rdma|auto [shm], --op
+    read|write|cas|faa|rpc [read], --bytes N (READ/WRITE/RPC payload) [8],
+    --window N (operations in flight) [16], --seconds S [2]
+
 DEMO FLAGS: --duration S [2], --warmup S [0.5], --json PATH (all four reports)
 
 EXIT CODES: 0 ok, 1 run failed, 2 bad input, 3 check found a violation
@@ -198,6 +228,9 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
         "hybrid" => experiments::command_hybrid(&args[1..]),
         "plot" => experiments::command_plot(&args[1..]),
         "reproduce" => experiments::command_reproduce(&args[1..]),
+        "node" => command_node(&args[1..]),
+        "launch" => command_launch(&args[1..]),
+        "fabric-bench" => command_fabric_bench(&args[1..]),
         "help" | "--help" | "-h" => {
             print!("{HELP}");
             Ok(EXIT_OK)
@@ -207,7 +240,7 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
             Ok(EXIT_OK)
         }
         other => Err(usage(format!(
-            "unknown command `{other}`; commands: run, demo, check, protocols, sweep, hybrid, plot, reproduce, help"
+            "unknown command `{other}`; commands: run, demo, check, protocols, sweep, hybrid, plot, reproduce, node, launch, fabric-bench, help"
         ))),
     }
 }
@@ -440,9 +473,24 @@ fn parse_run_flags_unresolved(args: &[String]) -> Result<(Config, Outputs, Optio
                 config.check = true;
             }
             "--fabric" => {
-                config.fabric = FabricKind::parse(v)
-                    .ok_or_else(|| usage(format!("unknown fabric `{v}`; allowed: threads, sim")))?
+                config.fabric = FabricKind::parse(v).ok_or_else(|| {
+                    usage(format!("unknown fabric `{v}`; allowed: threads, sim, ucx"))
+                })?
             }
+            "--transport" => {
+                config.ucx.transport = UcxTransport::parse(v).ok_or_else(|| {
+                    usage(format!(
+                        "unknown transport `{v}`; allowed: shm, tcp, rdma, auto"
+                    ))
+                })?
+            }
+            "--local-atomics" => {
+                config.ucx.local_atomics = LocalAtomics::parse(v).ok_or_else(|| {
+                    usage(format!("unknown local atomics `{v}`; allowed: nic, cpu"))
+                })?
+            }
+            "--join-timeout" => config.ucx.join_timeout_s = parse_number(f, v, real)?,
+            "--stall-timeout" => config.ucx.stall_timeout_s = parse_number(f, v, real)?,
             "--profile" => config.profile = NetworkProfile::resolve(v).map_err(usage)?,
             "--jitter" => config.sim.jitter = parse_number(f, v, real)?,
             "--swarm" => config.sim.swarm = true,
@@ -565,6 +613,9 @@ fn command_run(args: &[String]) -> Result<i32, CliError> {
         return Ok(EXIT_OK);
     }
     let (config, outputs) = parse_run_flags(args)?;
+    if config.fabric == FabricKind::Ucx {
+        return Err(usage(engine::UCX_ONE_PROCESS));
+    }
     let output = engine::run(&config).map_err(|e| failed(e.to_string()))?;
     if outputs.json.as_deref() == Some("-") {
         // The report is the output; the table goes where messages go.
@@ -926,4 +977,367 @@ pub fn demo_table(reports: &[Report]) -> String {
         );
     }
     out
+}
+
+// ---- multi-process runs over UCX (issue 7): `verbena node`, `verbena launch` ----
+
+/// Takes `--NAME VALUE` / `--NAME=VALUE` out of `args` for each of `names`;
+/// returns the values found (last wins) and the remaining arguments.
+fn take_flags(
+    args: &[String],
+    names: &[&str],
+) -> Result<(Vec<Option<String>>, Vec<String>), CliError> {
+    let mut values = vec![None; names.len()];
+    let mut rest = Vec::new();
+    let mut index = 0;
+    while index < args.len() {
+        let arg = &args[index];
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if arg.starts_with("--") => (flag, Some(value.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        if let Some(slot) = names.iter().position(|n| *n == flag) {
+            let value = match inline {
+                Some(value) => value,
+                None => {
+                    index += 1;
+                    args.get(index)
+                        .cloned()
+                        .ok_or_else(|| usage(format!("{flag} needs a value")))?
+                }
+            };
+            values[slot] = Some(value);
+        } else {
+            rest.push(arg.clone());
+        }
+        index += 1;
+    }
+    Ok((values, rest))
+}
+
+/// Prints a run's report as `verbena run` does (rank 0 of a `ucx` run).
+#[cfg(feature = "ucx")]
+fn emit_report(output: &engine::RunOutput, outputs: &Outputs) -> Result<i32, CliError> {
+    if outputs.json.as_deref() == Some("-") {
+        eprint!("{}", output.report.table());
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        serde_json::to_writer_pretty(&mut out, &output.report)
+            .map_err(std::io::Error::other)
+            .and_then(|_| out.write_all(b"\n"))
+            .map_err(|e| failed(format!("cannot write the report to stdout: {e}")))?;
+    } else {
+        print!("{}", output.report.table());
+        if let Some(path) = &outputs.json {
+            write_json(path, &output.report)?;
+        }
+    }
+    if let (Some(path), Some(history)) = (&outputs.history, &output.history) {
+        write_file(path, |out| history.write_jsonl(out))?;
+    }
+    Ok(check_exit(&[&output.report]))
+}
+
+/// `verbena node`: this process is one node of a `ucx` run.
+fn command_node(args: &[String]) -> Result<i32, CliError> {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{HELP}");
+        return Ok(EXIT_OK);
+    }
+    let (values, mut rest) = take_flags(args, &["--rank", "--bootstrap"])?;
+    let from_env =
+        crate::cluster::launch::rank_from_env(|name| std::env::var(name).ok()).map_err(usage)?;
+    let rank = match (&values[0], &from_env) {
+        (Some(text), _) => parse_number::<u32>("--rank", text, "a whole number")?,
+        (None, Some(source)) => source.rank,
+        (None, None) => {
+            return Err(usage(
+                "verbena node needs --rank R (or a launcher's SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)",
+            ))
+        }
+    };
+    let bootstrap = values[1]
+        .clone()
+        .or_else(|| std::env::var("VERBENA_BOOTSTRAP").ok())
+        .ok_or_else(|| {
+            usage(
+                "verbena node needs --bootstrap HOST:PORT (rank 0's address; or VERBENA_BOOTSTRAP)",
+            )
+        })?;
+    if !bootstrap.contains(':') {
+        return Err(usage(format!("--bootstrap `{bootstrap}` is not HOST:PORT")));
+    }
+    if let Some(source) = &from_env {
+        // The launcher's size is the default; flags given later win.
+        rest.insert(0, format!("--nodes={}", source.size));
+    }
+    rest.push("--fabric=ucx".into());
+    let (config, outputs) = parse_run_flags(&rest)?;
+    if let Some(source) = &from_env {
+        if source.size != config.nodes {
+            return Err(usage(format!(
+                "--nodes {} contradicts the launcher's {} (size {})",
+                config.nodes, source.origin, source.size
+            )));
+        }
+    }
+    if rank >= config.nodes {
+        return Err(usage(format!(
+            "--rank {rank} is out of range; allowed: 0..={} (--nodes {})",
+            config.nodes - 1,
+            config.nodes
+        )));
+    }
+    run_node_and_report(&config, rank, bootstrap, &outputs)
+}
+
+#[cfg(feature = "ucx")]
+fn run_node_and_report(
+    config: &Config,
+    rank: u32,
+    bootstrap: String,
+    outputs: &Outputs,
+) -> Result<i32, CliError> {
+    let options = crate::cluster::node::NodeOptions { rank, bootstrap };
+    match crate::cluster::node::run_node(config, &options) {
+        Ok(Some(output)) => emit_report(&output, outputs),
+        Ok(None) => Ok(EXIT_OK),
+        Err(engine::RunError::Config(e)) => Err(usage(e.0)),
+        Err(e) => Err(failed(format!("rank {rank}: {e}"))),
+    }
+}
+
+#[cfg(not(feature = "ucx"))]
+fn run_node_and_report(
+    _config: &Config,
+    _rank: u32,
+    _bootstrap: String,
+    _outputs: &Outputs,
+) -> Result<i32, CliError> {
+    // `Config::validate` refuses fabric ucx in such a build first.
+    Err(usage(crate::config::UCX_MISSING))
+}
+
+/// `verbena launch`: starts every node of a `ucx` run.
+fn command_launch(args: &[String]) -> Result<i32, CliError> {
+    use crate::cluster::launch::{free_local_port, read_hosts, spawn_rank, wait_all, Spawn};
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{HELP}");
+        return Ok(EXIT_OK);
+    }
+    let (values, rest) = take_flags(args, &["--local", "--hosts", "--port", "--remote-exe"])?;
+    let hosts = match (&values[0], &values[1]) {
+        (Some(_), Some(_)) => return Err(usage("give either --local N or --hosts FILE, not both")),
+        (Some(count), None) => {
+            let count: u32 = parse_number("--local", count, "a whole number")?;
+            if count == 0 || count > 256 {
+                return Err(usage(format!(
+                    "--local {count} is out of range; allowed: 1..=256 processes"
+                )));
+            }
+            vec![None; count as usize]
+        }
+        (None, Some(path)) => read_hosts(path)
+            .map_err(usage)?
+            .into_iter()
+            .map(Some)
+            .collect(),
+        (None, None) => return Err(usage("verbena launch needs --local N or --hosts FILE")),
+    };
+    let nodes = hosts.len() as u32;
+    // Check the flags once here, before any process starts.
+    let mut check_args = vec![format!("--nodes={nodes}")];
+    check_args.extend(rest.iter().cloned());
+    check_args.push("--fabric=ucx".into());
+    let (config, _) = parse_run_flags(&check_args)?;
+    if config.nodes != nodes {
+        return Err(usage(format!(
+            "--nodes {} contradicts the {nodes} process(es) to launch",
+            config.nodes
+        )));
+    }
+    let remote_exe = match &values[3] {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .map_err(|e| failed(format!("cannot find this program's path: {e}")))?,
+    };
+    let bootstrap = match &hosts[0] {
+        None => format!("127.0.0.1:{}", free_local_port().map_err(failed)?),
+        Some(host) => {
+            let port: u16 = match &values[2] {
+                Some(text) => parse_number("--port", text, "a port number")?,
+                None => 17017,
+            };
+            format!("{host}:{port}")
+        }
+    };
+    let mut children = Vec::with_capacity(hosts.len());
+    for (rank, host) in hosts.iter().enumerate() {
+        let spawn = match host {
+            None => Spawn::Local,
+            Some(host) => Spawn::Ssh {
+                host,
+                remote_exe: &remote_exe,
+            },
+        };
+        match spawn_rank(&spawn, rank as u32, nodes, &bootstrap, &rest) {
+            Ok(child) => children.push((rank as u32, child)),
+            Err(e) => {
+                for (_, mut child) in children {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                return Err(failed(e));
+            }
+        }
+    }
+    let grace = std::time::Duration::from_secs_f64(
+        config.ucx.join_timeout_s + 3.0 * config.ucx.stall_timeout_s,
+    );
+    Ok(wait_all(children, grace))
+}
+
+/// `verbena fabric-bench`: starts two local processes (or, with the
+/// internal `--rank`/`--bootstrap`, is one of them).
+fn command_fabric_bench(args: &[String]) -> Result<i32, CliError> {
+    let (values, rest) = take_flags(
+        args,
+        &[
+            "--transport",
+            "--op",
+            "--bytes",
+            "--window",
+            "--seconds",
+            "--rank",
+            "--bootstrap",
+        ],
+    )?;
+    if let Some(extra) = rest.first() {
+        return Err(usage(format!(
+            "unknown flag {extra} for fabric-bench; flags: --transport, --op, --bytes, --window, --seconds"
+        )));
+    }
+    let transport = match &values[0] {
+        Some(v) => UcxTransport::parse(v).ok_or_else(|| {
+            usage(format!(
+                "unknown transport `{v}`; allowed: shm, tcp, rdma, auto"
+            ))
+        })?,
+        None => UcxTransport::Shm,
+    };
+    let op = values[1].as_deref().unwrap_or("read");
+    let known = ["read", "write", "cas", "faa", "rpc"];
+    if !known.contains(&op) {
+        return Err(usage(format!(
+            "unknown --op `{op}`; allowed: {}",
+            known.join(", ")
+        )));
+    }
+    let bytes: u32 = match &values[2] {
+        Some(v) => parse_number("--bytes", v, "a whole number")?,
+        None => 8,
+    };
+    if bytes == 0 || bytes % 8 != 0 || bytes > 1 << 20 {
+        return Err(usage(format!(
+            "--bytes {bytes} is not allowed; allowed: a multiple of 8 in 8..=1048576"
+        )));
+    }
+    let window: u32 = match &values[3] {
+        Some(v) => parse_number("--window", v, "a whole number")?,
+        None => 16,
+    };
+    if window == 0 || window > 1024 {
+        return Err(usage(format!(
+            "--window {window} is out of range; allowed: 1..=1024"
+        )));
+    }
+    let seconds: f64 = match &values[4] {
+        Some(v) => parse_number("--seconds", v, "a number")?,
+        None => 2.0,
+    };
+    if !(0.1..=600.0).contains(&seconds) {
+        return Err(usage(format!(
+            "--seconds {seconds} is out of range; allowed: [0.1, 600]"
+        )));
+    }
+    if !cfg!(feature = "ucx") {
+        return Err(usage(crate::config::UCX_MISSING));
+    }
+    match (&values[5], &values[6]) {
+        (Some(rank), Some(bootstrap)) => {
+            let rank: u32 = parse_number("--rank", rank, "0 or 1")?;
+            if rank > 1 {
+                return Err(usage("--rank of fabric-bench is 0 or 1"));
+            }
+            fabric_bench_rank(transport, op, bytes, window, seconds, rank, bootstrap)
+        }
+        _ => {
+            let port = crate::cluster::launch::free_local_port().map_err(failed)?;
+            let exe = std::env::current_exe()
+                .map_err(|e| failed(format!("cannot find this program's path: {e}")))?;
+            let mut children = Vec::new();
+            for rank in 0..2u32 {
+                let mut command = std::process::Command::new(&exe);
+                command.arg("fabric-bench").args(args).args([
+                    "--rank".to_string(),
+                    rank.to_string(),
+                    "--bootstrap".to_string(),
+                    format!("127.0.0.1:{port}"),
+                ]);
+                if rank == 1 {
+                    command.stdout(std::process::Stdio::null());
+                }
+                let child = command
+                    .spawn()
+                    .map_err(|e| failed(format!("starting rank {rank}: {e}")))?;
+                children.push((rank, child));
+            }
+            Ok(crate::cluster::launch::wait_all(
+                children,
+                std::time::Duration::from_secs(30),
+            ))
+        }
+    }
+}
+
+#[cfg(feature = "ucx")]
+fn fabric_bench_rank(
+    transport: UcxTransport,
+    op: &str,
+    bytes: u32,
+    window: u32,
+    seconds: f64,
+    rank: u32,
+    bootstrap: &str,
+) -> Result<i32, CliError> {
+    use crate::cluster::fabric_bench::{run_rank, BenchOp, BenchOptions};
+    let options = BenchOptions {
+        transport,
+        op: BenchOp::parse(op).expect("checked"),
+        window,
+        bytes,
+        seconds,
+    };
+    match run_rank(&options, rank, bootstrap) {
+        Ok(Some(line)) => {
+            println!("{line}");
+            Ok(EXIT_OK)
+        }
+        Ok(None) => Ok(EXIT_OK),
+        Err(e) => Err(failed(format!("fabric-bench rank {rank}: {e}"))),
+    }
+}
+
+#[cfg(not(feature = "ucx"))]
+fn fabric_bench_rank(
+    _transport: UcxTransport,
+    _op: &str,
+    _bytes: u32,
+    _window: u32,
+    _seconds: f64,
+    _rank: u32,
+    _bootstrap: &str,
+) -> Result<i32, CliError> {
+    Err(usage(crate::config::UCX_MISSING))
 }

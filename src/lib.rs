@@ -1,5 +1,6 @@
 pub mod check;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod engine;
 pub mod experiments;

@@ -77,7 +77,7 @@ fn bad_values_exit_2_naming_the_value_and_what_is_allowed() {
         &["run", "--frobnicate", "3"],
         &["unknown flag --frobnicate"],
     );
-    assert_usage_error(&["launch"], &["unknown command `launch`"]);
+    assert_usage_error(&["deploy"], &["unknown command `deploy`"]);
     assert_usage_error(
         &["run", "--config", "/nonexistent/verbena.toml"],
         &["cannot read config file"],
@@ -345,7 +345,7 @@ fn sim_runs_report_virtual_time_and_hashes_and_check_replays() {
     );
     assert_usage_error(
         &["run", "--fabric", "dpdk"],
-        &["unknown fabric", "threads, sim"],
+        &["unknown fabric", "threads, sim, ucx"],
     );
 
     let check = verbena(&[
@@ -370,4 +370,62 @@ fn sim_runs_report_virtual_time_and_hashes_and_check_replays() {
         &["--hybrid 2", "lock=1"],
     );
     assert_usage_error(&["check", "--seeds", "0"], &["--seeds 0"]);
+}
+
+/// Multi-process commands (issue 7) check their own flags before anything
+/// starts; a build without the `ucx` feature says what to install.
+#[test]
+fn node_and_launch_refuse_missing_or_bad_flags() {
+    assert_usage_error(&["node", "--nodes", "2"], &["needs --rank R"]);
+    assert_usage_error(
+        &["node", "--rank", "0", "--nodes", "2"],
+        &["needs --bootstrap HOST:PORT"],
+    );
+    assert_usage_error(
+        &["node", "--rank", "0", "--bootstrap", "nohostport"],
+        &["not HOST:PORT"],
+    );
+    assert_usage_error(&["launch"], &["needs --local N or --hosts FILE"]);
+    assert_usage_error(&["launch", "--local", "0"], &["--local 0", "1..=256"]);
+    assert_usage_error(
+        &["launch", "--local", "2", "--hosts", "h"],
+        &["either --local N or --hosts FILE"],
+    );
+    assert_usage_error(
+        &["launch", "--hosts", "/nonexistent/hosts"],
+        &["cannot read hosts file /nonexistent/hosts"],
+    );
+    assert_usage_error(
+        &["launch", "--local", "2", "--transport", "ib"],
+        &["unknown transport `ib`", "shm, tcp, rdma, auto"],
+    );
+}
+
+#[cfg(not(feature = "ucx"))]
+#[test]
+fn the_ucx_fabric_without_the_feature_says_what_to_install() {
+    for args in [
+        &["run", "--fabric", "ucx"][..],
+        &["launch", "--local", "2"][..],
+        &[
+            "node",
+            "--rank",
+            "0",
+            "--nodes",
+            "2",
+            "--bootstrap",
+            "localhost:1",
+        ][..],
+    ] {
+        assert_usage_error(args, &["libucx-dev", "--features ucx"]);
+    }
+}
+
+#[cfg(feature = "ucx")]
+#[test]
+fn run_with_the_ucx_fabric_points_to_launch() {
+    assert_usage_error(
+        &["run", "--fabric", "ucx", "--duration", "0.1"],
+        &["verbena launch --local N"],
+    );
 }

@@ -97,6 +97,9 @@ pub(crate) fn run_calvin<W: Workload>(
             let (results, run) = run_sim(config, workload, &layout, &calvin, &stores, &shared);
             (results, Some(run))
         }
+        FabricKind::Ucx => {
+            return Err(RunError::Config(ConfigError(super::UCX_ONE_PROCESS.into())))
+        }
     };
     for state in &shared {
         let state = state.lock();

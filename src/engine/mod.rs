@@ -58,6 +58,8 @@ pub use sim::tables_hash;
 pub enum RunError {
     Config(ConfigError),
     Load(StoreError),
+    /// A multi-process (`ucx`) run failed: a peer, the network or UCX.
+    Cluster(String),
 }
 
 impl std::fmt::Display for RunError {
@@ -65,6 +67,7 @@ impl std::fmt::Display for RunError {
         match self {
             RunError::Config(e) => write!(f, "invalid configuration: {e}"),
             RunError::Load(e) => write!(f, "loading the workload failed: {e}"),
+            RunError::Cluster(e) => f.write_str(e),
         }
     }
 }
@@ -125,51 +128,70 @@ pub fn run_protocol<P: Protocol, W: Workload>(
     run_workload(&config, protocol, workload)
 }
 
-fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput, RunError> {
+/// Something to do with the run's protocol, generic over its type: how
+/// every driver (threads and sim here, the ucx node in `cluster`) shares one
+/// protocol switch, [`with_protocol`].
+pub trait WithProtocol {
+    type Output;
+    fn with<P: Protocol>(self, protocol: &P) -> Self::Output;
+}
+
+/// Builds `config`'s protocol from its options and hands it to `visitor`;
+/// `None` for CALVIN, which has an engine path of its own
+/// (`engine::calvin`).
+pub fn with_protocol<V: WithProtocol>(config: &Config, visitor: V) -> Option<V::Output> {
     let options = &config.protocol_options;
     let lock2pl = |policy| Lock2pl {
         policy,
         shared: options.lock_mode == LockMode::Shared,
         starvation_fix: options.wait_die_starvation_fix,
     };
-    match config.protocol {
-        ProtocolKind::NoWait => run_workload(config, &NoWait(lock2pl(Policy::NoWait)), workload),
-        ProtocolKind::WaitDie => run_workload(config, &WaitDie(lock2pl(Policy::WaitDie)), workload),
-        ProtocolKind::WoundWait => {
-            run_workload(config, &WoundWait(lock2pl(Policy::WoundWait)), workload)
-        }
-        ProtocolKind::Occ => run_workload(
-            config,
-            &Occ {
-                skip_validation: config.unsafe_skip_occ_validation,
-            },
-            workload,
-        ),
-        ProtocolKind::Timestamp => run_workload(config, &Timestamp::new(config), workload),
-        ProtocolKind::Mvcc => run_workload(config, &Mvcc::new(config), workload),
-        ProtocolKind::Maat => run_workload(
-            config,
-            &Maat::new(config.protocol_options.maat_list_capacity),
-            workload,
-        ),
-        ProtocolKind::Cicada => run_workload(
-            config,
-            &Cicada::new(config.protocol_options.cicada_versions),
-            workload,
-        ),
-        ProtocolKind::Sundial => run_workload(config, &Sundial, workload),
-        ProtocolKind::Drtm => run_workload(
-            config,
-            &Drtm {
-                lease_ns: config.protocol_options.drtm_lease_ns,
-                delta_ns: config.protocol_options.drtm_delta_ns,
-            },
-            workload,
-        ),
-        // Deterministic: its own engine path (`engine::calvin`).
-        ProtocolKind::Calvin => calvin::run_calvin(config, workload),
+    Some(match config.protocol {
+        ProtocolKind::NoWait => visitor.with(&NoWait(lock2pl(Policy::NoWait))),
+        ProtocolKind::WaitDie => visitor.with(&WaitDie(lock2pl(Policy::WaitDie))),
+        ProtocolKind::WoundWait => visitor.with(&WoundWait(lock2pl(Policy::WoundWait))),
+        ProtocolKind::Occ => visitor.with(&Occ {
+            skip_validation: config.unsafe_skip_occ_validation,
+        }),
+        ProtocolKind::Timestamp => visitor.with(&Timestamp::new(config)),
+        ProtocolKind::Mvcc => visitor.with(&Mvcc::new(config)),
+        ProtocolKind::Maat => visitor.with(&Maat::new(options.maat_list_capacity)),
+        ProtocolKind::Cicada => visitor.with(&Cicada::new(options.cicada_versions)),
+        ProtocolKind::Sundial => visitor.with(&Sundial),
+        ProtocolKind::Drtm => visitor.with(&Drtm {
+            lease_ns: options.drtm_lease_ns,
+            delta_ns: options.drtm_delta_ns,
+        }),
+        ProtocolKind::Calvin => return None,
+    })
+}
+
+/// Runs a validated config's protocol with `workload` on threads or sim.
+struct RunWith<'a, W> {
+    config: &'a Config,
+    workload: &'a W,
+}
+
+impl<W: Workload> WithProtocol for RunWith<'_, W> {
+    type Output = Result<RunOutput, RunError>;
+    fn with<P: Protocol>(self, protocol: &P) -> Self::Output {
+        run_workload(self.config, protocol, self.workload)
     }
 }
+
+fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput, RunError> {
+    if config.fabric == FabricKind::Ucx {
+        return Err(RunError::Config(ConfigError(UCX_ONE_PROCESS.into())));
+    }
+    match with_protocol(config, RunWith { config, workload }) {
+        Some(output) => output,
+        // Deterministic: its own engine path (`engine::calvin`).
+        None => calvin::run_calvin(config, workload),
+    }
+}
+
+/// Why `run` refuses the `ucx` fabric (each node is a process of its own).
+pub const UCX_ONE_PROCESS: &str = "fabric ucx runs one process per node: start it with `verbena launch --local N [flags]`, `verbena launch --hosts FILE [flags]`, or one `verbena node --rank R --nodes N --bootstrap HOST:PORT [flags]` per node";
 
 /// Serves the two-sided form of `P`'s stages on one node.
 pub(crate) struct Service<'a, P: Protocol> {
@@ -230,6 +252,7 @@ fn run_workload<P: Protocol, W: Workload>(
             let (results, sim_run) = sim::run_sim(config, protocol, workload, &layout, &stores);
             (results, Some(sim_run))
         }
+        FabricKind::Ucx => unreachable!("run_validated refuses the ucx fabric"),
     };
 
     let mut total = WorkerStats::new();

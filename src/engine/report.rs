@@ -183,6 +183,29 @@ pub struct Report {
     pub time: &'static str,
     /// The simulation's own figures; null on other fabrics.
     pub sim: Option<SimSummary>,
+    /// The processes of a `ucx` run; null on other fabrics.
+    pub cluster: Option<ClusterSummary>,
+}
+
+/// What a multi-process (`ucx`) run adds to its report.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClusterSummary {
+    /// UCX's version string.
+    pub ucx_version: String,
+    /// What the user asked for (`--transport`) and where local verbs ran.
+    pub transport: &'static str,
+    pub local_atomics: &'static str,
+    pub ranks: Vec<RankSummary>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RankSummary {
+    pub rank: u32,
+    pub host: String,
+    pub pid: u32,
+    /// The transports UCX chose from this rank to each other rank
+    /// (`tl/device`, as `ucp_ep_print_info` names them), by target rank.
+    pub transports: Vec<Vec<String>>,
 }
 
 /// What a `sim` run adds to its report.
@@ -341,10 +364,11 @@ impl Report {
             location_cache_hit_rate: per(stats.cache_hits, lookups),
             check,
             time: match config.fabric {
-                FabricKind::Threads => "wall",
+                FabricKind::Threads | FabricKind::Ucx => "wall",
                 FabricKind::Sim => "simulated",
             },
             sim: None,
+            cluster: None,
         }
     }
 
@@ -399,6 +423,36 @@ impl Report {
                 } else {
                     String::new()
                 }
+            );
+        }
+        if let Some(cluster) = &self.cluster {
+            let mut chosen: Vec<String> = Vec::new();
+            for rank in &cluster.ranks {
+                for (target, names) in rank.transports.iter().enumerate() {
+                    if target as u32 != rank.rank {
+                        for name in names {
+                            if !chosen.contains(name) {
+                                chosen.push(name.clone());
+                            }
+                        }
+                    }
+                }
+            }
+            let mut hosts: Vec<&str> = cluster.ranks.iter().map(|r| r.host.as_str()).collect();
+            hosts.dedup();
+            let _ = writeln!(
+                out,
+                "  processes: {} rank(s) on {} · UCX {} · transport {} → {} · local atomics {}",
+                cluster.ranks.len(),
+                hosts.join(", "),
+                cluster.ucx_version,
+                cluster.transport,
+                if chosen.is_empty() {
+                    "(none between ranks)".to_string()
+                } else {
+                    chosen.join(", ")
+                },
+                cluster.local_atomics
             );
         }
         if self.oversubscribed {

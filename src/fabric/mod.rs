@@ -5,8 +5,8 @@
 //! registered [`Region`], sends and receives RPC [`Message`]s, and tells time.
 //! Backends: `threads` (here: nodes and workers are OS threads of one
 //! process); `sim` (deterministic simulation in virtual time, one thread for
-//! the whole cluster); `ucx` (real networks) comes in a later issue behind
-//! the same trait. [`NetworkProfile`]s model a network for both.
+//! the whole cluster); `ucx` (real networks: one process per node over
+//! UCX, cargo feature `ucx`). [`NetworkProfile`]s model a network for both.
 //!
 //! Semantics every backend keeps — those of an RC queue pair:
 //! * verbs from one worker to one node take effect in issue order (FIFO), and
@@ -15,7 +15,7 @@
 //!   round need only wait for its last verb per node (passive ACK);
 //! * CAS/FAA are 8-byte, 8-byte-aligned and atomic against each other and
 //!   against the handlers' local atomics (`threads` shares one cache-coherent
-//!   memory; real NICs need `local_atomics = nic`, see the `ucx` issue);
+//!   memory; on a real NIC they are not — `ucx`'s `local_atomics` option);
 //! * READ/WRITE are atomic per word only: a multi-word READ can be torn.
 //!
 //! Every verb is counted by type and bytes ([`VerbCounters`]).
@@ -32,6 +32,9 @@ pub mod profile;
 pub mod region;
 pub mod sim;
 pub mod threads;
+/// One process per node over UCX (cargo feature `ucx`).
+#[cfg(feature = "ucx")]
+pub mod ucx;
 pub mod verbs;
 
 pub use profile::NetworkProfile;

@@ -15,13 +15,49 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// A node's registered memory region, addressed in 8-byte words.
 pub struct Region {
     words: Box<[AtomicU64]>,
+    /// Memory owned by someone else (a NIC library's registered allocation,
+    /// see [`Region::external`]); `words` must then never be freed by Rust.
+    external: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Region {
     pub fn new(len_words: usize) -> Region {
         Region {
             words: (0..len_words).map(|_| AtomicU64::new(0)).collect(),
+            external: None,
         }
+    }
+
+    /// A region over `len_words` words at `base`, which `keeper` owns and
+    /// releases when dropped (after the region stops using them). The
+    /// `ucx` fabric places a node's region in memory UCX allocated, so that
+    /// peers on the same host can map it (true one-sided shared memory).
+    /// The words are zeroed here.
+    ///
+    /// # Safety
+    /// `base` must be valid for reads and writes of `len_words` 8-byte
+    /// aligned words, used by nothing else in Rust, until `keeper` drops.
+    pub unsafe fn external(
+        base: *mut AtomicU64,
+        len_words: usize,
+        keeper: Box<dyn std::any::Any + Send + Sync>,
+    ) -> Region {
+        debug_assert_eq!(base as usize % 8, 0, "words must be 8-byte aligned");
+        let slice = std::ptr::slice_from_raw_parts_mut(base, len_words);
+        let words = Box::from_raw(slice);
+        for word in words.iter() {
+            word.store(0, Ordering::Relaxed);
+        }
+        Region {
+            words,
+            external: Some(keeper),
+        }
+    }
+
+    /// Address of word 0: what a real NIC registers (`ucx` fabric's
+    /// `ucp_mem_map`). The region's words never move once created.
+    pub fn base_ptr(&self) -> *const AtomicU64 {
+        self.words.as_ptr()
     }
 
     pub fn len_words(&self) -> u64 {
@@ -74,6 +110,18 @@ impl Region {
         let start = word as usize;
         for (value, cell) in data.iter().zip(&self.words[start..start + data.len()]) {
             cell.store(*value, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        if self.external.is_some() {
+            // Not Rust's allocation: forget the box, then let the keeper
+            // release the memory.
+            let words = std::mem::take(&mut self.words);
+            std::mem::forget(words);
+            self.external = None;
         }
     }
 }

@@ -94,6 +94,41 @@ impl Histogram {
         self.sum += other.sum;
     }
 
+    /// The histogram as words, sparse (`total, max, sum_lo, sum_hi`, then
+    /// `(bucket, count)` pairs): how the `ucx` fabric's ranks ship their
+    /// latencies to rank 0.
+    pub fn to_words(&self) -> Vec<u64> {
+        let mut words = vec![
+            self.total,
+            self.max,
+            self.sum as u64,
+            (self.sum >> 64) as u64,
+        ];
+        for (index, &count) in self.counts.iter().enumerate() {
+            if count != 0 {
+                words.push(index as u64);
+                words.push(count);
+            }
+        }
+        words
+    }
+
+    /// The inverse of [`Histogram::to_words`]; `None` if `words` is not one.
+    pub fn from_words(words: &[u64]) -> Option<Histogram> {
+        let (head, pairs) = (words.get(..4)?, &words[4..]);
+        if pairs.len() % 2 != 0 {
+            return None;
+        }
+        let mut histogram = Histogram::new();
+        histogram.total = head[0];
+        histogram.max = head[1];
+        histogram.sum = head[2] as u128 | ((head[3] as u128) << 64);
+        for pair in pairs.chunks(2) {
+            *histogram.counts.get_mut(usize::try_from(pair[0]).ok()?)? = pair[1];
+        }
+        Some(histogram)
+    }
+
     /// The value at quantile `q` in [0, 1] (upper bound of its bucket,
     /// capped at the true maximum); 0 when empty.
     pub fn quantile(&self, q: f64) -> u64 {
@@ -128,6 +163,21 @@ mod tests {
             assert!(high >= value, "bucket of {value} ends at {high}");
             assert!((high - value) as f64 <= value as f64 / 128.0 + 1.0);
         }
+    }
+
+    #[test]
+    fn words_round_trip() {
+        let mut h = Histogram::new();
+        for v in [3u64, 900, 900, 123_456_789, u64::MAX / 3] {
+            h.record(v);
+        }
+        let back = Histogram::from_words(&h.to_words()).expect("decodes");
+        assert_eq!(back.count(), 5);
+        assert_eq!(back.max(), h.max());
+        assert_eq!(back.quantile(0.5), h.quantile(0.5));
+        assert_eq!(back.mean(), h.mean());
+        assert!(Histogram::from_words(&[1, 2, 3]).is_none());
+        assert!(Histogram::from_words(&[1, 2, 3, 4, u64::MAX, 1]).is_none());
     }
 
     #[test]

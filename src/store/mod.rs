@@ -280,7 +280,22 @@ pub struct NodeStore {
 
 impl NodeStore {
     pub fn new(node: NodeId, layout: Arc<StoreLayout>) -> NodeStore {
-        let region = Arc::new(Region::new(layout.region_words as usize));
+        Self::with_region(
+            node,
+            layout.clone(),
+            Arc::new(Region::new(layout.region_words as usize)),
+        )
+    }
+
+    /// An empty partition in a region allocated elsewhere (the `ucx`
+    /// fabric's registered memory); `region` must hold the layout's words.
+    pub fn with_region(node: NodeId, layout: Arc<StoreLayout>, region: Arc<Region>) -> NodeStore {
+        assert!(
+            region.len_words() >= layout.region_words,
+            "region of {} words for a layout of {}",
+            region.len_words(),
+            layout.region_words
+        );
         for table in &layout.tables {
             table.index.clear(&region);
         }
@@ -293,6 +308,31 @@ impl NodeStore {
             next_free,
             insert_locks,
         }
+    }
+
+    /// A node's partition rebuilt from a copy of its region's words and
+    /// its rows per table (the `ucx` fabric gathers remote partitions this
+    /// way for the checker). `None` if the sizes disagree with `layout`.
+    pub fn from_image(
+        node: NodeId,
+        layout: Arc<StoreLayout>,
+        words: &[u64],
+        rows: &[u64],
+    ) -> Option<NodeStore> {
+        if words.len() as u64 != layout.region_words || rows.len() != layout.tables.len() {
+            return None;
+        }
+        let region = Region::new(words.len());
+        region.write(0, words);
+        let next_free = rows.iter().map(|&r| AtomicU64::new(r)).collect();
+        let insert_locks = layout.tables.iter().map(|_| Mutex::new(())).collect();
+        Some(NodeStore {
+            node,
+            layout,
+            region: Arc::new(region),
+            next_free,
+            insert_locks,
+        })
     }
 
     /// Inserts a row at version 0 (loading). Not safe against concurrent

@@ -1,0 +1,719 @@
+//! The TCP rendezvous of a multi-process run: rank 0 listens on
+//! `HOST:PORT`; every other rank connects, says who it is (`Hello`: rank,
+//! host, pid, configuration digest, its region's address and rkey, its
+//! workers' UCX addresses), and receives everyone's (`Table`). The same
+//! connections then carry the barriers (`Ready`/`Go`, `Done`/`AllDone`),
+//! heartbeats, the results rank 0 gathers, and `Abort`.
+//!
+//! Faults are bounded in time: a rank that never joins is named when the
+//! join deadline passes; one that dies closes its connection (named at
+//! once); one that hangs stops its heartbeats (named after
+//! `stall_timeout`); whichever rank sees a fault first stops, and rank 0
+//! forwards the error to every other rank, so all stop with a message that
+//! names the rank and host at fault.
+//!
+//! Invariants: every wait has a deadline; frames that arrive ahead of the
+//! phase that consumes them are kept in order (`backlog`); a rank's closed
+//! connection is an error unless it already sent its result.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use super::wire::{read_frame, write_frame, Dec, Enc, Frame, Kind};
+
+/// How often a rank tells the others it is alive.
+pub const HEARTBEAT: Duration = Duration::from_millis(250);
+
+/// What one rank tells the others when it joins.
+#[derive(Clone, Debug, Default)]
+pub struct RankInfo {
+    pub rank: u32,
+    pub host: String,
+    pub pid: u32,
+    pub region_words: u64,
+    pub base_address: u64,
+    pub rkey: Vec<u8>,
+    /// UCX address of each worker.
+    pub workers: Vec<Vec<u8>>,
+}
+
+impl RankInfo {
+    fn encode(&self, enc: &mut Enc) {
+        enc.u64(self.rank as u64)
+            .str(&self.host)
+            .u64(self.pid as u64)
+            .u64(self.region_words)
+            .u64(self.base_address)
+            .bytes(&self.rkey)
+            .u64(self.workers.len() as u64);
+        for address in &self.workers {
+            enc.bytes(address);
+        }
+    }
+
+    fn decode(dec: &mut Dec) -> Result<RankInfo, String> {
+        let rank = dec.u64("rank")? as u32;
+        let host = dec.str("host")?;
+        let pid = dec.u64("pid")? as u32;
+        let region_words = dec.u64("region size")?;
+        let base_address = dec.u64("region address")?;
+        let rkey = dec.bytes("rkey")?;
+        let count = dec.u64("worker count")?;
+        if count > 4096 {
+            return Err(format!("malformed message: {count} workers"));
+        }
+        let workers = (0..count)
+            .map(|_| dec.bytes("worker address"))
+            .collect::<Result<_, _>>()?;
+        Ok(RankInfo {
+            rank,
+            host,
+            pid,
+            region_words,
+            base_address,
+            rkey,
+            workers,
+        })
+    }
+}
+
+/// How to reach the others.
+#[derive(Clone, Debug)]
+pub struct BootstrapOptions {
+    pub rank: u32,
+    pub nodes: u32,
+    /// `HOST:PORT` of rank 0.
+    pub address: String,
+    pub join_timeout: Duration,
+    pub stall_timeout: Duration,
+    /// Digest of the run's configuration: every rank must run the same.
+    pub digest: u64,
+}
+
+enum Event {
+    Frame(Frame),
+    Closed(String),
+}
+
+/// What a reader thread reports: the rank and its event.
+type RankEvent = (u32, Event);
+
+/// This rank's connections after the join.
+pub struct Bootstrap {
+    pub rank: u32,
+    pub nodes: u32,
+    /// Every rank's `Hello`, by rank.
+    pub ranks: Vec<RankInfo>,
+    stall_timeout: Duration,
+    /// Rank 0: a stream to every other rank; others: to rank 0 (index 0).
+    writers: Vec<Option<TcpStream>>,
+    events: Receiver<(u32, Event)>,
+    /// Kept so a run of one rank (no reader threads) is not "disconnected".
+    _sender: Sender<(u32, Event)>,
+    backlog: VecDeque<(u32, Frame)>,
+    last_heard: Vec<Instant>,
+    last_beat_sent: Instant,
+    /// Ranks whose connection may close without it being a fault.
+    finished: Vec<bool>,
+}
+
+/// This host's name (for messages naming a rank).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown-host".into())
+}
+
+fn spawn_reader(
+    rank: u32,
+    stream: &TcpStream,
+    events: &Sender<(u32, Event)>,
+) -> Result<(), String> {
+    let mut stream = stream
+        .try_clone()
+        .map_err(|e| format!("cloning the connection to rank {rank}: {e}"))?;
+    let events = events.clone();
+    std::thread::Builder::new()
+        .name(format!("verbena-boot-r{rank}"))
+        .spawn(move || loop {
+            match read_frame(&mut stream) {
+                Ok(Some(frame)) => {
+                    if events.send((rank, Event::Frame(frame))).is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => {
+                    let _ = events.send((rank, Event::Closed("it closed the connection".into())));
+                    return;
+                }
+                Err(e) => {
+                    let _ = events.send((rank, Event::Closed(e)));
+                    return;
+                }
+            }
+        })
+        .map_err(|e| format!("starting a bootstrap thread: {e}"))?;
+    Ok(())
+}
+
+impl Bootstrap {
+    /// Joins the run: rank 0 waits for every other rank, the others
+    /// connect to it. Returns once every rank knows every `RankInfo`.
+    pub fn join(options: &BootstrapOptions, mine: RankInfo) -> Result<Bootstrap, String> {
+        if options.rank == 0 {
+            Self::join_as_leader(options, mine)
+        } else {
+            Self::join_as_member(options, mine)
+        }
+    }
+
+    fn join_as_leader(options: &BootstrapOptions, mine: RankInfo) -> Result<Bootstrap, String> {
+        let nodes = options.nodes as usize;
+        let listener = TcpListener::bind(&options.address)
+            .or_else(|first| {
+                // HOST may name this machine by an address it cannot bind
+                // (e.g. behind NAT): listen on every interface instead.
+                let port = options
+                    .address
+                    .rsplit_once(':')
+                    .and_then(|(_, p)| p.parse::<u16>().ok())
+                    .ok_or(first)?;
+                TcpListener::bind(("0.0.0.0", port))
+            })
+            .map_err(|e| format!("rank 0 cannot listen on {}: {e}", options.address))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("rank 0: listening socket: {e}"))?;
+        let deadline = Instant::now() + options.join_timeout;
+        let mut ranks: Vec<Option<RankInfo>> = vec![None; nodes];
+        let mut writers: Vec<Option<TcpStream>> = (0..nodes).map(|_| None).collect();
+        ranks[0] = Some(mine);
+        let fail = |writers: &mut Vec<Option<TcpStream>>, message: String| -> String {
+            let mut enc = Enc::default();
+            enc.str(&message);
+            for stream in writers.iter_mut().flatten() {
+                let _ = write_frame(stream, Kind::Abort, &enc.bytes);
+            }
+            message
+        };
+        while ranks.iter().any(Option::is_none) {
+            if Instant::now() >= deadline {
+                let missing: Vec<String> = ranks
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.is_none())
+                    .map(|(rank, _)| rank.to_string())
+                    .collect();
+                let message = format!(
+                    "rank(s) {} never joined {} within {:.0} s (not started, crashed before joining, or cannot reach rank 0 on host {}); their hosts are unknown because they never connected",
+                    missing.join(", "),
+                    options.address,
+                    options.join_timeout.as_secs_f64(),
+                    hostname()
+                );
+                return Err(fail(&mut writers, message));
+            }
+            let (mut stream, peer) = match listener.accept() {
+                Ok(pair) => pair,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                Err(e) => return Err(fail(&mut writers, format!("rank 0: accept failed: {e}"))),
+            };
+            let _ = stream.set_nonblocking(false);
+            let _ = stream.set_nodelay(true);
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+            let hello = match read_frame(&mut stream) {
+                Ok(Some(frame)) if frame.kind == Kind::Hello => frame,
+                // Not a verbena rank (a port scan, a stale process): ignore it.
+                _ => continue,
+            };
+            let mut dec = Dec::new(&hello.body);
+            let digest = dec.u64("configuration digest");
+            let info = digest.and_then(|d| RankInfo::decode(&mut dec).map(|i| (d, i)));
+            let (digest, mut info) = match info {
+                Ok(pair) => pair,
+                Err(e) => {
+                    let message = format!("a peer at {peer} sent a malformed join message: {e}");
+                    return Err(fail(&mut writers, message));
+                }
+            };
+            if info.host.is_empty() {
+                info.host = peer.ip().to_string();
+            }
+            let who = format!("rank {} (host {}, pid {})", info.rank, info.host, info.pid);
+            let problem = if info.rank as usize >= nodes || info.rank == 0 {
+                Some(format!(
+                    "{who} joined, but ranks of this run are 1..={} besides rank 0 (--nodes {} on rank 0)",
+                    nodes - 1,
+                    nodes
+                ))
+            } else if ranks[info.rank as usize].is_some() {
+                Some(format!(
+                    "{who} joined twice: two processes were given rank {}",
+                    info.rank
+                ))
+            } else if digest != options.digest {
+                Some(format!(
+                    "{who} was started with a different configuration than rank 0; every rank needs the same flags and config file"
+                ))
+            } else {
+                None
+            };
+            if let Some(message) = problem {
+                writers[0] = Some(stream);
+                return Err(fail(&mut writers, message));
+            }
+            let _ = stream.set_read_timeout(None);
+            let slot = info.rank as usize;
+            writers[slot] = Some(stream);
+            ranks[slot] = Some(info);
+        }
+        let ranks: Vec<RankInfo> = ranks.into_iter().map(|r| r.expect("all joined")).collect();
+        let (sender, events) = channel();
+        let mut table = Enc::default();
+        table.u64(nodes as u64);
+        for info in &ranks {
+            info.encode(&mut table);
+        }
+        for (rank, stream) in writers.iter_mut().enumerate() {
+            if let Some(stream) = stream {
+                spawn_reader(rank as u32, stream, &sender)?;
+                write_frame(stream, Kind::Table, &table.bytes).map_err(|e| {
+                    format!(
+                        "sending the table to rank {rank} (host {}): {e}",
+                        ranks[rank].host
+                    )
+                })?;
+            }
+        }
+        Ok(Self::assemble(options, ranks, writers, (sender, events)))
+    }
+
+    fn join_as_member(options: &BootstrapOptions, mine: RankInfo) -> Result<Bootstrap, String> {
+        let deadline = Instant::now() + options.join_timeout;
+        let rank = options.rank;
+        let mut stream = loop {
+            let attempt = options
+                .address
+                .to_socket_addrs()
+                .map_err(|e| e.to_string())
+                .and_then(|mut addresses| {
+                    addresses
+                        .next()
+                        .ok_or_else(|| "the name resolves to no address".to_string())
+                })
+                .and_then(|address| {
+                    TcpStream::connect_timeout(&address, Duration::from_secs(1))
+                        .map_err(|e| e.to_string())
+                });
+            match attempt {
+                Ok(stream) => break stream,
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(format!(
+                        "rank {rank} (host {}) could not reach rank 0 at {} within {:.0} s: {e} (is rank 0 running, and is --bootstrap its address?)",
+                        mine.host,
+                        options.address,
+                        options.join_timeout.as_secs_f64()
+                    ))
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let mut hello = Enc::default();
+        hello.u64(options.digest);
+        mine.encode(&mut hello);
+        write_frame(&mut stream, Kind::Hello, &hello.bytes)
+            .map_err(|e| format!("rank {rank}: sending the join message to rank 0: {e}"))?;
+        // Rank 0 answers once every rank joined (within its join timeout).
+        let _ = stream.set_read_timeout(Some(options.join_timeout * 2 + Duration::from_secs(5)));
+        let frame = match read_frame(&mut stream) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => {
+                return Err(format!(
+                    "rank 0 at {} closed the connection while rank {rank} was joining",
+                    options.address
+                ))
+            }
+            Err(e) => {
+                return Err(format!(
+                    "rank {rank}: no answer from rank 0 at {} while joining: {e}",
+                    options.address
+                ))
+            }
+        };
+        let mut dec = Dec::new(&frame.body);
+        match frame.kind {
+            Kind::Table => {}
+            Kind::Abort => {
+                return Err(format!(
+                    "rank 0 stopped the run: {}",
+                    dec.str("message").unwrap_or_default()
+                ))
+            }
+            other => return Err(format!("rank 0 sent {other:?} instead of the table")),
+        }
+        let count = dec.u64("rank count")?;
+        if count != options.nodes as u64 {
+            return Err(format!(
+                "rank 0 runs {count} nodes but rank {rank} was started with --nodes {}",
+                options.nodes
+            ));
+        }
+        let ranks = (0..count)
+            .map(|_| RankInfo::decode(&mut dec))
+            .collect::<Result<Vec<_>, _>>()?;
+        let _ = stream.set_read_timeout(None);
+        let (sender, events) = channel();
+        spawn_reader(0, &stream, &sender)?;
+        let mut writers: Vec<Option<TcpStream>> = (0..count).map(|_| None).collect();
+        writers[0] = Some(stream);
+        Ok(Self::assemble(options, ranks, writers, (sender, events)))
+    }
+
+    fn assemble(
+        options: &BootstrapOptions,
+        ranks: Vec<RankInfo>,
+        writers: Vec<Option<TcpStream>>,
+        (sender, events): (Sender<RankEvent>, Receiver<RankEvent>),
+    ) -> Bootstrap {
+        let now = Instant::now();
+        Bootstrap {
+            _sender: sender,
+            rank: options.rank,
+            nodes: options.nodes,
+            stall_timeout: options.stall_timeout,
+            last_heard: vec![now; ranks.len()],
+            finished: vec![false; ranks.len()],
+            ranks,
+            writers,
+            events,
+            backlog: VecDeque::new(),
+            last_beat_sent: now,
+        }
+    }
+
+    /// "rank R (host H, pid P)".
+    pub fn describe(&self, rank: u32) -> String {
+        match self.ranks.get(rank as usize) {
+            Some(info) => format!("rank {rank} (host {}, pid {})", info.host, info.pid),
+            None => format!("rank {rank}"),
+        }
+    }
+
+    /// The ranks this one talks to: all others on rank 0, rank 0 elsewhere.
+    fn peers(&self) -> Vec<u32> {
+        if self.rank == 0 {
+            (1..self.nodes).collect()
+        } else {
+            vec![0]
+        }
+    }
+
+    /// Sends to rank 0 (from another rank) or to every rank (from rank 0).
+    pub fn send(&mut self, kind: Kind, body: &[u8]) -> Result<(), String> {
+        for rank in self.peers() {
+            if let Some(stream) = self.writers[rank as usize].as_mut() {
+                if let Err(e) = write_frame(stream, kind, body) {
+                    return Err(format!(
+                        "{} is unreachable: {e} (the process died or was killed)",
+                        self.describe(rank)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Tells the others the run is off (best effort) and returns `message`.
+    pub fn abort(&mut self, message: String) -> String {
+        let mut enc = Enc::default();
+        enc.str(&message);
+        for stream in self.writers.iter_mut().flatten() {
+            let _ = write_frame(stream, Kind::Abort, &enc.bytes);
+            let _ = stream.flush();
+        }
+        message
+    }
+
+    /// Marks `rank` as done talking: its connection may close.
+    pub fn mark_finished(&mut self, rank: u32) {
+        self.finished[rank as usize] = true;
+    }
+
+    /// Waits (at most `timeout`) until rank 0 closes the connection, so
+    /// what this rank sent last is read before the socket goes away.
+    pub fn linger(&mut self, timeout: Duration) {
+        for rank in self.peers() {
+            self.finished[rank as usize] = true;
+        }
+        let until = Instant::now() + timeout;
+        while Instant::now() < until {
+            let _ = self.beat();
+            match self.events.recv_timeout(Duration::from_millis(20)) {
+                Ok((_, Event::Closed(_))) | Err(RecvTimeoutError::Disconnected) => return,
+                _ => {}
+            }
+        }
+    }
+
+    /// Sends a heartbeat if one is due.
+    pub fn beat(&mut self) -> Result<(), String> {
+        if self.last_beat_sent.elapsed() >= HEARTBEAT {
+            self.last_beat_sent = Instant::now();
+            self.send(Kind::Ready, &[])?;
+        }
+        Ok(())
+    }
+
+    /// The next frame (heartbeats absorbed), waiting at most `timeout`.
+    /// A closed connection, an `Abort`, or a peer silent for longer than
+    /// the stall timeout is an error naming the rank.
+    pub fn next(&mut self, timeout: Duration) -> Result<Option<(u32, Frame)>, String> {
+        let until = Instant::now() + timeout;
+        loop {
+            if let Some(frame) = self.backlog.pop_front() {
+                return Ok(Some(frame));
+            }
+            let now = Instant::now();
+            // A zero timeout only polls (no wait at all).
+            let wait = until.saturating_duration_since(now).min(HEARTBEAT / 2);
+            self.take_event(wait)?;
+            if self.backlog.is_empty() && Instant::now() >= until {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Keeps the connections alive and looks for faults without taking any
+    /// frame: what arrives waits for [`Bootstrap::next`] or `gather`.
+    pub fn poll_faults(&mut self) -> Result<(), String> {
+        while self.take_event(Duration::ZERO)? {}
+        Ok(())
+    }
+
+    /// Sends a heartbeat if due, checks every peer's silence, and handles
+    /// at most one event (waiting at most `wait`); true if there was one.
+    fn take_event(&mut self, wait: Duration) -> Result<bool, String> {
+        self.beat()?;
+        let now = Instant::now();
+        for rank in self.peers() {
+            let silent = now.duration_since(self.last_heard[rank as usize]);
+            if !self.finished[rank as usize] && silent > self.stall_timeout {
+                return Err(format!(
+                    "{} stopped responding: nothing heard from it for {:.1} s (hung, stopped, or its network is down)",
+                    self.describe(rank),
+                    silent.as_secs_f64()
+                ));
+            }
+        }
+        let event = if wait.is_zero() {
+            match self.events.try_recv() {
+                Ok(event) => Ok(event),
+                Err(std::sync::mpsc::TryRecvError::Empty) => Err(RecvTimeoutError::Timeout),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    Err(RecvTimeoutError::Disconnected)
+                }
+            }
+        } else {
+            self.events.recv_timeout(wait)
+        };
+        match event {
+            Ok((rank, Event::Frame(frame))) => {
+                self.last_heard[rank as usize] = Instant::now();
+                match frame.kind {
+                    // A heartbeat (Ready is reused: it carries nothing).
+                    Kind::Ready if frame.body.is_empty() => {}
+                    Kind::Abort => {
+                        let message = Dec::new(&frame.body).str("message").unwrap_or_default();
+                        return Err(if self.rank == 0 {
+                            format!("{} failed: {message}", self.describe(rank))
+                        } else {
+                            message
+                        });
+                    }
+                    _ => self.backlog.push_back((rank, frame)),
+                }
+                Ok(true)
+            }
+            Ok((rank, Event::Closed(why))) => {
+                if !self.finished[rank as usize] {
+                    return Err(format!(
+                        "lost {}: {why} (the process died or was killed)",
+                        self.describe(rank)
+                    ));
+                }
+                Ok(true)
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(false),
+            Err(RecvTimeoutError::Disconnected) => Err("every bootstrap connection is gone".into()),
+        }
+    }
+
+    /// Waits for a `kind` frame from every peer, until `deadline`; frames
+    /// of other kinds are kept for later. Returns them by rank.
+    pub fn gather(
+        &mut self,
+        kind: Kind,
+        deadline: Instant,
+        what: &str,
+    ) -> Result<Vec<(u32, Frame)>, String> {
+        let peers = self.peers();
+        let mut got: Vec<(u32, Frame)> = Vec::with_capacity(peers.len());
+        let mut deferred = Vec::new();
+        while got.len() < peers.len() {
+            let now = Instant::now();
+            if now >= deadline {
+                let missing: Vec<String> = peers
+                    .iter()
+                    .filter(|r| !got.iter().any(|(g, _)| g == *r))
+                    .map(|&r| self.describe(r))
+                    .collect();
+                self.backlog.extend(deferred);
+                return Err(format!("{} did not {what} in time", missing.join(", ")));
+            }
+            match self.next(deadline - now)? {
+                Some((rank, frame))
+                    if frame.kind == kind && !got.iter().any(|(g, _)| *g == rank) =>
+                {
+                    got.push((rank, frame));
+                }
+                Some((_, frame)) if frame.kind == kind => {}
+                Some(other) => deferred.push(other),
+                None => {}
+            }
+        }
+        self.backlog.extend(deferred);
+        got.sort_by_key(|(rank, _)| *rank);
+        Ok(got)
+    }
+}
+
+impl Drop for Bootstrap {
+    fn drop(&mut self) {
+        // Closes the connections now (the reader threads hold clones), so
+        // peers see the end at once; data already written is delivered.
+        for stream in self.writers.iter().flatten() {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(rank: u32, nodes: u32, port: u16, digest: u64) -> BootstrapOptions {
+        BootstrapOptions {
+            rank,
+            nodes,
+            address: format!("127.0.0.1:{port}"),
+            join_timeout: Duration::from_secs(3),
+            stall_timeout: Duration::from_secs(3),
+            digest,
+        }
+    }
+
+    fn info(rank: u32) -> RankInfo {
+        RankInfo {
+            rank,
+            host: format!("h{rank}"),
+            pid: 100 + rank,
+            region_words: 8,
+            base_address: 4096 * rank as u64,
+            rkey: vec![rank as u8; 3],
+            workers: vec![vec![1, 2, rank as u8]],
+        }
+    }
+
+    fn free_port() -> u16 {
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    #[test]
+    fn three_ranks_exchange_tables_and_barrier() {
+        let port = free_port();
+        let members: Vec<_> = (1..3)
+            .map(|rank| {
+                std::thread::spawn(move || {
+                    let mut boot = Bootstrap::join(&options(rank, 3, port, 7), info(rank)).unwrap();
+                    assert_eq!(boot.ranks.len(), 3);
+                    assert_eq!(boot.ranks[2].rkey, vec![2, 2, 2]);
+                    boot.send(Kind::Done, &[rank as u8]).unwrap();
+                    let deadline = Instant::now() + Duration::from_secs(5);
+                    let go = boot.gather(Kind::Go, deadline, "start").unwrap();
+                    assert_eq!(go.len(), 1);
+                })
+            })
+            .collect();
+        let mut leader = Bootstrap::join(&options(0, 3, port, 7), info(0)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let done = leader.gather(Kind::Done, deadline, "finish").unwrap();
+        assert_eq!(
+            done.iter()
+                .map(|(r, f)| (*r, f.body[0]))
+                .collect::<Vec<_>>(),
+            [(1, 1), (2, 2)]
+        );
+        leader.send(Kind::Go, &[]).unwrap();
+        for member in members {
+            member.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_rank_that_never_joins_is_named() {
+        let port = free_port();
+        let mut short = options(0, 3, port, 1);
+        short.join_timeout = Duration::from_millis(300);
+        let member = std::thread::spawn(move || Bootstrap::join(&options(1, 3, port, 1), info(1)));
+        let error = Bootstrap::join(&short, info(0))
+            .err()
+            .expect("rank 2 never joins");
+        assert!(error.contains("rank(s) 2 never joined"), "{error}");
+        let member_error = member.join().unwrap().err().expect("rank 1 is told");
+        assert!(
+            member_error.contains("rank(s) 2 never joined"),
+            "{member_error}"
+        );
+    }
+
+    #[test]
+    fn a_different_configuration_or_a_dead_peer_is_named() {
+        let port = free_port();
+        let member = std::thread::spawn(move || Bootstrap::join(&options(1, 2, port, 99), info(1)));
+        let error = Bootstrap::join(&options(0, 2, port, 1), info(0))
+            .err()
+            .unwrap();
+        assert!(
+            error.contains("rank 1 (host h1, pid 101)")
+                && error.contains("different configuration"),
+            "{error}"
+        );
+        assert!(member.join().unwrap().is_err());
+
+        let port = free_port();
+        let member = std::thread::spawn(move || {
+            let boot = Bootstrap::join(&options(1, 2, port, 5), info(1)).unwrap();
+            drop(boot); // the process "dies": its connection closes
+        });
+        let mut leader = Bootstrap::join(&options(0, 2, port, 5), info(0)).unwrap();
+        member.join().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let error = leader.gather(Kind::Done, deadline, "finish").err().unwrap();
+        assert!(error.contains("lost rank 1 (host h1, pid 101)"), "{error}");
+    }
+}

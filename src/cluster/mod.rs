@@ -1,0 +1,27 @@
+//! Multi-process runs (issue 7): one OS process per node, on one host or a
+//! cluster, over the `ucx` fabric (`fabric::ucx`).
+//!
+//! * [`bootstrap`] — the TCP rendezvous (rank 0 listens): worker addresses,
+//!   rkeys and region layouts exchanged, barriers, heartbeats, bounded-time
+//!   fault detection naming the rank and host at fault.
+//! * [`wire`] — the frames and encodings ranks exchange (statistics,
+//!   histories, region images).
+//! * [`launch`] — ranks from flags or from `srun`/`mpirun`/PMI environment
+//!   variables; local and ssh launchers.
+//! * `node` (feature `ucx`) — the per-process run: this process hosts one
+//!   node, the others are remote; rank 0 gathers every rank's results and
+//!   reports them as a `threads` run reports its own, checker included.
+//!
+//! * `fabric_bench` (feature `ucx`) — `verbena fabric-bench`: one verb
+//!   type's rate through the fabric, to compare with `ucx_perftest`.
+//!
+//! The bootstrap, wire format and launchers build without UCX (and are
+//! tested without it); only `node` and the fabric need `libucp`.
+
+pub mod bootstrap;
+#[cfg(feature = "ucx")]
+pub mod fabric_bench;
+pub mod launch;
+#[cfg(feature = "ucx")]
+pub mod node;
+pub mod wire;

@@ -1,0 +1,1312 @@
+//! The `ucx` fabric: one OS process per node, on one host or many, over UCX's
+//! UCP API (shared memory, TCP, InfiniBand/RoCE verbs). ARCHITECTURE.md
+//! layer 1; the mapping of verbs follows RCC §3 and DrTM+H §3 (one-sided
+//! READ/WRITE/CAS/FAA plus two-sided RPCs), with UCP standing in for the
+//! ibverbs those papers program directly.
+//!
+//! Built only with the cargo feature `ucx` (hand-written FFI in [`ffi`],
+//! linked against `libucp`; see README "Real networks"). Pieces:
+//!
+//! * [`UcxContext`] — one per process: the `ucp_context` (features RMA,
+//!   AMO64, AM; `UCX_TLS` set from `--transport`), this node's [`Region`]
+//!   registered with `ucp_mem_map` (the region's own memory, so RPC handlers
+//!   and one-sided verbs work on the same words) and its packed rkey.
+//! * [`UcxWorkerHost`] — one per verbena worker thread, created on that
+//!   thread: its own `ucp_worker` in single-thread mode (DrTM+H §3.1: each
+//!   thread owns its QPs) and the worker address the bootstrap exchanges.
+//! * [`UcxEndpoint`] — the [`Endpoint`] of that worker once the bootstrap
+//!   delivered every node's addresses and rkeys: endpoints to the worker of
+//!   the same index on every node (itself included: the loopback endpoint).
+//!
+//! Mapping:
+//! * READ → `ucp_get_nbx`, WRITE → `ucp_put_nbx`, CAS →
+//!   `ucp_atomic_op_nbx(CSWAP)`, FAA → `ucp_atomic_op_nbx(ADD)` with a reply
+//!   buffer (fetching). Results land in a per-batch staging buffer owned by
+//!   the fabric (a passive round's batch may be reused before its verbs
+//!   complete), and come back as a `MSG_COMPLETION` message
+//!   ([`Posted::Deferred`]); a batch whose every operation completed at once
+//!   is copied out and answered with `Posted::At(0)`.
+//! * RPC → `ucp_am_send_nbx` (eager protocol forced: one AM lane, no
+//!   rendezvous), received by the target worker's AM handler during its
+//!   `ucp_worker_progress`, i.e. inside its event loop's `receive`.
+//!
+//! Ordering and completion (what UCP does not give by itself, and what this
+//! module adds):
+//! * UCP may reorder RMA/AMO operations, even on one endpoint: it may carry
+//!   them on different lanes (on shared memory, READ/WRITE by `cma` while
+//!   atomics are emulated with active messages), and in UCX 1.13
+//!   `ucp_worker_fence` does not order across such lanes. FIFO is therefore
+//!   kept by flushing: before a verb to a node, if an earlier operation to
+//!   that node may still be incomplete and either of them writes
+//!   (WRITE/CAS/FAA), the endpoint is flushed (`ucp_ep_flush_nbx`) and the
+//!   flush awaited, progressing the worker meanwhile. READs after READs go
+//!   at once. Where operations complete inside their UCX call (shared
+//!   memory) nothing is ever pending and nothing waits; elsewhere a lock
+//!   round (CAS then READ of the tuple) costs two round trips where a NIC's
+//!   QP needs one — the price of correctness without ordering.
+//! * A PUT's completion only means its source buffer is free. A batch with
+//!   WRITEs therefore ends with `ucp_ep_flush_nbx`, whose completion means
+//!   every earlier operation on the endpoint is remotely complete; with the
+//!   flushes above this gives passive ACK (a later batch's completion
+//!   implies the earlier ones').
+//! * Active messages of one endpoint are delivered in send order (UCP
+//!   keeps AM order per endpoint on the eager path), which is the RPC FIFO.
+//!
+//! Atomic coherence (DrTM §4.2, DrTM+H §5.2): a NIC's atomics are not atomic
+//! with the CPU's. With `local_atomics = nic` a node's own verbs go through
+//! its loopback endpoint like everyone else's; with `cpu` they run on the
+//! region directly — correct only where remote atomics are CPU atomics too
+//! (shared memory, and TCP, where UCP emulates them on the target's CPU),
+//! which `Config::validate` enforces. RPC handlers always use CPU atomics,
+//! so on RDMA a hybrid that locks the same tuples both one-sided and by RPC
+//! is not coherent (the papers' reason to keep one primitive per lock).
+//!
+//! Faults: over TCP and RDMA endpoints use `UCP_ERR_HANDLING_MODE_PEER`
+//! (UCX 1.13's shared-memory transports lack it, so `shm`/`auto` rely on
+//! the bootstrap's detection alone); a peer's failure sets
+//! the shared [`PeerFailure`] flag with its node, which the process's
+//! bootstrap thread turns into an error naming the rank and host (the
+//! bootstrap's TCP connections detect dead and hung peers too; see
+//! `cluster`). Failed operations still complete their batch (with zeroed
+//! results) so no worker waits forever; the run is then abandoned.
+//!
+//! Idle: a worker progresses UCX while it spins, then yields, then sleeps in
+//! growing steps of at most 200 µs (UCX's wake-up feature would narrow the
+//! transports UCX may choose, so it is not requested).
+//!
+//! Invariants: every UCX call on a worker happens on the thread that owns
+//! it; a staging buffer is neither moved nor reused while an operation
+//! points into it (`Flight`s are boxed and recycled only once `remaining`
+//! reaches 0); every request is freed exactly once, in its callback.
+
+pub mod ffi;
+
+use std::ffi::{c_void, CString};
+use std::ptr::{null, null_mut};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use self::ffi::*;
+use super::verbs::{VerbKind, MSG_COMPLETION, MSG_REPLY};
+use super::{Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
+
+/// Active-message id of verbena RPCs.
+const AM_RPC: u32 = 7;
+/// Words of an RPC's AM header.
+const HEADER_WORDS: usize = 2;
+const SPIN_ROUNDS: u32 = 64;
+const YIELD_BUDGET_NS: u64 = 50_000;
+const MAX_SLEEP: Duration = Duration::from_micros(200);
+/// Single verbs that skip the fast path after it did not complete at once.
+const IMMEDIATE_BACKOFF: u32 = 4096;
+/// Longest one `idle` call lasts.
+const MAX_IDLE_NS: u64 = 2_000_000;
+
+/// Which transports UCX may use (`--transport`, sets `UCX_TLS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportChoice {
+    Shm,
+    Tcp,
+    Rdma,
+    Auto,
+}
+
+impl TransportChoice {
+    /// Whether endpoints ask for peer-failure reports
+    /// (`UCP_ERR_HANDLING_MODE_PEER`). UCX 1.13's shared-memory transports
+    /// have no peer-failure handler, so that mode would exclude them: with
+    /// `shm` and `auto` a dead peer is detected by the bootstrap alone.
+    pub fn peer_errors(self) -> bool {
+        matches!(self, TransportChoice::Tcp | TransportChoice::Rdma)
+    }
+
+    /// The `UCX_TLS` value; `None` leaves UCX's own choice.
+    pub fn tls(self) -> Option<&'static str> {
+        match self {
+            // `self`: a worker's loopback endpoint.
+            TransportChoice::Shm => Some("sm,self"),
+            TransportChoice::Tcp => Some("tcp,self"),
+            TransportChoice::Rdma => Some("ib,self"),
+            TransportChoice::Auto => None,
+        }
+    }
+}
+
+/// Set once by the first endpoint whose peer failed: `node + 1` (0 = none).
+#[derive(Default)]
+pub struct PeerFailure {
+    node_plus_one: AtomicU32,
+    status: AtomicU32,
+    abandoned: AtomicBool,
+}
+
+impl PeerFailure {
+    /// The run is off: no worker may wait on UCX any more.
+    pub fn abandon(&self) {
+        self.abandoned.store(true, Ordering::SeqCst);
+    }
+
+    pub fn abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Relaxed)
+    }
+
+    /// The failed node and UCX's description, if any failed.
+    pub fn get(&self) -> Option<(NodeId, String)> {
+        let node = self.node_plus_one.load(Ordering::SeqCst);
+        (node != 0).then(|| {
+            let status = self.status.load(Ordering::SeqCst) as u8 as i8;
+            ((node - 1) as NodeId, status_text(status))
+        })
+    }
+
+    fn set(&self, node: NodeId, status: ucs_status_t) {
+        if self
+            .node_plus_one
+            .compare_exchange(0, node as u32 + 1, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            self.status.store(status as u8 as u32, Ordering::SeqCst);
+        }
+    }
+}
+
+fn check(status: ucs_status_t, what: &str) -> Result<(), String> {
+    if status == UCS_OK {
+        Ok(())
+    } else {
+        Err(format!("{what} failed: {}", status_text(status)))
+    }
+}
+
+/// The UCX version string of the loaded library.
+pub fn ucx_version() -> String {
+    // SAFETY: returns a static NUL-terminated string.
+    unsafe {
+        std::ffi::CStr::from_ptr(ucp_get_version_string())
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+/// The `ucp_context`, cleaned up when the last user (the context, or the
+/// registered memory a region still lives in) goes.
+struct ContextHandle(ucp_context_h);
+
+// SAFETY: created with `mt_workers_shared`; only init/cleanup touch it
+// directly, mem_map/unmap are thread-safe in UCP's MT build.
+unsafe impl Send for ContextHandle {}
+unsafe impl Sync for ContextHandle {}
+
+impl Drop for ContextHandle {
+    fn drop(&mut self) {
+        // SAFETY: the last reference: no worker or mapping uses it.
+        unsafe { ucp_cleanup(self.0) }
+    }
+}
+
+/// Memory UCX allocated and registered; unmapped when the region that
+/// lives in it is dropped.
+struct Mapping {
+    context: Arc<ContextHandle>,
+    memh: ucp_mem_h,
+}
+
+// SAFETY: the handle is only used to unmap, once, on drop.
+unsafe impl Send for Mapping {}
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the region using the memory is being dropped.
+        unsafe {
+            ucp_mem_unmap(self.context.0, self.memh);
+        }
+    }
+}
+
+/// One process's UCP context and its node's registered region.
+pub struct UcxContext {
+    context: Arc<ContextHandle>,
+    rkey: Vec<u8>,
+    region: Arc<Region>,
+    pub failure: Arc<PeerFailure>,
+    pub epoch: Instant,
+    peer_errors: bool,
+}
+
+// SAFETY: see `ContextHandle`; the rest is plain data.
+unsafe impl Send for UcxContext {}
+unsafe impl Sync for UcxContext {}
+
+impl UcxContext {
+    /// Initializes UCP for `endpoints` endpoints in all and allocates this
+    /// node's region of `region_words` words through `ucp_mem_map`
+    /// (`UCP_MEM_MAP_ALLOCATE`): UCX places it where its transports reach
+    /// it best — a System V or POSIX shared segment first, so peers on
+    /// the same host map it and access it with loads, stores and CPU
+    /// atomics, with no CPU of this node involved (true one-sided).
+    pub fn new(
+        transport: TransportChoice,
+        region_words: u64,
+        endpoints: usize,
+    ) -> Result<UcxContext, String> {
+        // SAFETY: plain FFI calls with valid, zero-initialized parameter
+        // structs whose layouts `ffi` asserts.
+        unsafe {
+            let mut config = null_mut();
+            check(
+                ucp_config_read(null(), null(), &mut config),
+                "reading the UCX configuration (ucp_config_read)",
+            )?;
+            if let Some(tls) = transport.tls() {
+                let name = CString::new("TLS").expect("no NUL");
+                let value = CString::new(tls).expect("no NUL");
+                let status = ucp_config_modify(config, name.as_ptr(), value.as_ptr());
+                if status != UCS_OK {
+                    ucp_config_release(config);
+                    return Err(format!(
+                        "setting UCX_TLS={tls} failed: {}",
+                        status_text(status)
+                    ));
+                }
+            }
+            let mut params: ucp_params_t = std::mem::zeroed();
+            params.field_mask = UCP_PARAM_FIELD_FEATURES
+                | UCP_PARAM_FIELD_MT_WORKERS_SHARED
+                | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+            params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AM;
+            params.mt_workers_shared = 1;
+            params.estimated_num_eps = endpoints;
+            let mut raw = null_mut();
+            let status = ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &mut raw);
+            ucp_config_release(config);
+            check(status, "initializing UCX (ucp_init)").map_err(|e| {
+                format!(
+                    "{e}; transports asked for: {}",
+                    transport.tls().unwrap_or("UCX's default")
+                )
+            })?;
+            let context = Arc::new(ContextHandle(raw));
+            let bytes = (region_words as usize * 8).max(8);
+            let mut map: ucp_mem_map_params_t = std::mem::zeroed();
+            map.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+            map.length = bytes;
+            map.flags = UCP_MEM_MAP_ALLOCATE;
+            let mut memh = null_mut();
+            check(
+                ucp_mem_map(context.0, &map, &mut memh),
+                &format!("allocating {bytes} bytes of registered memory (ucp_mem_map)"),
+            )?;
+            let mapping = Mapping {
+                context: context.clone(),
+                memh,
+            };
+            let mut attr: ucp_mem_attr_t = std::mem::zeroed();
+            attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+            check(
+                ucp_mem_query(memh, &mut attr),
+                "querying the registered memory (ucp_mem_query)",
+            )?;
+            if attr.address.is_null() || attr.length < bytes || attr.address as usize % 8 != 0 {
+                return Err(format!(
+                    "UCX allocated {} bytes at {:p}; needed {bytes}, 8-byte aligned",
+                    attr.length, attr.address
+                ));
+            }
+            let region = Arc::new(Region::external(
+                attr.address as *mut std::sync::atomic::AtomicU64,
+                region_words as usize,
+                Box::new(mapping),
+            ));
+            let mut buffer = null_mut();
+            let mut size = 0usize;
+            check(
+                ucp_rkey_pack(context.0, memh, &mut buffer, &mut size),
+                "packing the rkey (ucp_rkey_pack)",
+            )?;
+            let rkey = std::slice::from_raw_parts(buffer as *const u8, size).to_vec();
+            ucp_rkey_buffer_release(buffer);
+            Ok(UcxContext {
+                context,
+                rkey,
+                region,
+                failure: Arc::new(PeerFailure::default()),
+                epoch: Instant::now(),
+                peer_errors: transport.peer_errors(),
+            })
+        }
+    }
+
+    /// This node's region (in UCX-registered memory).
+    pub fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+
+    /// The packed rkey of this node's region (sent to every peer).
+    pub fn rkey(&self) -> &[u8] {
+        &self.rkey
+    }
+
+    /// The virtual address of word 0 of this node's region.
+    pub fn base_address(&self) -> u64 {
+        self.region.base_ptr() as u64
+    }
+}
+
+/// What the bootstrap tells each worker about one node.
+#[derive(Clone, Debug)]
+pub struct PeerInfo {
+    /// Address of the worker with this worker's index on that node.
+    pub worker_address: Vec<u8>,
+    pub rkey: Vec<u8>,
+    pub base_address: u64,
+}
+
+/// Where callbacks deliver (boxed: its address is handed to UCX).
+struct CbState {
+    node: NodeId,
+    worker: u16,
+    inbox: Vec<Message>,
+    done: Vec<*mut Flight>,
+    pool: Vec<Vec<u64>>,
+    sends_done: Vec<*mut SendFlight>,
+}
+
+/// What is in flight from one worker to one node, for FIFO (see `order`).
+#[derive(Clone, Copy, Debug, Default)]
+struct LinkOrder {
+    /// An operation that may not have taken effect at the target yet.
+    pending: bool,
+    /// One of those writes (WRITE, CAS, FAA).
+    writes: bool,
+}
+
+/// One doorbell batch in flight.
+struct Flight {
+    state: *mut CbState,
+    coroutine: u16,
+    tag: u16,
+    verbs: u16,
+    remaining: u32,
+    failed: bool,
+    /// Result words of the READ/CAS/FAA verbs in verb order.
+    results: Vec<u64>,
+    /// WRITE payloads and atomic operands.
+    staging: Vec<u64>,
+}
+
+/// One AM send whose buffers UCX still uses.
+struct SendFlight {
+    state: *mut CbState,
+    header: [u64; HEADER_WORDS],
+    payload: Vec<u64>,
+}
+
+/// Error-handler argument of one endpoint.
+struct EpErr {
+    node: NodeId,
+    failure: Arc<PeerFailure>,
+}
+
+unsafe extern "C" fn on_ep_error(arg: *mut c_void, _ep: ucp_ep_h, status: ucs_status_t) {
+    // SAFETY: `arg` is the endpoint's boxed `EpErr`, alive while the ep is.
+    let err = &*(arg as *const EpErr);
+    err.failure.set(err.node, status);
+}
+
+unsafe extern "C" fn on_verb_done(request: *mut c_void, status: ucs_status_t, user: *mut c_void) {
+    // SAFETY: `user` is the flight the operation belongs to; it is not
+    // recycled before `remaining` reaches 0, which only happens here or in
+    // `post` after the last immediate completion.
+    let flight = &mut *(user as *mut Flight);
+    if status != UCS_OK {
+        flight.failed = true;
+    }
+    flight.remaining -= 1;
+    if flight.remaining == 0 {
+        (*flight.state).done.push(flight);
+    }
+    ucp_request_free(request);
+}
+
+unsafe extern "C" fn on_send_done(request: *mut c_void, _status: ucs_status_t, user: *mut c_void) {
+    // SAFETY: `user` is the boxed send flight of this request.
+    let send = user as *mut SendFlight;
+    (*(*send).state).sends_done.push(send);
+    ucp_request_free(request);
+}
+
+unsafe extern "C" fn on_rpc(
+    arg: *mut c_void,
+    header: *const c_void,
+    header_length: usize,
+    data: *mut c_void,
+    length: usize,
+    param: *const ucp_am_recv_param_t,
+) -> ucs_status_t {
+    // SAFETY: `arg` is the worker's CbState, used only on its thread (AM
+    // callbacks run inside that worker's `ucp_worker_progress`); header and
+    // data are valid for the call.
+    let state = &mut *(arg as *mut CbState);
+    if header_length != HEADER_WORDS * 8 || (*param).recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV != 0 {
+        // Not a verbena RPC (eager is forced on the sending side).
+        return UCS_OK;
+    }
+    let mut words = [0u64; HEADER_WORDS];
+    std::ptr::copy_nonoverlapping(header as *const u8, words.as_mut_ptr() as *mut u8, 16);
+    let mut payload = state.pool.pop().unwrap_or_default();
+    payload.clear();
+    payload.resize(length / 8, 0);
+    if length > 0 {
+        std::ptr::copy_nonoverlapping(
+            data as *const u8,
+            payload.as_mut_ptr() as *mut u8,
+            payload.len() * 8,
+        );
+    }
+    state.inbox.push(Message {
+        src_node: (words[0] >> 48) as NodeId,
+        src_worker: (words[0] >> 32) as u16,
+        dst_node: state.node,
+        dst_worker: state.worker,
+        coroutine: (words[0] >> 16) as u16,
+        call: words[0] as u16,
+        kind: (words[1] >> 8) as u16,
+        flags: words[1] as u8,
+        deliver_at_ns: 0,
+        payload,
+    });
+    UCS_OK
+}
+
+/// A verbena worker's `ucp_worker`, before the bootstrap connects it.
+pub struct UcxWorkerHost {
+    worker: ucp_worker_h,
+    state: *mut CbState,
+    address: Vec<u8>,
+}
+
+impl UcxWorkerHost {
+    /// Creates the worker of `(node, worker)` on the calling thread.
+    pub fn new(context: &UcxContext, node: NodeId, worker: u16) -> Result<UcxWorkerHost, String> {
+        // SAFETY: valid parameter structs; the CbState outlives the worker
+        // (freed in `UcxEndpoint::drop` after the worker is destroyed).
+        unsafe {
+            let mut params: ucp_worker_params_t = std::mem::zeroed();
+            params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+            params.thread_mode = UCS_THREAD_MODE_SINGLE;
+            let mut handle = null_mut();
+            check(
+                ucp_worker_create(context.context.0, &params, &mut handle),
+                "creating a UCX worker (ucp_worker_create)",
+            )?;
+            let state = Box::into_raw(Box::new(CbState {
+                node,
+                worker,
+                inbox: Vec::with_capacity(64),
+                done: Vec::with_capacity(64),
+                pool: Vec::new(),
+                sends_done: Vec::new(),
+            }));
+            let mut am: ucp_am_handler_param_t = std::mem::zeroed();
+            am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID
+                | UCP_AM_HANDLER_PARAM_FIELD_FLAGS
+                | UCP_AM_HANDLER_PARAM_FIELD_CB
+                | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+            am.id = AM_RPC;
+            am.flags = UCP_AM_FLAG_WHOLE_MSG;
+            am.cb = Some(on_rpc);
+            am.arg = state as *mut c_void;
+            let status = ucp_worker_set_am_recv_handler(handle, &am);
+            if status != UCS_OK {
+                ucp_worker_destroy(handle);
+                drop(Box::from_raw(state));
+                return Err(format!(
+                    "registering the RPC handler failed: {}",
+                    status_text(status)
+                ));
+            }
+            let mut attr: ucp_worker_attr_t = std::mem::zeroed();
+            attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS;
+            let status = ucp_worker_query(handle, &mut attr);
+            if status != UCS_OK {
+                ucp_worker_destroy(handle);
+                drop(Box::from_raw(state));
+                return Err(format!(
+                    "querying the worker address failed: {}",
+                    status_text(status)
+                ));
+            }
+            let address =
+                std::slice::from_raw_parts(attr.address as *const u8, attr.address_length).to_vec();
+            ucp_worker_release_address(handle, attr.address);
+            Ok(UcxWorkerHost {
+                worker: handle,
+                state,
+                address,
+            })
+        }
+    }
+
+    /// This worker's UCP address (sent to every peer).
+    pub fn address(&self) -> &[u8] {
+        &self.address
+    }
+
+    /// Connects to the worker of the same index on every node (`peers`,
+    /// by node; this node's own entry gives the loopback endpoint).
+    pub fn connect(
+        self,
+        context: &UcxContext,
+        peers: &[PeerInfo],
+        local_atomics_cpu: bool,
+    ) -> Result<UcxEndpoint, String> {
+        let (node, worker) = unsafe { ((*self.state).node, (*self.state).worker) };
+        let mut endpoint = UcxEndpoint {
+            worker: self.worker,
+            state: self.state,
+            node,
+            worker_index: worker,
+            eps: Vec::with_capacity(peers.len()),
+            ep_errs: Vec::with_capacity(peers.len()),
+            rkeys: Vec::with_capacity(peers.len()),
+            bases: peers.iter().map(|p| p.base_address).collect(),
+            region: context.region.clone(),
+            local_atomics_cpu,
+            failure: context.failure.clone(),
+            epoch: context.epoch,
+            counters: VerbCounters::default(),
+            flights: Vec::new(),
+            sends: Vec::new(),
+            outstanding: 0,
+            links: vec![LinkOrder::default(); peers.len()],
+            immediate: vec![0; peers.len()],
+        };
+        std::mem::forget(self);
+        for (peer, info) in peers.iter().enumerate() {
+            let err = Box::new(EpErr {
+                node: peer as NodeId,
+                failure: context.failure.clone(),
+            });
+            // SAFETY: the address bytes are a UCP worker address from the
+            // bootstrap; the error argument is boxed and kept in `ep_errs`.
+            unsafe {
+                let mut params: ucp_ep_params_t = std::mem::zeroed();
+                params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+                params.address = info.worker_address.as_ptr() as *const c_void;
+                if context.peer_errors {
+                    params.field_mask |=
+                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+                    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+                    params.err_handler = ucp_err_handler_t {
+                        cb: Some(on_ep_error),
+                        arg: &*err as *const EpErr as *mut c_void,
+                    };
+                }
+                let mut ep = null_mut();
+                check(
+                    ucp_ep_create(endpoint.worker, &params, &mut ep),
+                    &format!("connecting worker {worker} to node {peer} (ucp_ep_create)"),
+                )?;
+                endpoint.eps.push(ep);
+                endpoint.ep_errs.push(err);
+                let mut rkey = null_mut();
+                check(
+                    ucp_ep_rkey_unpack(ep, info.rkey.as_ptr() as *const c_void, &mut rkey),
+                    &format!("unpacking node {peer}'s rkey"),
+                )?;
+                endpoint.rkeys.push(rkey);
+            }
+        }
+        Ok(endpoint)
+    }
+}
+
+impl Drop for UcxWorkerHost {
+    fn drop(&mut self) {
+        // SAFETY: never connected (connect forgets self), so nothing else
+        // refers to the worker or its state.
+        unsafe {
+            ucp_worker_destroy(self.worker);
+            drop(Box::from_raw(self.state));
+        }
+    }
+}
+
+/// One worker's endpoint on the `ucx` fabric.
+pub struct UcxEndpoint {
+    worker: ucp_worker_h,
+    state: *mut CbState,
+    node: NodeId,
+    worker_index: u16,
+    eps: Vec<ucp_ep_h>,
+    /// Boxed: UCX holds their addresses.
+    #[allow(clippy::vec_box)]
+    ep_errs: Vec<Box<EpErr>>,
+    rkeys: Vec<ucp_rkey_h>,
+    bases: Vec<u64>,
+    region: Arc<Region>,
+    local_atomics_cpu: bool,
+    failure: Arc<PeerFailure>,
+    epoch: Instant,
+    counters: VerbCounters,
+    /// Recycled flights and send records (boxed: UCX holds their
+    /// addresses while they are in flight).
+    #[allow(clippy::vec_box)]
+    flights: Vec<Box<Flight>>,
+    #[allow(clippy::vec_box)]
+    sends: Vec<Box<SendFlight>>,
+    /// Flights posted and not yet delivered.
+    outstanding: u32,
+    /// Per target node: what a later verb may have to wait for.
+    links: Vec<LinkOrder>,
+    /// Per target node: single verbs to skip before trying the fast path
+    /// again (0: try it).
+    immediate: Vec<u32>,
+}
+
+// SAFETY: an endpoint is created on its worker's thread and used there only;
+// `Send` lets the engine hand it to that thread's `Worker` before running.
+unsafe impl Send for UcxEndpoint {}
+
+impl UcxEndpoint {
+    /// The transports UCX chose for the endpoint to `node` (from
+    /// `ucp_ep_print_info`), e.g. `["posix/memory", "cma/memory"]`.
+    pub fn transports_to(&self, node: NodeId) -> Vec<String> {
+        let text = self.ep_info(node);
+        let mut names: Vec<String> = Vec::new();
+        for line in text.lines().filter(|l| l.contains("lane[")) {
+            // "...lane[0]:  2:posix/memory.0 md1 ..." → "posix/memory"
+            for token in line.split_whitespace() {
+                let token = token.split_once(':').map_or(token, |(_, t)| t);
+                if let Some((tl, device)) = token.split_once('/') {
+                    if !tl.is_empty() && tl.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                        let device = device.split('.').next().unwrap_or(device);
+                        let name = format!("{tl}/{device}");
+                        if !names.contains(&name) {
+                            names.push(name);
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        names
+    }
+
+    fn ep_info(&self, node: NodeId) -> String {
+        // SAFETY: open_memstream/fclose/free from the C library; the ep is
+        // live on this thread.
+        unsafe {
+            let mut buffer: *mut std::ffi::c_char = null_mut();
+            let mut size = 0usize;
+            let stream = open_memstream(&mut buffer, &mut size);
+            if stream.is_null() {
+                return String::new();
+            }
+            ucp_ep_print_info(self.eps[node as usize], stream);
+            fclose(stream);
+            if buffer.is_null() {
+                return String::new();
+            }
+            let text =
+                String::from_utf8_lossy(std::slice::from_raw_parts(buffer as *const u8, size))
+                    .into_owned();
+            free(buffer as *mut c_void);
+            text
+        }
+    }
+
+    fn state(&mut self) -> &mut CbState {
+        // SAFETY: owned by this endpoint, used on its thread; callbacks only
+        // run inside `progress`, when no such reference is live.
+        unsafe { &mut *self.state }
+    }
+
+    fn progress(&mut self) -> u32 {
+        let mut events = 0;
+        for _ in 0..16 {
+            // SAFETY: the worker belongs to this thread.
+            let n = unsafe { ucp_worker_progress(self.worker) };
+            if n == 0 {
+                break;
+            }
+            events += n;
+        }
+        let state = self.state;
+        // SAFETY: see `state`.
+        let sends = unsafe { &mut (*state).sends_done };
+        for send in sends.drain(..) {
+            // SAFETY: a send flight completed by its callback; boxed by us.
+            let mut send = unsafe { Box::from_raw(send) };
+            let payload = std::mem::take(&mut send.payload);
+            // SAFETY: see `state`.
+            unsafe { (*state).pool.push(payload) };
+            self.sends.push(send);
+        }
+        events
+    }
+
+    /// Keeps FIFO towards `node` before posting an operation there: if an
+    /// earlier operation to `node` may still be incomplete and either one
+    /// writes (WRITE, CAS, FAA), the endpoint is flushed and the flush
+    /// awaited first (see the module docs). READs after READs never wait.
+    fn order(&mut self, node: NodeId, writes: bool) {
+        let link = self.links[node as usize];
+        if link.pending && (link.writes || writes) {
+            self.flush_and_wait(node);
+            self.links[node as usize] = LinkOrder::default();
+        }
+    }
+
+    /// Notes an operation just posted to `node` (`done`: UCX completed it
+    /// at once, which for a PUT still only means locally).
+    fn posted(&mut self, node: NodeId, writes: bool, done: bool, put: bool) {
+        let link = &mut self.links[node as usize];
+        if !done || put {
+            link.pending = true;
+            link.writes |= writes;
+        }
+    }
+
+    fn flush_and_wait(&mut self, node: NodeId) {
+        // SAFETY: the ep and worker belong to this thread; the request is
+        // polled to completion (or given up when the run is abandoned,
+        // after which the process ends) and freed once.
+        unsafe {
+            let param: ucp_request_param_t = std::mem::zeroed();
+            let status = ucp_ep_flush_nbx(self.eps[node as usize], &param);
+            match classify(status) {
+                StatusPtr::Done => {}
+                StatusPtr::Error(code) => self.failure.set(node, code),
+                StatusPtr::Request(request) => {
+                    while ucp_request_check_status(request) == UCS_INPROGRESS {
+                        if self.failure.abandoned() {
+                            break;
+                        }
+                        ucp_worker_progress(self.worker);
+                    }
+                    let code = ucp_request_check_status(request);
+                    if code != UCS_OK && code != UCS_INPROGRESS {
+                        self.failure.set(node, code);
+                    }
+                    ucp_request_free(request);
+                }
+            }
+        }
+    }
+
+    fn note(flight: &mut Flight, status: ucs_status_ptr_t, failure: &PeerFailure, node: NodeId) {
+        match classify(status) {
+            StatusPtr::Done => flight.remaining -= 1,
+            StatusPtr::Request(_) => {}
+            StatusPtr::Error(code) => {
+                flight.failed = true;
+                flight.remaining -= 1;
+                failure.set(node, code);
+            }
+        }
+    }
+
+    /// The fast path of a batch of one READ, CAS or FAA: posted with
+    /// `UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL` straight into the caller's result
+    /// slot, no staging, no completion message. Taken only while nothing
+    /// to that node is pending (FIFO holds trivially) and while UCX keeps
+    /// completing such operations at once (shared memory does: they are
+    /// loads and CPU atomics on the mapped region). If UCX answers with a
+    /// request anyway (a connection still being set up, a transport that
+    /// completes later), it is awaited here — the caller's buffer must not
+    /// outlive the call — and the fast path rests for that node for the
+    /// next `IMMEDIATE_BACKOFF` single verbs.
+    fn try_immediate(&mut self, verb: &Verb, results: &mut [u64]) -> bool {
+        let node = verb.node as usize;
+        if verb.kind == VerbKind::Write
+            || self.links[node].pending
+            || (verb.node == self.node && self.local_atomics_cpu)
+        {
+            return false;
+        }
+        if self.immediate[node] > 0 {
+            self.immediate[node] -= 1;
+            return false;
+        }
+        let ep = self.eps[node];
+        let rkey = self.rkeys[node];
+        let remote = self.bases[node] + verb.addr * 8;
+        let buf = verb.buf as usize;
+        // SAFETY: the result slot is the caller's and outlives this call,
+        // which does not return before UCX is done with it.
+        let status = unsafe {
+            let mut param: ucp_request_param_t = std::mem::zeroed();
+            param.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+            match verb.kind {
+                VerbKind::Read => {
+                    let out = &mut results[buf..buf + verb.len as usize];
+                    ucp_get_nbx(
+                        ep,
+                        out.as_mut_ptr() as *mut c_void,
+                        out.len() * 8,
+                        remote,
+                        rkey,
+                        &param,
+                    )
+                }
+                _ => {
+                    let operand = if verb.kind == VerbKind::Cas {
+                        results[buf] = verb.swap;
+                        verb.compare
+                    } else {
+                        verb.compare
+                    };
+                    param.op_attr_mask |=
+                        UCP_OP_ATTR_FIELD_REPLY_BUFFER | UCP_OP_ATTR_FIELD_DATATYPE;
+                    param.reply_buffer = &mut results[buf] as *mut u64 as *mut c_void;
+                    param.datatype = DATATYPE_WORD;
+                    let opcode = if verb.kind == VerbKind::Cas {
+                        UCP_ATOMIC_OP_CSWAP
+                    } else {
+                        UCP_ATOMIC_OP_ADD
+                    };
+                    ucp_atomic_op_nbx(
+                        ep,
+                        opcode,
+                        &operand as *const u64 as *const c_void,
+                        1,
+                        remote,
+                        rkey,
+                        &param,
+                    )
+                }
+            }
+        };
+        match classify(status) {
+            StatusPtr::Done => {}
+            // Cannot complete at once now: take the general path.
+            StatusPtr::Error(code) if code == UCS_ERR_NO_RESOURCE => return false,
+            // Anything else (e.g. the flag unsupported on this transport):
+            // the general path, from now on; it reports real failures.
+            StatusPtr::Error(_) => {
+                self.immediate[node] = IMMEDIATE_BACKOFF;
+                return false;
+            }
+            StatusPtr::Request(request) => {
+                self.immediate[node] = IMMEDIATE_BACKOFF;
+                // SAFETY: polled to completion on this thread, freed once.
+                unsafe {
+                    while ucp_request_check_status(request) == UCS_INPROGRESS
+                        && !self.failure.abandoned()
+                    {
+                        ucp_worker_progress(self.worker);
+                    }
+                    ucp_request_free(request);
+                }
+            }
+        }
+        self.counters.count(verb);
+        self.counters.doorbells += 1;
+        true
+    }
+
+    /// Runs a batch to this node on the region itself (`local_atomics = cpu`).
+    fn post_local(&mut self, verbs: &[Verb], write_data: &[u64], results: &mut [u64]) {
+        for verb in verbs {
+            self.counters.count(verb);
+            let buf = verb.buf as usize;
+            match verb.kind {
+                VerbKind::Read => self
+                    .region
+                    .read(verb.addr, &mut results[buf..buf + verb.len as usize]),
+                VerbKind::Write => self
+                    .region
+                    .write(verb.addr, &write_data[buf..buf + verb.len as usize]),
+                VerbKind::Cas => results[buf] = self.region.cas(verb.addr, verb.compare, verb.swap),
+                VerbKind::Faa => results[buf] = self.region.faa(verb.addr, verb.compare),
+            }
+        }
+        self.counters.doorbells += 1;
+    }
+}
+
+impl Endpoint for UcxEndpoint {
+    fn node(&self) -> NodeId {
+        self.node
+    }
+
+    fn worker(&self) -> u16 {
+        self.worker_index
+    }
+
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    fn post(
+        &mut self,
+        coroutine: u16,
+        tag: u16,
+        verbs: &[Verb],
+        write_data: &[u64],
+        results: &mut [u64],
+    ) -> Posted {
+        let Some(first) = verbs.first() else {
+            return Posted::At(0);
+        };
+        let target = first.node;
+        if target == self.node && self.local_atomics_cpu {
+            self.post_local(verbs, write_data, results);
+            return Posted::At(0);
+        }
+        if verbs.len() == 1 && self.try_immediate(&verbs[0], results) {
+            return Posted::At(0);
+        }
+        let mut flight = self.flights.pop().unwrap_or_else(|| {
+            Box::new(Flight {
+                state: self.state,
+                coroutine: 0,
+                tag: 0,
+                verbs: 0,
+                remaining: 0,
+                failed: false,
+                results: Vec::new(),
+                staging: Vec::new(),
+            })
+        });
+        // Size both buffers before any operation points into them.
+        let mut result_words = 0usize;
+        let mut staging_words = 0usize;
+        let mut writes = false;
+        for verb in verbs {
+            debug_assert_eq!(verb.node, target, "a doorbell batch targets one node");
+            match verb.kind {
+                VerbKind::Read => result_words += verb.len as usize,
+                VerbKind::Write => {
+                    staging_words += verb.len as usize;
+                    writes = true;
+                }
+                VerbKind::Cas | VerbKind::Faa => {
+                    result_words += 1;
+                    staging_words += 1;
+                }
+            }
+        }
+        flight.coroutine = coroutine;
+        flight.tag = tag;
+        flight.verbs = verbs.len() as u16;
+        flight.failed = false;
+        flight.results.clear();
+        flight.results.resize(result_words, 0);
+        flight.staging.clear();
+        flight.staging.resize(staging_words, 0);
+        // One for every operation plus a guard released at the end.
+        flight.remaining = verbs.len() as u32 + writes as u32 + 1;
+        let ep = self.eps[target as usize];
+        let rkey = self.rkeys[target as usize];
+        let base = self.bases[target as usize];
+        let flight_ptr: *mut Flight = &mut *flight;
+        // SAFETY: param structs are valid; buffers point into the boxed
+        // flight's vectors, sized above and not touched until it completes.
+        unsafe {
+            // RMA counts bytes (UCP supports only ucp_dt_make_contig(1)
+            // there); atomics count 8-byte elements.
+            let mut param: ucp_request_param_t = std::mem::zeroed();
+            param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+            param.cb = Some(on_verb_done);
+            param.user_data = flight_ptr as *mut c_void;
+            let results_ptr = (*flight_ptr).results.as_mut_ptr();
+            let staging_ptr = (*flight_ptr).staging.as_mut_ptr();
+            let mut at_result = 0usize;
+            let mut at_staging = 0usize;
+            for verb in verbs {
+                self.counters.count(verb);
+                let remote = base + verb.addr * 8;
+                let len = verb.len as usize;
+                let status = match verb.kind {
+                    VerbKind::Read => {
+                        self.order(target, false);
+                        let out = results_ptr.add(at_result);
+                        at_result += len;
+                        ucp_get_nbx(ep, out as *mut c_void, len * 8, remote, rkey, &param)
+                    }
+                    VerbKind::Write => {
+                        self.order(target, true);
+                        let buf = verb.buf as usize;
+                        let src = staging_ptr.add(at_staging);
+                        std::ptr::copy_nonoverlapping(
+                            write_data[buf..buf + len].as_ptr(),
+                            src,
+                            len,
+                        );
+                        at_staging += len;
+                        ucp_put_nbx(ep, src as *const c_void, len * 8, remote, rkey, &param)
+                    }
+                    VerbKind::Cas | VerbKind::Faa => {
+                        self.order(target, true);
+                        let operand = staging_ptr.add(at_staging);
+                        let reply = results_ptr.add(at_result);
+                        at_staging += 1;
+                        at_result += 1;
+                        // CSWAP: `buffer` holds the expected value, the
+                        // reply buffer the new one and then the old value.
+                        let opcode = if verb.kind == VerbKind::Cas {
+                            *operand = verb.compare;
+                            *reply = verb.swap;
+                            UCP_ATOMIC_OP_CSWAP
+                        } else {
+                            *operand = verb.compare;
+                            UCP_ATOMIC_OP_ADD
+                        };
+                        let mut atomic = std::ptr::read(&param);
+                        atomic.op_attr_mask |=
+                            UCP_OP_ATTR_FIELD_REPLY_BUFFER | UCP_OP_ATTR_FIELD_DATATYPE;
+                        atomic.datatype = DATATYPE_WORD;
+                        atomic.reply_buffer = reply as *mut c_void;
+                        ucp_atomic_op_nbx(
+                            ep,
+                            opcode,
+                            operand as *const c_void,
+                            1,
+                            remote,
+                            rkey,
+                            &atomic,
+                        )
+                    }
+                };
+                let done = !matches!(classify(status), StatusPtr::Request(_));
+                let put = verb.kind == VerbKind::Write;
+                self.posted(target, verb.kind != VerbKind::Read, done, put);
+                Self::note(&mut *flight_ptr, status, &self.failure, target);
+            }
+            if writes {
+                // Remote completion of the PUTs (and, by the flushes, of
+                // everything before them on this endpoint).
+                let status = ucp_ep_flush_nbx(ep, &param);
+                Self::note(&mut *flight_ptr, status, &self.failure, target);
+                if !matches!(classify(status), StatusPtr::Request(_)) {
+                    // Flushed at once: everything before is remotely done.
+                    self.links[target as usize] = LinkOrder::default();
+                }
+            }
+        }
+        self.counters.doorbells += 1;
+        flight.remaining -= 1; // the guard
+        if flight.remaining == 0 && !flight.failed {
+            // Everything completed at once: hand the results over now.
+            let mut from = 0;
+            for verb in verbs {
+                if verb.kind != VerbKind::Write {
+                    let len = verb.len as usize;
+                    let at = verb.buf as usize;
+                    results[at..at + len].copy_from_slice(&flight.results[from..from + len]);
+                    from += len;
+                }
+            }
+            self.flights.push(flight);
+            return Posted::At(0);
+        }
+        self.outstanding += 1;
+        let raw = Box::into_raw(flight);
+        // SAFETY: raw is a live flight; if it already completed (all
+        // immediate but failed) deliver it through the done list.
+        unsafe {
+            if (*raw).remaining == 0 {
+                (*self.state).done.push(raw);
+            }
+        }
+        Posted::Deferred
+    }
+
+    fn send(&mut self, msg: Message) {
+        if msg.flags & MSG_REPLY == 0 {
+            self.counters.rpc += 1;
+            self.counters.rpc_request_bytes += 8 * msg.payload.len() as u64;
+        }
+        if msg.dst_node == self.node && msg.dst_worker == self.worker_index {
+            self.state().inbox.push(msg);
+            return;
+        }
+        debug_assert_eq!(
+            msg.dst_worker, self.worker_index,
+            "RPCs go to the worker of the same index"
+        );
+        let mut send = self.sends.pop().unwrap_or_else(|| {
+            Box::new(SendFlight {
+                state: self.state,
+                header: [0; HEADER_WORDS],
+                payload: Vec::new(),
+            })
+        });
+        send.header = [
+            ((msg.src_node as u64) << 48)
+                | ((msg.src_worker as u64) << 32)
+                | ((msg.coroutine as u64) << 16)
+                | msg.call as u64,
+            ((msg.kind as u64) << 8) | msg.flags as u64,
+        ];
+        send.payload = msg.payload;
+        let ep = self.eps[msg.dst_node as usize];
+        let raw = Box::into_raw(send);
+        // SAFETY: header and payload live in the boxed send flight until the
+        // completion callback (or now, if it completed at once).
+        let status = unsafe {
+            let mut param: ucp_request_param_t = std::mem::zeroed();
+            param.op_attr_mask =
+                UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+            param.cb = Some(on_send_done);
+            param.user_data = raw as *mut c_void;
+            param.flags = UCP_AM_SEND_FLAG_EAGER;
+            ucp_am_send_nbx(
+                ep,
+                AM_RPC,
+                (*raw).header.as_ptr() as *const c_void,
+                HEADER_WORDS * 8,
+                (*raw).payload.as_ptr() as *const c_void,
+                (*raw).payload.len() * 8,
+                &param,
+            )
+        };
+        match classify(status) {
+            StatusPtr::Request(_) => {}
+            other => {
+                if let StatusPtr::Error(code) = other {
+                    self.failure.set(msg.dst_node, code);
+                }
+                // SAFETY: UCX no longer refers to the buffers.
+                let mut send = unsafe { Box::from_raw(raw) };
+                let payload = std::mem::take(&mut send.payload);
+                self.state().pool.push(payload);
+                self.sends.push(send);
+            }
+        }
+    }
+
+    fn receive(&mut self, out: &mut Vec<Message>) {
+        self.progress();
+        let state = self.state;
+        // SAFETY: see `state`; no callback runs during this block.
+        unsafe {
+            out.append(&mut (*state).inbox);
+            for raw in (*state).done.drain(..) {
+                let mut flight = Box::from_raw(raw);
+                let mut payload = (*state).pool.pop().unwrap_or_default();
+                payload.clear();
+                if flight.failed {
+                    // The run is being abandoned (PeerFailure is set); zeros
+                    // keep the worker from waiting forever meanwhile.
+                    payload.resize(flight.results.len(), 0);
+                } else {
+                    payload.extend_from_slice(&flight.results);
+                }
+                out.push(Message {
+                    src_node: self.node,
+                    src_worker: self.worker_index,
+                    dst_node: self.node,
+                    dst_worker: self.worker_index,
+                    coroutine: flight.coroutine,
+                    call: flight.tag,
+                    kind: flight.verbs,
+                    flags: MSG_COMPLETION,
+                    deliver_at_ns: 0,
+                    payload,
+                });
+                flight.remaining = 0;
+                self.flights.push(flight);
+                self.outstanding -= 1;
+            }
+        }
+        if self.outstanding == 0 {
+            // Every operation posted so far has completed (PUTs included:
+            // a batch with PUTs completes with its flush).
+            for link in self.links.iter_mut() {
+                *link = LinkOrder::default();
+            }
+        }
+    }
+
+    fn spend_cpu(&mut self, ns: u64) {
+        if ns == 0 {
+            return;
+        }
+        let until = self.now_ns() + ns;
+        while self.now_ns() < until {
+            std::hint::spin_loop();
+        }
+    }
+
+    fn idle(&mut self, wake_at_ns: Option<u64>) {
+        let ready = |endpoint: &mut Self| {
+            let events = endpoint.progress();
+            let state = endpoint.state();
+            events > 0
+                || !state.inbox.is_empty()
+                || !state.done.is_empty()
+                || wake_at_ns.is_some_and(|t| endpoint.now_ns() >= t)
+        };
+        for _ in 0..SPIN_ROUNDS {
+            if ready(self) {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+        let yield_until = self.now_ns() + YIELD_BUDGET_NS;
+        while self.now_ns() < yield_until {
+            std::thread::yield_now();
+            if ready(self) {
+                return;
+            }
+        }
+        // Return now and then even with nothing to do: the caller may have
+        // been told to stop (the end of a run is not a message).
+        let give_up_at = self.now_ns() + MAX_IDLE_NS;
+        let mut sleep = Duration::from_micros(5);
+        while self.now_ns() < give_up_at {
+            let sleep_now = match wake_at_ns {
+                Some(t) => sleep.min(Duration::from_nanos(t.saturating_sub(self.now_ns()))),
+                None => sleep,
+            };
+            std::thread::sleep(sleep_now);
+            if ready(self) || self.failure.get().is_some() || self.failure.abandoned() {
+                return;
+            }
+            sleep = (sleep * 2).min(MAX_SLEEP);
+        }
+    }
+
+    fn counters(&self) -> &VerbCounters {
+        &self.counters
+    }
+}
+
+impl Drop for UcxEndpoint {
+    fn drop(&mut self) {
+        // SAFETY: on the owning thread; requests of a forced close need only
+        // local progress. Flights still outstanding (a failed run) are
+        // leaked rather than freed under UCX.
+        unsafe {
+            for &rkey in &self.rkeys {
+                ucp_rkey_destroy(rkey);
+            }
+            for &ep in &self.eps {
+                let mut param: ucp_request_param_t = std::mem::zeroed();
+                param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+                param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+                let status = ucp_ep_close_nbx(ep, &param);
+                if let StatusPtr::Request(request) = classify(status) {
+                    let deadline = Instant::now() + Duration::from_secs(1);
+                    while ucp_request_check_status(request) == UCS_INPROGRESS
+                        && Instant::now() < deadline
+                    {
+                        ucp_worker_progress(self.worker);
+                    }
+                    ucp_request_free(request);
+                }
+            }
+            if self.outstanding == 0 {
+                ucp_worker_destroy(self.worker);
+                drop(Box::from_raw(self.state));
+            }
+        }
+        self.ep_errs.clear();
+    }
+}

@@ -1,0 +1,343 @@
+//! Multi-process runs on the `ucx` fabric, on loopback: every rank a real
+//! process started by the `verbena` binary, over shared memory and over
+//! TCP, 2 and 4 processes, with the serializability checker and the
+//! invariants on; and the faults a user must never see hang — a rank that
+//! never joins, one that is killed, one that stops responding.
+//!
+//! Built only with `--features ucx` (`.ci/run` runs it and fails if it is
+//! skipped).
+#![cfg(feature = "ucx")]
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn verbena() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_verbena"))
+}
+
+fn launch(args: &[&str]) -> (Output, serde_json::Value) {
+    let output = verbena()
+        .arg("launch")
+        .args(args)
+        .args([
+            "--json",
+            "-",
+            "--join-timeout",
+            "30",
+            "--stall-timeout",
+            "15",
+        ])
+        .output()
+        .expect("verbena launch runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "launch {args:?} failed: {stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("launch {args:?}: no JSON report ({e}); stderr: {stderr}"));
+    (output, report)
+}
+
+/// Asserts a checked multi-process report: serializable, invariants held,
+/// every rank named, and the transports UCX chose of the kind asked for.
+fn assert_checked_report(report: &serde_json::Value, nodes: usize, transport: &str) {
+    let check = &report["check"];
+    assert_eq!(check["serializable"], true, "{check}");
+    assert_eq!(check["invariants_ok"], true, "{check}");
+    assert!(check["txn_count"].as_u64().unwrap() > 0, "{check}");
+    assert_eq!(report["config"]["fabric"], "ucx");
+    assert_eq!(report["config"]["nodes"], nodes);
+    assert_eq!(report["time"], "wall");
+    assert_eq!(
+        report["worker_txn_per_s"].as_array().unwrap().len(),
+        nodes,
+        "one entry per worker of every rank"
+    );
+    let cluster = &report["cluster"];
+    let ranks = cluster["ranks"].as_array().expect("ranks listed");
+    assert_eq!(ranks.len(), nodes);
+    for (index, rank) in ranks.iter().enumerate() {
+        assert_eq!(rank["rank"], index);
+        assert!(rank["pid"].as_u64().unwrap() > 0);
+        let to_others: Vec<String> = rank["transports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .filter(|(target, _)| *target != index)
+            .flat_map(|(_, names)| names.as_array().unwrap().clone())
+            .map(|n| n.as_str().unwrap().to_string())
+            .collect();
+        assert!(!to_others.is_empty(), "rank {index} names no transport");
+        for name in &to_others {
+            let ok = match transport {
+                "tcp" => name.starts_with("tcp/"),
+                _ => ["sysv/", "posix/", "cma/", "xpmem/", "knem/"]
+                    .iter()
+                    .any(|p| name.starts_with(p)),
+            };
+            assert!(ok, "transport {transport} but UCX chose {name}");
+        }
+    }
+    assert_eq!(cluster["transport"], transport);
+}
+
+const SMALL: [&str; 8] = [
+    "--duration",
+    "0.4",
+    "--warmup",
+    "0.1",
+    "--rows-per-node",
+    "2000",
+    "--check",
+    "--compute-us",
+];
+
+fn run_case(nodes: usize, transport: &str, protocol_args: &[&str]) {
+    let count = nodes.to_string();
+    let mut args = vec!["--local", count.as_str(), "--transport", transport];
+    args.extend_from_slice(&SMALL);
+    args.push("1");
+    args.extend_from_slice(protocol_args);
+    let (_, report) = launch(&args);
+    assert_checked_report(&report, nodes, transport);
+    if protocol_args.contains(&"rpc") || transport == "shm" {
+        assert!(
+            report["committed"].as_u64().unwrap() > 0,
+            "{args:?} committed nothing"
+        );
+    }
+}
+
+#[test]
+fn two_processes_over_shared_memory_are_serializable() {
+    run_case(2, "shm", &["--protocol", "no_wait"]);
+    run_case(2, "shm", &["--protocol", "occ", "--stages", "read=rpc"]);
+    run_case(2, "shm", &["--protocol", "no_wait", "--primitive", "rpc"]);
+}
+
+#[test]
+fn four_processes_over_shared_memory_are_serializable() {
+    run_case(4, "shm", &["--protocol", "occ"]);
+    run_case(
+        4,
+        "shm",
+        &["--protocol", "no_wait", "--local-atomics", "cpu"],
+    );
+}
+
+#[test]
+fn two_processes_over_tcp_are_serializable() {
+    run_case(2, "tcp", &["--protocol", "occ", "--primitive", "rpc"]);
+    run_case(2, "tcp", &["--protocol", "no_wait", "--stages", "lock=rpc"]);
+    run_case(2, "tcp", &["--protocol", "occ"]);
+}
+
+#[test]
+fn four_processes_over_tcp_are_serializable() {
+    run_case(4, "tcp", &["--protocol", "no_wait", "--primitive", "rpc"]);
+    run_case(
+        4,
+        "tcp",
+        &["--protocol", "occ", "--stages", "lock=rpc,read=rpc"],
+    );
+}
+
+// ---- faults: bounded time, the rank and host named ----
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_node(rank: u32, nodes: u32, port: u16, extra: &[&str]) -> Child {
+    verbena()
+        .args([
+            "node",
+            "--rank",
+            &rank.to_string(),
+            "--nodes",
+            &nodes.to_string(),
+            "--bootstrap",
+            &format!("127.0.0.1:{port}"),
+            "--transport",
+            "shm",
+            "--rows-per-node",
+            "2000",
+        ])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("verbena node starts")
+}
+
+/// Waits for `child` at most `limit`; its exit code and stderr.
+fn finish_within(mut child: Child, limit: Duration) -> (i32, String) {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            use std::io::Read;
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut stderr)
+                .unwrap();
+            return (status.code().unwrap_or(-1), stderr);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("a rank did not stop within {limit:?}: it hangs");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_rank_that_never_joins_stops_the_others_in_bounded_time() {
+    let port = free_port();
+    let timeouts = ["--join-timeout", "2", "--duration", "0.5"];
+    let rank0 = start_node(0, 3, port, &timeouts);
+    let rank1 = start_node(1, 3, port, &timeouts);
+    // Rank 2 is never started.
+    for child in [rank0, rank1] {
+        let (code, stderr) = finish_within(child, Duration::from_secs(20));
+        assert_eq!(code, 1, "{stderr}");
+        assert!(stderr.contains("rank(s) 2 never joined"), "{stderr}");
+    }
+}
+
+#[test]
+fn a_killed_rank_is_named_by_the_others_in_bounded_time() {
+    let port = free_port();
+    let args = ["--duration", "60", "--warmup", "0", "--stall-timeout", "3"];
+    let rank0 = start_node(0, 3, port, &args);
+    let mut rank1 = start_node(1, 3, port, &args);
+    let rank2 = start_node(2, 3, port, &args);
+    std::thread::sleep(Duration::from_secs(3));
+    let pid = rank1.id();
+    rank1.kill().unwrap();
+    rank1.wait().unwrap();
+    let started = Instant::now();
+    for child in [rank0, rank2] {
+        let (code, stderr) = finish_within(child, Duration::from_secs(30));
+        assert_eq!(code, 1, "{stderr}");
+        assert!(
+            stderr.contains("rank 1 (host ") && stderr.contains(&format!("pid {pid})")),
+            "the error names the dead rank, its host and pid: {stderr}"
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
+fn a_hung_rank_is_named_by_the_others_in_bounded_time() {
+    let port = free_port();
+    let args = ["--duration", "60", "--warmup", "0", "--stall-timeout", "3"];
+    let rank0 = start_node(0, 3, port, &args);
+    let rank1 = start_node(1, 3, port, &args);
+    let mut rank2 = start_node(2, 3, port, &args);
+    std::thread::sleep(Duration::from_secs(3));
+    let pid = rank2.id();
+    let stopped = Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    for child in [rank0, rank1] {
+        let (code, stderr) = finish_within(child, Duration::from_secs(30));
+        assert_eq!(code, 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!("pid {pid})")) && stderr.contains("rank 2"),
+            "the error names the hung rank: {stderr}"
+        );
+    }
+    let _ = Command::new("kill")
+        .args(["-CONT", &pid.to_string()])
+        .status();
+    let _ = rank2.kill();
+    let _ = rank2.wait();
+}
+
+#[test]
+fn mismatched_ranks_and_bad_launch_flags_are_refused() {
+    // Two ranks with different configurations.
+    let port = free_port();
+    let rank0 = start_node(0, 2, port, &["--join-timeout", "5", "--seed", "1"]);
+    let rank1 = start_node(1, 2, port, &["--join-timeout", "5", "--seed", "2"]);
+    for child in [rank0, rank1] {
+        let (code, stderr) = finish_within(child, Duration::from_secs(20));
+        assert_eq!(code, 1, "{stderr}");
+        assert!(stderr.contains("different configuration"), "{stderr}");
+    }
+    let output = verbena()
+        .args([
+            "launch",
+            "--local",
+            "2",
+            "--transport",
+            "rdma",
+            "--local-atomics",
+            "cpu",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("local_atomics = cpu") && stderr.contains("shm or tcp"),
+        "{stderr}"
+    );
+    let output = verbena()
+        .args(["launch", "--local", "2", "--nodes", "3"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--nodes 3 contradicts"), "{stderr}");
+}
+
+#[test]
+fn fabric_bench_reports_a_rate_and_the_chosen_transports() {
+    for (transport, op) in [("shm", "cas"), ("shm", "rpc"), ("tcp", "read")] {
+        let output = verbena()
+            .args([
+                "fabric-bench",
+                "--transport",
+                transport,
+                "--op",
+                op,
+                "--window",
+                "4",
+                "--seconds",
+                "0.3",
+            ])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let rate: f64 = stdout
+            .split(" ops/s")
+            .next()
+            .and_then(|head| head.rsplit(' ').next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no rate in {stdout}"));
+        assert!(rate > 0.0, "{stdout}");
+        assert!(
+            stdout.contains(&format!("{op} 8 B over {transport}")),
+            "{stdout}"
+        );
+    }
+}
