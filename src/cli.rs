@@ -58,6 +58,7 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --nodes N                 nodes [2]
     --workers N               worker threads per node [1]
     --coroutines N            transaction coroutines per worker [8]
+    --workload W              ycsb | smallbank [ycsb]
     --protocol NAME           no_wait | occ [no_wait]
                               (named, not yet built: wait_die, wound_wait,
                               timestamp, mvcc, maat, sundial, cicada, calvin, drtm)
@@ -98,6 +99,17 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --hot-probability F       share of accesses to the hot area [0.1]
     --compute-us F            execution-phase compute per txn, µs [5]
     --partitions-per-txn N    nodes a transaction touches [min(2, nodes)]
+  SmallBank (--workload smallbank; DrTM Table 5, DrTM+H §5):
+    --sb-accounts-per-worker N customers per worker thread [100000]
+    --sb-hot-fraction F       share of customers that is hot [0.04]
+    --sb-hot-probability F    share of accesses to hot customers [0.9]
+    --sb-distributed F        probability a txn crosses nodes [1.0]
+    --sb-max-amount N         amounts uniform in 1..=N [100]
+    --sb-lookup-accounts B    read the accounts row first: true|false [false]
+    --sb-mix LIST             weights, e.g. send_payment=25,balance=15 (types
+                              not named get 0) [send_payment=25, amalgamate,
+                              balance, deposit_checking, write_check,
+                              transact_savings=15 each]
 
 CHECK FLAGS (verbena check: the correctness matrix on the sim fabric —
 every implemented protocol × all one-sided, all RPC, each stage flipped,
@@ -344,14 +356,12 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
                 }
             }
             "--workload" => {
-                config.workload = match v {
-                    "ycsb" => WorkloadKind::Ycsb,
-                    other => {
-                        return Err(usage(format!(
-                            "unknown workload `{other}`; workloads in this build: ycsb"
-                        )))
-                    }
-                }
+                config.workload = WorkloadKind::parse(v).ok_or_else(|| {
+                    usage(format!(
+                        "unknown workload `{v}`; workloads in this build: {}",
+                        WorkloadKind::NAMED.map(|(name, _)| name).join(", ")
+                    ))
+                })?
             }
             "--duration" => config.duration_s = parse_number(f, v, real)?,
             "--warmup" => config.warmup_s = parse_number(f, v, real)?,
@@ -395,7 +405,11 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
             "--partitions-per-txn" => {
                 config.ycsb.partitions_per_txn = Some(parse_number(f, v, count)?)
             }
-            other => return Err(usage(format!("unknown flag {other} for `verbena run`"))),
+            other => {
+                if !apply_workload_flag(&mut config, other, v)? {
+                    return Err(usage(format!("unknown flag {other} for `verbena run`")));
+                }
+            }
         }
     }
     if let Some(code) = hybrid {
@@ -403,6 +417,40 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
     }
     config.validate().map_err(|e| usage(e.0))?;
     Ok((config, outputs))
+}
+
+/// The flags of the SmallBank, PPS and TPC-E workloads (`--sb-…`,
+/// `--pps-…`, `--tpce-…`); false when `flag` is none of them.
+fn apply_workload_flag(config: &mut Config, flag: &str, v: &str) -> Result<bool, CliError> {
+    let count = "a whole number";
+    let real = "a number";
+    let boolean = |v: &str| match v.trim() {
+        "true" | "on" | "yes" | "1" => Ok(true),
+        "false" | "off" | "no" | "0" => Ok(false),
+        other => Err(usage(format!(
+            "{flag} `{other}` is not a switch; allowed: true, false"
+        ))),
+    };
+    let sb = &mut config.smallbank;
+    match flag {
+        "--sb-accounts-per-worker" => sb.accounts_per_worker = parse_number(flag, v, count)?,
+        "--sb-hot-fraction" => sb.hot_fraction = parse_number(flag, v, real)?,
+        "--sb-hot-probability" => sb.hot_probability = parse_number(flag, v, real)?,
+        "--sb-distributed" => sb.distributed_probability = parse_number(flag, v, real)?,
+        "--sb-max-amount" => sb.max_amount = parse_number(flag, v, count)?,
+        "--sb-lookup-accounts" => sb.lookup_accounts = boolean(v)?,
+        "--sb-mix" => {
+            let weights = crate::workloads::common::parse_mix(
+                flag,
+                v,
+                &crate::workloads::smallbank::TXN_TYPES,
+            )
+            .map_err(usage)?;
+            sb.mix = crate::workloads::smallbank::SmallBankMix::from_weights(&weights);
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 fn write_file(

@@ -16,6 +16,7 @@ use crate::fabric::profile::{deserialize_profile, NetworkProfile};
 use crate::fabric::sim::SimConfig;
 pub use crate::fabric::threads::LatencyConfig;
 use crate::protocols::{Primitive, ProtocolKind, StagePlan};
+pub use crate::workloads::smallbank::SmallBankConfig;
 
 /// Upper bounds that the id packing of `txn::ids` relies on.
 pub const MAX_NODES: u32 = 4096;
@@ -61,6 +62,9 @@ pub struct Config {
     /// Entries of each worker's location cache (DrTM+H §5.1); 0 disables it.
     pub location_cache_entries: u32,
     pub ycsb: YcsbConfig,
+    /// `[smallbank]`, `[pps]`, `[tpce]`: the knobs of those workloads
+    /// (each module documents its own).
+    pub smallbank: SmallBankConfig,
     /// Per-protocol knobs (`[protocol_options]`).
     pub protocol_options: ProtocolOptions,
     /// Test-only: OCC skips read-set validation. Exists to prove the checker
@@ -145,6 +149,31 @@ impl FabricKind {
 #[serde(rename_all = "snake_case")]
 pub enum WorkloadKind {
     Ycsb,
+    #[serde(rename = "smallbank")]
+    SmallBank,
+}
+
+impl WorkloadKind {
+    /// The workloads `--workload` accepts, by name.
+    pub const NAMED: [(&'static str, WorkloadKind); 2] = [
+        ("ycsb", WorkloadKind::Ycsb),
+        ("smallbank", WorkloadKind::SmallBank),
+    ];
+
+    pub fn name(self) -> &'static str {
+        WorkloadKind::NAMED
+            .iter()
+            .find(|(_, kind)| *kind == self)
+            .map_or("?", |(name, _)| name)
+    }
+
+    pub fn parse(text: &str) -> Option<WorkloadKind> {
+        let text = text.trim().to_ascii_lowercase().replace('_', "-");
+        WorkloadKind::NAMED
+            .iter()
+            .find(|(name, _)| *name == text)
+            .map(|(_, kind)| *kind)
+    }
 }
 
 /// Back-off after an abort: `min(base · 2^n, cap)` with jitter, `n` the
@@ -207,6 +236,7 @@ impl Default for Config {
             backoff: BackoffConfig::default(),
             location_cache_entries: 1 << 18,
             ycsb: YcsbConfig::default(),
+            smallbank: SmallBankConfig::default(),
             protocol_options: ProtocolOptions::default(),
             unsafe_skip_occ_validation: false,
         }
@@ -341,7 +371,20 @@ impl Config {
             )));
         }
         self.validate_protocol_options()?;
-        self.validate_ycsb()
+        self.validate_ycsb()?;
+        self.validate_workload_sections()
+    }
+
+    /// The sections of the SmallBank, PPS and TPC-E workloads: every value
+    /// in range always; the memory they need only for the selected one.
+    fn validate_workload_sections(&self) -> Result<(), ConfigError> {
+        let selected = |kind| self.workload == kind;
+        self.smallbank.validate(
+            self.nodes,
+            self.workers,
+            selected(WorkloadKind::SmallBank),
+        )?;
+        Ok(())
     }
 
     fn validate_protocol_options(&self) -> Result<(), ConfigError> {

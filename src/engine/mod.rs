@@ -35,6 +35,7 @@ use crate::protocols::{Protocol, ProtocolKind};
 use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout};
+use crate::workloads::smallbank::SmallBank;
 use crate::workloads::ycsb::Ycsb;
 use crate::workloads::Workload;
 
@@ -79,6 +80,10 @@ pub fn run(config: &Config) -> Result<RunOutput, RunError> {
     match config.workload {
         WorkloadKind::Ycsb => {
             let workload = Ycsb::new(&config.ycsb, config.nodes);
+            run_validated(&config, &workload)
+        }
+        WorkloadKind::SmallBank => {
+            let workload = SmallBank::new(&config.smallbank, config.nodes, config.workers);
             run_validated(&config, &workload)
         }
     }
@@ -198,6 +203,7 @@ fn run_workload<P: Protocol, W: Workload>(
         check,
     );
     report.sim = sim_run.map(|run| run.summary(&history, &stores));
+    report.txn_types = report::txn_type_summaries(workload.txn_types(), &total, config.duration_s);
     Ok(RunOutput {
         report,
         history: config.check.then_some(history),

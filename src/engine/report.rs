@@ -138,6 +138,8 @@ pub struct Report {
     /// How the worker threads' time went, as fractions of their wall time.
     pub worker_time: WorkerTime,
     pub location_cache_hit_rate: f64,
+    /// Per transaction type, for workloads with several (empty otherwise).
+    pub txn_types: Vec<TxnTypeSummary>,
     /// Null when the run did not check.
     pub check: Option<CheckSummary>,
     /// `wall` (threads) or `simulated` (sim: every time and rate in this
@@ -145,6 +147,41 @@ pub struct Report {
     pub time: &'static str,
     /// The simulation's own figures; null on other fabrics.
     pub sim: Option<SimSummary>,
+}
+
+/// One transaction type's share of a run (measured interval).
+#[derive(Clone, Debug, Serialize)]
+pub struct TxnTypeSummary {
+    pub name: &'static str,
+    pub committed: u64,
+    pub throughput_txn_per_s: f64,
+    /// Aborted attempts / (aborted attempts + commits) of this type.
+    pub abort_rate: f64,
+    /// Transactions of this type the program gave up on (e.g. SmallBank's
+    /// insufficient funds).
+    pub user_aborted: u64,
+    /// Mean latency of committed transactions of this type, µs.
+    pub mean_latency_us: f64,
+}
+
+/// The per-type breakdown of a run with `names` types.
+pub fn txn_type_summaries(
+    names: &[&'static str],
+    stats: &WorkerStats,
+    duration_s: f64,
+) -> Vec<TxnTypeSummary> {
+    names
+        .iter()
+        .zip(stats.per_type.iter())
+        .map(|(&name, counts)| TxnTypeSummary {
+            name,
+            committed: counts.committed,
+            throughput_txn_per_s: counts.committed as f64 / duration_s,
+            abort_rate: per(counts.aborted, counts.aborted + counts.committed),
+            user_aborted: counts.user_aborted,
+            mean_latency_us: per(counts.latency_ns_sum, counts.committed) / 1_000.0,
+        })
+        .collect()
 }
 
 /// What a `sim` run adds to its report.
@@ -258,6 +295,7 @@ impl Report {
                 }
             },
             location_cache_hit_rate: per(stats.cache_hits, lookups),
+            txn_types: Vec::new(),
             check,
             time: match config.fabric {
                 FabricKind::Threads => "wall",
@@ -349,6 +387,13 @@ impl Report {
             "  verbs/txn       read {:.2}  write {:.2}  cas {:.2}  faa {:.2}  rpc {:.2}  doorbells {:.2}  bytes {:.0}",
             v.read, v.write, v.cas, v.faa, v.rpc, v.doorbells, v.bytes
         );
+        for t in &self.txn_types {
+            let _ = writeln!(
+                out,
+                "  {:<15} {:>12.0} txn/s  abort rate {:.4}  gave up {}  mean {:.1} µs",
+                t.name, t.throughput_txn_per_s, t.abort_rate, t.user_aborted, t.mean_latency_us
+            );
+        }
         let t = &self.worker_time;
         let _ = writeln!(
             out,
