@@ -58,7 +58,7 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --nodes N                 nodes [2]
     --workers N               worker threads per node [1]
     --coroutines N            transaction coroutines per worker [8]
-    --workload W              ycsb | smallbank [ycsb]
+    --workload W              ycsb | smallbank | pps | tpce-cp [ycsb]
     --protocol NAME           no_wait | occ [no_wait]
                               (named, not yet built: wait_die, wound_wait,
                               timestamp, mvcc, maat, sundial, cicada, calvin, drtm)
@@ -110,6 +110,26 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
                               not named get 0) [send_payment=25, amalgamate,
                               balance, deposit_checking, write_check,
                               transact_savings=15 each]
+  PPS (--workload pps; Deneva §4.1):
+    --pps-products-per-node N [10000]
+    --pps-parts-per-node N    [10000]
+    --pps-suppliers-per-node N [1000]
+    --pps-parts-per-product N parts each product uses, 1..=32 [10]
+    --pps-parts-per-supplier N parts each supplier supplies, 1..=32 [10]
+    --pps-local-parts F       share of part assignments on the owner's node;
+                              0 = uniform over the cluster [0]
+    --pps-max-quantity N      order quantities uniform in 1..=N [10]
+    --pps-initial-stock N     stock of each part when loaded [1000000000]
+    --pps-mix LIST            order_product, lookup_product,
+                              update_product_part, lookup_supplier
+                              [40, 40, 20, 0]
+  TPC-E customer-position (--workload tpce-cp; DrTM+H §5.5):
+    --tpce-customers-per-node N   [5000]
+    --tpce-max-accounts N         accounts per customer 1..=N, N <= 10 [10]
+    --tpce-holdings-per-account N 1..=16 [4]
+    --tpce-securities-per-node N  [6850]
+    --tpce-feed-size N            securities a market_feed reprices [10]
+    --tpce-mix LIST               customer_position, market_feed [100, 0]
 
 CHECK FLAGS (verbena check: the correctness matrix on the sim fabric —
 every implemented protocol × all one-sided, all RPC, each stage flipped,
@@ -447,6 +467,36 @@ fn apply_workload_flag(config: &mut Config, flag: &str, v: &str) -> Result<bool,
             )
             .map_err(usage)?;
             sb.mix = crate::workloads::smallbank::SmallBankMix::from_weights(&weights);
+        }
+        _ => return apply_pps_tpce_flag(config, flag, v),
+    }
+    Ok(true)
+}
+
+fn apply_pps_tpce_flag(config: &mut Config, flag: &str, v: &str) -> Result<bool, CliError> {
+    use crate::workloads::{common::parse_mix, pps, tpce};
+    let count = "a whole number";
+    let (p, t) = (&mut config.pps, &mut config.tpce);
+    match flag {
+        "--pps-products-per-node" => p.products_per_node = parse_number(flag, v, count)?,
+        "--pps-parts-per-node" => p.parts_per_node = parse_number(flag, v, count)?,
+        "--pps-suppliers-per-node" => p.suppliers_per_node = parse_number(flag, v, count)?,
+        "--pps-parts-per-product" => p.parts_per_product = parse_number(flag, v, count)?,
+        "--pps-parts-per-supplier" => p.parts_per_supplier = parse_number(flag, v, count)?,
+        "--pps-local-parts" => p.local_part_probability = parse_number(flag, v, "a number")?,
+        "--pps-max-quantity" => p.max_quantity = parse_number(flag, v, count)?,
+        "--pps-initial-stock" => p.initial_stock = parse_number(flag, v, count)?,
+        "--pps-mix" => {
+            p.mix = pps::PpsMix::from_weights(&parse_mix(flag, v, &pps::TXN_TYPES).map_err(usage)?)
+        }
+        "--tpce-customers-per-node" => t.customers_per_node = parse_number(flag, v, count)?,
+        "--tpce-max-accounts" => t.max_accounts_per_customer = parse_number(flag, v, count)?,
+        "--tpce-holdings-per-account" => t.holdings_per_account = parse_number(flag, v, count)?,
+        "--tpce-securities-per-node" => t.securities_per_node = parse_number(flag, v, count)?,
+        "--tpce-feed-size" => t.feed_size = parse_number(flag, v, count)?,
+        "--tpce-mix" => {
+            t.mix =
+                tpce::TpceMix::from_weights(&parse_mix(flag, v, &tpce::TXN_TYPES).map_err(usage)?)
         }
         _ => return Ok(false),
     }

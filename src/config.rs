@@ -16,7 +16,9 @@ use crate::fabric::profile::{deserialize_profile, NetworkProfile};
 use crate::fabric::sim::SimConfig;
 pub use crate::fabric::threads::LatencyConfig;
 use crate::protocols::{Primitive, ProtocolKind, StagePlan};
+pub use crate::workloads::pps::PpsConfig;
 pub use crate::workloads::smallbank::SmallBankConfig;
+pub use crate::workloads::tpce::TpceConfig;
 
 /// Upper bounds that the id packing of `txn::ids` relies on.
 pub const MAX_NODES: u32 = 4096;
@@ -65,6 +67,8 @@ pub struct Config {
     /// `[smallbank]`, `[pps]`, `[tpce]`: the knobs of those workloads
     /// (each module documents its own).
     pub smallbank: SmallBankConfig,
+    pub pps: PpsConfig,
+    pub tpce: TpceConfig,
     /// Per-protocol knobs (`[protocol_options]`).
     pub protocol_options: ProtocolOptions,
     /// Test-only: OCC skips read-set validation. Exists to prove the checker
@@ -151,13 +155,19 @@ pub enum WorkloadKind {
     Ycsb,
     #[serde(rename = "smallbank")]
     SmallBank,
+    Pps,
+    /// TPC-E customer-position (DrTM+H §5.5).
+    #[serde(rename = "tpce-cp", alias = "tpce_cp")]
+    TpceCp,
 }
 
 impl WorkloadKind {
     /// The workloads `--workload` accepts, by name.
-    pub const NAMED: [(&'static str, WorkloadKind); 2] = [
+    pub const NAMED: [(&'static str, WorkloadKind); 4] = [
         ("ycsb", WorkloadKind::Ycsb),
         ("smallbank", WorkloadKind::SmallBank),
+        ("pps", WorkloadKind::Pps),
+        ("tpce-cp", WorkloadKind::TpceCp),
     ];
 
     pub fn name(self) -> &'static str {
@@ -237,6 +247,8 @@ impl Default for Config {
             location_cache_entries: 1 << 18,
             ycsb: YcsbConfig::default(),
             smallbank: SmallBankConfig::default(),
+            pps: PpsConfig::default(),
+            tpce: TpceConfig::default(),
             protocol_options: ProtocolOptions::default(),
             unsafe_skip_occ_validation: false,
         }
@@ -384,6 +396,9 @@ impl Config {
             self.workers,
             selected(WorkloadKind::SmallBank),
         )?;
+        self.pps.validate(self.nodes, selected(WorkloadKind::Pps))?;
+        self.tpce
+            .validate(self.nodes, selected(WorkloadKind::TpceCp))?;
         Ok(())
     }
 

@@ -35,7 +35,9 @@ use crate::protocols::{Protocol, ProtocolKind};
 use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout};
+use crate::workloads::pps::Pps;
 use crate::workloads::smallbank::SmallBank;
+use crate::workloads::tpce::Tpce;
 use crate::workloads::ycsb::Ycsb;
 use crate::workloads::Workload;
 
@@ -86,6 +88,8 @@ pub fn run(config: &Config) -> Result<RunOutput, RunError> {
             let workload = SmallBank::new(&config.smallbank, config.nodes, config.workers);
             run_validated(&config, &workload)
         }
+        WorkloadKind::Pps => run_validated(&config, &Pps::new(&config.pps, config.nodes)),
+        WorkloadKind::TpceCp => run_validated(&config, &Tpce::new(&config.tpce, config.nodes)),
     }
 }
 

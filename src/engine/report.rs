@@ -390,7 +390,7 @@ impl Report {
         for t in &self.txn_types {
             let _ = writeln!(
                 out,
-                "  {:<15} {:>12.0} txn/s  abort rate {:.4}  gave up {}  mean {:.1} µs",
+                "  {:<19} {:>10.0} txn/s  abort rate {:.4}  gave up {}  mean {:.1} µs",
                 t.name, t.throughput_txn_per_s, t.abort_rate, t.user_aborted, t.mean_latency_us
             );
         }

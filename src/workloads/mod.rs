@@ -20,9 +20,9 @@
 //! data path.
 
 pub mod common;
-// pub mod pps;
+pub mod pps;
 pub mod smallbank;
-// pub mod tpce;
+pub mod tpce;
 pub mod ycsb;
 pub mod zipf;
 
