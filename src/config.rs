@@ -391,11 +391,8 @@ impl Config {
     /// in range always; the memory they need only for the selected one.
     fn validate_workload_sections(&self) -> Result<(), ConfigError> {
         let selected = |kind| self.workload == kind;
-        self.smallbank.validate(
-            self.nodes,
-            self.workers,
-            selected(WorkloadKind::SmallBank),
-        )?;
+        self.smallbank
+            .validate(self.nodes, self.workers, selected(WorkloadKind::SmallBank))?;
         self.pps.validate(self.nodes, selected(WorkloadKind::Pps))?;
         self.tpce
             .validate(self.nodes, selected(WorkloadKind::TpceCp))?;

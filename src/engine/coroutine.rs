@@ -150,9 +150,14 @@ fn record_history(
             });
         }
     }
-    history
-        .borrow_mut()
-        .push_noted(cx.txn_id, cx.worker.node, kind as u8, cx.note, reads, writes);
+    history.borrow_mut().push_noted(
+        cx.txn_id,
+        cx.worker.node,
+        kind as u8,
+        cx.note,
+        reads,
+        writes,
+    );
 }
 
 /// The closed loop of coroutine `co` until the run ends.
@@ -195,13 +200,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     );
                     let commit_ns = worker.now_ns();
                     if let Some(history) = env.history {
-                        record_history(
-                            &cx,
-                            kind,
-                            history,
-                            &mut history_reads,
-                            &mut history_writes,
-                        );
+                        record_history(&cx, kind, history, &mut history_reads, &mut history_writes);
                     }
                     if env.measured(commit_ns) {
                         let mut stats = env.stats.borrow_mut();

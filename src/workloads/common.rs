@@ -208,9 +208,14 @@ mod tests {
         let names = ["a", "b", "c"];
         assert_eq!(parse_mix("--m", "c=3, a=1", &names).unwrap(), vec![1, 0, 3]);
         let unknown = parse_mix("--m", "d=1", &names).unwrap_err();
-        assert!(unknown.contains("`d`") && unknown.contains("a, b, c"), "{unknown}");
+        assert!(
+            unknown.contains("`d`") && unknown.contains("a, b, c"),
+            "{unknown}"
+        );
         assert!(parse_mix("--m", "a=x", &names).unwrap_err().contains("`x`"));
-        assert!(parse_mix("--m", "a", &names).unwrap_err().contains("NAME=WEIGHT"));
+        assert!(parse_mix("--m", "a", &names)
+            .unwrap_err()
+            .contains("NAME=WEIGHT"));
         assert!(validate_mix("s", &names, &[0, 0, 0]).is_err());
         assert!(validate_mix("s", &names, &[0, 2_000_000, 0]).is_err());
     }

@@ -298,7 +298,9 @@ impl Pps {
         parts: &mut [u64; MAX_PARTS_PER_ENTITY as usize],
     ) -> TxnResult<usize> {
         for (j, part) in parts.iter_mut().enumerate().take(count as usize) {
-            let row = txn.read(table, node, owner * count as u64 + j as u64).await?;
+            let row = txn
+                .read(table, node, owner * count as u64 + j as u64)
+                .await?;
             *part = txn.get(row)[0];
         }
         Ok(count as usize)
@@ -573,6 +575,67 @@ mod tests {
                 _ => {}
             }
         }
+    }
+
+    /// Loaded two-node PPS whose node 1 `tamper` changes, checked against a
+    /// history of committed order_products taking `units` each.
+    fn check_after(units: &[i64], tamper: impl Fn(&NodeStore)) -> InvariantReport {
+        use crate::store::StoreLayout;
+        let pps = Pps::new(
+            &PpsConfig {
+                products_per_node: 5,
+                parts_per_node: 5,
+                suppliers_per_node: 2,
+                ..PpsConfig::default()
+            },
+            2,
+        );
+        let layout = Arc::new(StoreLayout::new(&pps.tables(), |_| 1));
+        let stores: Vec<Arc<NodeStore>> = (0..2)
+            .map(|node| {
+                let store = NodeStore::new(node, layout.clone());
+                pps.load(&store).unwrap();
+                Arc::new(store)
+            })
+            .collect();
+        tamper(&stores[1]);
+        let mut history = History::new();
+        for (i, &note) in units.iter().enumerate() {
+            history.push_noted(i as u64 + 1, 0, 0, note, &[], &[]);
+        }
+        pps.check_invariants(&stores, &history)
+    }
+
+    fn add(store: &NodeStore, table: TableId, key: u64, word: u64, amount: i64) {
+        let slot = store.lookup(table, key).unwrap();
+        let addr = store.layout.table(table).record_addr(slot) + word;
+        store
+            .region
+            .store(addr, (store.region.load(addr) as i64 + amount) as u64);
+    }
+
+    #[test]
+    fn stock_invariant_catches_lost_and_unrecorded_decrements() {
+        assert!(check_after(&[], |_| {}).ok);
+        let order = |s: &NodeStore| {
+            add(s, PARTS, 6, 0, -3);
+            add(s, PARTS, 7, 0, -3);
+            add(s, PRODUCTS, 5, 0, 1);
+            add(s, PRODUCTS, 5, 1, 6);
+        };
+        let report = check_after(&[6], order);
+        assert!(report.ok, "{:?}", report.details);
+        // The decrement of part 7 was lost.
+        let lost = check_after(&[6], |s| {
+            order(s);
+            add(s, PARTS, 7, 0, 3);
+        });
+        assert!(!lost.ok && lost.details[0].contains("stock taken from parts 3"));
+        // Stock taken by an order that never committed.
+        assert!(!check_after(&[], order).ok);
+        // A mapping row naming a part that does not exist.
+        let dangling = check_after(&[], |s| add(s, USES, 55, 0, 1_000));
+        assert!(!dangling.ok && dangling.details[0].contains("mapping row 55"));
     }
 
     #[test]

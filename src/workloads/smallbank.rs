@@ -206,9 +206,7 @@ impl SmallBankConfig {
         validate_mix("smallbank", &TXN_TYPES, &self.mix.weights())?;
         // Three tables of one- and two-word records, their headers and the
         // index: about 256 bytes per customer.
-        let bytes = 256u64
-            .saturating_mul(per_node)
-            .saturating_mul(nodes as u64);
+        let bytes = 256u64.saturating_mul(per_node).saturating_mul(nodes as u64);
         if selected && bytes > MAX_REGION_BYTES {
             return Err(ConfigError(format!(
                 "smallbank.accounts_per_worker = {} × {} workers × {} nodes needs about {} MiB of registered memory; allowed: at most {} MiB",
@@ -344,11 +342,7 @@ impl Workload for SmallBank {
             record_words,
             capacity_per_node: self.per_node,
         };
-        vec![
-            spec("accounts", 2),
-            spec("savings", 1),
-            spec("checking", 1),
-        ]
+        vec![spec("accounts", 2), spec("savings", 1), spec("checking", 1)]
     }
 
     fn load(&self, store: &NodeStore) -> Result<(), StoreError> {
@@ -381,7 +375,10 @@ impl Workload for SmallBank {
                 b = if tries < 16 {
                     self.customer(rng, b_node)
                 } else {
-                    (b_node, b_node as u64 * self.per_node + (b.1 + 1) % self.per_node)
+                    (
+                        b_node,
+                        b_node as u64 * self.per_node + (b.1 + 1) % self.per_node,
+                    )
                 };
             }
             SmallBankRequest { txn, a, b, amount }
@@ -495,9 +492,8 @@ impl Workload for SmallBank {
         });
         let expected_customers = self.per_node * stores.len() as u64;
         if customers != expected_customers {
-            findings.violation(|| {
-                format!("{customers} savings rows, expected {expected_customers}")
-            });
+            findings
+                .violation(|| format!("{customers} savings rows, expected {expected_customers}"));
         }
         let (net_deposits, committed) = history.notes(None);
         let expected = loaded.wrapping_add(net_deposits);
@@ -567,6 +563,71 @@ mod tests {
             let r = bank.generate(&mut rng, 0);
             assert_ne!(r.a, r.b);
         }
+    }
+
+    /// A loaded two-node bank and a history of `notes`, checked after
+    /// `tamper` changed the store.
+    fn check_after(notes: &[i64], tamper: impl Fn(&NodeStore)) -> InvariantReport {
+        use crate::store::StoreLayout;
+        let config = SmallBankConfig {
+            accounts_per_worker: 10,
+            ..SmallBankConfig::default()
+        };
+        let bank = SmallBank::new(&config, 2, 1);
+        let layout = Arc::new(StoreLayout::new(&bank.tables(), |_| 1));
+        let stores: Vec<Arc<NodeStore>> = (0..2)
+            .map(|node| {
+                let store = NodeStore::new(node, layout.clone());
+                bank.load(&store).unwrap();
+                Arc::new(store)
+            })
+            .collect();
+        tamper(&stores[1]);
+        let mut history = History::new();
+        for (i, &note) in notes.iter().enumerate() {
+            history.push_noted(i as u64 + 1, 0, 3, note, &[], &[]);
+        }
+        bank.check_invariants(&stores, &history)
+    }
+
+    fn add_to_checking(store: &NodeStore, id: u64, amount: i64) {
+        let slot = store.lookup(CHECKING, id).unwrap();
+        let addr = store.layout.table(CHECKING).record_addr(slot);
+        let value = store.region.load(addr) as i64 + amount;
+        store.region.store(addr, value as u64);
+    }
+
+    #[test]
+    fn money_invariant_accounts_for_every_committed_note() {
+        assert!(check_after(&[], |_| {}).ok);
+        // Two committed deposits of 7 and 5, both applied.
+        let report = check_after(&[7, 5], |s| {
+            add_to_checking(s, 12, 7);
+            add_to_checking(s, 15, 5);
+        });
+        assert!(report.ok, "{:?}", report.details);
+        // A deposit the store lost, and one applied twice.
+        let lost = check_after(&[7, 5], |s| add_to_checking(s, 12, 7));
+        assert!(
+            !lost.ok && lost.details[0].contains("off by -5"),
+            "{:?}",
+            lost.details
+        );
+        let twice = check_after(&[7], |s| add_to_checking(s, 12, 14));
+        assert!(!twice.ok && twice.details[0].contains("off by 7"));
+        // Money moved between accounts changes nothing.
+        let moved = check_after(&[], |s| {
+            add_to_checking(s, 12, -30);
+            add_to_checking(s, 13, 30);
+        });
+        assert!(moved.ok);
+        // The accounts table must stay as loaded.
+        let renamed = check_after(&[], |s| {
+            let slot = s.lookup(ACCOUNTS, 11).unwrap();
+            s.region
+                .store(s.layout.table(ACCOUNTS).record_addr(slot) + 1, 0);
+        });
+        assert!(!renamed.ok && renamed.details[0].contains("accounts row 11"));
     }
 
     #[test]

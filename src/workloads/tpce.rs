@@ -281,11 +281,7 @@ impl Workload for Tpce {
         for i in 0..c.customers_per_node {
             let customer = node * c.customers_per_node + i;
             let accounts = self.account_count(customer);
-            store.insert(
-                CUSTOMER,
-                customer,
-                &[customer, 1 + customer % 3, accounts],
-            )?;
+            store.insert(CUSTOMER, customer, &[customer, 1 + customer % 3, accounts])?;
             for k in 0..accounts {
                 let account = self.account_id(customer, k);
                 store.insert(
@@ -353,8 +349,9 @@ impl Workload for Tpce {
                     let account = txn.read(CUSTOMER_ACCOUNT, node, account_id).await?;
                     let mut assets = txn.get(account)[2];
                     for h in 0..holdings {
-                        let holding =
-                            txn.read(HOLDING_SUMMARY, node, account_id * holdings + h).await?;
+                        let holding = txn
+                            .read(HOLDING_SUMMARY, node, account_id * holdings + h)
+                            .await?;
                         let (symbol, quantity) = (txn.get(holding)[0], txn.get(holding)[1]);
                         let trade = txn
                             .read(LAST_TRADE, self.symbol_node(symbol), symbol)
