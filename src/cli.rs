@@ -138,6 +138,9 @@ random hybrid codes × seeds, YCSB under high contention, checker on):
     --seed S                  first seed [1]
     --protocol P[,P…]         only these protocols [every implemented one]
     --hybrid CODE             only this hybrid code (replays a failure)
+    --workload W[,W…]|all     workloads, each at a small contended scale
+                              drawn from the seed: ycsb, smallbank, pps,
+                              tpce-cp [ycsb]
 
 DEMO FLAGS: --duration S [2], --warmup S [0.5], --json PATH (all four reports)
 
@@ -599,12 +602,14 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
         .filter(|p| p.implemented())
         .collect();
     let mut hybrid = None;
+    let mut workloads = vec![WorkloadKind::Ycsb];
     let mut flags = Flags::new(args);
     while let Some(flag) = flags.next_flag() {
         let (flag, inline) = flag?;
         let value = flags.value(&flag, inline)?;
         let f = flag.as_str();
         match f {
+            "--workload" => workloads = parse_check_workloads(&value)?,
             "--seeds" => seeds = parse_number(f, &value, "a whole number")?,
             "--seed" | "--first-seed" => first_seed = parse_number(f, &value, "a whole number")?,
             "--protocol" => {
@@ -631,7 +636,7 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
             "--hybrid" => hybrid = Some(parse_hybrid_code(&value)?),
             other => {
                 return Err(usage(format!(
-                    "unknown flag `{other}` for check; flags: --seeds N, --seed S, --protocol P[,P…], --hybrid CODE"
+                    "unknown flag `{other}` for check; flags: --seeds N, --seed S, --protocol P[,P…], --hybrid CODE, --workload W[,W…]|all"
                 )))
             }
         }
@@ -657,15 +662,18 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
                             .join(", ")
                     )));
                 }
-                cases.extend(seed_range.clone().map(|seed| Case {
-                    protocol,
-                    seed,
-                    code,
-                }));
+                for &workload in &workloads {
+                    cases.extend(seed_range.clone().map(|seed| Case {
+                        protocol,
+                        seed,
+                        code,
+                        workload,
+                    }));
+                }
             }
             cases
         }
-        None => matrix::cases(&protocols, seed_range),
+        None => matrix::cases_of(&workloads, &protocols, seed_range),
     };
     let started = std::time::Instant::now();
     let outcomes = run_cases_in_parallel(&cases);
@@ -674,7 +682,8 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
         if !outcome.passed {
             failed += 1;
             eprintln!(
-                "FAIL {} seed {} code {} ({}): {}\n  replay: {}",
+                "FAIL {} {} seed {} code {} ({}): {}\n  replay: {}",
+                outcome.case.workload.name(),
                 outcome.case.protocol.name(),
                 outcome.case.seed,
                 outcome.case.code,
@@ -686,8 +695,9 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
     }
     let committed: u64 = outcomes.iter().map(|o| o.committed).sum();
     println!(
-        "check: {} cases ({} protocol(s) × seeds {}..={} × plans), {} failed, {} transactions committed and checked, {:.1} s",
+        "check: {} cases ({} workload(s) × {} protocol(s) × seeds {}..={} × plans), {} failed, {} transactions committed and checked, {:.1} s",
         outcomes.len(),
+        workloads.len(),
         protocols.len(),
         first_seed,
         first_seed + seeds - 1,
@@ -700,6 +710,27 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
     } else {
         EXIT_CHECK_FAILED
     })
+}
+
+/// The workloads of `verbena check --workload`: a list, or `all`.
+fn parse_check_workloads(text: &str) -> Result<Vec<WorkloadKind>, CliError> {
+    if text.trim() == "all" {
+        return Ok(WorkloadKind::NAMED.map(|(_, kind)| kind).to_vec());
+    }
+    let mut workloads = Vec::new();
+    for name in text.split(',') {
+        let kind = WorkloadKind::parse(name).ok_or_else(|| {
+            usage(format!(
+                "unknown workload `{}` for check; allowed: {}, or all",
+                name.trim(),
+                WorkloadKind::NAMED.map(|(name, _)| name).join(", ")
+            ))
+        })?;
+        if !workloads.contains(&kind) {
+            workloads.push(kind);
+        }
+    }
+    Ok(workloads)
 }
 
 /// Runs the cases on every core (each `sim` run is one thread), printing a

@@ -9,12 +9,21 @@
 //! too. Because `sim` is deterministic, a case is replayed exactly by
 //! [`replay_command`], which a failure prints.
 //!
+//! Workloads: YCSB by default; SmallBank, PPS and TPC-E customer-position
+//! with `verbena check --workload W[,W…]|all` ([`cases_of`]). A case's
+//! workload is part of the case; the seed draws the cluster exactly as for
+//! YCSB, then the workload's own small, contended scale from a stream of
+//! its own (so adding workloads changed no YCSB case): a few dozen
+//! customers, products or securities per node, every transaction type on,
+//! writers always present (TPC-E's market feed next to its read-only
+//! customer-position).
+//!
 //! Plans per protocol and seed ([`codes`]): all one-sided, all RPC, each
 //! single stage flipped from either, and two random full codes (RCC §5.1's
 //! hybrid codes). Contention: YCSB with θ ≥ 0.9 Zipf or ≥ 90 % of accesses
 //! to a hot area of a few rows, half the operations or more are writes.
 
-use crate::config::{Config, KeyDistribution};
+use crate::config::{Config, KeyDistribution, WorkloadKind};
 use crate::engine;
 use crate::fabric::NetworkProfile;
 use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
@@ -27,6 +36,7 @@ pub struct Case {
     pub seed: u64,
     /// RCC hybrid code over the protocol's stages (bit set = one-sided).
     pub code: u16,
+    pub workload: WorkloadKind,
 }
 
 /// The hybrid codes the matrix runs for `protocol` on `seed`: both pure
@@ -109,13 +119,62 @@ pub fn case_config(case: Case) -> Config {
     y.compute_us = rng.below(3) as f64;
     y.record_bytes = 8 * (1 + rng.below(12) as u32);
     y.partitions_per_txn = Some(1 + rng.below(nodes.min(y.ops_per_txn) as u64) as u32);
+    config.workload = case.workload;
+    small_workload(&mut config, case.seed);
     config
+}
+
+/// Draws the small, contended scale of SmallBank, PPS and TPC-E for `seed`
+/// (YCSB's was drawn above).
+fn small_workload(config: &mut Config, seed: u64) {
+    let mut rng = Rng::derive(seed, &[0x5b_9955, config.workload as u64]);
+    let weight = |rng: &mut Rng| 1 + rng.below(4) as u32;
+    match config.workload {
+        WorkloadKind::Ycsb => {}
+        WorkloadKind::SmallBank => {
+            let sb = &mut config.smallbank;
+            sb.accounts_per_worker = [4, 16, 64][rng.below(3) as usize];
+            sb.hot_fraction = 0.1;
+            sb.hot_probability = 0.5 + 0.5 * rng.unit();
+            sb.distributed_probability = [0.2, 0.5, 1.0][rng.below(3) as usize];
+            sb.max_amount = [100, 15_000][rng.below(2) as usize];
+            sb.lookup_accounts = rng.below(2) == 0;
+            let weights: Vec<u32> = (0..6).map(|_| weight(&mut rng)).collect();
+            sb.mix = crate::workloads::smallbank::SmallBankMix::from_weights(&weights);
+        }
+        WorkloadKind::Pps => {
+            let pps = &mut config.pps;
+            pps.products_per_node = 4 + rng.below(29);
+            pps.parts_per_node = 4 + rng.below(13);
+            pps.suppliers_per_node = 2 + rng.below(7);
+            pps.parts_per_product = 1 + rng.below(6) as u32;
+            pps.parts_per_supplier = 1 + rng.below(4) as u32;
+            pps.local_part_probability = [0.0, 0.5][rng.below(2) as usize];
+            pps.initial_stock = [60, 1_000_000][rng.below(2) as usize];
+            let weights: Vec<u32> = (0..4).map(|_| weight(&mut rng)).collect();
+            pps.mix = crate::workloads::pps::PpsMix::from_weights(&weights);
+        }
+        WorkloadKind::TpceCp => {
+            let tpce = &mut config.tpce;
+            tpce.customers_per_node = 4 + rng.below(29);
+            tpce.max_accounts_per_customer = 1 + rng.below(4) as u32;
+            tpce.holdings_per_account = 1 + rng.below(3) as u32;
+            tpce.securities_per_node = 4 + rng.below(13);
+            tpce.feed_size = 1 + rng.below(4) as u32;
+            let weights = [weight(&mut rng), weight(&mut rng)];
+            tpce.mix = crate::workloads::tpce::TpceMix::from_weights(&weights);
+        }
+    }
 }
 
 /// The command that replays `case` exactly.
 pub fn replay_command(case: Case) -> String {
+    let workload = match case.workload {
+        WorkloadKind::Ycsb => String::new(),
+        other => format!(" --workload {}", other.name()),
+    };
     format!(
-        "verbena check --protocol {} --seed {} --hybrid {}",
+        "verbena check --protocol {} --seed {} --hybrid {}{workload}",
         case.protocol.name(),
         case.seed,
         case.code
@@ -183,17 +242,29 @@ pub fn run_case(case: Case, adjust: impl FnOnce(&mut Config)) -> CaseOutcome {
     }
 }
 
-/// Every case of `protocols` × `seeds` × [`codes`].
+/// Every YCSB case of `protocols` × `seeds` × [`codes`].
 pub fn cases(protocols: &[ProtocolKind], seeds: impl IntoIterator<Item = u64>) -> Vec<Case> {
+    cases_of(&[WorkloadKind::Ycsb], protocols, seeds)
+}
+
+/// Every case of `workloads` × `protocols` × `seeds` × [`codes`].
+pub fn cases_of(
+    workloads: &[WorkloadKind],
+    protocols: &[ProtocolKind],
+    seeds: impl IntoIterator<Item = u64>,
+) -> Vec<Case> {
     let mut all = Vec::new();
     for seed in seeds {
-        for &protocol in protocols {
-            for code in codes(protocol, seed) {
-                all.push(Case {
-                    protocol,
-                    seed,
-                    code,
-                });
+        for &workload in workloads {
+            for &protocol in protocols {
+                for code in codes(protocol, seed) {
+                    all.push(Case {
+                        protocol,
+                        seed,
+                        code,
+                        workload,
+                    });
+                }
             }
         }
     }
@@ -224,6 +295,7 @@ mod tests {
                 protocol: ProtocolKind::NoWait,
                 seed,
                 code: 1,
+                workload: WorkloadKind::Ycsb,
             };
             let mut config = case_config(case);
             assert_eq!(config, case_config(case));
@@ -235,6 +307,38 @@ mod tests {
                 KeyDistribution::Uniform => panic!("the matrix is contended"),
             }
             assert_eq!(config.stages.code(), 1);
+        }
+    }
+
+    #[test]
+    fn every_workload_draws_a_valid_small_instance_with_writers() {
+        for workload in WorkloadKind::NAMED.map(|(_, kind)| kind) {
+            for seed in 1..50 {
+                let case = Case {
+                    protocol: ProtocolKind::Occ,
+                    seed,
+                    code: 0,
+                    workload,
+                };
+                let mut config = case_config(case);
+                assert_eq!(config, case_config(case));
+                assert_eq!(config.workload, workload);
+                config.validate().expect("a matrix config validates");
+                assert!(config.smallbank.accounts_per_worker <= 64);
+                assert!(config.pps.products_per_node <= 32 && config.pps.mix.order_product > 0);
+                assert!(config.tpce.customers_per_node <= 32 && config.tpce.mix.market_feed > 0);
+            }
+            let replay = replay_command(Case {
+                protocol: ProtocolKind::Occ,
+                seed: 3,
+                code: 0,
+                workload,
+            });
+            assert_eq!(
+                replay.contains("--workload"),
+                workload != WorkloadKind::Ycsb,
+                "{replay}"
+            );
         }
     }
 }
