@@ -164,7 +164,7 @@ impl PpsConfig {
             ("pps.parts_per_node", self.parts_per_node),
             ("pps.suppliers_per_node", self.suppliers_per_node),
         ] {
-            if value < 1 || value > 1 << 32 {
+            if !(1..=1 << 32).contains(&value) {
                 return Err(ConfigError(format!(
                     "{name} = {value} is out of range; allowed: 1..={}",
                     1u64 << 32

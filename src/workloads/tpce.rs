@@ -125,7 +125,7 @@ impl TpceConfig {
             ("tpce.customers_per_node", self.customers_per_node),
             ("tpce.securities_per_node", self.securities_per_node),
         ] {
-            if value < 1 || value > 1 << 32 {
+            if !(1..=1 << 32).contains(&value) {
                 return Err(ConfigError(format!(
                     "{name} = {value} is out of range; allowed: 1..={}",
                     1u64 << 32
@@ -175,6 +175,9 @@ impl TpceConfig {
     }
 }
 
+/// A generated transaction. The market feed's arrays make it a few
+/// hundred bytes, copied once per transaction: no reason to box it.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug)]
 pub enum TpceRequest {
     CustomerPosition {
