@@ -324,9 +324,21 @@ mod tests {
                 assert_eq!(config, case_config(case));
                 assert_eq!(config.workload, workload);
                 config.validate().expect("a matrix config validates");
-                assert!(config.smallbank.accounts_per_worker <= 64);
-                assert!(config.pps.products_per_node <= 32 && config.pps.mix.order_product > 0);
-                assert!(config.tpce.customers_per_node <= 32 && config.tpce.mix.market_feed > 0);
+                match workload {
+                    WorkloadKind::Ycsb => assert!(config.ycsb.rows_per_node <= 256),
+                    WorkloadKind::SmallBank => {
+                        assert!(config.smallbank.accounts_per_worker <= 64);
+                        assert!(config.smallbank.mix.weights().iter().all(|&w| w > 0));
+                    }
+                    WorkloadKind::Pps => {
+                        assert!(config.pps.products_per_node <= 32);
+                        assert!(config.pps.mix.weights().iter().all(|&w| w > 0));
+                    }
+                    WorkloadKind::TpceCp => {
+                        assert!(config.tpce.customers_per_node <= 32);
+                        assert!(config.tpce.mix.market_feed > 0);
+                    }
+                }
             }
             let replay = replay_command(Case {
                 protocol: ProtocolKind::Occ,
