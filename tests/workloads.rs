@@ -293,3 +293,22 @@ fn workload_sections_load_from_toml_and_a_named_mix_zeroes_the_rest() {
     let tpce: Config = toml::from_str("workload = \"tpce-cp\"\n").expect("parses");
     assert_eq!(tpce.workload, WorkloadKind::TpceCp);
 }
+
+#[test]
+fn a_sim_run_of_each_workload_is_a_function_of_its_seed() {
+    for workload in [
+        WorkloadKind::SmallBank,
+        WorkloadKind::Pps,
+        WorkloadKind::TpceCp,
+    ] {
+        let config = small(workload, ProtocolKind::Occ, Primitive::Rpc);
+        let hashes = |seed| {
+            let report = assert_passes(&on_sim(config.clone(), seed));
+            let sim = report.sim.expect("a sim run");
+            (sim.history_hash, sim.memory_hash)
+        };
+        let first = hashes(5);
+        assert_eq!(first, hashes(5), "{workload:?}: same seed, other run");
+        assert_ne!(first, hashes(6), "{workload:?}: another seed, same run");
+    }
+}
