@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use crate::config::{Config, FabricKind, KeyDistribution, WorkloadKind};
+use crate::config::{Config, FabricKind, KeyDistribution, LockMode, WorkloadKind};
 use crate::engine::{self, Report};
 use crate::fabric::NetworkProfile;
 use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
@@ -59,9 +59,12 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --workers N               worker threads per node [1]
     --coroutines N            transaction coroutines per worker [8]
     --workload W              ycsb | smallbank | pps | tpce-cp [ycsb]
-    --protocol NAME           no_wait | occ [no_wait]
-                              (named, not yet built: wait_die, wound_wait,
-                              timestamp, mvcc, maat, sundial, cicada, calvin, drtm)
+    --protocol NAME           no_wait | wait_die | wound_wait | timestamp |
+                              mvcc | occ [no_wait]
+                              (named, not yet built: maat, sundial, cicada,
+                              calvin, drtm)
+    --lock-mode M             2PL family: exclusive | shared [exclusive]
+    --wait-die-starvation-fix B  true | false: RCC §4.3's fix [false]
     --primitive P             onesided | rpc: every stage's default [onesided]
     --stages LIST             per-stage choice, e.g. read=rpc,lock=onesided
                               stages: lock, read, validate, renew, log,
@@ -425,6 +428,28 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
             "--hot-fraction" => config.ycsb.hot_fraction = parse_number(f, v, real)?,
             "--hot-probability" => config.ycsb.hot_probability = parse_number(f, v, real)?,
             "--compute-us" => config.ycsb.compute_us = parse_number(f, v, real)?,
+            "--lock-mode" => {
+                config.protocol_options.lock_mode = match v {
+                    "exclusive" => LockMode::Exclusive,
+                    "shared" => LockMode::Shared,
+                    other => {
+                        return Err(usage(format!(
+                            "unknown lock mode `{other}`; allowed: exclusive, shared"
+                        )))
+                    }
+                }
+            }
+            "--wait-die-starvation-fix" => {
+                config.protocol_options.wait_die_starvation_fix = match v {
+                    "true" => true,
+                    "false" => false,
+                    other => {
+                        return Err(usage(format!(
+                    "--wait-die-starvation-fix = `{other}` is not allowed; allowed: true, false"
+                )))
+                    }
+                }
+            }
             "--partitions-per-txn" => {
                 config.ycsb.partitions_per_txn = Some(parse_number(f, v, count)?)
             }
@@ -691,6 +716,9 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
                 outcome.detail,
                 matrix::replay_command(outcome.case)
             );
+            if cases.len() == 1 {
+                eprint!("{}", outcome.report_table);
+            }
         }
     }
     let committed: u64 = outcomes.iter().map(|o| o.committed).sum();

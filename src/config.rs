@@ -299,6 +299,18 @@ impl std::error::Error for ConfigError {}
 /// instead of exhausting the machine.
 pub const MAX_REGION_BYTES: u64 = 16 << 30;
 
+/// Header words per tuple the protocol lays out (for the footprint check):
+/// the version slots of CICADA, the lists of MAAT, else one.
+fn header_words_estimate(protocol: ProtocolKind, o: &ProtocolOptions, record_words: u64) -> u64 {
+    match protocol {
+        ProtocolKind::Cicada => 2 + o.cicada_versions as u64 * (record_words + 4),
+        ProtocolKind::Maat => 3 + 2 * o.maat_list_capacity as u64,
+        // A copy of the record and 2 words per version slot (RCC §4.4).
+        ProtocolKind::Mvcc => 2 + o.mvcc_versions as u64 * (record_words + 2),
+        _ => 1,
+    }
+}
+
 fn check_count(name: &str, value: u32, low: u32, high: u32) -> Result<(), ConfigError> {
     if value < low || value > high {
         return Err(ConfigError(format!(
@@ -390,12 +402,39 @@ impl Config {
     /// The sections of the SmallBank, PPS and TPC-E workloads: every value
     /// in range always; the memory they need only for the selected one.
     fn validate_workload_sections(&self) -> Result<(), ConfigError> {
-        let selected = |kind| self.workload == kind;
-        self.smallbank
-            .validate(self.nodes, self.workers, selected(WorkloadKind::SmallBank))?;
-        self.pps.validate(self.nodes, selected(WorkloadKind::Pps))?;
-        self.tpce
-            .validate(self.nodes, selected(WorkloadKind::TpceCp))?;
+        use crate::workloads::{pps::Pps, smallbank::SmallBank, tpce::Tpce, Workload};
+        self.smallbank.validate(self.workers)?;
+        self.pps.validate()?;
+        self.tpce.validate(self.nodes)?;
+        let (name, tables) = match self.workload {
+            WorkloadKind::Ycsb => return Ok(()),
+            WorkloadKind::SmallBank => (
+                "smallbank",
+                SmallBank::new(&self.smallbank, self.nodes, self.workers).tables(),
+            ),
+            WorkloadKind::Pps => ("pps", Pps::new(&self.pps, self.nodes).tables()),
+            WorkloadKind::TpceCp => ("tpce", Tpce::new(&self.tpce, self.nodes).tables()),
+        };
+        // Tuples (store words, the protocol's header, the record) plus the
+        // index (about 32 bytes a row at ≤ 50 % load), on every node.
+        let mut rows = 0u64;
+        let node_bytes = tables.iter().fold(0u64, |sum, table| {
+            rows = rows.saturating_add(table.capacity_per_node);
+            let record_words = table.record_words as u64;
+            let header = header_words_estimate(self.protocol, &self.protocol_options, record_words);
+            let tuple_bytes = 8 * (3 + header + record_words) + 32;
+            sum.saturating_add(tuple_bytes.saturating_mul(table.capacity_per_node))
+        });
+        let total = node_bytes.saturating_mul(self.nodes as u64);
+        if total > MAX_REGION_BYTES {
+            return Err(ConfigError(format!(
+                "the [{name}] tables ({rows} rows per node, on {} nodes) need about {} MiB of registered memory with {}'s tuple header; allowed: at most {} MiB (fewer rows per node, or fewer nodes)",
+                self.nodes,
+                total >> 20,
+                self.protocol.name(),
+                MAX_REGION_BYTES >> 20
+            )));
+        }
         Ok(())
     }
 
@@ -492,17 +531,22 @@ impl Config {
             )));
         }
         // Rough footprint: tuple words plus the index (≤ 50 % load).
-        let tuple_bytes = 8 * (4 + y.record_bytes as u64 / 8) + 32;
+        let record_words = y.record_bytes as u64 / 8;
+        let tuple_bytes = 8
+            * (3 + header_words_estimate(self.protocol, &self.protocol_options, record_words)
+                + record_words)
+            + 32;
         let total = tuple_bytes
             .saturating_mul(y.rows_per_node)
             .saturating_mul(self.nodes as u64);
         if total > MAX_REGION_BYTES {
             return Err(ConfigError(format!(
-                "ycsb.rows_per_node = {} × record_bytes = {} on {} nodes needs about {} MiB of registered memory; allowed: at most {} MiB",
+                "ycsb.rows_per_node = {} × record_bytes = {} on {} nodes needs about {} MiB of registered memory with {}'s tuple header; allowed: at most {} MiB",
                 y.rows_per_node,
                 y.record_bytes,
                 self.nodes,
                 total >> 20,
+                self.protocol.name(),
                 MAX_REGION_BYTES >> 20
             )));
         }

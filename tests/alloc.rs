@@ -103,3 +103,15 @@ fn occ_one_sided_steady_state_allocates_nothing() {
 fn occ_rpc_steady_state_allocates_nothing() {
     steady_state_allocates_nothing(ProtocolKind::Occ, Primitive::Rpc);
 }
+
+#[test]
+fn maat_steady_state_allocates_nothing() {
+    steady_state_allocates_nothing(ProtocolKind::Maat, Primitive::OneSided);
+    steady_state_allocates_nothing(ProtocolKind::Maat, Primitive::Rpc);
+}
+
+#[test]
+fn cicada_steady_state_allocates_nothing() {
+    steady_state_allocates_nothing(ProtocolKind::Cicada, Primitive::OneSided);
+    steady_state_allocates_nothing(ProtocolKind::Cicada, Primitive::Rpc);
+}

@@ -40,8 +40,8 @@ fn bad_values_exit_2_naming_the_value_and_what_is_allowed() {
         &["unknown protocol `2pl`", "no_wait", "drtm"],
     );
     assert_usage_error(
-        &["run", "--protocol", "mvcc"],
-        &["mvcc is not implemented", "no_wait, occ"],
+        &["run", "--protocol", "calvin"],
+        &["calvin is not implemented", "implemented: no_wait"],
     );
     assert_usage_error(
         &["run", "--stages", "validate=rpc"],

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use verbena::check::History;
-use verbena::config::Config;
+use verbena::config::{Config, LockMode, ProtocolOptions};
 use verbena::engine;
 use verbena::fabric::NodeId;
 use verbena::protocols::{Primitive, Protocol, ProtocolKind};
@@ -125,7 +125,12 @@ impl Workload for Transfers {
 
 #[test]
 fn transfers_with_blind_writes_conserve_money_on_every_protocol() {
-    for protocol in [ProtocolKind::NoWait, ProtocolKind::Occ] {
+    for protocol in [
+        ProtocolKind::NoWait,
+        ProtocolKind::Occ,
+        ProtocolKind::Maat,
+        ProtocolKind::Cicada,
+    ] {
         for primitive in [Primitive::OneSided, Primitive::Rpc] {
             let config = Config {
                 protocol,
@@ -155,6 +160,53 @@ fn transfers_with_blind_writes_conserve_money_on_every_protocol() {
                 report.abort_rate > 0.0,
                 "24 accounts per node must conflict"
             );
+        }
+    }
+}
+
+#[test]
+fn transfers_upgrade_read_locks_on_the_2pl_family_in_both_lock_modes() {
+    // Each transfer reads both accounts, then writes them: with shared locks
+    // the writes upgrade the read locks (`Protocol::upgrade`).
+    for protocol in [
+        ProtocolKind::NoWait,
+        ProtocolKind::WaitDie,
+        ProtocolKind::WoundWait,
+    ] {
+        for lock_mode in [LockMode::Exclusive, LockMode::Shared] {
+            for primitive in [Primitive::OneSided, Primitive::Rpc] {
+                // On sim: deterministic, whatever else the machine runs.
+                let config = Config {
+                    protocol,
+                    primitive,
+                    fabric: verbena::config::FabricKind::Sim,
+                    profile: verbena::fabric::NetworkProfile::builtin("cx4-edr").unwrap(),
+                    nodes: 3,
+                    coroutines: 6,
+                    duration_s: 0.01,
+                    warmup_s: 0.0,
+                    check: true,
+                    protocol_options: ProtocolOptions {
+                        lock_mode,
+                        ..ProtocolOptions::default()
+                    },
+                    ..Config::default()
+                };
+                let workload = Transfers { nodes: 3 };
+                let report = engine::run_custom(&config, &workload).expect("run").report;
+                let check = report.check.as_ref().expect("check on");
+                assert!(
+                    check.passed(),
+                    "{} {:?} {}: {:?} {:?} {:?}",
+                    protocol.name(),
+                    lock_mode,
+                    primitive.name(),
+                    check.cycle,
+                    check.anomalies,
+                    check.invariants
+                );
+                assert!(report.committed > 50, "{} committed", report.committed);
+            }
         }
     }
 }

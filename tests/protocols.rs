@@ -2,22 +2,29 @@
 //! names — all one-sided, all RPC, and each single stage flipped from either
 //! — on a small, contended YCSB, with the serializability checker and the
 //! YCSB invariants on, over several seeds; and a deliberately broken OCC
-//! that the checker must catch.
+//! that the checker must catch. They run on the `sim` fabric (deterministic
+//! whatever else the machine does; `tests/sim.rs` adds the seeded matrix),
+//! except the test of the `threads` fabric's injected latency.
 
-use verbena::config::{Config, KeyDistribution};
+use verbena::config::{Config, FabricKind, KeyDistribution, LockMode, ProtocolOptions};
 use verbena::engine::{self, Report};
 use verbena::fabric::NetworkProfile;
+use verbena::protocols::timestamp::Timestamp;
 use verbena::protocols::{Primitive, ProtocolKind, StagePlan};
+use verbena::workloads::ycsb::Ycsb;
 
-/// Few rows, many writes, several nodes: conflicts on every run.
+/// Few rows, many writes, several nodes: conflicts on every run. On `sim`
+/// with an EDR network: 10 virtual ms, thousands of transactions.
 fn contended(protocol: ProtocolKind, seed: u64) -> Config {
     let mut config = Config {
         protocol,
+        fabric: FabricKind::Sim,
+        profile: NetworkProfile::builtin("cx4-edr").unwrap(),
         nodes: 3,
         workers: 1,
         coroutines: 4,
-        duration_s: 0.25,
-        warmup_s: 0.05,
+        duration_s: 0.01,
+        warmup_s: 0.002,
         seed,
         check: true,
         // Odd seeds probe the index on every access (no location cache).
@@ -53,6 +60,16 @@ fn assert_checked(config: &Config) -> Report {
     report
 }
 
+/// Aborts of the measured interval with reason `name`.
+fn aborts(report: &Report, name: &str) -> u64 {
+    report
+        .aborts
+        .0
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(0, |&(_, count)| count)
+}
+
 /// The plans of `protocol`: both pure forms and every single-stage flip.
 fn plans(protocol: ProtocolKind) -> Vec<(Primitive, StagePlan)> {
     let mut plans = vec![
@@ -73,11 +90,18 @@ fn plans(protocol: ProtocolKind) -> Vec<(Primitive, StagePlan)> {
 }
 
 fn every_plan_is_serializable(protocol: ProtocolKind) {
+    every_plan_is_serializable_with(protocol, |_| ());
+}
+
+/// [`every_plan_is_serializable`] with `adjust` applied to each run's
+/// config (a protocol option).
+fn every_plan_is_serializable_with(protocol: ProtocolKind, adjust: impl Fn(&mut Config)) {
     let mut aborted = 0.0;
     for (seed, (primitive, stages)) in plans(protocol).into_iter().enumerate() {
         let mut config = contended(protocol, seed as u64 + 1);
         config.primitive = primitive;
         config.stages = stages;
+        adjust(&mut config);
         let report = assert_checked(&config);
         aborted += report.abort_rate;
     }
@@ -99,6 +123,7 @@ fn both_protocols_stay_serializable_over_seeds_with_injected_latency() {
     for seed in 100..106 {
         for protocol in [ProtocolKind::NoWait, ProtocolKind::Occ] {
             let mut config = contended(protocol, seed);
+            config.fabric = FabricKind::Threads;
             config.primitive = if seed % 2 == 0 {
                 Primitive::OneSided
             } else {
@@ -111,7 +136,7 @@ fn both_protocols_stay_serializable_over_seeds_with_injected_latency() {
                 rpc_rtt_ns: 4_000,
                 ..NetworkProfile::none()
             };
-            config.duration_s = 0.15;
+            config.duration_s = 0.2;
             assert_checked(&config);
         }
     }
@@ -173,4 +198,363 @@ fn rpc_stages_cost_the_serving_workers_cpu_and_one_sided_ones_do_not() {
             assert!((t.busy + t.idle - 1.0).abs() < 1e-9 && t.rpc_handlers <= t.busy);
         }
     }
+}
+
+fn shared_locks() -> ProtocolOptions {
+    ProtocolOptions {
+        lock_mode: LockMode::Shared,
+        ..ProtocolOptions::default()
+    }
+}
+
+#[test]
+fn wait_die_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::WaitDie);
+}
+
+#[test]
+fn wound_wait_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::WoundWait);
+}
+
+#[test]
+fn no_wait_with_shared_locks_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable_with(ProtocolKind::NoWait, |c| {
+        c.protocol_options = shared_locks()
+    });
+}
+
+#[test]
+fn wait_die_with_shared_locks_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable_with(ProtocolKind::WaitDie, |c| {
+        c.protocol_options = shared_locks()
+    });
+}
+
+#[test]
+fn wound_wait_with_shared_locks_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable_with(ProtocolKind::WoundWait, |c| {
+        c.protocol_options = shared_locks()
+    });
+}
+
+#[test]
+fn wait_die_with_the_starvation_fix_is_serializable_under_every_stage_choice() {
+    let fix = ProtocolOptions {
+        wait_die_starvation_fix: true,
+        ..ProtocolOptions::default()
+    };
+    every_plan_is_serializable_with(ProtocolKind::WaitDie, |c| c.protocol_options = fix);
+    every_plan_is_serializable_with(ProtocolKind::WaitDie, |c| {
+        c.protocol_options = ProtocolOptions {
+            lock_mode: LockMode::Shared,
+            ..fix
+        }
+    });
+}
+
+/// One hot row per node, one update per transaction, served by RPC so that
+/// the coroutines of a node interleave on it: every conflict is between two
+/// transactions and one lock.
+fn one_hot_row(protocol: ProtocolKind, seed: u64) -> Config {
+    let mut config = contended(protocol, seed);
+    config.nodes = 2;
+    config.coroutines = 8;
+    config.primitive = Primitive::Rpc;
+    config.ycsb.rows_per_node = 1;
+    config.ycsb.ops_per_txn = 1;
+    config.ycsb.partitions_per_txn = Some(1);
+    config.ycsb.write_ratio = 1.0;
+    config.ycsb.compute_us = 5.0;
+    config
+}
+
+fn aborts_per_commit(config: &Config) -> (f64, Report) {
+    let report = assert_checked(config);
+    let aborts: u64 = report.aborts.0.iter().map(|(_, n)| n).sum();
+    (aborts as f64 / report.committed as f64, report)
+}
+
+#[test]
+fn each_2pl_policy_aborts_for_its_own_reason_and_wound_wait_lets_the_younger_wait() {
+    // One hot row: NO_WAIT aborts on every conflict; WAIT_DIE only kills
+    // the younger requester (`died`; the older one waits in the handler's
+    // waiting list); WOUND_WAIT never aborts a requester — the younger one
+    // waits, the older one wounds — so it aborts less than NO_WAIT. (WAIT_DIE
+    // need not abort less: its dying younger transactions retry and die
+    // again while the older one waits — Deneva §5 sees the same.)
+    let (mut no_wait, mut wound_wait) = (0.0, 0.0);
+    for seed in 1..=2 {
+        let (rate, report) = aborts_per_commit(&one_hot_row(ProtocolKind::NoWait, seed));
+        no_wait += rate;
+        assert_eq!(aborts(&report, "died") + aborts(&report, "wounded"), 0);
+        let (_, report) = aborts_per_commit(&one_hot_row(ProtocolKind::WaitDie, seed));
+        assert_eq!(
+            aborts(&report, "lock_conflict") + aborts(&report, "wounded"),
+            0
+        );
+        let (rate, report) = aborts_per_commit(&one_hot_row(ProtocolKind::WoundWait, seed));
+        wound_wait += rate;
+        assert_eq!(
+            aborts(&report, "lock_conflict") + aborts(&report, "died"),
+            0
+        );
+    }
+    assert!(no_wait > 0.0, "the hot row never conflicted");
+    assert!(
+        wound_wait < no_wait,
+        "aborts per commit: no_wait {no_wait}, wound_wait {wound_wait}"
+    );
+}
+
+#[test]
+fn timestamp_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::Timestamp);
+}
+
+#[test]
+fn mvcc_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::Mvcc);
+}
+
+#[test]
+fn timestamp_with_cascading_aborts_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable_with(ProtocolKind::Timestamp, |config| {
+        config.protocol_options.timestamp_cascading_aborts = true;
+    });
+}
+
+#[test]
+fn readers_of_an_aborted_uncommitted_write_abort_in_cascade() {
+    // Writers that installed their writes abort about half the time (the
+    // test hook), so readers that took those writes must abort too, and the
+    // history must stay serializable with no read of an aborted version.
+    let mut cascaded = 0;
+    for (seed, (primitive, stages)) in plans(ProtocolKind::Timestamp)
+        .into_iter()
+        .enumerate()
+        .take(6)
+    {
+        let mut config = contended(ProtocolKind::Timestamp, seed as u64 + 40);
+        config.primitive = primitive;
+        config.stages = stages;
+        config.protocol_options.timestamp_cascading_aborts = true;
+        config.ycsb.write_ratio = 0.3;
+        let mut protocol = Timestamp::new(&config);
+        protocol.abort_after_install = true;
+        let workload = Ycsb::new(&config.ycsb, config.nodes);
+        let report = engine::run_protocol(&config, &protocol, &workload)
+            .expect("run")
+            .report;
+        let check = report.check.as_ref().expect("check was on");
+        assert!(
+            check.passed(),
+            "{}: cycle {:?}, anomalies {:?}, invariants {:?}",
+            report.config.stages.describe(),
+            check.cycle,
+            check.anomalies,
+            check.invariants
+        );
+        assert!(report.committed > 0);
+        cascaded += aborts(&report, "cascading_abort");
+    }
+    assert!(
+        cascaded > 0,
+        "no reader ever read a write that then aborted"
+    );
+}
+
+#[test]
+fn shared_locks_let_readers_share_and_exclusive_locks_do_not() {
+    for protocol in [
+        ProtocolKind::NoWait,
+        ProtocolKind::WaitDie,
+        ProtocolKind::WoundWait,
+    ] {
+        let mut config = one_hot_row(protocol, 5);
+        config.ycsb.write_ratio = 0.0;
+        config.protocol_options = shared_locks();
+        let (shared, _) = aborts_per_commit(&config);
+        assert_eq!(shared, 0.0, "{}: readers conflicted", protocol.name());
+    }
+    let mut config = one_hot_row(ProtocolKind::NoWait, 5);
+    config.ycsb.write_ratio = 0.0;
+    let (exclusive, _) = aborts_per_commit(&config);
+    assert!(exclusive > 0.0, "exclusive read locks never conflicted");
+}
+
+#[test]
+fn mvcc_is_serializable_with_two_and_with_eight_version_slots() {
+    for versions in [2, 8] {
+        for (seed, primitive) in [(1, Primitive::OneSided), (2, Primitive::Rpc)] {
+            let mut config = contended(ProtocolKind::Mvcc, seed);
+            config.primitive = primitive;
+            config.protocol_options.mvcc_versions = versions;
+            config.ycsb.record_bytes = 24;
+            assert_checked(&config);
+        }
+    }
+}
+
+#[test]
+fn mvcc_version_slots_are_what_old_readers_read() {
+    // Read-mostly and contended, with slow transactions: a reader often
+    // finds that younger writers have committed since it began and reads an
+    // older version from its slot; with only 2 slots that version is more
+    // often overwritten already than with 16.
+    let mut unavailable = Vec::new();
+    for versions in [2, 16] {
+        let mut config = contended(ProtocolKind::Mvcc, 12);
+        // Wall-clock interleavings of real threads make old readers common.
+        config.fabric = FabricKind::Threads;
+        config.profile = NetworkProfile::none();
+        config.duration_s = 0.25;
+        config.ycsb.write_ratio = 0.2;
+        config.ycsb.compute_us = 20.0;
+        config.ycsb.rows_per_node = 10;
+        config.protocol_options.mvcc_versions = versions;
+        let report = assert_checked(&config);
+        unavailable.push(aborts(&report, "version_unavailable"));
+    }
+    assert!(
+        unavailable[1] * 2 < unavailable[0],
+        "16 version slots lost as many old versions as 2: {unavailable:?}"
+    );
+}
+
+#[test]
+fn mvcc_version_slots_count_toward_the_memory_limit() {
+    let mut config = contended(ProtocolKind::Mvcc, 1);
+    config.ycsb.rows_per_node = 1_000_000;
+    config.ycsb.record_bytes = 4096;
+    config.protocol_options.mvcc_versions = 64;
+    let error = config.validate().expect_err("260 GiB of version slots");
+    assert!(error.0.contains("registered memory"), "{error}");
+    config.protocol = ProtocolKind::Occ;
+    config.stages = StagePlan::empty();
+    config
+        .validate()
+        .expect("the same rows without version slots fit");
+}
+
+#[test]
+fn maat_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::Maat);
+}
+
+#[test]
+fn cicada_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::Cicada);
+}
+
+#[test]
+fn maat_list_capacities_are_serializable_and_a_full_list_aborts() {
+    for (seed, capacity) in [(21, 1), (22, 2), (23, 64)] {
+        let mut config = contended(ProtocolKind::Maat, seed);
+        config.protocol_options.maat_list_capacity = capacity;
+        config.primitive = if seed % 2 == 0 {
+            Primitive::Rpc
+        } else {
+            Primitive::OneSided
+        };
+        let report = assert_checked(&config);
+        let full = report
+            .aborts
+            .0
+            .iter()
+            .find(|(name, _)| *name == "list_full")
+            .map_or(0, |(_, count)| *count);
+        if capacity == 1 {
+            // One reader and one writer per tuple: 4 coroutines on 3 nodes
+            // sharing 120 rows overflow the lists.
+            assert!(
+                full > 0,
+                "capacity 1 never overflowed: {:?}",
+                report.aborts.0
+            );
+        }
+        if capacity == 64 {
+            assert_eq!(full, 0, "12 coroutines cannot fill 64 entries");
+        }
+    }
+}
+
+#[test]
+fn cicada_version_counts_are_serializable() {
+    for (seed, versions) in [(31, 2), (32, 3), (33, 16)] {
+        let mut config = contended(ProtocolKind::Cicada, seed);
+        config.protocol_options.cicada_versions = versions;
+        config.primitive = if seed % 2 == 0 {
+            Primitive::Rpc
+        } else {
+            Primitive::OneSided
+        };
+        assert_checked(&config);
+    }
+}
+
+#[test]
+fn maat_and_cicada_stay_serializable_with_injected_latency_and_several_workers() {
+    for seed in 40..44 {
+        for protocol in [ProtocolKind::Maat, ProtocolKind::Cicada] {
+            let mut config = contended(protocol, seed);
+            config.primitive = if seed % 2 == 0 {
+                Primitive::OneSided
+            } else {
+                Primitive::Rpc
+            };
+            if seed >= 42 {
+                config.nodes = 2;
+                config.workers = 2;
+            } else {
+                config.profile = NetworkProfile {
+                    name: "injected".into(),
+                    onesided_rtt_ns: 2_000,
+                    atomic_rtt_ns: 2_500,
+                    rpc_rtt_ns: 4_000,
+                    ..NetworkProfile::none()
+                };
+            }
+            config.duration_s = 0.2;
+            assert_checked(&config);
+        }
+    }
+}
+
+#[test]
+fn maat_and_cicada_rpc_plans_post_no_one_sided_verbs() {
+    for protocol in [ProtocolKind::Maat, ProtocolKind::Cicada] {
+        let mut config = contended(protocol, 5);
+        config.check = false;
+        config.primitive = Primitive::Rpc;
+        let rpc = engine::run(&config).expect("run").report;
+        let verbs = &rpc.verbs_per_txn;
+        assert_eq!(
+            verbs.read + verbs.write + verbs.cas + verbs.faa,
+            0.0,
+            "{verbs:?}"
+        );
+        assert!(rpc.worker_time.rpc_handlers > 0.0);
+        config.primitive = Primitive::OneSided;
+        let onesided = engine::run(&config).expect("run").report;
+        assert_eq!(onesided.verbs_per_txn.rpc, 0.0);
+    }
+}
+
+#[test]
+fn cicada_version_slots_count_toward_the_memory_limit() {
+    let mut config = Config {
+        protocol: ProtocolKind::Cicada,
+        ..Config::default()
+    };
+    config.ycsb.record_bytes = 4096;
+    config.ycsb.rows_per_node = 100_000;
+    config.protocol_options.cicada_versions = 64;
+    let error = config
+        .clone()
+        .validate()
+        .expect_err("64 versions of 4 KiB rows");
+    assert!(error.to_string().contains("cicada"), "{error}");
+    config.protocol_options.cicada_versions = 2;
+    config.validate().expect("2 versions fit");
 }

@@ -4,7 +4,7 @@
 //! with the serializability checker and the YCSB invariants on.
 //! `VERBENA_STRESS_SEEDS=N` runs N seeds instead of 40.
 
-use verbena::config::{Config, KeyDistribution};
+use verbena::config::{Config, KeyDistribution, LockMode};
 use verbena::engine;
 use verbena::fabric::NetworkProfile;
 use verbena::protocols::{Primitive, ProtocolKind, StagePlan};
@@ -58,6 +58,8 @@ fn drawn(protocol: ProtocolKind, seed: u64) -> Config {
     y.compute_us = rng.below(3) as f64;
     y.record_bytes = 8 * (1 + rng.below(16) as u32);
     y.partitions_per_txn = Some(1 + rng.below(nodes.min(y.ops_per_txn) as u64) as u32);
+    config.protocol_options.mvcc_versions = 2 + rng.below(5) as u32;
+    config.protocol_options.timestamp_cascading_aborts = rng.below(2) == 0;
     config
 }
 
@@ -70,8 +72,26 @@ fn many_seeds_every_protocol_random_shapes_and_plans() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(40);
     for seed in 1..=seeds {
-        for protocol in [ProtocolKind::NoWait, ProtocolKind::Occ] {
-            let config = drawn(protocol, seed);
+        for protocol in [
+            ProtocolKind::NoWait,
+            ProtocolKind::WaitDie,
+            ProtocolKind::WoundWait,
+            ProtocolKind::Occ,
+            ProtocolKind::Timestamp,
+            ProtocolKind::Mvcc,
+            ProtocolKind::Maat,
+            ProtocolKind::Cicada,
+        ] {
+            let mut config = drawn(protocol, seed);
+            // The 2PL family's options, from the seed (the shape draws above
+            // stay as they were).
+            let options = &mut config.protocol_options;
+            options.lock_mode = if seed % 2 == 0 {
+                LockMode::Shared
+            } else {
+                LockMode::Exclusive
+            };
+            options.wait_die_starvation_fix = seed % 3 == 0;
             let report = engine::run(&config)
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"))
                 .report;
@@ -85,7 +105,13 @@ fn many_seeds_every_protocol_random_shapes_and_plans() {
                 check.anomalies,
                 check.invariants
             );
-            assert!(report.committed > 0, "seed {seed}: nothing committed");
+            assert!(
+                report.committed > 0,
+                "seed {seed} {}: nothing committed; aborts {:?}; {:?}",
+                protocol.name(),
+                report.aborts.0,
+                report.config
+            );
         }
     }
 }

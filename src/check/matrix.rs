@@ -191,6 +191,8 @@ pub struct CaseOutcome {
     /// Why it failed (empty when it passed).
     pub detail: String,
     pub history_hash: String,
+    /// The run's report table (for a failure's context).
+    pub report_table: String,
 }
 
 /// Runs `case`, after `adjust` may change its config (tests use it to
@@ -208,6 +210,7 @@ pub fn run_case(case: Case, adjust: impl FnOnce(&mut Config)) -> CaseOutcome {
                 abort_rate: 0.0,
                 detail: format!("the run failed: {error}"),
                 history_hash: String::new(),
+                report_table: String::new(),
             }
         }
     };
@@ -239,6 +242,7 @@ pub fn run_case(case: Case, adjust: impl FnOnce(&mut Config)) -> CaseOutcome {
         abort_rate: report.abort_rate,
         detail: problems.join("; "),
         history_hash: sim.history_hash.clone(),
+        report_table: report.table(),
     }
 }
 

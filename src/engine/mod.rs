@@ -26,11 +26,18 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
 use crate::check::{check_serializable, store_matches_history, History};
-use crate::config::{Config, ConfigError, FabricKind, WorkloadKind};
+use crate::config::{Config, ConfigError, FabricKind, LockMode, WorkloadKind};
 use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
+use crate::protocols::cicada::Cicada;
+use crate::protocols::lock2pl::{Lock2pl, Policy};
+use crate::protocols::maat::Maat;
+use crate::protocols::mvcc::Mvcc;
 use crate::protocols::no_wait::NoWait;
 use crate::protocols::occ::Occ;
+use crate::protocols::timestamp::Timestamp;
+use crate::protocols::wait_die::WaitDie;
+use crate::protocols::wound_wait::WoundWait;
 use crate::protocols::{Protocol, ProtocolKind};
 use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
@@ -102,14 +109,50 @@ pub fn run_custom<W: Workload>(config: &Config, workload: &W) -> Result<RunOutpu
     run_validated(&config, workload)
 }
 
+/// Validates `config` and runs it with a protocol instance and a workload of
+/// the caller's own (`config.protocol` must name the protocol's kind): how
+/// tests run a protocol with a test hook set.
+pub fn run_protocol<P: Protocol, W: Workload>(
+    config: &Config,
+    protocol: &P,
+    workload: &W,
+) -> Result<RunOutput, RunError> {
+    let mut config = config.clone();
+    config.validate()?;
+    debug_assert_eq!(config.protocol, P::KIND);
+    run_workload(&config, protocol, workload)
+}
+
 fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput, RunError> {
+    let options = &config.protocol_options;
+    let lock2pl = |policy| Lock2pl {
+        policy,
+        shared: options.lock_mode == LockMode::Shared,
+        starvation_fix: options.wait_die_starvation_fix,
+    };
     match config.protocol {
-        ProtocolKind::NoWait => run_workload(config, &NoWait, workload),
+        ProtocolKind::NoWait => run_workload(config, &NoWait(lock2pl(Policy::NoWait)), workload),
+        ProtocolKind::WaitDie => run_workload(config, &WaitDie(lock2pl(Policy::WaitDie)), workload),
+        ProtocolKind::WoundWait => {
+            run_workload(config, &WoundWait(lock2pl(Policy::WoundWait)), workload)
+        }
         ProtocolKind::Occ => run_workload(
             config,
             &Occ {
                 skip_validation: config.unsafe_skip_occ_validation,
             },
+            workload,
+        ),
+        ProtocolKind::Timestamp => run_workload(config, &Timestamp::new(config), workload),
+        ProtocolKind::Mvcc => run_workload(config, &Mvcc::new(config), workload),
+        ProtocolKind::Maat => run_workload(
+            config,
+            &Maat::new(config.protocol_options.maat_list_capacity),
+            workload,
+        ),
+        ProtocolKind::Cicada => run_workload(
+            config,
+            &Cicada::new(config.protocol_options.cicada_versions),
             workload,
         ),
         // `validate` refuses protocols this build lacks.
@@ -160,7 +203,7 @@ fn run_workload<P: Protocol, W: Workload>(
     workload: &W,
 ) -> Result<RunOutput, RunError> {
     let layout = Arc::new(
-        StoreLayout::new(&workload.tables(), P::header_words).with_txn_meta(
+        StoreLayout::new(&workload.tables(), |r| protocol.header_words_of(r)).with_txn_meta(
             config.workers as u16,
             config.coroutines as u16,
             P::txn_meta_words(),

@@ -27,10 +27,37 @@ use super::{Primitive, Stage};
 pub mod kind {
     pub const WRITE_BACK: u16 = 1;
     pub const UNLOCK: u16 = 2;
+    /// The 2PL family (`lock2pl`: NO_WAIT, WAIT_DIE, WOUND_WAIT): 10–19.
     pub const NO_WAIT_LOCK_READ: u16 = 10;
+    pub const LOCK2PL_UPGRADE: u16 = 11;
+    pub const LOCK2PL_UNLOCK_SHARED: u16 = 12;
+    pub const LOCK2PL_STATUS_CAS: u16 = 13;
     pub const OCC_READ: u16 = 20;
     pub const OCC_LOCK: u16 = 21;
     pub const OCC_VALIDATE: u16 = 22;
+    pub const TS_READ: u16 = 40;
+    pub const TS_LOCK: u16 = 41;
+    pub const TS_COMMIT: u16 = 42;
+    pub const TS_LOCK_FETCH: u16 = 43;
+    pub const TS_INSTALL: u16 = 44;
+    pub const TS_OUTCOME: u16 = 45;
+    pub const TS_LOCK_READ: u16 = 46;
+    pub const MVCC_READ: u16 = 50;
+    pub const MVCC_LOCK: u16 = 51;
+    pub const MVCC_COMMIT: u16 = 52;
+    pub const MVCC_LOCK_READ: u16 = 53;
+    pub const MAAT_INIT: u16 = 60;
+    pub const MAAT_REGISTER: u16 = 61;
+    pub const MAAT_META_READ: u16 = 62;
+    pub const MAAT_PUSH: u16 = 63;
+    pub const MAAT_FREEZE: u16 = 64;
+    pub const MAAT_COMMIT: u16 = 65;
+    pub const MAAT_UNREGISTER: u16 = 66;
+    pub const MAAT_ABORT: u16 = 67;
+    pub const CICADA_READ: u16 = 70;
+    pub const CICADA_INSTALL: u16 = 71;
+    pub const CICADA_VALIDATE: u16 = 72;
+    pub const CICADA_FINISH: u16 = 73;
 }
 
 /// Status words in RPC replies.
@@ -40,6 +67,9 @@ pub mod status {
     pub const NOT_FOUND: u64 = 2;
     pub const INCONSISTENT: u64 = 3;
     pub const STALE: u64 = 4;
+    pub const FULL: u64 = 5;
+    pub const PENDING: u64 = 6;
+    pub const UNAVAILABLE: u64 = 7;
 }
 
 /// Address of the lock word: protocol header word 0.
@@ -108,7 +138,7 @@ pub fn accept_record(cx: &mut TxnCx<'_>, index: usize, seq: u64, record: &[u64])
 }
 
 /// Appends the one-sided update-and-unlock of access `index` to `batch`.
-fn queue_write_back_onesided(cx: &TxnCx<'_>, batch: &mut Batch, index: usize) {
+pub fn queue_write_back_onesided(cx: &TxnCx<'_>, batch: &mut Batch, index: usize) {
     let access = &cx.accesses[index];
     let table = cx.table(access.table);
     let new_seq = access.seq + 1;

@@ -70,7 +70,17 @@ impl ProtocolKind {
 
     /// Whether this build can run the protocol.
     pub fn implemented(self) -> bool {
-        matches!(self, ProtocolKind::NoWait | ProtocolKind::Occ)
+        matches!(
+            self,
+            ProtocolKind::NoWait
+                | ProtocolKind::WaitDie
+                | ProtocolKind::WoundWait
+                | ProtocolKind::Occ
+                | ProtocolKind::Timestamp
+                | ProtocolKind::Mvcc
+                | ProtocolKind::Maat
+                | ProtocolKind::Cicada
+        )
     }
 
     pub fn implemented_names() -> Vec<&'static str> {
@@ -93,9 +103,13 @@ impl ProtocolKind {
             ProtocolKind::Drtm => &[Lock, Log, Commit, Release],
             // DrTM+H §5.1–5.3: read in execution, lock the write set,
             // validate the read set, write back and unlock.
-            ProtocolKind::Occ | ProtocolKind::Maat | ProtocolKind::Cicada => {
+            ProtocolKind::Occ | ProtocolKind::Cicada => {
                 &[Read, Lock, Validate, Log, Commit, Release]
             }
+            // RCBench Alg. 9–10: MaaT has no lock stage — it registers in
+            // the tuple's lists at access time (under a latch), adjusts
+            // timestamp intervals in validation, and installs at commit.
+            ProtocolKind::Maat => &[Read, Validate, Log, Commit, Release],
             ProtocolKind::Timestamp | ProtocolKind::Mvcc => &[Read, Lock, Log, Commit, Release],
             ProtocolKind::Sundial => &[Read, Lock, Renew, Log, Commit, Release],
             ProtocolKind::Calvin => &[TxnBroadcastInput, ValueForwarding],

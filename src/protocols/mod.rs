@@ -14,15 +14,25 @@
 //! very lock word a one-sided CAS targets, and every RPC reply carries the
 //! tuple's slot so that a later one-sided stage knows its address.
 //!
-//! Implemented here: `no_wait` (RCC §4.2) and `occ` (DrTM+H §5.1–5.3). The
-//! other nine names exist in [`ProtocolKind`] and are refused by config
+//! Implemented here: `no_wait` (RCC §4.2), `wait_die` (RCC §4.3),
+//! `wound_wait` (RCBench Alg. 5) — the 2PL family, on `lock2pl` — `occ`
+//! (DrTM+H §5.1–5.3), `timestamp` (basic T/O, RCBench §6.2.2), `mvcc` (RCC
+//! §4.4), `maat` (RCBench Alg. 9–10) and `cicada` (RCBench Alg. 11). The
+//! other names exist in [`ProtocolKind`] and are refused by config
 //! validation until their issue lands.
 
+pub mod cicada;
 pub mod common;
 pub mod kind;
+pub mod lock2pl;
+pub mod maat;
+pub mod mvcc;
 pub mod no_wait;
 pub mod occ;
 pub mod stage;
+pub mod timestamp;
+pub mod wait_die;
+pub mod wound_wait;
 
 pub use kind::ProtocolKind;
 pub use stage::{Primitive, Stage, StagePlan};
@@ -41,6 +51,13 @@ pub trait Protocol: Sync {
     /// multi-version ones (MVCC, CICADA) keep version slots, each with a copy
     /// of the record, in the header, so the size depends on the record.
     fn header_words(record_words: u32) -> u32;
+    /// [`Protocol::header_words`] of this instance, for protocols whose
+    /// header depends on a run-time option (MVCC's and CICADA's version
+    /// slots, MAAT's list capacity). The
+    /// engine lays tuples out with this one.
+    fn header_words_of(&self, record_words: u32) -> u32 {
+        Self::header_words(record_words)
+    }
     /// Words of per-transaction global metadata each coroutine keeps in its
     /// node's region, where remote workers can READ and CAS them (see
     /// `store::TxnMetaLayout`; `TxnCx::txn_meta_addr`). Default: none.

@@ -1,96 +1,54 @@
 //! NO_WAIT: two-phase locking that aborts on any conflict (RCC §4.2, Fig. 5;
-//! Deneva §3.1; RCBench Alg. 4 with exclusive locks only).
+//! Deneva §3.1; RCBench §6.2.1, Alg. 4).
 //!
-//! Every record a transaction touches is locked exclusively when first
-//! accessed; a lock held by anyone else aborts the transaction at once, so
-//! no transaction ever waits and deadlock is impossible. The shared/exclusive
-//! variant comes with the protocols issue.
+//! Every record a transaction touches is locked when first accessed; a lock
+//! held in a conflicting mode aborts the transaction at once, so no
+//! transaction ever waits and deadlock is impossible. With
+//! `lock_mode = exclusive` (the default, RCC's and RCBench's choice) every
+//! access locks exclusively; with `lock_mode = shared` reads take shared
+//! locks and writes exclusive ones (RCBench Alg. 4's reader count, §7.6.2).
 //!
-//! Stages (RCC bits): `lock` = 1 (lock & read, at access time), `log` = 4
-//! (empty without replication), `commit` = 16 (update & unlock written
-//! records; read-only records are unlocked in the same passive round with the
-//! `release` primitive), `release` = 8 (unlock on abort).
+//! Stages (RCC bits): `lock` = 1 (lock & read, at access time; also the
+//! read→write upgrade of a shared lock), `log` = 4 (empty without
+//! replication), `commit` = 16 (update & unlock written records; the other
+//! locked records are unlocked in the same passive round with the `release`
+//! primitive), `release` = 8 (unlock on abort).
 //!
 //! * one-sided lock: CAS(lock, 0 → owner) and READ(tuple) in one doorbell
 //!   batch; FIFO makes the READ see the tuple after the CAS, and if the CAS
-//!   failed its data is ignored (RCC §4.2). On a location-cache miss an index
-//!   probe round comes first.
-//! * RPC lock: the handler looks the key up, CASes the lock word locally and
-//!   replies `[status, slot, seq, record…]`; the slot fills the cache so a
-//!   one-sided commit or release can address the tuple (RCC §5.2).
-//! * commit / release: see `common` (WRITE record+seq_end, WRITE seq, WRITE
-//!   lock=0; or one RPC per participant).
+//!   failed its data is ignored (RCC §4.2). A shared request whose CAS found
+//!   other readers retries its CAS against the word it saw (Read-Cas). On a
+//!   location-cache miss an index probe round comes first.
+//! * RPC lock: the handler looks the key up, decides on the lock word and
+//!   CASes it locally, and replies `[status, slot, seq, record…]`; the slot
+//!   fills the cache so a one-sided commit or release can address the tuple
+//!   (RCC §5.2).
+//! * commit / release: WRITE record+seq_end, WRITE [seq, lock = 0] for a
+//!   written record; WRITE lock = 0 for an exclusive, FETCH_AND_ADD −1 for a
+//!   shared lock; or one RPC per participant and kind (`lock2pl`).
 //!
-//! Header layout: word 0 = lock (0 free, else owner = coroutine id + 1).
-//! Hybrid handshakes (RCC §5.2): none beyond the lock word itself — every
-//! form of every stage CASes or stores that one word, and the RPC lock
-//! replies the slot.
+//! Header layout: word 0 = the lock word of `lock2pl` (0 free; exclusive:
+//! bit 63 | owner, owner = coroutine id + 1; shared: reader count in bits
+//! 0..16). Hybrid handshakes (RCC §5.2): none beyond the lock word itself —
+//! every form of every stage CASes, adds to or stores that one word — and
+//! the slot every RPC lock replies.
 //!
-//! Invariant: a record is read only while this transaction holds its lock,
-//! so the version read is the version the write replaces (`seq + 1`).
+//! Invariant: a record is read only while this transaction holds its lock
+//! (shared or exclusive), so the version read is the version a write
+//! replaces (`seq + 1`).
 
 use crate::store::NodeStore;
-use crate::txn::{AbortReason, TxnCx, TxnResult};
+use crate::txn::{TxnCx, TxnResult};
 
-use super::common::{self, kind, lock_addr, status};
-use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
+use super::lock2pl::{Lock2pl, Policy};
+use super::{Protocol, ProtocolKind, Served, Stage};
 
-#[derive(Clone, Debug, Default)]
-pub struct NoWait;
+#[derive(Clone, Debug)]
+pub struct NoWait(pub Lock2pl);
 
-impl NoWait {
-    async fn lock_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        common::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
-        let (cas, read) = {
-            let mut batch = cx.round();
-            let cas = batch.cas(access.node, lock_addr(table, access.slot), 0, cx.owner);
-            let read = batch.read(
-                access.node,
-                table.tuple_addr(access.slot),
-                table.tuple_words,
-            );
-            (cas, read)
-        };
-        cx.submit().await;
-        let batch = cx.batch();
-        if batch.result_word(cas) != 0 {
-            return Err(AbortReason::LockConflict);
-        }
-        cx.accesses[index].locked = true;
-        let tuple = common::decode(table, batch.result(read));
-        debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
-        debug_assert_eq!(tuple.seq, tuple.seq_end, "a locked tuple cannot be torn");
-        debug_assert_eq!(tuple.lock, cx.owner);
-        common::accept_record(cx, index, tuple.seq, tuple.record);
-        Ok(())
-    }
-
-    async fn lock_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let access = cx.accesses[index];
-        let call = common::call_one(
-            cx,
-            access.node,
-            kind::NO_WAIT_LOCK_READ,
-            &[access.table as u64, access.key, cx.owner],
-        );
-        cx.submit().await;
-        let batch = cx.batch();
-        let reply = batch.reply(call);
-        match reply[0] {
-            status::OK => {
-                cx.remember_slot(index, reply[1]);
-                cx.accesses[index].locked = true;
-                common::accept_record(cx, index, reply[2], &reply[3..]);
-                Ok(())
-            }
-            status::LOCKED => {
-                cx.remember_slot(index, reply[1]);
-                Err(AbortReason::LockConflict)
-            }
-            _ => Err(AbortReason::NotFound),
-        }
+impl Default for NoWait {
+    fn default() -> Self {
+        NoWait(Lock2pl::new(Policy::NoWait))
     }
 }
 
@@ -99,50 +57,32 @@ impl Protocol for NoWait {
     const ACCESS_STAGE: Stage = Stage::Lock;
 
     fn header_words(_record_words: u32) -> u32 {
-        1
+        Lock2pl::header_words(Policy::NoWait)
+    }
+
+    fn begin(&self, cx: &mut TxnCx<'_>) {
+        self.0.begin(cx);
     }
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        match cx.primitive(Stage::Lock) {
-            Primitive::OneSided => self.lock_onesided(cx, index).await,
-            Primitive::Rpc => self.lock_rpc(cx, index).await,
-        }
+        self.0.access(cx, index).await
+    }
+
+    async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        self.0.upgrade(cx, index).await
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {
-        common::post_commit(cx);
+        self.0.commit(cx);
     }
 
     async fn release(&self, cx: &mut TxnCx<'_>) {
-        common::post_release(cx);
+        self.0.release(cx);
     }
 
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
-        match kind {
-            kind::NO_WAIT_LOCK_READ => {
-                let (table_id, key, owner) = (payload[0] as u32, payload[1], payload[2]);
-                payload.clear();
-                let Some(slot) = store.lookup(table_id, key) else {
-                    payload.push(status::NOT_FOUND);
-                    return Served::Reply;
-                };
-                let table = store.layout.table(table_id);
-                if store.region.cas(lock_addr(table, slot), 0, owner) != 0 {
-                    payload.extend_from_slice(&[status::LOCKED, slot]);
-                    return Served::Reply;
-                }
-                payload.extend_from_slice(&[status::OK, slot, store.seq(table_id, slot)]);
-                let start = payload.len();
-                payload.resize(start + table.record_words as usize, 0);
-                store
-                    .region
-                    .read(table.record_addr(slot), &mut payload[start..]);
-            }
-            other => assert!(
-                common::serve_shared(store, other, payload),
-                "no_wait has no RPC handler {other}"
-            ),
-        }
-        Served::Reply
+        let served = self.0.serve(store, kind, payload);
+        assert!(served.is_some(), "no_wait has no RPC handler {kind}");
+        served.unwrap_or(Served::Reply)
     }
 }

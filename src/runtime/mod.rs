@@ -314,6 +314,23 @@ impl Worker {
         self.endpoint.borrow_mut().send(msg);
     }
 
+    /// Offers every waiting request again, in arrival order; answers those
+    /// that can be served now. Returns whether any was.
+    fn offer_waiting(&self, waiting: &mut Vec<Message>, service: &dyn RpcService) -> bool {
+        let mut served = false;
+        let mut index = 0;
+        while index < waiting.len() {
+            let msg = &mut waiting[index];
+            if service.serve(msg.kind, &mut msg.payload) == Served::Reply {
+                self.send_reply(waiting.remove(index));
+                served = true;
+            } else {
+                index += 1;
+            }
+        }
+        served
+    }
+
     /// One turn of the event loop: offers waiting requests again, takes what
     /// arrived (serving requests, filing replies and completions), then
     /// polls every runnable coroutine once. Never blocks, so one thread can
@@ -329,34 +346,38 @@ impl Worker {
         let mut serve_start_ns = None;
         self.charge(CpuOp::Turn, 1);
         {
-            // Requests that had to wait are offered again first, in order.
+            // Requests that had to wait are offered again first, in order,
+            // and again before each new request whenever something was
+            // served since: a parked request must see the lock its
+            // predecessor just released before a newcomer can take it
+            // (otherwise a waiting list never makes progress against a
+            // stream of fresh requests).
             let mut waiting = self.waiting.borrow_mut();
             if !waiting.is_empty() {
                 serve_start_ns = Some(self.now_ns());
             }
-            let mut index = 0;
-            while index < waiting.len() {
-                let msg = &mut waiting[index];
-                if service.serve(msg.kind, &mut msg.payload) == Served::Reply {
-                    self.send_reply(waiting.remove(index));
-                    served = true;
-                } else {
-                    index += 1;
-                }
-            }
+            served |= self.offer_waiting(&mut waiting, service);
             let mut inbox = self.inbox.borrow_mut();
             self.endpoint.borrow_mut().receive(&mut inbox);
             served |= !inbox.is_empty();
             if serve_start_ns.is_none() && !inbox.is_empty() {
                 serve_start_ns = Some(self.now_ns());
             }
+            let mut changed = false;
             for mut msg in inbox.drain(..) {
                 if msg.flags & (MSG_REPLY | MSG_COMPLETION) != 0 {
                     self.file_reply(msg);
-                } else if service.serve(msg.kind, &mut msg.payload) == Served::Reply {
+                    continue;
+                }
+                if changed && !waiting.is_empty() {
+                    self.offer_waiting(&mut waiting, service);
+                }
+                if service.serve(msg.kind, &mut msg.payload) == Served::Reply {
                     self.send_reply(msg);
+                    changed = true;
                 } else {
                     waiting.push(msg);
+                    changed = false;
                 }
             }
         }

@@ -38,16 +38,45 @@ pub enum AbortReason {
     NotFound,
     /// The program asked to abort.
     User,
+    /// WAIT_DIE: a younger requester died on an older holder (also: a
+    /// newcomer under the starvation fix; an E/S lock conflict a waiting
+    /// protocol cannot wait on).
+    Died,
+    /// WOUND_WAIT: an older transaction wounded this one.
+    Wounded,
+    /// A timestamp protocol found the transaction's timestamp out of order
+    /// for a tuple (a read below `wts`, a write below `rts` or `wts`).
+    TimestampOrder,
+    /// MVCC, CICADA: no version slot still holds a version old enough to
+    /// read (it was overwritten).
+    VersionUnavailable,
+    /// TIMESTAMP with cascading aborts: a writer whose uncommitted write
+    /// this transaction read aborted (or could not be waited for).
+    CascadingAbort,
+    /// MAAT: a tuple's reader or writer list was full.
+    ListFull,
+    /// MAAT: the timestamp interval became empty.
+    IntervalEmpty,
+    /// CICADA: the version to read or replace is still pending.
+    VersionPending,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 6] = [
+    pub const ALL: [AbortReason; 14] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
         AbortReason::ValidationFailed,
         AbortReason::NotFound,
         AbortReason::User,
+        AbortReason::Died,
+        AbortReason::Wounded,
+        AbortReason::TimestampOrder,
+        AbortReason::VersionUnavailable,
+        AbortReason::CascadingAbort,
+        AbortReason::ListFull,
+        AbortReason::IntervalEmpty,
+        AbortReason::VersionPending,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +87,14 @@ impl AbortReason {
             AbortReason::ValidationFailed => "validation_failed",
             AbortReason::NotFound => "not_found",
             AbortReason::User => "user",
+            AbortReason::Died => "died",
+            AbortReason::Wounded => "wounded",
+            AbortReason::TimestampOrder => "timestamp_order",
+            AbortReason::VersionUnavailable => "version_unavailable",
+            AbortReason::CascadingAbort => "cascading_abort",
+            AbortReason::ListFull => "list_full",
+            AbortReason::IntervalEmpty => "interval_empty",
+            AbortReason::VersionPending => "version_pending",
         }
     }
 
@@ -87,6 +124,9 @@ pub struct Access {
     pub write: bool,
     /// This transaction holds the tuple's lock.
     pub locked: bool,
+    /// Protocol-private word (MAAT: list positions; CICADA: version
+    /// slots); 0 when fetched.
+    pub meta: u64,
 }
 
 /// Per-coroutine transaction context, reused by every transaction the
@@ -118,6 +158,9 @@ pub struct TxnCx<'w> {
     /// What this attempt's program recorded with [`Txn::note`]; reset by
     /// every attempt, recorded in the history when the attempt commits.
     pub note: i64,
+    /// Protocol-private words of the attempt (cleared at each begin), e.g.
+    /// MAAT's set of transactions to order against.
+    pub scratch: Vec<u64>,
 }
 
 impl<'w> TxnCx<'w> {
@@ -144,6 +187,7 @@ impl<'w> TxnCx<'w> {
             queued: Vec::with_capacity(64),
             stage_ns: [0; 9],
             note: 0,
+            scratch: Vec::with_capacity(64),
         }
     }
 
@@ -158,6 +202,7 @@ impl<'w> TxnCx<'w> {
         self.attempt = attempt;
         self.accesses.clear();
         self.data.clear();
+        self.scratch.clear();
         self.stage_ns = [0; 9];
         self.note = 0;
     }
@@ -271,6 +316,7 @@ impl<'w> TxnCx<'w> {
             data,
             write,
             locked: false,
+            meta: 0,
         });
         self.accesses.len() - 1
     }

@@ -1,0 +1,929 @@
+//! The two-phase-locking family on one lock word: the lock word's layout,
+//! the conflict rules of NO_WAIT, WAIT_DIE and WOUND_WAIT (RCC §4.2–4.3;
+//! RCBench §6.2.1, Alg. 4–5; Deneva §3.1), and every stage of the three
+//! protocols in one-sided and RPC form. `no_wait`, `wait_die` and
+//! `wound_wait` are thin [`Protocol`](super::Protocol) implementations over
+//! [`Lock2pl`] with their [`Policy`].
+//!
+//! # The lock word (protocol header word 0)
+//!
+//! ```text
+//! free:       0                          (or a shared word whose count is 0)
+//! exclusive:  1 | id:63                  bit 63 set; id = the holder's tag
+//! shared:     0 | bound:47 | count:16    bit 63 clear; count = readers
+//! ```
+//!
+//! * `id` (the transaction's `cx.owner` without bit 63) is NO_WAIT's
+//!   coroutine owner (`txn::ids::lock_owner`), or WAIT_DIE's and
+//!   WOUND_WAIT's timestamp `clock:34 | owner:29` (RCC §4.3: local clock
+//!   with the coroutine's id in the low bits). The owner bits make a
+//!   timestamp unique and name the holder's coroutine, so a requester reads
+//!   both the holder's priority and, for a wound, where its status word is
+//!   (`TxnCx::txn_meta_of`). A smaller timestamp is older. The clock part
+//!   (≈ µs, wrapping) only orders transactions fairly; correctness needs
+//!   only that timestamps are unique and fixed during a transaction.
+//! * `count` is the number of shared holders (E/S mode, RCBench §6.2.1:
+//!   Alg. 4's reader count). A reader joins with a CAS computed from the
+//!   word it saw (Read-Cas) and leaves with a FETCH_AND_ADD of −1, so a
+//!   release is one passive verb. The last reader leaves `bound << 16`
+//!   behind: a shared word with count 0 is free, and an acquirer whose
+//!   `CAS(0 → …)` returns it retries its CAS against that value.
+//! * `bound` is a coarse (`timestamp >> 16`) bound on the readers' timestamps
+//!   since the word was last free, kept by every join: WAIT_DIE keeps the
+//!   minimum (no reader is older than it), WOUND_WAIT the maximum (no
+//!   reader is younger than it), NO_WAIT 0. A departing reader cannot undo
+//!   its contribution, so the bound is conservative, never wrong.
+//!
+//! WAIT_DIE also has header word 1, the starvation-fix counter (RCC §4.3's
+//! "limitation"): the number of transactions currently waiting for the
+//! tuple, raised by FETCH_AND_ADD when a transaction starts waiting and
+//! lowered when it gets the lock or dies. While it is non-zero, a requester
+//! that is not itself waiting dies, even on a free lock, so the lock goes to
+//! a waiter — who by WAIT_DIE's rule is older than the holder it waited for.
+//! The counter names nobody, so the newcomer dies whatever its age.
+//!
+//! # Conflict rules (requester R, holders H; "older" = smaller timestamp)
+//!
+//! | policy     | R vs exclusive H                    | R exclusive vs readers           |
+//! |------------|-------------------------------------|----------------------------------|
+//! | NO_WAIT    | abort                               | abort                            |
+//! | WAIT_DIE   | R older: wait; else die             | R older than `bound`: wait; else die |
+//! | WOUND_WAIT | R older: wound H, wait; else wait   | R younger than `bound`: wait; else die |
+//!
+//! A shared request on a shared word joins it (readers bypass waiting
+//! writers, as in Deneva §3.1). Readers are anonymous, so WOUND_WAIT cannot
+//! wound them: an older writer dies instead (keeping its timestamp). A
+//! read→write upgrade succeeds only if the upgrader is the sole reader;
+//! otherwise it aborts under every policy (the other readers' ages are not
+//! known). A lock held by the requester's own earlier attempt (same
+//! timestamp, its release still in flight) is waited for.
+//!
+//! Deadlock freedom: WAIT_DIE waits only for holders strictly younger than
+//! the waiter, so wait-for chains have increasing timestamps and no cycle.
+//! WOUND_WAIT waits for older holders, or for younger ones it has wounded;
+//! every cycle contains a wounded transaction, and a wounded transaction
+//! notices: it checks its status word at every access, in every one-sided
+//! wait round, whenever a parked lock RPC times out (`PARK_OFFERS`), and at
+//! the commit point. Every decision is re-taken on the word as it is now,
+//! on every retry, so a stale view only costs a retry.
+//!
+//! # WOUND_WAIT's status word and commit point (RCBench Alg. 5)
+//!
+//! One word of per-transaction global metadata (`Protocol::txn_meta_words`):
+//! the transaction's own lock value `cx.owner` while it runs (written at its
+//! first access, before it holds any lock), [`WOUNDED`] once an older
+//! transaction wounded it (`CAS(owner → WOUNDED)`: one CAS on the holder's
+//! status, by one-sided CAS or by an RPC whose handler CASes locally), and
+//! [`COMMITTING`] once it passed its commit point: the last fallible step
+//! of the attempt (in the `log` stage) is `CAS(owner → COMMITTING)` on its
+//! own status; if it returns `WOUNDED` the attempt aborts, otherwise no
+//! wound can succeed any more (a wound expects `owner`), and the commit
+//! stage installs the writes. A wound that arrives late, after the wounded
+//! attempt already ended, either fails (the next request has a new
+//! timestamp) or aborts a retry of the same request, which is older than
+//! its wounder's view and only loses an attempt.
+//!
+//! # Mixed plans (RCC §5.2)
+//!
+//! Both forms of every stage act on the same words with the same atomic
+//! steps: a lock handler runs the one-sided algorithm's decision on a local
+//! load and takes the lock with a local CAS on the word a one-sided CAS
+//! targets; a handler's waiting list plays the one-sided wait loop's
+//! retries; every lock reply carries the tuple's slot, so a one-sided
+//! upgrade, commit or release can address a tuple locked by RPC, and
+//! `Access::locked` records whether the attempt holds it (the "agreed
+//! region" handshake is the lock word itself plus the reply's slot). The
+//! release forms agree on who holds what: exclusive — a one-sided WRITE of
+//! 0 or an RPC CAS from the owner's value; shared — a FETCH_AND_ADD of −1,
+//! one-sided or in the handler. The wound and the commit-point CAS act on
+//! the status word in either form; the status check is a local READ of the
+//! coordinator's own memory under both primitives.
+
+use crate::fabric::NodeId;
+use crate::store::NodeStore;
+use crate::txn::{ids, AbortReason, TxnCx, TxnResult};
+
+use super::common::{self, kind, lock_addr, status};
+use super::{Primitive, Served, Stage};
+
+/// Bit 63: the word is held exclusively; the rest is the holder's id.
+pub const EXCLUSIVE: u64 = 1 << 63;
+/// Reader count of a shared word: bits 0..16.
+const COUNT_BITS: u32 = 16;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+/// A timestamp's low bits are its coroutine's lock owner (`ids`, 29 bits).
+pub const OWNER_BITS: u32 = 29;
+pub const OWNER_MASK: u64 = (1 << OWNER_BITS) - 1;
+/// A timestamp's clock part: 34 bits of ≈µs (`now_ns >> 10`), wrapping.
+const CLOCK_MASK: u64 = (1 << (63 - OWNER_BITS)) - 1;
+
+/// WOUND_WAIT status word values besides the running `cx.owner` (whose bit
+/// 63 is set, so they cannot collide).
+pub const WOUNDED: u64 = 1;
+pub const COMMITTING: u64 = 2;
+
+/// How long a parked WOUND_WAIT lock request may wait (in offers by the
+/// event loop, one per turn, at least every 2 µs when idle) before the
+/// handler answers [`REPLY_TIMEOUT`] so that the requester can check whether
+/// it was wounded meanwhile. The limit doubles with each timeout the same
+/// access has had (up to `PARK_OFFERS << MAX_PARK_DOUBLINGS`): a waiter
+/// that keeps timing out is an old one that nobody wounds, and it must be
+/// parked when the lock frees rather than on its way back with a fresh
+/// request — otherwise the wounded holder's retry, which timed out on the
+/// same period, takes the lock again first, forever (a livelock the sim
+/// matrix found: `verbena check --protocol wound_wait --seed 9 --hybrid 8`).
+const PARK_OFFERS: u64 = 8;
+const MAX_PARK_DOUBLINGS: u64 = 9;
+/// One-sided wait loop: pause between retries, doubling up to the cap.
+const WAIT_PAUSE_MIN_NS: u64 = 500;
+const WAIT_PAUSE_MAX_NS: u64 = 8_000;
+
+/// Lock request flags (payload word 3).
+const FLAG_EXCLUSIVE: u64 = 1;
+/// WAIT_DIE starvation fix: this parked request is counted in word 1.
+const FLAG_REGISTERED: u64 = 2;
+
+/// Reply statuses of the lock handler besides `status::{OK, LOCKED,
+/// NOT_FOUND}` (`LOCKED`: NO_WAIT conflict or a full reader count).
+const REPLY_DIED: u64 = 10;
+const REPLY_WOUND: u64 = 11;
+const REPLY_TIMEOUT: u64 = 12;
+
+/// How a protocol of the family resolves a conflict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    NoWait,
+    WaitDie,
+    WoundWait,
+}
+
+/// The shared machinery of the 2PL family, configured per run.
+#[derive(Clone, Copy, Debug)]
+pub struct Lock2pl {
+    pub policy: Policy,
+    /// E/S mode: reads take shared locks (`LockMode::Shared`).
+    pub shared: bool,
+    /// WAIT_DIE only: RCC §4.3's starvation fix (header word 1).
+    pub starvation_fix: bool,
+}
+
+/// What a requester does about the lock word it saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Decision {
+    /// CAS the word from what was seen to this value.
+    Take(u64),
+    Wait,
+    Die(AbortReason),
+    /// Wound the exclusive holder with this timestamp, then wait.
+    Wound(u64),
+}
+
+#[inline]
+fn coarse(ts: u64) -> u64 {
+    ts >> COUNT_BITS
+}
+
+impl Lock2pl {
+    pub fn new(policy: Policy) -> Lock2pl {
+        Lock2pl {
+            policy,
+            shared: false,
+            starvation_fix: false,
+        }
+    }
+
+    /// Header words: the lock word, and WAIT_DIE's waiter counter.
+    pub fn header_words(policy: Policy) -> u32 {
+        match policy {
+            Policy::WaitDie => 2,
+            Policy::NoWait | Policy::WoundWait => 1,
+        }
+    }
+
+    fn fix(&self) -> bool {
+        self.starvation_fix && self.policy == Policy::WaitDie
+    }
+
+    /// Whether access `index` holds (or asks for) an exclusive lock.
+    #[inline]
+    fn exclusive(&self, cx: &TxnCx<'_>, index: usize) -> bool {
+        !self.shared || cx.accesses[index].write
+    }
+
+    /// Sets the attempt's lock value: NO_WAIT's coroutine owner, or the
+    /// timestamp, new for a request's first attempt and kept across its
+    /// retries so that a restarted transaction ages (RCC §4.3).
+    pub fn begin(&self, cx: &mut TxnCx<'_>) {
+        let base = ids::lock_owner(ids::coroutine_id(cx.worker.node, cx.worker.worker, cx.co));
+        debug_assert!(base <= OWNER_MASK);
+        if self.policy == Policy::NoWait {
+            cx.owner = EXCLUSIVE | base;
+            return;
+        }
+        if cx.attempt == 0 {
+            cx.timestamp = (((cx.now_ns() >> 10) & CLOCK_MASK) << OWNER_BITS) | base;
+        }
+        cx.owner = EXCLUSIVE | cx.timestamp;
+    }
+
+    /// The shared word of a first reader `me`.
+    fn first_reader(&self, me: u64) -> u64 {
+        match self.policy {
+            Policy::NoWait => 1,
+            _ => (coarse(me & !EXCLUSIVE) << COUNT_BITS) | 1,
+        }
+    }
+
+    /// The word after `me` joins the readers of `word` (count below max).
+    fn join(&self, word: u64, me: u64) -> u64 {
+        let count = (word & COUNT_MASK) + 1;
+        let bound = word >> COUNT_BITS;
+        let mine = coarse(me & !EXCLUSIVE);
+        let bound = match self.policy {
+            Policy::NoWait => 0,
+            Policy::WaitDie => bound.min(mine),
+            Policy::WoundWait => bound.max(mine),
+        };
+        (bound << COUNT_BITS) | count
+    }
+
+    /// The conflict rules of the module doc, for requester `me` (its lock
+    /// value) seeing `word`.
+    fn decide(&self, word: u64, me: u64, exclusive: bool) -> Decision {
+        let mine = me & !EXCLUSIVE;
+        if word & EXCLUSIVE != 0 {
+            let holder = word & !EXCLUSIVE;
+            if holder == mine {
+                // Our own earlier attempt's lock; its release is in flight.
+                return match self.policy {
+                    Policy::NoWait => Decision::Die(AbortReason::LockConflict),
+                    _ => Decision::Wait,
+                };
+            }
+            return match self.policy {
+                Policy::NoWait => Decision::Die(AbortReason::LockConflict),
+                Policy::WaitDie if mine < holder => Decision::Wait,
+                Policy::WaitDie => Decision::Die(AbortReason::Died),
+                Policy::WoundWait if mine < holder => Decision::Wound(holder),
+                Policy::WoundWait => Decision::Wait,
+            };
+        }
+        let count = word & COUNT_MASK;
+        if count == 0 {
+            return Decision::Take(if exclusive { me } else { self.first_reader(me) });
+        }
+        if !exclusive {
+            if count == COUNT_MASK {
+                return Decision::Die(AbortReason::LockConflict);
+            }
+            return Decision::Take(self.join(word, me));
+        }
+        let bound = word >> COUNT_BITS;
+        match self.policy {
+            Policy::NoWait => Decision::Die(AbortReason::LockConflict),
+            Policy::WaitDie if coarse(mine) < bound => Decision::Wait,
+            Policy::WoundWait if coarse(mine) > bound => Decision::Wait,
+            Policy::WaitDie | Policy::WoundWait => Decision::Die(AbortReason::Died),
+        }
+    }
+
+    /// Execution-phase lock & read of `cx.accesses[index]`: exclusive for a
+    /// write (or always, in exclusive mode), shared for a read.
+    pub async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        let exclusive = self.exclusive(cx, index);
+        if self.policy == Policy::WoundWait && index == 0 {
+            self.arm_status(cx).await;
+        }
+        match cx.primitive(Stage::Lock) {
+            Primitive::OneSided => self.lock_onesided(cx, index, exclusive).await,
+            Primitive::Rpc => self.lock_rpc(cx, index, exclusive).await,
+        }
+    }
+
+    /// WOUND_WAIT: marks this attempt running (status = `cx.owner`) before
+    /// it takes any lock; a local WRITE to the coordinator's own memory.
+    async fn arm_status(&self, cx: &mut TxnCx<'_>) {
+        let (node, addr) = (cx.worker.node, cx.txn_meta_addr());
+        cx.round().write_word(node, addr, cx.owner);
+        cx.submit().await;
+    }
+
+    async fn lock_onesided(
+        &self,
+        cx: &mut TxnCx<'_>,
+        index: usize,
+        exclusive: bool,
+    ) -> TxnResult<()> {
+        common::locate_onesided(cx, index).await?;
+        let access = cx.accesses[index];
+        let table = cx.table(access.table);
+        let lock = lock_addr(table, access.slot);
+        let waiters = self.fix().then(|| table.header_addr(access.slot, 1));
+        let waiters_at = table.record_offset() as usize - table.header_words as usize + 1;
+        let me = cx.owner;
+        let initial = if exclusive { me } else { self.first_reader(me) };
+        let (mut expected, mut desired) = (0, initial);
+        let mut registered = false;
+        let mut register = false;
+        let mut wound: Option<u64> = None;
+        let mut wounded_holder = 0;
+        let mut pause = WAIT_PAUSE_MIN_NS;
+        loop {
+            let (status, cas, read) = {
+                let mut batch = cx.round();
+                let status = (self.policy == Policy::WoundWait)
+                    .then(|| batch.read(cx.worker.node, cx.txn_meta_addr(), 1));
+                if let Some(holder) = wound.take() {
+                    let (node, addr) = cx.txn_meta_of(holder & OWNER_MASK);
+                    batch.cas(node, addr, EXCLUSIVE | holder, WOUNDED);
+                }
+                if register {
+                    batch.faa(access.node, waiters.unwrap_or_default(), 1);
+                }
+                let cas = batch.cas(access.node, lock, expected, desired);
+                let read = batch.read(
+                    access.node,
+                    table.tuple_addr(access.slot),
+                    table.tuple_words,
+                );
+                (status, cas, read)
+            };
+            cx.submit().await;
+            if register {
+                registered = true;
+                register = false;
+            }
+            let (previous, others_waiting, wounded) = {
+                let batch = cx.batch();
+                let previous = batch.result_word(cas);
+                let tuple = batch.result(read);
+                let others_waiting = waiters.is_some() && tuple[waiters_at] > u64::from(registered);
+                let wounded = status.is_some_and(|s| batch.result_word(s) == WOUNDED);
+                if previous == expected {
+                    let tuple = common::decode(table, tuple);
+                    debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
+                    debug_assert_eq!(tuple.seq, tuple.seq_end, "a locked tuple cannot be torn");
+                    debug_assert!(
+                        !exclusive || tuple.lock == me,
+                        "an exclusive lock holds its owner"
+                    );
+                    common::accept_record(cx, index, tuple.seq, tuple.record);
+                }
+                (previous, others_waiting, wounded)
+            };
+            if previous == expected {
+                cx.accesses[index].locked = true;
+                if registered {
+                    self.unregister_onesided(cx, access.node, waiters);
+                } else if others_waiting {
+                    // RCC §4.3's fix: a newcomer gives the lock up to the
+                    // waiting transactions (release frees it).
+                    return Err(AbortReason::Died);
+                }
+                return if wounded {
+                    Err(AbortReason::Wounded)
+                } else {
+                    Ok(())
+                };
+            }
+            let decision = if wounded {
+                Decision::Die(AbortReason::Wounded)
+            } else {
+                self.decide(previous, me, exclusive)
+            };
+            match decision {
+                Decision::Take(new) => {
+                    (expected, desired) = (previous, new);
+                    continue;
+                }
+                Decision::Die(reason) => {
+                    if registered {
+                        self.unregister_onesided(cx, access.node, waiters);
+                    }
+                    return Err(reason);
+                }
+                Decision::Wound(holder) => {
+                    // Wound with the next round, at once the first time.
+                    // Wound again on every round it still holds the lock: a
+                    // wounded holder may have retried with the same
+                    // timestamp and taken the lock again (a failed wound
+                    // costs one CAS).
+                    wound = Some(holder);
+                    if holder != wounded_holder {
+                        wounded_holder = holder;
+                        (expected, desired) = (0, initial);
+                        continue;
+                    }
+                }
+                Decision::Wait => {
+                    if waiters.is_some() && !registered {
+                        if others_waiting {
+                            return Err(AbortReason::Died);
+                        }
+                        register = true;
+                    }
+                }
+            }
+            (expected, desired) = (0, initial);
+            cx.worker.sleep(cx.co, pause).await;
+            pause = (pause * 2).min(WAIT_PAUSE_MAX_NS);
+        }
+    }
+
+    /// Lowers WAIT_DIE's waiter counter (passive FETCH_AND_ADD of −1).
+    fn unregister_onesided(&self, cx: &TxnCx<'_>, node: NodeId, waiters: Option<u64>) {
+        let Some(addr) = waiters else { return };
+        cx.round().faa(node, addr, u64::MAX);
+        cx.submit_passive();
+    }
+
+    async fn lock_rpc(&self, cx: &mut TxnCx<'_>, index: usize, exclusive: bool) -> TxnResult<()> {
+        let access = cx.accesses[index];
+        let flags = if exclusive { FLAG_EXCLUSIVE } else { 0 };
+        let mut wound: Option<u64> = None;
+        let mut wounded_holder = 0;
+        let mut timeouts: u64 = 0;
+        loop {
+            let (status, call) = {
+                let mut batch = cx.round();
+                let status = (self.policy == Policy::WoundWait)
+                    .then(|| batch.read(cx.worker.node, cx.txn_meta_addr(), 1));
+                if let Some(holder) = wound.take() {
+                    let (node, addr) = cx.txn_meta_of(holder & OWNER_MASK);
+                    let mut payload = batch.payload();
+                    payload.extend_from_slice(&[addr, EXCLUSIVE | holder, WOUNDED]);
+                    batch.call(node, kind::LOCK2PL_STATUS_CAS, payload, false);
+                }
+                let mut payload = batch.payload();
+                payload.extend_from_slice(&[
+                    access.table as u64,
+                    access.key,
+                    cx.owner,
+                    flags,
+                    0,
+                    wounded_holder,
+                    timeouts,
+                ]);
+                let call = batch.call(access.node, kind::NO_WAIT_LOCK_READ, payload, false);
+                (status, call)
+            };
+            cx.submit().await;
+            let (outcome, slot, timed_out) = {
+                let batch = cx.batch();
+                let wounded = status.is_some_and(|s| batch.result_word(s) == WOUNDED);
+                let reply = batch.reply(call);
+                if reply[0] == status::NOT_FOUND {
+                    return Err(AbortReason::NotFound);
+                }
+                let slot = reply[1];
+                let outcome = match reply[0] {
+                    status::OK => {
+                        let seq = reply[2];
+                        let record = &reply[3..];
+                        cx.accesses[index].seq = seq;
+                        let at = cx.accesses[index].data as usize;
+                        cx.data[at..at + record.len()].copy_from_slice(record);
+                        cx.accesses[index].locked = true;
+                        Some(if wounded {
+                            Err(AbortReason::Wounded)
+                        } else {
+                            Ok(())
+                        })
+                    }
+                    status::LOCKED => Some(Err(AbortReason::LockConflict)),
+                    REPLY_DIED => Some(Err(AbortReason::Died)),
+                    _ if wounded => Some(Err(AbortReason::Wounded)),
+                    REPLY_WOUND => {
+                        (wound, wounded_holder) = (Some(reply[2]), reply[2]);
+                        None
+                    }
+                    _ => {
+                        debug_assert_eq!(reply[0], REPLY_TIMEOUT);
+                        // The holder may be a retry of the wounded attempt
+                        // (same timestamp): let the handler say WOUND again.
+                        wounded_holder = 0;
+                        timeouts += 1;
+                        None
+                    }
+                };
+                (outcome, slot, reply[0] == REPLY_TIMEOUT)
+            };
+            cx.remember_slot(index, slot);
+            if let Some(outcome) = outcome {
+                return outcome;
+            }
+            if timed_out {
+                // This round's status READ predates the wait: look again.
+                let (node, addr) = (cx.worker.node, cx.txn_meta_addr());
+                let read = cx.round().read(node, addr, 1);
+                cx.submit().await;
+                if cx.batch().result_word(read) == WOUNDED {
+                    return Err(AbortReason::Wounded);
+                }
+            }
+        }
+    }
+
+    /// A record first read is now also written: in E/S mode, turn the
+    /// shared lock into an exclusive one (only a sole reader can).
+    pub async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        if !self.shared {
+            return Ok(());
+        }
+        debug_assert!(cx.accesses[index].locked && !cx.accesses[index].write);
+        let conflict = match self.policy {
+            Policy::NoWait => AbortReason::LockConflict,
+            _ => AbortReason::Died,
+        };
+        let access = cx.accesses[index];
+        let table = cx.table(access.table);
+        let upgraded = match cx.primitive(Stage::Lock) {
+            Primitive::OneSided => {
+                let lock = lock_addr(table, access.slot);
+                let mut expected = self.first_reader(cx.owner);
+                loop {
+                    let cas = cx.round().cas(access.node, lock, expected, cx.owner);
+                    cx.submit().await;
+                    let previous = cx.batch().result_word(cas);
+                    if previous == expected {
+                        break true;
+                    }
+                    debug_assert!(previous & EXCLUSIVE == 0 && previous & COUNT_MASK >= 1);
+                    if previous & EXCLUSIVE != 0 || previous & COUNT_MASK != 1 {
+                        break false;
+                    }
+                    expected = previous;
+                }
+            }
+            Primitive::Rpc => {
+                let call = common::call_one(
+                    cx,
+                    access.node,
+                    kind::LOCK2PL_UPGRADE,
+                    &[access.table as u64, access.slot, cx.owner],
+                );
+                cx.submit().await;
+                let ok = cx.batch().reply(call)[0] == status::OK;
+                ok
+            }
+        };
+        if upgraded {
+            Ok(())
+        } else {
+            Err(conflict)
+        }
+    }
+
+    /// WOUND_WAIT's commit point (see the module doc): `CAS(owner →
+    /// COMMITTING)` on the attempt's own status word.
+    pub async fn commit_point(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        if self.policy != Policy::WoundWait || cx.accesses.is_empty() {
+            // No access, no lock, status never armed: nothing to protect.
+            return Ok(());
+        }
+        let (node, addr) = (cx.worker.node, cx.txn_meta_addr());
+        let previous = match cx.primitive(Stage::Log) {
+            Primitive::OneSided => {
+                let cas = cx.round().cas(node, addr, cx.owner, COMMITTING);
+                cx.submit().await;
+                let previous = cx.batch().result_word(cas);
+                previous
+            }
+            Primitive::Rpc => {
+                let call = common::call_one(
+                    cx,
+                    node,
+                    kind::LOCK2PL_STATUS_CAS,
+                    &[addr, cx.owner, COMMITTING],
+                );
+                cx.submit().await;
+                let previous = cx.batch().reply(call)[0];
+                previous
+            }
+        };
+        if previous == cx.owner {
+            Ok(())
+        } else {
+            debug_assert_eq!(previous, WOUNDED, "only a wound changes a running status");
+            Err(AbortReason::Wounded)
+        }
+    }
+
+    /// Commit: install the write set and free every lock (passive).
+    pub fn commit(&self, cx: &mut TxnCx<'_>) {
+        self.post_unlock(cx, true);
+    }
+
+    /// Abort: free every lock the attempt holds (passive).
+    pub fn release(&self, cx: &mut TxnCx<'_>) {
+        self.post_unlock(cx, false);
+    }
+
+    /// One passive round that frees every lock the attempt holds, writing
+    /// back the write set first when `install`: per node, one-sided verbs,
+    /// or at most one `WRITE_BACK`, one `UNLOCK` (exclusive) and one
+    /// `LOCK2PL_UNLOCK_SHARED` call. Written records use the commit
+    /// primitive, the others the release primitive (as `common`).
+    fn post_unlock(&self, cx: &mut TxnCx<'_>, install: bool) {
+        debug_assert!(
+            cx.accesses
+                .iter()
+                .all(|a| !a.locked || a.slot != crate::txn::NO_SLOT),
+            "a locked record's slot is known (every RPC lock replies it)"
+        );
+        debug_assert!(
+            !install || cx.accesses.iter().all(|a| !a.write || a.locked),
+            "commit with a write-set record not locked"
+        );
+        cx.collect_nodes(|a| a.locked);
+        if cx.nodes.is_empty() {
+            return;
+        }
+        let commit = cx.primitive(Stage::Commit);
+        let release = cx.primitive(Stage::Release);
+        let mut batch = cx.round();
+        for n in 0..cx.nodes.len() {
+            let node = cx.nodes[n];
+            let mut write_back: Option<Vec<u64>> = None;
+            let mut unlock: Option<Vec<u64>> = None;
+            let mut unlock_shared: Option<Vec<u64>> = None;
+            for index in 0..cx.accesses.len() {
+                let access = cx.accesses[index];
+                if access.node != node || !access.locked {
+                    continue;
+                }
+                let writes = install && access.write;
+                let exclusive = self.exclusive(cx, index);
+                let primitive = if writes { commit } else { release };
+                let table = cx.table(access.table);
+                let lock = lock_addr(table, access.slot);
+                match (writes, exclusive, primitive) {
+                    (true, _, Primitive::OneSided) => {
+                        common::queue_write_back_onesided(cx, &mut batch, index)
+                    }
+                    (false, true, Primitive::OneSided) => {
+                        batch.write_word(node, lock, 0);
+                    }
+                    (false, false, Primitive::OneSided) => {
+                        batch.faa(node, lock, u64::MAX);
+                    }
+                    (true, _, Primitive::Rpc) => {
+                        let payload = call_payload(&mut write_back, &mut batch, Some(cx.owner));
+                        payload.extend_from_slice(&[
+                            access.table as u64,
+                            access.slot,
+                            access.seq + 1,
+                        ]);
+                        payload.extend_from_slice(cx.record(index));
+                    }
+                    (false, true, Primitive::Rpc) => {
+                        let payload = call_payload(&mut unlock, &mut batch, Some(cx.owner));
+                        payload.extend_from_slice(&[access.table as u64, access.slot]);
+                    }
+                    (false, false, Primitive::Rpc) => {
+                        let payload = call_payload(&mut unlock_shared, &mut batch, None);
+                        payload.extend_from_slice(&[access.table as u64, access.slot]);
+                    }
+                }
+            }
+            for (payload, kind) in [
+                (write_back, kind::WRITE_BACK),
+                (unlock, kind::UNLOCK),
+                (unlock_shared, kind::LOCK2PL_UNLOCK_SHARED),
+            ] {
+                if let Some(payload) = payload {
+                    batch.call(node, kind, payload, true);
+                }
+            }
+        }
+        drop(batch);
+        for access in cx.accesses.iter_mut() {
+            access.locked = false;
+        }
+        cx.submit_passive();
+    }
+
+    /// RPC handlers of the family; false if `kind` is not one of them.
+    pub fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Option<Served> {
+        match kind {
+            kind::NO_WAIT_LOCK_READ => Some(self.serve_lock(store, payload)),
+            kind::LOCK2PL_UPGRADE => {
+                let table = store.layout.table(payload[0] as u32);
+                let (lock, me) = (lock_addr(table, payload[1]), payload[2]);
+                let upgraded = loop {
+                    let word = store.region.load(lock);
+                    if word & EXCLUSIVE != 0 || word & COUNT_MASK != 1 {
+                        break false;
+                    }
+                    if store.region.cas(lock, word, me) == word {
+                        break true;
+                    }
+                };
+                payload.clear();
+                payload.push(if upgraded { status::OK } else { status::LOCKED });
+                Some(Served::Reply)
+            }
+            kind::LOCK2PL_UNLOCK_SHARED => {
+                for pair in payload.chunks_exact(2) {
+                    let table = store.layout.table(pair[0] as u32);
+                    let previous = store.region.faa(lock_addr(table, pair[1]), u64::MAX);
+                    debug_assert!(
+                        previous & EXCLUSIVE == 0 && previous & COUNT_MASK > 0,
+                        "shared unlock of a word with no reader"
+                    );
+                }
+                payload.clear();
+                Some(Served::Reply)
+            }
+            kind::LOCK2PL_STATUS_CAS => {
+                let previous = store.region.cas(payload[0], payload[1], payload[2]);
+                payload.clear();
+                payload.push(previous);
+                Some(Served::Reply)
+            }
+            other => common::serve_shared(store, other, payload).then_some(Served::Reply),
+        }
+    }
+
+    /// Lock handler: `[table, key, me, flags, offers, wounded holder]` →
+    /// `[OK, slot, seq, record…]`, `[LOCKED | DIED | TIMEOUT, slot]`,
+    /// `[WOUND, slot, holder]`, `[NOT_FOUND]`, or `Served::Wait` (the event
+    /// loop's waiting list; the payload keeps the request, with its flags
+    /// and offer count updated).
+    fn serve_lock(&self, store: &NodeStore, payload: &mut Vec<u64>) -> Served {
+        let (table_id, key, me, flags) = (payload[0] as u32, payload[1], payload[2], payload[3]);
+        let wounded_holder = payload[5];
+        let Some(slot) = store.lookup(table_id, key) else {
+            payload.clear();
+            payload.push(status::NOT_FOUND);
+            return Served::Reply;
+        };
+        let table = store.layout.table(table_id);
+        let lock = lock_addr(table, slot);
+        let exclusive = flags & FLAG_EXCLUSIVE != 0;
+        let registered = flags & FLAG_REGISTERED != 0;
+        let waiters = self.fix().then(|| table.header_addr(slot, 1));
+        let others_waiting =
+            || waiters.is_some_and(|w| store.region.load(w) > u64::from(registered));
+        let unregister = || {
+            if let (true, Some(w)) = (registered, waiters) {
+                store.region.faa(w, u64::MAX);
+            }
+        };
+        let reply = |payload: &mut Vec<u64>, words: &[u64]| {
+            payload.clear();
+            payload.extend_from_slice(words);
+            Served::Reply
+        };
+        loop {
+            let word = store.region.load(lock);
+            match settle(self.decide(word, me, exclusive), wounded_holder) {
+                Decision::Take(new) => {
+                    if !registered && others_waiting() {
+                        unregister();
+                        return reply(payload, &[REPLY_DIED, slot]);
+                    }
+                    if store.region.cas(lock, word, new) != word {
+                        continue;
+                    }
+                    unregister();
+                    payload.clear();
+                    payload.extend_from_slice(&[status::OK, slot, store.seq(table_id, slot)]);
+                    let start = payload.len();
+                    payload.resize(start + table.record_words as usize, 0);
+                    store
+                        .region
+                        .read(table.record_addr(slot), &mut payload[start..]);
+                    return Served::Reply;
+                }
+                Decision::Die(reason) => {
+                    unregister();
+                    let code = if reason == AbortReason::LockConflict {
+                        status::LOCKED
+                    } else {
+                        REPLY_DIED
+                    };
+                    return reply(payload, &[code, slot]);
+                }
+                Decision::Wound(holder) => return reply(payload, &[REPLY_WOUND, slot, holder]),
+                Decision::Wait => {
+                    if let (false, Some(w)) = (registered, waiters) {
+                        if others_waiting() {
+                            return reply(payload, &[REPLY_DIED, slot]);
+                        }
+                        store.region.faa(w, 1);
+                        payload[3] |= FLAG_REGISTERED;
+                    }
+                    if self.policy == Policy::WoundWait {
+                        payload[4] += 1;
+                        let doublings = payload.get(6).copied().unwrap_or(0);
+                        if payload[4] > PARK_OFFERS << doublings.min(MAX_PARK_DOUBLINGS) {
+                            return reply(payload, &[REPLY_TIMEOUT, slot]);
+                        }
+                    }
+                    return Served::Wait;
+                }
+            }
+        }
+    }
+}
+
+/// A wound of a holder the requester already wounded is a wait for it.
+#[inline]
+fn settle(decision: Decision, wounded_holder: u64) -> Decision {
+    match decision {
+        Decision::Wound(holder) if holder == wounded_holder => Decision::Wait,
+        other => other,
+    }
+}
+
+/// The payload of a per-node call, started with `owner` (if any) on first
+/// use.
+fn call_payload<'p>(
+    call: &'p mut Option<Vec<u64>>,
+    batch: &mut crate::fabric::Batch,
+    owner: Option<u64>,
+) -> &'p mut Vec<u64> {
+    call.get_or_insert_with(|| {
+        let mut payload = batch.payload();
+        payload.extend(owner);
+        payload
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(clock: u64, owner: u64) -> u64 {
+        EXCLUSIVE | (clock << OWNER_BITS) | owner
+    }
+
+    #[test]
+    fn wait_die_waits_only_for_younger_holders() {
+        let wd = Lock2pl::new(Policy::WaitDie);
+        let (old, young) = (ts(5, 1), ts(9, 2));
+        assert_eq!(wd.decide(young, old, true), Decision::Wait);
+        assert_eq!(
+            wd.decide(old, young, true),
+            Decision::Die(AbortReason::Died)
+        );
+        assert_eq!(wd.decide(old, old, false), Decision::Wait, "own stale lock");
+        assert_eq!(wd.decide(0, old, true), Decision::Take(old));
+    }
+
+    #[test]
+    fn wound_wait_wounds_younger_holders_and_waits_for_older_ones() {
+        let ww = Lock2pl::new(Policy::WoundWait);
+        let (old, young) = (ts(5, 1), ts(9, 2));
+        assert_eq!(
+            ww.decide(young, old, true),
+            Decision::Wound(young & !EXCLUSIVE)
+        );
+        assert_eq!(ww.decide(old, young, false), Decision::Wait);
+    }
+
+    #[test]
+    fn shared_words_count_readers_and_keep_a_conservative_bound() {
+        let mut wd = Lock2pl::new(Policy::WaitDie);
+        wd.shared = true;
+        let (a, b, c) = (ts(1 << 20, 1), ts(2 << 20, 2), ts(3 << 20, 3));
+        let Decision::Take(one) = wd.decide(0, b, false) else {
+            panic!()
+        };
+        let Decision::Take(two) = wd.decide(one, c, false) else {
+            panic!()
+        };
+        assert_eq!(two & COUNT_MASK, 2);
+        assert_eq!(two >> COUNT_BITS, coarse(b & !EXCLUSIVE), "minimum kept");
+        assert_eq!(
+            wd.decide(two, a, true),
+            Decision::Wait,
+            "older than all readers"
+        );
+        assert_eq!(wd.decide(two, c, true), Decision::Die(AbortReason::Died));
+        // The last reader leaves the bound behind: still free.
+        let left = two - 2;
+        assert_eq!(wd.decide(left, c, true), Decision::Take(c));
+        let mut ww = Lock2pl::new(Policy::WoundWait);
+        ww.shared = true;
+        let Decision::Take(w) = ww.decide(0, b, false) else {
+            panic!()
+        };
+        assert_eq!(
+            ww.decide(w, c, true),
+            Decision::Wait,
+            "younger than all readers"
+        );
+        assert_eq!(ww.decide(w, a, true), Decision::Die(AbortReason::Died));
+        let nw = Lock2pl {
+            shared: true,
+            ..Lock2pl::new(Policy::NoWait)
+        };
+        assert_eq!(nw.decide(1, EXCLUSIVE | 7, false), Decision::Take(2));
+        assert_eq!(
+            nw.decide(COUNT_MASK, EXCLUSIVE | 7, false),
+            Decision::Die(AbortReason::LockConflict)
+        );
+    }
+}

@@ -1,0 +1,1507 @@
+//! TIMESTAMP: basic timestamp ordering (T/O) — RCBench §6.2.2 (Alg. 6) and
+//! §7.6.3, Deneva §3.2, Bernstein & Goodman's basic T/O.
+//!
+//! Every attempt takes a fresh, unique timestamp `ts` in `begin` (Deneva:
+//! a restarted transaction gets a new one); the serialization order is the
+//! timestamp order. A tuple remembers the largest timestamp that read it
+//! (`rts`) and the timestamp of the transaction that wrote its current
+//! version (`wts`). A read by `ts < wts` or a write by `ts < rts` (or
+//! `ts < wts`) would break the order and aborts the transaction.
+//!
+//! A record fetched with write intent is a *prewrite* (Bernstein &
+//! Goodman; RCBench Alg. 6's Write latches first): the fetch takes the
+//! tuple's lock word — which holds the writer's timestamp — and checks
+//! `wts` and `rts` under it. The write value is buffered in the
+//! transaction's copy (a program only knows it once it has computed it).
+//! Locking at the fetch matters: a pending write makes younger readers
+//! wait or abort instead of raising `rts` past it, so writers are not
+//! starved by the readers that follow them (with the lock taken only at
+//! commit, a hot tuple's `rts` kept ahead of every writer and whole runs
+//! committed nothing). A record read first and written later is locked at
+//! commit, by the lock stage. Two variants, chosen by
+//! `ProtocolOptions::timestamp_cascading_aborts` (RCBench §7.6.3):
+//!
+//! * **no cascading aborts** (default; RCBench §6.2.2's discussion, after
+//!   Bernstein & Goodman): writes are installed at the commit point, so
+//!   nobody reads an uncommitted write. A reader older than a pending
+//!   writer reads the committed version (the write will be ordered after
+//!   it); a younger reader waits a little — one-sided it polls the tuple
+//!   `READ_WAITS` times with a short sleep, by RPC the handler answers
+//!   `Served::Wait` up to `RPC_WAITS` times, the request sitting in the
+//!   serving event loop's waiting list (RCC §4.3) — and then aborts
+//!   (`read_locked`). Waits are short because a waiting reader holds its
+//!   own prewrites: long waits formed convoys that stalled whole runs on
+//!   an oversubscribed machine.
+//! * **cascading aborts** (RCBench Alg. 6): once the lock stage has locked
+//!   and checked the write set, the writer marks itself running in its
+//!   per-transaction outcome words (`TxnCx::txn_meta_addr`), then installs
+//!   its writes in place — record, `wts = ts`, `seq + 1`, the lock word
+//!   flagged "installed" — before its commit point. A younger reader may
+//!   read such a write and records the writer's timestamp (RCBench's
+//!   `T.bL`); before its own commit point it waits until each such writer
+//!   has committed, and aborts (`cascading_abort`) if one aborted —
+//!   RCBench's CascadingAbortCheck, by polling READs of the writer's
+//!   outcome words or an RPC the writer's node answers once the outcome is
+//!   known (`Served::Wait` meanwhile). A writer that aborts after
+//!   installing marks itself aborted, then restores the committed version
+//!   it fetched under the lock (RCBench: "restore its modifications"); one
+//!   writer per tuple at a time (the lock), so a restore never undoes
+//!   another transaction's write. Waits only go from younger to older
+//!   transactions, so they end. So no committed transaction read an
+//!   aborted write, and the checker sees committed versions only.
+//!
+//! Stages (RCC bits): `read` = 2 (execution-phase fetch of a record read
+//! only: raise `rts`), `lock` = 1 (the execution-phase fetch of a record
+//! with write intent — lock & read, as NO_WAIT's — and at commit: lock the
+//! records read first and written later, check they are still writable by
+//! `ts`; cascading: then install and wait for the writers read from), `log` = 4 (empty without
+//! replication), `commit` = 16 (install record and `wts`, unlock;
+//! cascading: mark committed, unlock), `release` = 8 (unlock on abort;
+//! cascading, once installed: mark aborted, restore and unlock).
+//!
+//! * one-sided read: READ the tuple; refuse it if torn (`seq != seq_end`),
+//!   if `wts > ts`, or (wait) if an older writer holds it. Then the
+//!   Double-Read of RCBench §6.1/Alg. 6: one doorbell batch of CAS(`rts`,
+//!   seen → `ts`) (skipped if `rts >= ts` already), READ(lock), READ(seq) —
+//!   FIFO puts both READs after the CAS. The read stands if the lock is
+//!   free or held by a younger writer and `seq` is unchanged; a failed CAS
+//!   (another reader raised `rts`) is retried with the value it returned.
+//!   Why it is enough: a writer CASes the lock and *then* reads `rts`. If
+//!   its CAS came after our READ(lock), its `rts` read comes after our CAS
+//!   and sees `rts >= ts`, so an older writer aborts; if it came before, we
+//!   saw its lock, or — if it had already committed — a changed `seq` (the
+//!   lock is read before `seq`, as in `occ`, because a writer stores `seq`
+//!   before freeing the lock).
+//! * RPC read: the handler does the same steps on local memory (a local
+//!   CAS on the same `rts` word), replying `[status, slot, seq, wts, rts,
+//!   record…]`, or `Served::Wait` while an older writer holds the lock.
+//! * fetch with write intent (update): CAS(lock, 0 → ts) and READ(tuple) in
+//!   one doorbell batch (FIFO: the READ sees the tuple under the lock);
+//!   refused if the lock is held (`lock_conflict`, RCBench Alg. 6 line 15)
+//!   or `wts >= ts` or `rts > ts` (`timestamp_order`, lock kept until
+//!   release). RPC: `TS_LOCK_READ`, the same on local memory, replying
+//!   `[status, slot, seq, wts, rts, record…]`.
+//! * lock (commit): CAS(lock, 0 → ts) + READ(`[seq, lock, wts, rts]`) per
+//!   record read first and written later, doorbell batched per node (the
+//!   READ follows the CAS: FIFO); RPC: one request per node, whose handler
+//!   CASes and checks locally. The record is writable iff the CAS won,
+//!   `seq` is the version the transaction read, and `rts <= ts` (equal:
+//!   its own read).
+//! * commit: per record WRITE `seq_end`, WRITE record, WRITE `wts = ts`,
+//!   WRITE `[seq, lock = 0]` (passive; `wts` before `seq` so that a READ
+//!   that saw the new `seq` saw the new `wts`); RPC: one passive request
+//!   per node storing in the same order.
+//! * release: `common::post_release` (WRITE lock = 0, or the shared UNLOCK
+//!   handler's CAS `ts → 0`).
+//! * cascading lock: the lock round READs the whole tuple (RPC:
+//!   `TS_LOCK_FETCH` replies it) to keep the committed version; the install
+//!   round WRITEs as a commit does but leaves the lock flagged (RPC:
+//!   `TS_INSTALL`) and is awaited, so a later unlock or restore follows it
+//!   whatever primitive carries it. Commit unlocks with WRITE lock = 0 or
+//!   the shared UNLOCK (CAS from the flagged lock); release restores with
+//!   the install's verbs (RPC: `TS_INSTALL` from the flagged owner).
+//!
+//! Header layout (words after the store's `[key][seq]`): 0 = lock (0 free,
+//! else the timestamp of the writer holding it, bit 0 set once its write is
+//! installed — cascading variant), 1 = `wts`, 2 = `rts`. Per-transaction
+//! metadata (cascading variant): `[ts | state, ts of the latest aborted
+//! install]` per coroutine (see `outcome_of`).
+//!
+//! Hybrid handshakes (RCC §5.2): every form of every stage acts on the same
+//! three words with the same atomic steps (the RPC handlers CAS the very
+//! words the one-sided CASes target, and store in the same order), the lock
+//! word holds the timestamp — which the coordinator knows whatever form
+//! took the lock — so a one-sided release frees a lock an RPC took and an
+//! RPC release (a CAS from `ts`) frees one a CAS took, and every RPC read
+//! replies the slot for later one-sided stages. No other agreed region is
+//! needed.
+//!
+//! Timestamps ([`TsClock`]): `time << id_bits | coroutine`, with `time` the
+//! fabric clock in ns, raised past every `wts`/`rts` the coroutine observes
+//! (RCC §4.4's clock adjustment) and strictly increasing per coroutine, and
+//! `coroutine` a dense index of the coroutine, so timestamps are unique and
+//! never 0; T/O keeps two zero bits below the id for its flags. `id_bits`
+//! is what the cluster's coroutine count needs, leaving at least 44 bits
+//! (4.8 hours) of ns for the largest allowed cluster and 50 or more (13
+//! days) for clusters of up to 4096 coroutines; beyond that the time part
+//! saturates and that coroutine's transactions would keep aborting — a
+//! limit only a run of that length hits.
+//!
+//! Invariants: a tuple's record, `seq` and `wts` change only under its lock
+//! (installed together, between the `seq_end` and `seq` stores); `rts` only
+//! grows; a committed transaction read no write of an aborted one; a committed
+//! transaction read, for each record, the version with the largest `wts`
+//! below its `ts`, and no version with a `wts` between that and `ts` was
+//! installed later (all dependency edges go from smaller to larger
+//! timestamps, so the history is serializable in timestamp order).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::config::Config;
+use crate::fabric::{Batch, CallId, VerbId};
+use crate::store::{NodeStore, TableLayout, HEADER_WORD, SEQ_WORD};
+use crate::txn::{AbortReason, TxnCx, TxnResult};
+
+use super::common::{self, kind, lock_addr, status};
+use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
+
+/// Header word of `wts` and of `rts`.
+const WTS_WORD: u32 = 1;
+const RTS_WORD: u32 = 2;
+
+/// Reply status: the transaction's timestamp is out of order for the tuple.
+pub(super) const TOO_LATE: u64 = 16;
+/// Read reply status (cascading variant): the record is an installed,
+/// uncommitted write by the transaction whose timestamp is the reply's `wts`.
+const DIRTY_OK: u64 = 18;
+
+/// Low bits of every T/O timestamp left 0 for flags: in a lock word, bit 0
+/// says the holder installed its write (cascading variant); in an outcome
+/// word, bits 0–1 hold the state.
+const FLAG_BITS: u32 = 2;
+const TS_MASK: u64 = !((1 << FLAG_BITS) - 1);
+const LOCK_INSTALLED: u64 = 1;
+/// Outcome word states (cascading variant): the transaction `ts` has
+/// installed writes and runs, committed, or aborted.
+const META_RUNNING: u64 = 1;
+const META_COMMITTED: u64 = 2;
+const META_ABORTED: u64 = 3;
+/// Polls of the writers a cascading reader depends on before it gives up
+/// (about `DEP_POLLS × READ_WAIT_NS`).
+const DEP_POLLS: u32 = 10_000;
+
+/// Lock reply entries.
+const LOCK_OK: u64 = 0;
+const LOCK_CONFLICT: u64 = 1;
+const LOCK_STALE: u64 = 2;
+
+/// Tries of a read before it gives up (a torn READ or a failed double-read
+/// each cost one).
+pub(super) const READ_TRIES: u32 = 8;
+/// Polls of a one-sided read waiting for an older writer to finish before
+/// it gives up (`read_locked`), and the sleep between two, ns: a writer
+/// holds its lock from its fetch to its commit.
+pub(super) const READ_WAITS: u32 = 2;
+/// Times an RPC read handler answers `Served::Wait` for one request before
+/// it refuses it (`read_locked`): a waiting reader holds its own locks, so
+/// unbounded waits form convoys.
+pub(super) const RPC_WAITS: u64 = 4;
+pub(super) const READ_WAIT_NS: u64 = 2_000;
+/// CAS rounds a double-read spends raising `rts` before giving up.
+const RTS_TRIES: u32 = 8;
+
+/// Unique transaction timestamps from the local clock (RCC §4.3: clock
+/// time with the coroutine's id in the low bits), with RCC §4.4's
+/// adjustment: a coroutine that observes a later timestamp moves its own
+/// clock past it. `low_bits` zero bits below the id are left free for
+/// flags a protocol keeps in words that hold a timestamp.
+pub struct TsClock {
+    /// Bits below the time part: the id and the free low bits.
+    shift: u32,
+    low_bits: u32,
+    workers: u64,
+    coroutines: u64,
+    /// Per coroutine (dense index): the least time part its next timestamp
+    /// may take. Only the coroutine's own worker thread touches its entry.
+    floor: Box<[AtomicU64]>,
+}
+
+impl TsClock {
+    pub fn new(config: &Config, low_bits: u32) -> TsClock {
+        let count = config.nodes as u64 * config.workers as u64 * config.coroutines as u64;
+        let id_bits = 64 - count.max(2).saturating_sub(1).leading_zeros();
+        TsClock {
+            shift: id_bits + low_bits,
+            low_bits,
+            workers: config.workers as u64,
+            coroutines: config.coroutines as u64,
+            floor: (0..count.max(1)).map(|_| AtomicU64::new(1)).collect(),
+        }
+    }
+
+    /// The dense index of `cx`'s coroutine.
+    pub fn index(&self, cx: &TxnCx<'_>) -> usize {
+        ((cx.worker.node as u64 * self.workers + cx.worker.worker as u64) * self.coroutines
+            + cx.co as u64) as usize
+    }
+
+    /// `(node, worker, coroutine)` of the coroutine that took `timestamp`.
+    pub fn coroutine_of(&self, timestamp: u64) -> (crate::fabric::NodeId, u16, u16) {
+        let id = (timestamp & ((1u64 << self.shift) - 1)) >> self.low_bits;
+        let co = id % self.coroutines;
+        let worker = (id / self.coroutines) % self.workers;
+        let node = id / self.coroutines / self.workers;
+        (node as crate::fabric::NodeId, worker as u16, co as u16)
+    }
+
+    fn max_time(&self) -> u64 {
+        u64::MAX >> self.shift
+    }
+
+    /// A fresh timestamp for `cx`'s coroutine: later than every timestamp
+    /// it took or observed before.
+    pub fn next(&self, cx: &TxnCx<'_>) -> u64 {
+        self.next_at(self.index(cx), cx.now_ns())
+    }
+
+    /// Moves `cx`'s coroutine clock past the time of `timestamp`.
+    pub fn observe(&self, cx: &TxnCx<'_>, timestamp: u64) {
+        self.observe_at(self.index(cx), timestamp);
+    }
+
+    /// [`TsClock::next`] for coroutine `index` at clock time `now_ns`.
+    fn next_at(&self, index: usize, now_ns: u64) -> u64 {
+        let floor = &self.floor[index];
+        let time = now_ns
+            .max(floor.load(Ordering::Relaxed))
+            .min(self.max_time());
+        floor.store(time.saturating_add(1), Ordering::Relaxed);
+        (time << self.shift) | ((index as u64) << self.low_bits)
+    }
+
+    fn observe_at(&self, index: usize, timestamp: u64) {
+        let time = timestamp >> self.shift;
+        self.floor[index].fetch_max(time.saturating_add(1), Ordering::Relaxed);
+    }
+}
+
+/// What a read may do with a tuple it fetched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Take it; raise `rts` first when `raise`. `dirty`: the version is an
+    /// uncommitted write (cascading variant), whose writer's timestamp is
+    /// the tuple's `wts`.
+    Take {
+        raise: bool,
+        dirty: bool,
+    },
+    /// A pending write older than the reader: fetch again later.
+    Wait,
+    Refuse(AbortReason),
+}
+
+/// Basic T/O's read rules for a consistent snapshot of a tuple's header.
+fn judge(ts: u64, cascading: bool, lock: u64, wts: u64, rts: u64) -> Verdict {
+    if wts > ts {
+        Verdict::Refuse(AbortReason::TimestampOrder)
+    } else if lock != 0 && lock < ts {
+        if cascading && lock & LOCK_INSTALLED != 0 {
+            debug_assert_eq!(lock & TS_MASK, wts, "an installed write carries its wts");
+            Verdict::Take {
+                raise: rts < ts,
+                dirty: true,
+            }
+        } else {
+            Verdict::Wait
+        }
+    } else {
+        Verdict::Take {
+            raise: rts < ts,
+            dirty: false,
+        }
+    }
+}
+
+/// The double-read check after raising `rts`: no writer older than `ts`
+/// holds the lock — other than the one whose installed write was read
+/// (`accepted_lock`, 0 if none) — and no version was installed since the
+/// first READ.
+#[inline]
+pub(super) fn still_readable(
+    ts: u64,
+    lock: u64,
+    seq: u64,
+    seen_seq: u64,
+    accepted_lock: u64,
+) -> bool {
+    (lock == 0 || lock > ts || (accepted_lock != 0 && lock == accepted_lock)) && seq == seen_seq
+}
+
+/// One-sided double-read (RCBench §6.1): raises `rts` at `rts_addr` from
+/// `seen_rts` to `ts` (if lower) and re-reads the lock, then `seq`. True if
+/// the first READ's version still stands.
+pub(super) async fn raise_rts_onesided(
+    cx: &mut TxnCx<'_>,
+    index: usize,
+    rts_addr: u64,
+    mut seen_rts: u64,
+    seen_seq: u64,
+    accepted_lock: u64,
+) -> bool {
+    let access = cx.accesses[index];
+    let table = cx.table(access.table);
+    let ts = cx.timestamp;
+    for _ in 0..RTS_TRIES {
+        let (cas, lock) = {
+            let mut batch = cx.round();
+            let cas = (seen_rts < ts).then(|| batch.cas(access.node, rts_addr, seen_rts, ts));
+            let lock = batch.read(access.node, lock_addr(table, access.slot), 1);
+            batch.read(access.node, table.seq_addr(access.slot), 1);
+            (cas, lock)
+        };
+        cx.submit().await;
+        let batch = cx.batch();
+        if let Some(cas) = cas {
+            let previous = batch.result_word(cas);
+            if previous != seen_rts && previous < ts {
+                // Another reader raised it, not past us: try again.
+                seen_rts = previous;
+                continue;
+            }
+        }
+        let lock_now = batch.result_word(lock);
+        let seq_now = batch.result_word(VerbId(lock.0 + 1));
+        return still_readable(ts, lock_now, seq_now, seen_seq, accepted_lock);
+    }
+    false
+}
+
+/// The local form of [`raise_rts_onesided`], for RPC handlers: a CAS loop on
+/// the same word, then the lock and `seq` loads in the same order.
+pub(super) fn raise_rts_local(
+    store: &NodeStore,
+    table: &TableLayout,
+    slot: u64,
+    rts_word: u32,
+    ts: u64,
+    seen_seq: u64,
+    accepted_lock: u64,
+) -> bool {
+    let rts_addr = table.header_addr(slot, rts_word);
+    let mut current = store.region.load(rts_addr);
+    while current < ts {
+        let previous = store.region.cas(rts_addr, current, ts);
+        if previous == current {
+            break;
+        }
+        current = previous;
+    }
+    let lock = store.region.load(lock_addr(table, slot));
+    let seq = store.region.load(table.seq_addr(slot));
+    still_readable(ts, lock, seq, seen_seq, accepted_lock)
+}
+
+/// The abort reason of a non-OK read reply status.
+pub(super) fn read_failure(status: u64, write: bool) -> AbortReason {
+    match status {
+        status::LOCKED if write => AbortReason::LockConflict,
+        status::LOCKED => AbortReason::ReadLocked,
+        status::INCONSISTENT => AbortReason::ReadInconsistent,
+        TOO_LATE => AbortReason::TimestampOrder,
+        _ => AbortReason::NotFound,
+    }
+}
+
+/// The reply status of a refusal.
+fn refusal_status(reason: AbortReason) -> u64 {
+    match reason {
+        AbortReason::LockConflict => status::LOCKED,
+        _ => TOO_LATE,
+    }
+}
+
+/// Whether a locked record may be overwritten by `ts`: nobody installed a
+/// version since it was read, and no younger transaction read it.
+#[inline]
+fn writable(ts: u64, read_seq: u64, seq: u64, wts: u64, rts: u64) -> bool {
+    seq == read_seq && wts < ts && rts <= ts
+}
+
+pub struct Timestamp {
+    pub clock: TsClock,
+    /// `ProtocolOptions::timestamp_cascading_aborts`.
+    pub cascading: bool,
+    /// Cascading variant, per coroutine (dense index): the timestamps of
+    /// the writers whose uncommitted writes the current attempt read.
+    deps: Box<[Mutex<Vec<u64>>]>,
+    /// Test hook (cascading variant): about half of the attempts that
+    /// install their writes abort right after (as a user abort), so that
+    /// tests see readers of those writes abort in cascade. Only tests set
+    /// it.
+    pub abort_after_install: bool,
+}
+
+impl Timestamp {
+    pub fn new(config: &Config) -> Timestamp {
+        let clock = TsClock::new(config, FLAG_BITS);
+        let coroutines =
+            config.nodes as usize * config.workers as usize * config.coroutines as usize;
+        Timestamp {
+            clock,
+            cascading: config.protocol_options.timestamp_cascading_aborts,
+            deps: (0..coroutines).map(|_| Mutex::new(Vec::new())).collect(),
+            abort_after_install: false,
+        }
+    }
+
+    fn deps(&self, cx: &TxnCx<'_>) -> std::sync::MutexGuard<'_, Vec<u64>> {
+        // Only the coroutine's own worker thread locks its entry.
+        self.deps[self.clock.index(cx)]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        common::locate_onesided(cx, index).await?;
+        let access = cx.accesses[index];
+        let table = cx.table(access.table);
+        let ts = cx.timestamp;
+        let mut failure = AbortReason::ReadLocked;
+        let (mut tries, mut waits) = (0, 0);
+        while tries < READ_TRIES && waits < READ_WAITS {
+            let read = cx.round().read(
+                access.node,
+                table.tuple_addr(access.slot),
+                table.tuple_words,
+            );
+            cx.submit().await;
+            let (verdict, seq, lock, wts, rts) = {
+                let batch = cx.batch();
+                let words = batch.result(read);
+                let tuple = common::decode(table, words);
+                debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
+                let wts = words[(HEADER_WORD + WTS_WORD) as usize];
+                let rts = words[(HEADER_WORD + RTS_WORD) as usize];
+                self.clock.observe(cx, wts.max(rts));
+                let verdict = if tuple.seq != tuple.seq_end {
+                    None
+                } else {
+                    Some(judge(ts, self.cascading, tuple.lock, wts, rts))
+                };
+                if let Some(Verdict::Take { .. }) = verdict {
+                    common::accept_record(cx, index, tuple.seq, tuple.record);
+                }
+                (verdict, tuple.seq, tuple.lock, wts, rts)
+            };
+            match verdict {
+                Some(Verdict::Refuse(reason)) => return Err(reason),
+                None => {
+                    failure = AbortReason::ReadInconsistent;
+                    tries += 1;
+                }
+                Some(Verdict::Wait) => {
+                    failure = AbortReason::ReadLocked;
+                    waits += 1;
+                    cx.worker.sleep(cx.co, READ_WAIT_NS).await;
+                }
+                Some(Verdict::Take { raise, dirty }) => {
+                    let accepted = if dirty { lock } else { 0 };
+                    let rts_addr = table.header_addr(access.slot, RTS_WORD);
+                    if !raise || raise_rts_onesided(cx, index, rts_addr, rts, seq, accepted).await {
+                        if dirty {
+                            self.deps(cx).push(wts);
+                        }
+                        return Ok(());
+                    }
+                    failure = AbortReason::ReadLocked;
+                    tries += 1;
+                }
+            }
+        }
+        Err(failure)
+    }
+
+    async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        let access = cx.accesses[index];
+        let call = common::call_one(
+            cx,
+            access.node,
+            kind::TS_READ,
+            &[
+                access.table as u64,
+                access.key,
+                cx.timestamp,
+                self.cascading as u64,
+                0,
+            ],
+        );
+        cx.submit().await;
+        let batch = cx.batch();
+        let reply = batch.reply(call);
+        if reply[0] != status::NOT_FOUND {
+            cx.remember_slot(index, reply[1]);
+        }
+        if reply[0] != status::OK && reply[0] != DIRTY_OK {
+            return Err(read_failure(reply[0], false));
+        }
+        self.clock.observe(cx, reply[3].max(reply[4]));
+        if reply[0] == DIRTY_OK {
+            self.deps(cx).push(reply[3]);
+        }
+        common::accept_record(cx, index, reply[2], &reply[5..]);
+        Ok(())
+    }
+
+    /// Execution-phase fetch with write intent — a prewrite (Bernstein &
+    /// Goodman; RCBench Alg. 6's Write, RCC §4.4's W1/W2): CAS(lock, 0 →
+    /// ts) and READ(tuple) in one doorbell batch (FIFO: the READ sees the
+    /// tuple under the lock), then the order check. Holding the lock from
+    /// here on, no reader younger than `ts` can raise `rts` past it (they
+    /// wait), so a writer is not starved by the readers that follow it.
+    async fn lock_read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        common::locate_onesided(cx, index).await?;
+        let access = cx.accesses[index];
+        let table = cx.table(access.table);
+        let ts = cx.timestamp;
+        let (cas, read) = {
+            let mut batch = cx.round();
+            let cas = batch.cas(access.node, lock_addr(table, access.slot), 0, ts);
+            let read = batch.read(
+                access.node,
+                table.tuple_addr(access.slot),
+                table.tuple_words,
+            );
+            (cas, read)
+        };
+        cx.submit().await;
+        let batch = cx.batch();
+        if batch.result_word(cas) != 0 {
+            return Err(AbortReason::LockConflict);
+        }
+        cx.accesses[index].locked = true;
+        let words = batch.result(read);
+        let tuple = common::decode(table, words);
+        debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
+        debug_assert_eq!(tuple.seq, tuple.seq_end, "a locked tuple cannot be torn");
+        let wts = words[(HEADER_WORD + WTS_WORD) as usize];
+        let rts = words[(HEADER_WORD + RTS_WORD) as usize];
+        self.clock.observe(cx, wts.max(rts));
+        common::accept_record(cx, index, tuple.seq, tuple.record);
+        if writable(ts, tuple.seq, tuple.seq, wts, rts) {
+            Ok(())
+        } else {
+            Err(AbortReason::TimestampOrder)
+        }
+    }
+
+    async fn lock_read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        let access = cx.accesses[index];
+        let call = common::call_one(
+            cx,
+            access.node,
+            kind::TS_LOCK_READ,
+            &[access.table as u64, access.key, cx.timestamp],
+        );
+        cx.submit().await;
+        let batch = cx.batch();
+        let reply = batch.reply(call);
+        if reply[0] != status::NOT_FOUND {
+            cx.remember_slot(index, reply[1]);
+        }
+        match reply[0] {
+            status::OK | status::STALE => {
+                cx.accesses[index].locked = true;
+                self.clock.observe(cx, reply[3].max(reply[4]));
+                common::accept_record(cx, index, reply[2], &reply[5..]);
+                if reply[0] == status::OK {
+                    Ok(())
+                } else {
+                    Err(AbortReason::TimestampOrder)
+                }
+            }
+            status::LOCKED => Err(AbortReason::LockConflict),
+            _ => Err(AbortReason::NotFound),
+        }
+    }
+
+    /// Lock stage, first round: lock the records that were read first and
+    /// written later (the others were locked when fetched) and check they
+    /// are still writable by `ts`. The cascading variant also fetches every
+    /// write-set record's committed `wts` and record into its backup (see
+    /// [`Backups`]), taking no lock it already holds.
+    async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        let fetch = self.cascading;
+        cx.collect_nodes(|a| a.write && (fetch || !a.locked));
+        if cx.nodes.is_empty() {
+            return Ok(());
+        }
+        let ts = cx.timestamp;
+        {
+            let mut batch = cx.round();
+            cx.queued.clear();
+            for &node in &cx.nodes {
+                for (index, access) in cx.accesses.iter().enumerate() {
+                    if !(access.write && (fetch || !access.locked) && access.node == node) {
+                        continue;
+                    }
+                    let table = cx.table(access.table);
+                    if !access.locked {
+                        batch.cas(node, lock_addr(table, access.slot), 0, ts);
+                    }
+                    let read = if fetch {
+                        batch.read(node, table.tuple_addr(access.slot), table.tuple_words)
+                    } else {
+                        batch.read(node, table.seq_addr(access.slot), 4)
+                    };
+                    cx.queued.push((index, read.0));
+                }
+            }
+        }
+        cx.submit().await;
+        let mut outcome = Ok(());
+        for q in 0..cx.queued.len() {
+            let (index, read) = cx.queued[q];
+            let batch = cx.batch();
+            // The CAS, if any, is the verb before the READ.
+            if !cx.accesses[index].locked && batch.result_word(VerbId(read - 1)) != 0 {
+                outcome = outcome.and(Err(AbortReason::LockConflict));
+                continue;
+            }
+            cx.accesses[index].locked = true;
+            // Read under the lock.
+            let words = batch.result(VerbId(read));
+            let (seq, wts, rts) = if fetch {
+                (
+                    words[SEQ_WORD as usize],
+                    words[(HEADER_WORD + WTS_WORD) as usize],
+                    words[(HEADER_WORD + RTS_WORD) as usize],
+                )
+            } else {
+                (words[0], words[2], words[3])
+            };
+            if !writable(ts, cx.accesses[index].seq, seq, wts, rts) {
+                outcome = outcome.and(Err(AbortReason::TimestampOrder));
+            } else if fetch {
+                let table = cx.table(cx.accesses[index].table);
+                let record = table.record_offset() as usize;
+                let at = Backups::of(cx, index);
+                cx.data[at] = wts;
+                let words = batch.result(VerbId(read));
+                cx.data[at + 1..at + 1 + table.record_words as usize]
+                    .copy_from_slice(&words[record..record + table.record_words as usize]);
+            }
+        }
+        outcome
+    }
+
+    async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        let fetch = self.cascading;
+        cx.collect_nodes(|a| a.write && (fetch || !a.locked));
+        if cx.nodes.is_empty() {
+            return Ok(());
+        }
+        {
+            let mut batch = cx.round();
+            cx.queued.clear();
+            for (n, &node) in cx.nodes.iter().enumerate() {
+                let mut payload = batch.payload();
+                payload.push(cx.timestamp);
+                // Where each entry's reply starts: one word per entry, or
+                // `[status, wts, record…]` when fetching.
+                let mut position = 0u32;
+                for (index, access) in cx.accesses.iter().enumerate() {
+                    if access.write && (fetch || !access.locked) && access.node == node {
+                        payload.extend_from_slice(&[
+                            access.table as u64,
+                            access.slot,
+                            access.seq,
+                            access.locked as u64,
+                        ]);
+                        cx.queued.push((index, ((n as u32) << 16) | position));
+                        position += if fetch {
+                            2 + cx.table(access.table).record_words
+                        } else {
+                            1
+                        };
+                    }
+                }
+                let kind = if fetch {
+                    kind::TS_LOCK_FETCH
+                } else {
+                    kind::TS_LOCK
+                };
+                batch.call(node, kind, payload, false);
+            }
+        }
+        cx.submit().await;
+        let mut outcome = Ok(());
+        for q in 0..cx.queued.len() {
+            let (index, at) = cx.queued[q];
+            let batch = cx.batch();
+            let reply = batch.reply(CallId((at >> 16) as u16));
+            let at = (at & 0xffff) as usize;
+            match reply[at] {
+                LOCK_OK => {
+                    cx.accesses[index].locked = true;
+                    if fetch {
+                        let words = cx.table(cx.accesses[index].table).record_words as usize;
+                        let to = Backups::of(cx, index);
+                        cx.data[to..to + 1 + words].copy_from_slice(&reply[at + 1..at + 2 + words]);
+                    }
+                }
+                LOCK_STALE => {
+                    cx.accesses[index].locked = true;
+                    outcome = outcome.and(Err(AbortReason::TimestampOrder));
+                }
+                _ => outcome = outcome.and(Err(AbortReason::LockConflict)),
+            }
+        }
+        outcome
+    }
+
+    /// Cascading variant, after the write set is locked and writable: marks
+    /// this transaction running in its metadata word, then installs every
+    /// write (record, `wts = ts`, `seq + 1`, lock flagged installed) where
+    /// readers younger than `ts` may read it. Awaited, so the commit's or
+    /// release's unlock follows it whatever primitives the stages use.
+    async fn install(&self, cx: &mut TxnCx<'_>) {
+        let ts = cx.timestamp;
+        let node = cx.worker.node;
+        let meta = cx.txn_meta_addr();
+        cx.round().write_word(node, meta, ts | META_RUNNING);
+        cx.submit().await;
+        cx.collect_nodes(|a| a.write);
+        let primitive = cx.primitive(Stage::Lock);
+        {
+            let mut batch = cx.round();
+            for &node in &cx.nodes {
+                let mut payload: Option<Vec<u64>> = None;
+                for (index, access) in cx.accesses.iter().enumerate() {
+                    if access.node != node || !access.write {
+                        continue;
+                    }
+                    debug_assert!(access.locked);
+                    let table = cx.table(access.table);
+                    let new_seq = access.seq + 1;
+                    match primitive {
+                        Primitive::OneSided => queue_install_onesided(
+                            &mut batch,
+                            table,
+                            node,
+                            access.slot,
+                            new_seq,
+                            cx.record(index),
+                            ts,
+                            ts | LOCK_INSTALLED,
+                        ),
+                        Primitive::Rpc => {
+                            let payload = owner_payload(&mut payload, &mut batch, ts);
+                            payload.extend_from_slice(&[
+                                access.table as u64,
+                                access.slot,
+                                new_seq,
+                                ts,
+                            ]);
+                            payload.extend_from_slice(cx.record(index));
+                        }
+                    }
+                }
+                if let Some(payload) = payload {
+                    batch.call(node, kind::TS_INSTALL, payload, false);
+                }
+            }
+        }
+        let at = Backups::marker(cx);
+        cx.data[at] = 1;
+        cx.owner = ts | LOCK_INSTALLED;
+        cx.submit().await;
+    }
+
+    /// Cascading variant: waits until every writer whose uncommitted write
+    /// this attempt read has finished; fails if one aborted (or its outcome
+    /// is no longer known: its coroutine installed again since).
+    async fn await_writers(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        let mut pending = std::mem::take(&mut *self.deps(cx));
+        pending.sort_unstable();
+        pending.dedup();
+        let primitive = cx.primitive(Stage::Lock);
+        let mut outcome = Ok(());
+        for _ in 0..DEP_POLLS {
+            if pending.is_empty() {
+                break;
+            }
+            {
+                let mut batch = cx.round();
+                cx.queued.clear();
+                for (i, &writer) in pending.iter().enumerate() {
+                    let (node, worker, co) = self.clock.coroutine_of(writer);
+                    let addr = cx.layout.txn_meta.addr(worker, co);
+                    let id = match primitive {
+                        Primitive::OneSided => batch.read(node, addr, 2).0,
+                        Primitive::Rpc => {
+                            let mut payload = batch.payload();
+                            payload.extend_from_slice(&[addr, writer]);
+                            batch.call(node, kind::TS_OUTCOME, payload, false).0 as u32
+                        }
+                    };
+                    cx.queued.push((i, id));
+                }
+            }
+            cx.submit().await;
+            let mut still = 0;
+            {
+                let batch = cx.batch();
+                for &(i, id) in &cx.queued {
+                    let words = match primitive {
+                        Primitive::OneSided => batch.result(VerbId(id)),
+                        Primitive::Rpc => batch.reply(CallId(id as u16)),
+                    };
+                    let writer = pending[i];
+                    match outcome_of(writer, words[0], words[1]) {
+                        META_COMMITTED => {}
+                        META_RUNNING => {
+                            pending[still] = writer;
+                            still += 1;
+                        }
+                        _ => outcome = Err(AbortReason::CascadingAbort),
+                    }
+                }
+            }
+            pending.truncate(still);
+            if outcome.is_err() {
+                break;
+            }
+            if !pending.is_empty() {
+                cx.worker.sleep(cx.co, READ_WAIT_NS).await;
+            }
+        }
+        if !pending.is_empty() {
+            outcome = Err(AbortReason::CascadingAbort);
+        }
+        pending.clear();
+        // Hand the vector back for its capacity.
+        *self.deps(cx) = pending;
+        outcome
+    }
+
+    /// Commit: installs every write-set record with `wts = ts` and unlocks
+    /// it, in one passive round. Cascading variant: the writes are
+    /// installed already; mark the transaction committed, then unlock.
+    fn post_commit(&self, cx: &mut TxnCx<'_>) {
+        debug_assert!(
+            cx.accesses.iter().all(|a| a.write == a.locked),
+            "T/O commits holding exactly its write set's locks"
+        );
+        let installed = self.cascading && cx.accesses.iter().any(|a| a.write);
+        cx.collect_nodes(|a| a.locked);
+        if cx.nodes.is_empty() {
+            return;
+        }
+        let primitive = cx.primitive(Stage::Commit);
+        let ts = cx.timestamp;
+        let mut batch = cx.round();
+        if installed {
+            batch.write_word(cx.worker.node, cx.txn_meta_addr(), ts | META_COMMITTED);
+        }
+        for &node in &cx.nodes {
+            let mut payload: Option<Vec<u64>> = None;
+            for (index, access) in cx.accesses.iter().enumerate() {
+                if access.node != node || !access.locked {
+                    continue;
+                }
+                let table = cx.table(access.table);
+                let new_seq = access.seq + 1;
+                match (primitive, installed) {
+                    (Primitive::OneSided, false) => queue_install_onesided(
+                        &mut batch,
+                        table,
+                        node,
+                        access.slot,
+                        new_seq,
+                        cx.record(index),
+                        ts,
+                        0,
+                    ),
+                    (Primitive::OneSided, true) => {
+                        batch.write_word(node, lock_addr(table, access.slot), 0);
+                    }
+                    (Primitive::Rpc, false) => {
+                        let payload = owner_payload(&mut payload, &mut batch, ts);
+                        payload.extend_from_slice(&[access.table as u64, access.slot, new_seq]);
+                        payload.extend_from_slice(cx.record(index));
+                    }
+                    (Primitive::Rpc, true) => {
+                        let payload = owner_payload(&mut payload, &mut batch, cx.owner);
+                        payload.extend_from_slice(&[access.table as u64, access.slot]);
+                    }
+                }
+            }
+            if let Some(payload) = payload {
+                let kind = if installed {
+                    kind::UNLOCK
+                } else {
+                    kind::TS_COMMIT
+                };
+                batch.call(node, kind, payload, true);
+            }
+        }
+        drop(batch);
+        for access in cx.accesses.iter_mut() {
+            access.locked = false;
+        }
+        cx.submit_passive();
+    }
+
+    /// Cascading variant's release once the writes are installed: mark the
+    /// transaction aborted (readers of its writes abort in cascade), then
+    /// put every record's committed version back and unlock it.
+    fn post_restore(&self, cx: &mut TxnCx<'_>) {
+        cx.collect_nodes(|a| a.locked);
+        let primitive = cx.primitive(Stage::Release);
+        let ts = cx.timestamp;
+        let mut batch = cx.round();
+        // Both outcome words in one WRITE: see `outcome_of`.
+        batch.write(cx.worker.node, cx.txn_meta_addr(), &[ts | META_ABORTED, ts]);
+        for &node in &cx.nodes {
+            let mut payload: Option<Vec<u64>> = None;
+            for (index, access) in cx.accesses.iter().enumerate() {
+                if access.node != node || !access.locked {
+                    continue;
+                }
+                let table = cx.table(access.table);
+                let at = Backups::of(cx, index);
+                let (wts, record) = (
+                    cx.data[at],
+                    &cx.data[at + 1..at + 1 + table.record_words as usize],
+                );
+                match primitive {
+                    Primitive::OneSided => queue_install_onesided(
+                        &mut batch,
+                        table,
+                        node,
+                        access.slot,
+                        access.seq,
+                        record,
+                        wts,
+                        0,
+                    ),
+                    Primitive::Rpc => {
+                        let payload = owner_payload(&mut payload, &mut batch, cx.owner);
+                        payload.extend_from_slice(&[
+                            access.table as u64,
+                            access.slot,
+                            access.seq,
+                            wts,
+                        ]);
+                        payload.extend_from_slice(record);
+                    }
+                }
+            }
+            if let Some(payload) = payload {
+                batch.call(node, kind::TS_INSTALL, payload, true);
+            }
+        }
+        drop(batch);
+        for access in cx.accesses.iter_mut() {
+            access.locked = false;
+        }
+        cx.submit_passive();
+    }
+}
+
+/// Where the cascading variant keeps, past the records of the accesses in
+/// `TxnCx::data`, what it needs to undo its installed writes: one marker
+/// word (1 once installed), then per write-set access, in access order,
+/// `[committed wts, committed record…]`. Reserved by the lock stage, after
+/// the execution phase added its last access.
+struct Backups;
+
+impl Backups {
+    fn marker(cx: &TxnCx<'_>) -> usize {
+        cx.accesses.last().map_or(0, |a| {
+            a.data as usize + cx.table(a.table).record_words as usize
+        })
+    }
+
+    /// Reserves the area (zeroed: not installed).
+    fn reserve(cx: &mut TxnCx<'_>) {
+        let mut words = Self::marker(cx) + 1;
+        for access in &cx.accesses {
+            if access.write {
+                words += 1 + cx.table(access.table).record_words as usize;
+            }
+        }
+        cx.data.truncate(Self::marker(cx));
+        cx.data.resize(words, 0);
+    }
+
+    fn installed(cx: &TxnCx<'_>) -> bool {
+        cx.data.get(Self::marker(cx)).is_some_and(|&w| w == 1)
+    }
+
+    /// First word of the backup of write-set access `index`.
+    fn of(cx: &TxnCx<'_>, index: usize) -> usize {
+        let mut at = Self::marker(cx) + 1;
+        for access in &cx.accesses[..index] {
+            if access.write {
+                at += 1 + cx.table(access.table).record_words as usize;
+            }
+        }
+        at
+    }
+}
+
+/// Queues the one-sided install of a version — WRITE `seq_end`, WRITE
+/// record, WRITE `wts`, WRITE `[seq, lock]` — in the store's write-back
+/// order (`wts` before `seq`, so a READ that saw the new `seq` saw it).
+#[allow(clippy::too_many_arguments)]
+fn queue_install_onesided(
+    batch: &mut Batch,
+    table: &TableLayout,
+    node: crate::fabric::NodeId,
+    slot: u64,
+    seq: u64,
+    record: &[u64],
+    wts: u64,
+    lock: u64,
+) {
+    batch.write_word(
+        node,
+        table.tuple_addr(slot) + table.seq_end_offset() as u64,
+        seq,
+    );
+    batch.write(node, table.record_addr(slot), record);
+    batch.write_word(node, table.header_addr(slot, WTS_WORD), wts);
+    batch.write(node, table.seq_addr(slot), &[seq, lock]);
+}
+
+/// The local form of [`queue_install_onesided`].
+fn install_local(
+    store: &NodeStore,
+    table: &TableLayout,
+    slot: u64,
+    seq: u64,
+    record: &[u64],
+    wts: u64,
+    lock: u64,
+) {
+    store
+        .region
+        .store(table.tuple_addr(slot) + table.seq_end_offset() as u64, seq);
+    store.region.write(table.record_addr(slot), record);
+    store.region.store(table.header_addr(slot, WTS_WORD), wts);
+    store.region.store(table.seq_addr(slot), seq);
+    store.region.store(lock_addr(table, slot), lock);
+}
+
+/// The payload of a per-node call, started with `first` on first use.
+fn owner_payload<'p>(
+    call: &'p mut Option<Vec<u64>>,
+    batch: &mut Batch,
+    first: u64,
+) -> &'p mut Vec<u64> {
+    call.get_or_insert_with(|| {
+        let mut payload = batch.payload();
+        payload.push(first);
+        payload
+    })
+}
+
+impl Protocol for Timestamp {
+    const KIND: ProtocolKind = ProtocolKind::Timestamp;
+    const ACCESS_STAGE: Stage = Stage::Read;
+
+    fn header_words(_record_words: u32) -> u32 {
+        3
+    }
+
+    /// The cascading variant's outcome words (see [`outcome_of`]).
+    fn txn_meta_words() -> u32 {
+        2
+    }
+
+    fn begin(&self, cx: &mut TxnCx<'_>) {
+        cx.timestamp = self.clock.next(cx);
+        cx.owner = cx.timestamp;
+        if self.cascading {
+            self.deps(cx).clear();
+        }
+    }
+
+    /// Reads use the `read` stage's primitive; a fetch with write intent is
+    /// a lock (and read), so it uses the `lock` stage's.
+    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        if cx.accesses[index].write {
+            return match cx.primitive(Stage::Lock) {
+                Primitive::OneSided => self.lock_read_onesided(cx, index).await,
+                Primitive::Rpc => self.lock_read_rpc(cx, index).await,
+            };
+        }
+        match cx.primitive(Stage::Read) {
+            Primitive::OneSided => self.read_onesided(cx, index).await,
+            Primitive::Rpc => self.read_rpc(cx, index).await,
+        }
+    }
+
+    async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        let writes = cx.accesses.iter().any(|a| a.write);
+        if self.cascading {
+            Backups::reserve(cx);
+        }
+        if writes {
+            match cx.primitive(Stage::Lock) {
+                Primitive::OneSided => self.lock_onesided(cx).await?,
+                Primitive::Rpc => self.lock_rpc(cx).await?,
+            }
+            if self.cascading {
+                self.install(cx).await;
+                if self.abort_after_install && (cx.timestamp >> FLAG_BITS).count_ones() % 2 == 1 {
+                    return Err(AbortReason::User);
+                }
+            }
+        }
+        if self.cascading {
+            self.await_writers(cx).await?;
+        }
+        Ok(())
+    }
+
+    async fn commit(&self, cx: &mut TxnCx<'_>) {
+        self.post_commit(cx);
+    }
+
+    async fn release(&self, cx: &mut TxnCx<'_>) {
+        if self.cascading && Backups::installed(cx) {
+            self.post_restore(cx);
+        } else {
+            common::post_release(cx);
+        }
+    }
+
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
+        match kind {
+            kind::TS_READ => return serve_read(store, payload),
+            kind::TS_LOCK => {
+                let ts = payload[0];
+                let entries = (payload.len() - 1) / 4;
+                for entry in 0..entries {
+                    let at = 1 + 4 * entry;
+                    let table = store.layout.table(payload[at] as u32);
+                    let (slot, read_seq, held) =
+                        (payload[at + 1], payload[at + 2], payload[at + 3] != 0);
+                    payload[entry] = lock_local(store, table, slot, ts, read_seq, held);
+                }
+                payload.truncate(entries);
+            }
+            kind::TS_LOCK_READ => serve_lock_read(store, payload),
+            kind::TS_LOCK_FETCH => serve_lock_fetch(store, payload),
+            kind::TS_COMMIT => {
+                let ts = payload[0];
+                let mut at = 1;
+                while at < payload.len() {
+                    let table = store.layout.table(payload[at] as u32);
+                    let (slot, new_seq) = (payload[at + 1], payload[at + 2]);
+                    let record = &payload[at + 3..at + 3 + table.record_words as usize];
+                    debug_assert_eq!(store.region.load(lock_addr(table, slot)), ts);
+                    install_local(store, table, slot, new_seq, record, ts, 0);
+                    at += 3 + table.record_words as usize;
+                }
+                payload.clear();
+            }
+            kind::TS_INSTALL => {
+                // [owner, (table, slot, seq, wts, record…)…]: an install
+                // (lock stays, flagged installed) or, from an owner already
+                // flagged, a restore (unlocks).
+                let owner = payload[0];
+                let lock = if owner & LOCK_INSTALLED == 0 {
+                    owner | LOCK_INSTALLED
+                } else {
+                    0
+                };
+                let mut at = 1;
+                while at < payload.len() {
+                    let table = store.layout.table(payload[at] as u32);
+                    let (slot, seq, wts) = (payload[at + 1], payload[at + 2], payload[at + 3]);
+                    let record = &payload[at + 4..at + 4 + table.record_words as usize];
+                    debug_assert_eq!(
+                        store.region.load(lock_addr(table, slot)) & TS_MASK,
+                        owner & TS_MASK
+                    );
+                    install_local(store, table, slot, seq, record, wts, lock);
+                    at += 4 + table.record_words as usize;
+                }
+                payload.clear();
+            }
+            kind::TS_OUTCOME => {
+                // [addr, writer] → [both outcome words]; waits while the
+                // writer runs. Loaded in READ order.
+                let (addr, writer) = (payload[0], payload[1]);
+                let last = store.region.load(addr);
+                let aborted = store.region.load(addr + 1);
+                if outcome_of(writer, last, aborted) == META_RUNNING {
+                    return Served::Wait;
+                }
+                payload.clear();
+                payload.extend_from_slice(&[last, aborted]);
+            }
+            other => assert!(
+                common::serve_shared(store, other, payload),
+                "timestamp has no RPC handler {other}"
+            ),
+        }
+        Served::Reply
+    }
+}
+
+/// The outcome of the cascading writer `writer` from its coroutine's two
+/// outcome words, read in address order: `last`, the state of the latest
+/// transaction of the coroutine that installed writes (`ts | state`), and
+/// `aborted`, the latest such transaction that aborted (written together
+/// with `last` on abort). A coroutine's timestamps grow, so once `last`
+/// names a later transaction, `writer` aborted iff `aborted >= writer` —
+/// except that `aborted > writer` cannot tell, and counts as aborted (the
+/// safe answer).
+fn outcome_of(writer: u64, last: u64, aborted: u64) -> u64 {
+    let latest = last & TS_MASK;
+    if latest == writer {
+        last & !TS_MASK
+    } else if latest > writer && aborted < writer {
+        META_COMMITTED
+    } else {
+        META_ABORTED
+    }
+}
+
+/// Local lock-and-check of one record (`held`: `ts` holds it already):
+/// `LOCK_OK`, `LOCK_STALE` (locked but not writable) or `LOCK_CONFLICT`.
+fn lock_local(
+    store: &NodeStore,
+    table: &TableLayout,
+    slot: u64,
+    ts: u64,
+    read_seq: u64,
+    held: bool,
+) -> u64 {
+    if held {
+        debug_assert_eq!(store.region.load(lock_addr(table, slot)), ts);
+    } else if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
+        return LOCK_CONFLICT;
+    }
+    let seq = store.region.load(table.seq_addr(slot));
+    let wts = store.region.load(table.header_addr(slot, WTS_WORD));
+    let rts = store.region.load(table.header_addr(slot, RTS_WORD));
+    if writable(ts, read_seq, seq, wts, rts) {
+        LOCK_OK
+    } else {
+        LOCK_STALE
+    }
+}
+
+/// Handler of `TS_LOCK_READ`: `[table, key, ts]` → `[status, slot, seq, wts,
+/// rts, record…]`: `OK` (locked and writable), `STALE` (locked, too late:
+/// the requester must release it), or `[LOCKED, slot]`, `[NOT_FOUND]`.
+fn serve_lock_read(store: &NodeStore, payload: &mut Vec<u64>) {
+    let (table_id, key, ts) = (payload[0] as u32, payload[1], payload[2]);
+    payload.clear();
+    let Some(slot) = store.lookup(table_id, key) else {
+        payload.push(status::NOT_FOUND);
+        return;
+    };
+    let table = store.layout.table(table_id);
+    if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
+        payload.extend_from_slice(&[status::LOCKED, slot]);
+        return;
+    }
+    let seq = store.seq(table_id, slot);
+    let wts = store.region.load(table.header_addr(slot, WTS_WORD));
+    let rts = store.region.load(table.header_addr(slot, RTS_WORD));
+    let verdict = if writable(ts, seq, seq, wts, rts) {
+        status::OK
+    } else {
+        status::STALE
+    };
+    payload.extend_from_slice(&[verdict, slot, seq, wts, rts]);
+    let start = payload.len();
+    payload.resize(start + table.record_words as usize, 0);
+    store
+        .region
+        .read(table.record_addr(slot), &mut payload[start..]);
+}
+
+/// Handler of `TS_LOCK_FETCH`: `[ts, (table, slot, seq, held)…]` → per entry
+/// `[status, wts, record…]` (the committed version, for the backup). The
+/// request entries are first moved past the reply, so the reply is built in
+/// the same buffer.
+fn serve_lock_fetch(store: &NodeStore, payload: &mut Vec<u64>) {
+    let ts = payload[0];
+    let entries = (payload.len() - 1) / 4;
+    let reply_words: usize = (0..entries)
+        .map(|e| 2 + store.layout.table(payload[1 + 4 * e] as u32).record_words as usize)
+        .sum();
+    let from = reply_words.max(1);
+    payload.resize(from + 4 * entries, 0);
+    payload.copy_within(1..1 + 4 * entries, from);
+    let mut at = 0;
+    for entry in 0..entries {
+        let e = from + 4 * entry;
+        let table = store.layout.table(payload[e] as u32);
+        let (slot, read_seq, held) = (payload[e + 1], payload[e + 2], payload[e + 3] != 0);
+        let words = table.record_words as usize;
+        payload[at] = lock_local(store, table, slot, ts, read_seq, held);
+        payload[at + 1] = store.region.load(table.header_addr(slot, WTS_WORD));
+        store.region.read(
+            table.record_addr(slot),
+            &mut payload[at + 2..at + 2 + words],
+        );
+        at += 2 + words;
+    }
+    payload.truncate(reply_words);
+}
+
+/// Handler of `TS_READ`: `[table, key, ts, cascading, waits]` → `[status, slot, seq, wts, rts, record…]` (`DIRTY_OK`:
+/// an installed, uncommitted write by `wts`; `[NOT_FOUND]`, or `[status,
+/// slot]` on refusal), or `Served::Wait` (payload untouched) while an older
+/// writer holds the lock.
+fn serve_read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
+    let request = [payload[0], payload[1], payload[2], payload[3], payload[4]];
+    let (table_id, key, ts) = (request[0] as u32, request[1], request[2]);
+    let cascading = request[3] != 0;
+    let Some(slot) = store.lookup(table_id, key) else {
+        payload.clear();
+        payload.push(status::NOT_FOUND);
+        return Served::Reply;
+    };
+    let table = store.layout.table(table_id);
+    let region = &store.region;
+    let record_words = table.record_words as usize;
+    let mut reply_status = status::INCONSISTENT;
+    let (mut seq, mut wts, mut rts) = (0, 0, 0);
+    payload.clear();
+    payload.resize(5 + record_words, 0);
+    for _ in 0..READ_TRIES {
+        // The same word order as a READ: seq, header, record, seq_end.
+        seq = region.load(table.seq_addr(slot));
+        let lock = region.load(lock_addr(table, slot));
+        wts = region.load(table.header_addr(slot, WTS_WORD));
+        rts = region.load(table.header_addr(slot, RTS_WORD));
+        region.read(table.record_addr(slot), &mut payload[5..]);
+        let seq_end = region.load(table.tuple_addr(slot) + table.seq_end_offset() as u64);
+        if seq != seq_end {
+            reply_status = status::INCONSISTENT;
+            continue;
+        }
+        match judge(ts, cascading, lock, wts, rts) {
+            Verdict::Refuse(reason) => {
+                reply_status = refusal_status(reason);
+                break;
+            }
+            Verdict::Wait if request[4] < RPC_WAITS => {
+                // The request, its wait count raised, to be offered again.
+                payload.clear();
+                payload.extend_from_slice(&request);
+                payload[4] += 1;
+                return Served::Wait;
+            }
+            Verdict::Wait => {
+                reply_status = status::LOCKED;
+                break;
+            }
+            Verdict::Take { raise, dirty } => {
+                let accepted = if dirty { lock } else { 0 };
+                if !raise || raise_rts_local(store, table, slot, RTS_WORD, ts, seq, accepted) {
+                    reply_status = if dirty { DIRTY_OK } else { status::OK };
+                    break;
+                }
+                reply_status = status::LOCKED;
+            }
+        }
+    }
+    if reply_status == status::OK || reply_status == DIRTY_OK {
+        payload[..5].copy_from_slice(&[reply_status, slot, seq, wts, rts]);
+    } else {
+        payload.clear();
+        payload.extend_from_slice(&[reply_status, slot]);
+    }
+    Served::Reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clock(nodes: u32, workers: u32, coroutines: u32, low_bits: u32) -> TsClock {
+        let config = Config {
+            nodes,
+            workers,
+            coroutines,
+            ..Config::default()
+        };
+        TsClock::new(&config, low_bits)
+    }
+
+    #[test]
+    fn timestamps_are_unique_increasing_and_name_their_coroutine() {
+        let clock = clock(3, 2, 5, FLAG_BITS);
+        let mut seen = std::collections::HashSet::new();
+        for index in 0..30 {
+            let mut last = 0;
+            // A clock that stands still still gives growing timestamps.
+            for now in [5, 5, 5, 4, 100] {
+                let ts = clock.next_at(index, now);
+                assert!(ts > last && ts & !TS_MASK == 0 && ts != 0);
+                assert!(seen.insert(ts), "timestamp {ts} given twice");
+                let (node, worker, co) = clock.coroutine_of(ts);
+                let back = (node as usize * 2 + worker as usize) * 5 + co as usize;
+                assert_eq!(back, index);
+                last = ts;
+            }
+        }
+    }
+
+    #[test]
+    fn an_observed_timestamp_moves_the_clock_past_it() {
+        let clock = clock(2, 1, 4, 0);
+        let theirs = clock.next_at(1, 1_000_000);
+        let before = clock.next_at(0, 10);
+        assert!(before < theirs);
+        clock.observe_at(0, theirs);
+        let after = clock.next_at(0, 20);
+        assert!(after > theirs, "{after} is not past the observed {theirs}");
+    }
+
+    #[test]
+    fn basic_ordering_rules() {
+        let take = |raise| Verdict::Take {
+            raise,
+            dirty: false,
+        };
+        // Reads: too late below wts, wait behind an older pending writer,
+        // ignore a younger one, raise rts only when it is below.
+        assert_eq!(
+            judge(100, false, 0, 104, 0),
+            Verdict::Refuse(AbortReason::TimestampOrder)
+        );
+        assert_eq!(judge(100, false, 96, 92, 0), Verdict::Wait);
+        assert_eq!(judge(100, false, 108, 92, 0), take(true));
+        assert_eq!(judge(100, false, 0, 92, 112), take(false));
+        // Writes, under the lock: rts or wts above ts is too late.
+        assert!(writable(100, 7, 7, 96, 100));
+        assert!(!writable(100, 7, 7, 104, 0));
+        assert!(!writable(100, 7, 7, 96, 104));
+        assert!(!writable(100, 7, 8, 96, 96));
+        // Cascading: an installed write of an older writer is read, a
+        // merely locked one is waited for.
+        assert_eq!(
+            judge(100, true, 96 | LOCK_INSTALLED, 96, 0),
+            Verdict::Take {
+                raise: true,
+                dirty: true
+            }
+        );
+        assert_eq!(judge(100, true, 96, 92, 0), Verdict::Wait);
+    }
+
+    #[test]
+    fn a_double_read_stands_only_if_no_older_writer_came_in_between() {
+        assert!(still_readable(100, 0, 7, 7, 0));
+        assert!(still_readable(100, 104, 7, 7, 0));
+        assert!(!still_readable(100, 96, 7, 7, 0));
+        assert!(!still_readable(100, 0, 8, 7, 0));
+        assert!(still_readable(100, 97, 7, 7, 97));
+        assert!(!still_readable(100, 93, 7, 7, 97));
+    }
+
+    #[test]
+    fn a_writers_outcome_survives_its_next_transaction() {
+        let w = 400;
+        assert_eq!(outcome_of(w, w | META_RUNNING, 0), META_RUNNING);
+        assert_eq!(outcome_of(w, w | META_COMMITTED, 0), META_COMMITTED);
+        assert_eq!(outcome_of(w, w | META_ABORTED, w), META_ABORTED);
+        // The coroutine has installed again since.
+        assert_eq!(outcome_of(w, 800 | META_RUNNING, 200), META_COMMITTED);
+        assert_eq!(outcome_of(w, 800 | META_RUNNING, w), META_ABORTED);
+        // A later abort hides whether `w` committed: answered aborted.
+        assert_eq!(outcome_of(w, 900 | META_ABORTED, 900), META_ABORTED);
+    }
+}

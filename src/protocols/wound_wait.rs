@@ -1,0 +1,109 @@
+//! WOUND_WAIT: two-phase locking in which an older requester wounds (aborts)
+//! a younger holder and waits for its lock, and a younger requester waits
+//! (RCBench §6.2.1, Alg. 5; the timestamps of RCC §4.3).
+//!
+//! Timestamps are WAIT_DIE's (unique, kept across retries). The wound is a
+//! remote abort through the holder's per-transaction global metadata: one
+//! CAS on its status word, `running → WOUNDED`. The wounded transaction
+//! notices at its next check — every access, every round of a one-sided
+//! wait, every timeout of a parked lock RPC — and at its commit point, and
+//! aborts, freeing its locks.
+//!
+//! Commit point: in the `log` stage, the last fallible one, a transaction
+//! CASes its own status `running → COMMITTING`. If a wound got there first
+//! the CAS returns `WOUNDED` and the attempt aborts before installing
+//! anything; once the CAS succeeded, every later wound fails (it expects
+//! `running`), so a committing transaction is never aborted and its waiter
+//! simply waits for the commit's unlock.
+//!
+//! Stages (RCC bits): `lock` = 1 (lock & read at access time, wounding and
+//! waiting as needed; the read→write upgrade), `log` = 4 (the commit-point
+//! CAS on the coordinator's own status word: a local CAS verb one-sided, a
+//! `LOCK2PL_STATUS_CAS` RPC to its own worker two-sided), `commit` = 16
+//! (update & unlock), `release` = 8 (unlock on abort).
+//!
+//! * one-sided lock: READ(own status) + CAS(lock, 0 → EXCLUSIVE | ts) +
+//!   READ(tuple) per round. On a younger exclusive holder: CAS(holder's
+//!   status, holder's running value → WOUNDED) at once, then wait; on an
+//!   older one: wait (sleep 0.5–8 µs, doubling, and post the round again).
+//! * RPC lock: the handler decides on the word and locks with a local CAS.
+//!   A younger holder is answered `WOUND` with its timestamp; the requester
+//!   wounds it (one-sided CAS or `LOCK2PL_STATUS_CAS` RPC to the holder's
+//!   node, by the lock stage's primitive) and asks again, naming the holder
+//!   it wounded, and the handler parks the request (`Served::Wait`). A
+//!   parked request is answered `TIMEOUT` after `PARK_OFFERS` offers, so
+//!   that its requester reads its own status and asks again.
+//! * commit / release: as NO_WAIT (`lock2pl`).
+//! * `lock_mode = shared`: the shared word keeps the maximum (coarse)
+//!   timestamp of its readers. Readers are anonymous, so they cannot be
+//!   wounded: a writer younger than every reader waits, any other writer
+//!   dies (`died`). An upgrade with other readers dies.
+//!
+//! Header layout: word 0 = lock word (`lock2pl`: 0 free; exclusive: bit 63 |
+//! timestamp `clock:34 | owner:29`; shared: `bound:47 | count:16`).
+//! Transaction metadata: 1 word per coroutine, the status (`cx.owner` while
+//! running, `WOUNDED` = 1, `COMMITTING` = 2), armed at the attempt's first
+//! access. Hybrid handshakes (RCC §5.2): none beyond the lock word, the
+//! status word (every form CASes it) and the slot every RPC lock replies.
+//!
+//! Invariants: every deadlock cycle contains a wounded transaction, and a
+//! wounded transaction cannot wait forever without noticing; a transaction
+//! installs writes only after its status became `COMMITTING`.
+
+use crate::store::NodeStore;
+use crate::txn::{TxnCx, TxnResult};
+
+use super::lock2pl::{Lock2pl, Policy};
+use super::{Protocol, ProtocolKind, Served, Stage};
+
+#[derive(Clone, Debug)]
+pub struct WoundWait(pub Lock2pl);
+
+impl Default for WoundWait {
+    fn default() -> Self {
+        WoundWait(Lock2pl::new(Policy::WoundWait))
+    }
+}
+
+impl Protocol for WoundWait {
+    const KIND: ProtocolKind = ProtocolKind::WoundWait;
+    const ACCESS_STAGE: Stage = Stage::Lock;
+
+    fn header_words(_record_words: u32) -> u32 {
+        Lock2pl::header_words(Policy::WoundWait)
+    }
+
+    fn txn_meta_words() -> u32 {
+        1
+    }
+
+    fn begin(&self, cx: &mut TxnCx<'_>) {
+        self.0.begin(cx);
+    }
+
+    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        self.0.access(cx, index).await
+    }
+
+    async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        self.0.upgrade(cx, index).await
+    }
+
+    async fn log(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        self.0.commit_point(cx).await
+    }
+
+    async fn commit(&self, cx: &mut TxnCx<'_>) {
+        self.0.commit(cx);
+    }
+
+    async fn release(&self, cx: &mut TxnCx<'_>) {
+        self.0.release(cx);
+    }
+
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
+        let served = self.0.serve(store, kind, payload);
+        assert!(served.is_some(), "wound_wait has no RPC handler {kind}");
+        served.unwrap_or(Served::Reply)
+    }
+}
