@@ -7,10 +7,12 @@
 //! Exit codes: 0 success; 1 the run failed (e.g. writing the report); 2 bad
 //! input; 3 the run finished but `--check` found a violation.
 
+mod experiments;
+
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use crate::config::{Config, FabricKind, KeyDistribution, LockMode, WorkloadKind};
+use crate::config::{Config, FabricKind, KeyDistribution, LockMode, TpccMix, WorkloadKind};
 use crate::engine::{self, Report};
 use crate::fabric::NetworkProfile;
 use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
@@ -51,6 +53,13 @@ USAGE:
                             RPC, checker on, one comparison table
     verbena check [FLAGS]   the seeded correctness matrix on the sim fabric
     verbena protocols       each protocol's stages and hybrid-code bits
+    verbena sweep [FLAGS]   run every combination of knob values, with
+                            repetitions; rows to CSV and JSON; resumable
+    verbena hybrid [FLAGS]  every hybrid stage code of a protocol, ranked
+                            (RCC §5.1), and the latency-breakdown pick
+    verbena plot RESULTS    SVG/PNG figures and an HTML report of a sweep
+    verbena reproduce NAME  a small-scale paper experiment and its report
+                            (--list names them)
     verbena help            this text
 
 RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
@@ -91,6 +100,7 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --backoff-base-ns N       abort back-off base [1000]
     --backoff-cap-ns N        abort back-off cap [100000]
     --location-cache N        location-cache entries per worker, 0 = off [262144]
+    --workload W              ycsb | tpcc [ycsb]
   YCSB:
     --rows-per-node N         [100000]
     --record-bytes N          multiple of 8 [64]
@@ -102,6 +112,21 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --hot-probability F       share of accesses to the hot area [0.1]
     --compute-us F            execution-phase compute per txn, µs [5]
     --partitions-per-txn N    nodes a transaction touches [min(2, nodes)]
+  TPC-C (--workload tpcc; `[tpcc]` in a config file):
+    --warehouses N            warehouses per node [1]
+    --items N                 ITEM rows (specification: 100000) [100000]
+    --customers-per-district N  customers, and initial orders, per district
+                              (specification: 3000) [3000]
+    --insert-headroom N       run-time orders each district has room for
+                              [5000]
+    --tpcc-mix MIX            standard (45,43,4,4,4) | new-order-only |
+                              new-order-distributed (DrTM+H: NewOrder only,
+                              each with a supplier on another node) |
+                              NO,P,OS,D,SL weights [standard]
+    --remote-item-probability F   NewOrder remote stock per item [0.01]
+    --invalid-item-probability F  NewOrder rolled back (unused item) [0.01]
+    --payment-remote-probability F  Payment remote customer [0.15]
+    --by-last-name-probability F    Payment/OrderStatus by last name [0.6]
   SmallBank (--workload smallbank; DrTM Table 5, DrTM+H §5):
     --sb-accounts-per-worker N customers per worker thread [100000]
     --sb-hot-fraction F       share of customers that is hot [0.04]
@@ -142,8 +167,34 @@ random hybrid codes × seeds, YCSB under high contention, checker on):
     --protocol P[,P…]         only these protocols [every implemented one]
     --hybrid CODE             only this hybrid code (replays a failure)
     --workload W[,W…]|all     workloads, each at a small contended scale
-                              drawn from the seed: ycsb, smallbank, pps,
-                              tpce-cp [ycsb]
+                              drawn from the seed: ycsb, tpcc, smallbank,
+                              pps, tpce-cp [ycsb]
+
+SWEEP FLAGS (verbena sweep; every RUN FLAG sets the base of each point):
+    --vary KEY=V1,V2,...      a knob: any config key by TOML path
+                              (ycsb.theta, profile, protocol_options.lock_mode),
+                              its leaf name (theta) or flag name
+                              (hot-probability), or hybrid / stages
+                              (stages=read=rpc+lock=rpc); `|` separates values
+                              that hold commas; protocol=all; repeatable
+    --repeat N                runs per point, seeds seed, seed+1, ... [1]
+    --out DIR                 results directory [results/sweep-<hash>]; the
+                              same command resumes an interrupted sweep
+    --restart                 discard another sweep's results in DIR
+    --jobs N                  sim runs at once [1]
+    --quiet                   no progress line
+    --plot                    render figures and report.html afterwards
+    --no-png                  SVG figures only (no Chromium screenshots)
+
+HYBRID FLAGS (verbena hybrid --protocol P [RUN FLAGS]): --method
+    exhaustive | breakdown | both [both], --repeat, --out, --jobs, --plot,
+    --vary (e.g. coroutines=1,8: one enumeration per value)
+
+PLOT: verbena plot RESULTS [--out DIR] [--x KNOB] [--no-png]
+    RESULTS: a sweep/hybrid directory, results.json or rows.jsonl. Writes
+    SVG figures, PNG copies when Chromium is installed, and report.html.
+
+REPRODUCE: verbena reproduce --list | NAME [RUN FLAGS] [--out DIR] [--no-png]
 
 DEMO FLAGS: --duration S [2], --warmup S [0.5], --json PATH (all four reports)
 
@@ -175,6 +226,10 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
         "demo" => command_demo(&args[1..]),
         "check" => command_check(&args[1..]),
         "protocols" => command_protocols(),
+        "sweep" => experiments::command_sweep(&args[1..]),
+        "hybrid" => experiments::command_hybrid(&args[1..]),
+        "plot" => experiments::command_plot(&args[1..]),
+        "reproduce" => experiments::command_reproduce(&args[1..]),
         "help" | "--help" | "-h" => {
             print!("{HELP}");
             Ok(EXIT_OK)
@@ -184,7 +239,7 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
             Ok(EXIT_OK)
         }
         other => Err(usage(format!(
-            "unknown command `{other}`; commands: run, demo, check, protocols, help"
+            "unknown command `{other}`; commands: run, demo, check, protocols, sweep, hybrid, plot, reproduce, help"
         ))),
     }
 }
@@ -327,15 +382,31 @@ fn load_toml(path: &str) -> Result<Config, CliError> {
     toml::from_str(&text).map_err(|e| usage(format!("config file {path}: {e}")))
 }
 
+/// Flags of `verbena run` that take no value (the experiment commands
+/// split their arguments by this list too).
+const RUN_BARE_FLAGS: [&str; 2] = ["--check", "--swarm"];
+
 /// Builds the configuration of `verbena run` from its flags.
 fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
+    let (mut config, outputs, hybrid) = parse_run_flags_unresolved(args)?;
+    if let Some(code) = hybrid {
+        apply_hybrid(&mut config, code)?;
+    }
+    config.validate().map_err(|e| usage(e.0))?;
+    Ok((config, outputs))
+}
+
+/// The flags of `verbena run` applied to the defaults (or `--config`), before
+/// `--hybrid` is applied and the config validated: sweeps set their knobs on
+/// this and then resolve each point with [`resolve_run_config`].
+fn parse_run_flags_unresolved(args: &[String]) -> Result<(Config, Outputs, Option<u16>), CliError> {
     // Split into (flag, value) pairs first: the file is read before any flag
     // applies, whatever its position, so flags override it.
     let mut pairs: Vec<(String, String)> = Vec::new();
     let mut flags = Flags::new(args);
     while let Some(flag) = flags.next_flag() {
         let (flag, inline) = flag?;
-        if flag == "--check" || flag == "--swarm" {
+        if RUN_BARE_FLAGS.contains(&flag.as_str()) {
             if inline.is_some() {
                 return Err(usage(format!("{flag} takes no value")));
             }
@@ -460,11 +531,39 @@ fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
             }
         }
     }
-    if let Some(code) = hybrid {
-        apply_hybrid(&mut config, code)?;
+    Ok((config, outputs, hybrid))
+}
+
+/// The TPC-C flags of `verbena run`; false if `flag` is not one of them.
+fn apply_tpcc_flag(config: &mut Config, flag: &str, value: &str) -> Result<bool, CliError> {
+    let (f, v) = (flag, value);
+    let count = "a whole number";
+    let real = "a number";
+    let t = &mut config.tpcc;
+    match f {
+        "--warehouses" => t.warehouses_per_node = parse_number(f, v, count)?,
+        "--items" => t.items = parse_number(f, v, count)?,
+        "--customers-per-district" => t.customers_per_district = parse_number(f, v, count)?,
+        "--insert-headroom" => t.insert_headroom_per_district = parse_number(f, v, count)?,
+        "--remote-item-probability" => t.remote_item_probability = parse_number(f, v, real)?,
+        "--invalid-item-probability" => t.invalid_item_probability = parse_number(f, v, real)?,
+        "--payment-remote-probability" => t.payment_remote_probability = parse_number(f, v, real)?,
+        "--by-last-name-probability" => t.by_last_name_probability = parse_number(f, v, real)?,
+        "--tpcc-mix" => {
+            if v == "new-order-distributed" {
+                t.mix = TpccMix::NEW_ORDER_ONLY;
+                t.new_order_always_distributed = true;
+            } else {
+                t.mix = TpccMix::parse(v).ok_or_else(|| {
+                    usage(format!(
+                        "--tpcc-mix `{v}` is not a mix; allowed: standard, new-order-only, new-order-distributed, or five weights NO,P,OS,D,SL such as 45,43,4,4,4"
+                    ))
+                })?;
+            }
+        }
+        _ => return Ok(false),
     }
-    config.validate().map_err(|e| usage(e.0))?;
-    Ok((config, outputs))
+    Ok(true)
 }
 
 /// The flags of the SmallBank, PPS and TPC-E workloads (`--sb-…`,
@@ -482,8 +581,8 @@ fn apply_workload_flag(config: &mut Config, flag: &str, v: &str) -> Result<bool,
     let sb = &mut config.smallbank;
     match flag {
         "--sb-accounts-per-worker" => sb.accounts_per_worker = parse_number(flag, v, count)?,
-        "--sb-hot-fraction" => sb.hot_fraction = parse_number(flag, v, real)?,
-        "--sb-hot-probability" => sb.hot_probability = parse_number(flag, v, real)?,
+        "--sb-hot-fraction" => sb.hot_account_fraction = parse_number(flag, v, real)?,
+        "--sb-hot-probability" => sb.hot_account_probability = parse_number(flag, v, real)?,
         "--sb-distributed" => sb.distributed_probability = parse_number(flag, v, real)?,
         "--sb-max-amount" => sb.max_amount = parse_number(flag, v, count)?,
         "--sb-lookup-accounts" => sb.lookup_accounts = boolean(v)?,
@@ -526,7 +625,7 @@ fn apply_pps_tpce_flag(config: &mut Config, flag: &str, v: &str) -> Result<bool,
             t.mix =
                 tpce::TpceMix::from_weights(&parse_mix(flag, v, &tpce::TXN_TYPES).map_err(usage)?)
         }
-        _ => return Ok(false),
+        _ => return apply_tpcc_flag(config, flag, v),
     }
     Ok(true)
 }

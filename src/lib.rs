@@ -2,6 +2,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod experiments;
 pub mod fabric;
 pub mod protocols;
 pub mod rng;

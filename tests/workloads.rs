@@ -32,7 +32,7 @@ fn small(workload: WorkloadKind, protocol: ProtocolKind, primitive: Primitive) -
     };
     let sb = &mut config.smallbank;
     sb.accounts_per_worker = 40;
-    sb.hot_fraction = 0.1;
+    sb.hot_account_fraction = 0.1;
     sb.distributed_probability = 0.5;
     // Large amounts next to the loaded [10000, 50000) balances: the
     // insufficient-funds and overdraft branches run too.

@@ -23,7 +23,7 @@
 //! hybrid codes). Contention: YCSB with θ ≥ 0.9 Zipf or ≥ 90 % of accesses
 //! to a hot area of a few rows, half the operations or more are writes.
 
-use crate::config::{Config, KeyDistribution, WorkloadKind};
+use crate::config::{Config, KeyDistribution, TpccMix, WorkloadKind};
 use crate::engine;
 use crate::fabric::NetworkProfile;
 use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
@@ -119,23 +119,53 @@ pub fn case_config(case: Case) -> Config {
     y.compute_us = rng.below(3) as f64;
     y.record_bytes = 8 * (1 + rng.below(12) as u32);
     y.partitions_per_txn = Some(1 + rng.below(nodes.min(y.ops_per_txn) as u64) as u32);
-    config.workload = case.workload;
-    small_workload(&mut config, case.seed);
+    apply_workload(&mut config, case.workload);
     config
 }
 
-/// Draws the small, contended scale of SmallBank, PPS and TPC-E for `seed`
-/// (YCSB's was drawn above).
-fn small_workload(config: &mut Config, seed: u64) {
-    let mut rng = Rng::derive(seed, &[0x5b_9955, config.workload as u64]);
+/// Turns a case's config (drawn by [`case_config`]) into one of `workload`
+/// at small scale, keeping the cluster shape, timing and plan the seed drew
+/// and drawing the workload's own knobs from the same seed: the matrix
+/// covers each workload.
+///
+/// TPC-C: one or two warehouses per node (so district and warehouse rows
+/// are hot), 100 items, 30 customers per district, remote items and
+/// customers far above the specification's rates so that most transactions
+/// cross nodes, and either the standard mix or DrTM+H's always-distributed
+/// NewOrder. SmallBank, PPS, TPC-E: a few dozen customers, products or
+/// securities per node, every transaction type on with a random weight,
+/// writers always present (TPC-E's market feed next to its read-only
+/// customer-position).
+pub fn apply_workload(config: &mut Config, workload: WorkloadKind) {
+    let mut rng = Rng::derive(config.seed, &[0x3a7e1c, workload as u64]);
     let weight = |rng: &mut Rng| 1 + rng.below(4) as u32;
-    match config.workload {
+    config.workload = workload;
+    match workload {
         WorkloadKind::Ycsb => {}
+        WorkloadKind::Tpcc => {
+            let t = &mut config.tpcc;
+            t.warehouses_per_node = 1 + rng.below(2) as u32;
+            t.items = 100;
+            t.customers_per_district = 30;
+            t.insert_headroom_per_district = 300;
+            t.remote_item_probability = [0.01, 0.2, 0.5][rng.below(3) as usize];
+            t.payment_remote_probability = [0.15, 0.5][rng.below(2) as usize];
+            if config.nodes > 1 && rng.below(4) == 0 {
+                t.mix = TpccMix::NEW_ORDER_ONLY;
+                t.new_order_always_distributed = true;
+            } else {
+                t.mix = TpccMix::STANDARD;
+                t.new_order_always_distributed = false;
+            }
+            // The transactions are long: a shorter run keeps a case quick.
+            config.duration_s /= 2.0;
+            config.warmup_s /= 2.0;
+        }
         WorkloadKind::SmallBank => {
             let sb = &mut config.smallbank;
             sb.accounts_per_worker = [4, 16, 64][rng.below(3) as usize];
-            sb.hot_fraction = 0.1;
-            sb.hot_probability = 0.5 + 0.5 * rng.unit();
+            sb.hot_account_fraction = 0.1;
+            sb.hot_account_probability = 0.5 + 0.5 * rng.unit();
             sb.distributed_probability = [0.2, 0.5, 1.0][rng.below(3) as usize];
             sb.max_amount = [100, 15_000][rng.below(2) as usize];
             sb.lookup_accounts = rng.below(2) == 0;
@@ -165,6 +195,11 @@ fn small_workload(config: &mut Config, seed: u64) {
             tpce.mix = crate::workloads::tpce::TpceMix::from_weights(&weights);
         }
     }
+}
+
+/// The command that replays `case` as a case of `workload`.
+pub fn replay_command_for(case: Case, workload: WorkloadKind) -> String {
+    replay_command(Case { workload, ..case })
 }
 
 /// The command that replays `case` exactly.
@@ -330,6 +365,7 @@ mod tests {
                 config.validate().expect("a matrix config validates");
                 match workload {
                     WorkloadKind::Ycsb => assert!(config.ycsb.rows_per_node <= 256),
+                    WorkloadKind::Tpcc => assert!(config.tpcc.items == 100),
                     WorkloadKind::SmallBank => {
                         assert!(config.smallbank.accounts_per_worker <= 64);
                         assert!(config.smallbank.mix.weights().iter().all(|&w| w > 0));

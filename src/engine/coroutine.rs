@@ -19,7 +19,7 @@ use crate::protocols::{Protocol, Stage, StagePlan};
 use crate::rng::Rng;
 use crate::runtime::Worker;
 use crate::stats::WorkerStats;
-use crate::store::{LocationCache, StoreLayout};
+use crate::store::{LocationCache, NodeStore, StoreLayout};
 use crate::txn::{ids, AbortReason, Txn, TxnCx, TxnResult};
 use crate::workloads::Workload;
 
@@ -28,6 +28,8 @@ use crate::workloads::Workload;
 pub struct CoroutineEnv<'a, P: Protocol, W: Workload> {
     pub worker: &'a Worker,
     pub layout: &'a StoreLayout,
+    /// The worker's own node's store (run-time inserts).
+    pub local_store: &'a NodeStore,
     pub cache: &'a RefCell<LocationCache>,
     pub stats: &'a RefCell<WorkerStats>,
     /// Present when the run records its history for the checker.
@@ -119,6 +121,11 @@ async fn attempt<P: Protocol, W: Workload>(
     commit_stage!(cx, mark, Stage::Validate, protocol.validate(cx))?;
     commit_stage!(cx, mark, Stage::Renew, protocol.renew(cx))?;
     commit_stage!(cx, mark, Stage::Log, protocol.log(cx))?;
+    // The commit point: ordered-index changes take effect now, before the
+    // write-back releases anything (see `store::ordered`).
+    if !cx.index_ops.is_empty() {
+        workload.at_commit_point(cx.worker.node, &cx.index_ops);
+    }
     // Past the commit point: commit cannot fail, and every protocol has it.
     protocol.commit(cx).await;
     let elapsed = cx.now_ns() - mark;
@@ -163,7 +170,8 @@ fn record_history(
 /// The closed loop of coroutine `co` until the run ends.
 pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W>, co: u16) {
     let worker = env.worker;
-    let mut cx = TxnCx::new(worker, co, env.layout, env.cache, env.plan);
+    let mut cx =
+        TxnCx::new(worker, co, env.layout, env.cache, env.plan).with_local_store(env.local_store);
     let coroutine = ids::coroutine_id(worker.node, worker.worker, co);
     let mut rng = Rng::derive(
         env.seed,
@@ -205,10 +213,9 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     if env.measured(commit_ns) {
                         let mut stats = env.stats.borrow_mut();
                         stats.committed += 1;
+                        stats.committed_by_type[kind] += 1;
                         stats.latency_ns.record(commit_ns - begin_ns);
-                        let of_type = &mut stats.per_type[kind];
-                        of_type.committed += 1;
-                        of_type.latency_ns_sum += commit_ns - begin_ns;
+                        stats.per_type[kind].latency_ns_sum += commit_ns - begin_ns;
                         let mut in_stages = 0;
                         for (sum, ns) in stats.stage_ns.iter_mut().zip(cx.stage_ns.iter()) {
                             *sum += ns;
@@ -226,9 +233,14 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                         "release left a lock held"
                     );
                     let now = worker.now_ns();
-                    let gives_up = matches!(reason, AbortReason::User | AbortReason::NotFound);
+                    let gives_up = matches!(
+                        reason,
+                        AbortReason::User | AbortReason::NotFound | AbortReason::TableFull
+                    );
                     if env.measured(now) {
                         let mut stats = env.stats.borrow_mut();
+                        // Only the part inside the measured interval.
+                        stats.aborted_ns += now - attempt_start_ns.max(env.warmup_end_ns);
                         stats.aborts[reason.index()] += 1;
                         stats.per_type[kind].aborted += 1;
                         if gives_up {
@@ -242,6 +254,10 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     retries += 1;
                     let pause = backoff_ns(env.backoff, retries, &mut rng);
                     worker.sleep(co, pause).await;
+                    let woke = worker.now_ns();
+                    if env.measured(woke) {
+                        env.stats.borrow_mut().backoff_ns += woke - now.max(env.warmup_end_ns);
+                    }
                 }
             }
         }

@@ -44,6 +44,7 @@ use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout};
 use crate::workloads::pps::Pps;
 use crate::workloads::smallbank::SmallBank;
+use crate::workloads::tpcc::Tpcc;
 use crate::workloads::tpce::Tpce;
 use crate::workloads::ycsb::Ycsb;
 use crate::workloads::Workload;
@@ -97,6 +98,10 @@ pub fn run(config: &Config) -> Result<RunOutput, RunError> {
         }
         WorkloadKind::Pps => run_validated(&config, &Pps::new(&config.pps, config.nodes)),
         WorkloadKind::TpceCp => run_validated(&config, &Tpce::new(&config.tpce, config.nodes)),
+        WorkloadKind::Tpcc => {
+            let workload = Tpcc::new(&config.tpcc, config.nodes, config.seed);
+            run_validated(&config, &workload)
+        }
     }
 }
 
@@ -249,6 +254,7 @@ fn run_workload<P: Protocol, W: Workload>(
         &per_worker_committed,
         check,
     );
+    report.set_txn_types(workload.txn_types(), &total);
     report.sim = sim_run.map(|run| run.summary(&history, &stores));
     report.txn_types = report::txn_type_summaries(workload.txn_types(), &total, config.duration_s);
     Ok(RunOutput {
@@ -302,6 +308,7 @@ fn run_threads<P: Protocol, W: Workload>(
                         let env = CoroutineEnv {
                             worker: &worker,
                             layout,
+                            local_store: &stores[node as usize],
                             cache: &cache,
                             stats: &stats,
                             history: config.check.then_some(&history),

@@ -68,6 +68,36 @@ pub struct WorkerTime {
     pub idle: f64,
 }
 
+/// Where the coroutines' time went in the measured interval, as fractions
+/// of all coroutine time (`nodes × workers × coroutines × duration`): the
+/// analogue of Deneva's time breakdown (Deneva §5.3, Fig. 6) for a
+/// coroutine-per-transaction engine. Deneva splits a worker thread's CPU
+/// time; here a coroutine waiting on the network is counted in the stage it
+/// waits in, so these are shares of transaction time, not of CPU time (that
+/// is `worker_time`). Stage and execution times are those of committed
+/// transactions' final attempts, counted when the commit falls in the
+/// measured interval (a transaction begun in the warm-up is counted whole;
+/// should the parts then exceed the total, they are scaled to it); aborted
+/// attempts and back-off ending in the interval count their part inside it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TimeBreakdown {
+    /// The program's own work in committed attempts (Deneva: useful work).
+    pub useful_work: f64,
+    /// Execution-phase and concurrency-control stages of committed attempts:
+    /// read, lock, validate, renew (Deneva: CC manager).
+    pub concurrency_control: f64,
+    /// Commit-protocol stages of committed attempts: log, commit, release
+    /// (Deneva: 2PC / commit).
+    pub commit: f64,
+    /// Attempts that aborted, their release included (Deneva: abort).
+    pub abort: f64,
+    /// Back-off sleeps between an abort and the retry.
+    pub backoff: f64,
+    /// The rest: generating requests, scheduling, edges of the interval
+    /// (Deneva: txn manager and idle).
+    pub other: f64,
+}
+
 /// The checker's and the workload's verdicts.
 #[derive(Clone, Debug, Serialize)]
 pub struct CheckSummary {
@@ -123,6 +153,12 @@ pub struct Report {
     pub throughput_per_worker_txn_per_s: f64,
     /// Each worker's throughput, node-major (`node · workers + worker`).
     pub worker_txn_per_s: Vec<f64>,
+    /// Committed transactions in the measured interval by transaction type,
+    /// for workloads with several (TPC-C counts its throughput as NewOrder
+    /// per second, `throughput_by_type_txn_per_s.new_order`); empty for
+    /// workloads with one.
+    pub committed_by_type: OrderedMap<u64>,
+    pub throughput_by_type_txn_per_s: OrderedMap<f64>,
     /// Aborted attempts / (aborted attempts + commits).
     pub abort_rate: f64,
     /// Aborted attempts by reason.
@@ -137,6 +173,8 @@ pub struct Report {
     pub verbs_per_txn: VerbsPerTxn,
     /// How the worker threads' time went, as fractions of their wall time.
     pub worker_time: WorkerTime,
+    /// How the coroutines' time went (Deneva Fig. 6's breakdown).
+    pub time_breakdown: TimeBreakdown,
     pub location_cache_hit_rate: f64,
     /// Per transaction type, for workloads with several (empty otherwise).
     pub txn_types: Vec<TxnTypeSummary>,
@@ -172,14 +210,14 @@ pub fn txn_type_summaries(
 ) -> Vec<TxnTypeSummary> {
     names
         .iter()
-        .zip(stats.per_type.iter())
-        .map(|(&name, counts)| TxnTypeSummary {
+        .zip(stats.per_type.iter().zip(stats.committed_by_type.iter()))
+        .map(|(&name, (counts, &committed))| TxnTypeSummary {
             name,
-            committed: counts.committed,
-            throughput_txn_per_s: counts.committed as f64 / duration_s,
-            abort_rate: per(counts.aborted, counts.aborted + counts.committed),
+            committed,
+            throughput_txn_per_s: committed as f64 / duration_s,
+            abort_rate: per(counts.aborted, counts.aborted + committed),
             user_aborted: counts.user_aborted,
-            mean_latency_us: per(counts.latency_ns_sum, counts.committed) / 1_000.0,
+            mean_latency_us: per(counts.latency_ns_sum, committed) / 1_000.0,
         })
         .collect()
 }
@@ -209,6 +247,46 @@ fn per(value: u64, count: u64) -> f64 {
         0.0
     } else {
         value as f64 / count as f64
+    }
+}
+
+/// Shares of coroutine time; see [`TimeBreakdown`].
+fn time_breakdown(config: &Config, stats: &WorkerStats) -> TimeBreakdown {
+    use crate::protocols::Stage;
+    let coroutines = config.total_workers() as f64 * config.coroutines as f64;
+    let total_ns = coroutines * config.duration_s * 1e9;
+    if total_ns <= 0.0 {
+        return TimeBreakdown::default();
+    }
+    let share = |ns: u64| ns as f64 / total_ns;
+    let stage_sum =
+        |stages: &[Stage]| -> u64 { stages.iter().map(|s| stats.stage_ns[s.index()]).sum() };
+    let useful_work = share(stats.execution_ns);
+    let concurrency_control = share(stage_sum(&[
+        Stage::Read,
+        Stage::Lock,
+        Stage::Validate,
+        Stage::Renew,
+    ]));
+    let commit = share(stage_sum(&[Stage::Log, Stage::Commit, Stage::Release]));
+    let abort = share(stats.aborted_ns);
+    let backoff = share(stats.backoff_ns);
+    let accounted = useful_work + concurrency_control + commit + abort + backoff;
+    // A committed transaction that began in the warm-up is counted whole,
+    // so on very short runs the parts can exceed the total by a little:
+    // scale them to it then.
+    let scale = if accounted > 1.0 {
+        1.0 / accounted
+    } else {
+        1.0
+    };
+    TimeBreakdown {
+        useful_work: useful_work * scale,
+        concurrency_control: concurrency_control * scale,
+        commit: commit * scale,
+        abort: abort * scale,
+        backoff: backoff * scale,
+        other: (1.0 - accounted).max(0.0),
     }
 }
 
@@ -256,6 +334,8 @@ impl Report {
                 .iter()
                 .map(|&n| n as f64 / config.duration_s)
                 .collect(),
+            committed_by_type: OrderedMap::default(),
+            throughput_by_type_txn_per_s: OrderedMap::default(),
             abort_rate: per(aborted, aborted + committed),
             aborts: OrderedMap(
                 AbortReason::ALL
@@ -294,6 +374,7 @@ impl Report {
                     idle,
                 }
             },
+            time_breakdown: time_breakdown(config, stats),
             location_cache_hit_rate: per(stats.cache_hits, lookups),
             txn_types: Vec::new(),
             check,
@@ -303,6 +384,25 @@ impl Report {
             },
             sim: None,
         }
+    }
+
+    /// Fills the per-type counts from `stats` for a workload whose
+    /// transaction types are `names`.
+    pub fn set_txn_types(&mut self, names: &[&'static str], stats: &WorkerStats) {
+        self.committed_by_type = OrderedMap(
+            names
+                .iter()
+                .zip(stats.committed_by_type.iter())
+                .map(|(&name, &n)| (name, n))
+                .collect(),
+        );
+        self.throughput_by_type_txn_per_s = OrderedMap(
+            self.committed_by_type
+                .0
+                .iter()
+                .map(|&(name, n)| (name, n as f64 / self.measured_s))
+                .collect(),
+        );
     }
 
     /// The human-readable summary printed by `verbena run`.
@@ -357,6 +457,15 @@ impl Report {
             "  committed       {:>12} in {:.3} s",
             self.committed, self.measured_s
         );
+        if !self.throughput_by_type_txn_per_s.0.is_empty() {
+            let per_type: Vec<String> = self
+                .throughput_by_type_txn_per_s
+                .0
+                .iter()
+                .map(|(name, rate)| format!("{name} {rate:.0}"))
+                .collect();
+            let _ = writeln!(out, "  by type txn/s   {}", per_type.join("  "));
+        }
         let _ = writeln!(out, "  abort rate      {:>12.4}", self.abort_rate);
         let reasons: Vec<String> = self
             .aborts
@@ -367,6 +476,18 @@ impl Report {
             .collect();
         if !reasons.is_empty() {
             let _ = writeln!(out, "  aborts          {}", reasons.join(", "));
+        }
+        let full = self
+            .aborts
+            .0
+            .iter()
+            .find(|(name, _)| *name == AbortReason::TableFull.name())
+            .map_or(0, |&(_, n)| n);
+        if full > 0 {
+            let _ = writeln!(
+                out,
+                "  note            {full} transactions gave up on a full table: the run outgrew its preallocated room (TPC-C: raise --insert-headroom), and throughput past that point is not comparable"
+            );
         }
         let l = &self.latency_us;
         let _ = writeln!(
@@ -390,8 +511,8 @@ impl Report {
         for t in &self.txn_types {
             let _ = writeln!(
                 out,
-                "  {:<19} {:>10.0} txn/s  abort rate {:.4}  gave up {}  mean {:.1} µs",
-                t.name, t.throughput_txn_per_s, t.abort_rate, t.user_aborted, t.mean_latency_us
+                "  {:<19} abort rate {:.4}  gave up {}  mean latency {:.1} µs",
+                t.name, t.abort_rate, t.user_aborted, t.mean_latency_us
             );
         }
         let t = &self.worker_time;
@@ -401,6 +522,17 @@ impl Report {
             100.0 * t.busy,
             100.0 * t.rpc_handlers,
             100.0 * t.idle
+        );
+        let b = &self.time_breakdown;
+        let _ = writeln!(
+            out,
+            "  txn time        useful {:.1} %  cc {:.1} %  commit {:.1} %  abort {:.1} %  backoff {:.1} %  other {:.1} %",
+            100.0 * b.useful_work,
+            100.0 * b.concurrency_control,
+            100.0 * b.commit,
+            100.0 * b.abort,
+            100.0 * b.backoff,
+            100.0 * b.other
         );
         match &self.check {
             None => {

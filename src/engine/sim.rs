@@ -135,6 +135,7 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
         .map(|index| CoroutineEnv {
             worker: &workers[index],
             layout,
+            local_store: &stores[node_of(index) as usize],
             cache: &caches[index],
             stats: &stats[index],
             history: Some(&histories[index]),

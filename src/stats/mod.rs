@@ -45,10 +45,9 @@ impl WorkerSnapshot {
 }
 
 /// Counts of one transaction type (`Workload::txn_type`) in the measured
-/// interval.
+/// interval, besides its commits (`WorkerStats::committed_by_type`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct TypeCounts {
-    pub committed: u64,
     /// Aborted attempts (every reason).
     pub aborted: u64,
     /// Transactions the program gave up on.
@@ -61,6 +60,9 @@ pub struct TypeCounts {
 #[derive(Clone, Debug, Default)]
 pub struct WorkerStats {
     pub committed: u64,
+    /// Committed transactions by the workload's transaction type
+    /// (`Workload::txn_type`).
+    pub committed_by_type: [u64; crate::workloads::MAX_TXN_TYPES],
     /// Aborted attempts in the measured interval, by `AbortReason::index`.
     pub aborts: [u64; AbortReason::ALL.len()],
     /// Transactions the program itself gave up (user aborts): counted once.
@@ -72,6 +74,11 @@ pub struct WorkerStats {
     /// Sum over committed transactions of the committing attempt's time not
     /// spent in any stage: the program's own work (execution).
     pub execution_ns: u64,
+    /// Time of aborted attempts in the measured interval, from the
+    /// attempt's start to the end of its `release` (Deneva's "abort" time).
+    pub aborted_ns: u64,
+    /// Time slept in back-off after aborts, in the measured interval.
+    pub backoff_ns: u64,
     /// The worker's counters when the measured interval began and ended
     /// (taken by the first coroutine that sees each boundary).
     pub at_start: Option<WorkerSnapshot>,
@@ -105,6 +112,13 @@ impl WorkerStats {
     pub fn merge(&mut self, other: &WorkerStats) {
         self.measured.add(&other.measured);
         self.committed += other.committed;
+        for (a, b) in self
+            .committed_by_type
+            .iter_mut()
+            .zip(other.committed_by_type.iter())
+        {
+            *a += b;
+        }
         for (a, b) in self.aborts.iter_mut().zip(other.aborts.iter()) {
             *a += b;
         }
@@ -114,10 +128,11 @@ impl WorkerStats {
             *a += b;
         }
         self.execution_ns += other.execution_ns;
+        self.aborted_ns += other.aborted_ns;
+        self.backoff_ns += other.backoff_ns;
         self.cache_hits += other.cache_hits;
         self.cache_misses += other.cache_misses;
         for (a, b) in self.per_type.iter_mut().zip(other.per_type.iter()) {
-            a.committed += b.committed;
             a.aborted += b.aborted;
             a.user_aborted += b.user_aborted;
             a.latency_ns_sum += b.latency_ns_sum;

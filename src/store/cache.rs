@@ -6,9 +6,10 @@
 //! tuple is (RCC §5.2, first challenge).
 //!
 //! Direct-mapped with a fixed number of entries: no allocation after start,
-//! and a conflicting key just replaces the older entry. An entry can only be
-//! stale once deletes exist (they will need an invalidation); the tuple's
-//! key word catches that.
+//! and a conflicting key just replaces the older entry. An entry never goes
+//! stale: a slot keeps its key for the whole run (deletes leave tombstones in
+//! place, see `store`), so no invalidation is needed; the tuple's key word
+//! would catch a stale entry all the same.
 
 use super::TableId;
 

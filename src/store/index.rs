@@ -9,8 +9,13 @@
 //! Insert writes an entry's slot before its key, so a reader that sees the
 //! key also sees the slot. The tuple stores its key as well, so a stale or
 //! torn probe is caught when the tuple is read. Cuckoo displacement moves
-//! entries between buckets: it runs only at load time here, when no remote
-//! probe is in flight.
+//! entries between buckets, so a key is briefly in none of its buckets: it
+//! runs only at load time ([`IndexLayout::insert`]), when no probe is in
+//! flight. Run-time inserts ([`IndexLayout::insert_in_place`]) only fill an
+//! empty entry of one of the key's three buckets — slot word, then key word —
+//! so a concurrent probe sees either no entry or the whole one; entries are
+//! never removed or moved during a run (deletes are tombstones in the tuple,
+//! see `store`).
 
 use crate::fabric::Region;
 
@@ -106,6 +111,26 @@ impl IndexLayout {
             }
         }
         None
+    }
+
+    /// Run-time insert of `key → slot`: fills an empty entry of one of the
+    /// key's buckets — slot word, then key word — never moving another
+    /// entry. The caller holds the store's insert lock of this table (so no
+    /// other inserter writes this index meanwhile) and has checked that
+    /// `key` is absent.
+    pub fn insert_in_place(&self, region: &Region, key: u64, slot: u64) -> Result<(), IndexFull> {
+        debug_assert_ne!(key, EMPTY, "key u64::MAX is reserved by the index");
+        for bucket in self.candidates(key) {
+            for entry in 0..ENTRIES_PER_BUCKET {
+                let at = bucket + 2 * entry;
+                if region.load(at) == EMPTY {
+                    region.store(at + 1, slot);
+                    region.store(at, key);
+                    return Ok(());
+                }
+            }
+        }
+        Err(IndexFull)
     }
 
     /// Inserts `key → slot`, displacing entries cuckoo-style if needed.

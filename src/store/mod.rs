@@ -24,16 +24,56 @@
 //!
 //! Invariant: `seq` only changes while the tuple's lock is held, and is
 //! written after the record it describes; `seq_end` before it.
+//!
+//! ## Run-time inserts and deletes
+//!
+//! Tables that take inserts or deletes during a run (TPC-C's orders,
+//! new-orders, order lines and history) keep a *row state* in record word 0
+//! ([`ROW_STATE_WORD`]): [`ROW_LIVE`] or [`ROW_ABSENT`]. A row is then a
+//! sequence of versions like any other, and inserting or deleting it is a
+//! write that every protocol already knows how to lock, validate, log and
+//! install, with either primitive:
+//!
+//! * **insert** of key `k` ([`NodeStore::ensure_row`], then a write through
+//!   the protocol): if `k` has no tuple yet, the store claims a fresh slot,
+//!   writes the key word (every other word of a never-used slot is already
+//!   0: `seq = seq_end = 0`, free lock, row state absent), and only then
+//!   publishes `k → slot` in the cuckoo index with
+//!   [`IndexLayout::insert_in_place`] (slot word, then key word, no cuckoo
+//!   displacement). A concurrent one-sided probe therefore finds either no
+//!   entry or an entry whose tuple is whole and says *absent* at version 0 —
+//!   never a partial row. The transaction then writes the row through its
+//!   protocol, reading version `v` (absent) and installing `v + 1` (live): the
+//!   first insert of a key installs version 1, as the checker expects. An
+//!   insert that finds the row live aborts (`row_stale`).
+//! * **delete** is a write that installs the next version with the row
+//!   state absent: a tombstone. The slot keeps its key and its index entry
+//!   for the rest of the run and is never given to another key, so a reader
+//!   holding a stale location (cache entry, probe result, RPC reply) reaches
+//!   the same key's tombstone, never a freed or reused slot. Re-inserting a
+//!   deleted key reuses its own slot as the next version.
+//!
+//! Run-time inserts are made by the node that owns the row (every TPC-C
+//! insert goes to the home warehouse, which is the coordinator's node);
+//! inserters on one node serialize on a per-table lock held for the few
+//! word stores of one claim. Slots of aborted inserts stay absent (their
+//! versions stay 0) and are not reclaimed during a run. A workload inserts a
+//! key only on the one node its key belongs to (as for loaded rows), so an
+//! aborted attempt's placeholder can never duplicate a key another node
+//! holds; keys computed from committed state (TPC-C's order ids) are reused
+//! by the next attempt that computes them, so aborts leak no slots there.
 
 pub mod cache;
 pub mod index;
+pub mod ordered;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::fabric::{NodeId, Region};
 pub use cache::LocationCache;
 pub use index::IndexLayout;
+pub use ordered::OrderedIndex;
 
 pub type TableId = u32;
 
@@ -41,6 +81,21 @@ pub type TableId = u32;
 pub const KEY_WORD: u32 = 0;
 pub const SEQ_WORD: u32 = 1;
 pub const HEADER_WORD: u32 = 2;
+
+/// Record word that holds the row state in tables with run-time inserts and
+/// deletes (see the module doc).
+pub const ROW_STATE_WORD: usize = 0;
+/// The row exists (loaded or inserted by a committed transaction).
+pub const ROW_LIVE: u64 = 1;
+/// The row does not exist: a never-committed insert's placeholder, or a
+/// tombstone left by a delete. A never-used slot reads as absent.
+pub const ROW_ABSENT: u64 = 0;
+
+/// Whether `record` (of a table with a row state) holds a live row.
+#[inline]
+pub fn row_live(record: &[u64]) -> bool {
+    record[ROW_STATE_WORD] == ROW_LIVE
+}
 
 /// What a workload asks for: one table.
 #[derive(Clone, Debug)]
@@ -219,6 +274,8 @@ pub struct NodeStore {
     pub layout: Arc<StoreLayout>,
     pub region: Arc<Region>,
     next_free: Vec<AtomicU64>,
+    /// Per table: serializes run-time inserts ([`NodeStore::ensure_row`]).
+    insert_locks: Vec<Mutex<()>>,
 }
 
 impl NodeStore {
@@ -228,11 +285,13 @@ impl NodeStore {
             table.index.clear(&region);
         }
         let next_free = layout.tables.iter().map(|_| AtomicU64::new(0)).collect();
+        let insert_locks = layout.tables.iter().map(|_| Mutex::new(())).collect();
         NodeStore {
             node,
             layout,
             region,
             next_free,
+            insert_locks,
         }
     }
 
@@ -266,6 +325,44 @@ impl NodeStore {
         Ok(slot)
     }
 
+    /// The slot of `key` in `table`, creating an absent placeholder if the
+    /// key has none (run time; see the module doc). Safe against concurrent
+    /// one-sided probes and concurrent `ensure_row` calls on this node.
+    pub fn ensure_row(&self, table: TableId, key: u64) -> Result<u64, StoreError> {
+        let layout = self.layout.table(table);
+        if let Some(slot) = layout.index.lookup(&self.region, key) {
+            return Ok(slot);
+        }
+        let _claim = self.insert_locks[table as usize]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Another inserter of the same key may have won the lock first.
+        if let Some(slot) = layout.index.lookup(&self.region, key) {
+            return Ok(slot);
+        }
+        let slot = self.next_free[table as usize].fetch_add(1, Ordering::Relaxed);
+        if slot >= layout.capacity {
+            self.next_free[table as usize].fetch_sub(1, Ordering::Relaxed);
+            return Err(StoreError::TableFull {
+                table: layout.name,
+                capacity: layout.capacity,
+            });
+        }
+        let tuple = layout.tuple_addr(slot);
+        debug_assert!(
+            (0..layout.tuple_words as u64).all(|w| self.region.load(tuple + w) == 0),
+            "a run-time insert got a slot that was used before"
+        );
+        // Key word first; seq, lock, record (row state absent) and seq_end
+        // of a never-used slot are already 0. The index entry comes last.
+        self.region.store(tuple + KEY_WORD as u64, key);
+        layout
+            .index
+            .insert_in_place(&self.region, key, slot)
+            .map_err(|_| StoreError::IndexFull { table: layout.name })?;
+        Ok(slot)
+    }
+
     pub fn lookup(&self, table: TableId, key: u64) -> Option<u64> {
         self.layout.table(table).index.lookup(&self.region, key)
     }
@@ -286,5 +383,94 @@ impl NodeStore {
 
     pub fn seq(&self, table: TableId, slot: u64) -> u64 {
         self.region.load(self.layout.table(table).seq_addr(slot))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::index::{IndexLayout, BUCKET_WORDS};
+    use super::*;
+
+    fn one_table(capacity: u64, record_words: u32) -> Arc<StoreLayout> {
+        Arc::new(StoreLayout::new(
+            &[TableSpec {
+                name: "orders",
+                record_words,
+                capacity_per_node: capacity,
+            }],
+            |_| 1,
+        ))
+    }
+
+    /// What a remote reader does: one READ per candidate bucket, then the
+    /// tuple the entry names.
+    fn probe(store: &NodeStore, key: u64) -> Option<Vec<u64>> {
+        let table = store.layout.table(0);
+        let slot = table.index.candidates(key).iter().find_map(|&bucket| {
+            let mut words = [0u64; BUCKET_WORDS as usize];
+            store.region.read(bucket, &mut words);
+            IndexLayout::find_in_bucket(key, &words)
+        })?;
+        let mut tuple = vec![0u64; table.tuple_words as usize];
+        store.region.read(table.tuple_addr(slot), &mut tuple);
+        Some(tuple)
+    }
+
+    #[test]
+    fn run_time_inserts_are_seen_whole_or_not_at_all_by_concurrent_probes() {
+        let keys = 20_000u64;
+        let store = NodeStore::new(0, one_table(keys, 3));
+        std::thread::scope(|scope| {
+            let inserter = scope.spawn(|| {
+                for key in 0..keys {
+                    store.ensure_row(0, key * 3 + 1).expect("capacity fits");
+                }
+            });
+            let mut seen = 0u64;
+            while !inserter.is_finished() || seen == 0 {
+                for key in (0..keys).step_by(97) {
+                    if let Some(tuple) = probe(&store, key * 3 + 1) {
+                        seen += 1;
+                        assert_eq!(tuple[KEY_WORD as usize], key * 3 + 1, "entry before tuple");
+                        assert_eq!(tuple[SEQ_WORD as usize], 0);
+                        let record = &tuple[(HEADER_WORD + 1) as usize..][..3];
+                        assert!(!row_live(record), "a placeholder reads as absent");
+                    }
+                }
+            }
+            inserter.join().unwrap();
+        });
+        for key in 0..keys {
+            assert!(probe(&store, key * 3 + 1).is_some(), "key {key} was lost");
+        }
+    }
+
+    #[test]
+    fn ensure_row_returns_one_slot_per_key_and_reports_a_full_table() {
+        let store = NodeStore::new(3, one_table(4, 1));
+        let first = store.ensure_row(0, 7).unwrap();
+        assert_eq!(
+            store.ensure_row(0, 7).unwrap(),
+            first,
+            "the key keeps its slot"
+        );
+        // Concurrent inserters of one key agree on its slot.
+        let slots: Vec<u64> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| scope.spawn(|| store.ensure_row(0, 9).unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(slots.iter().all(|&s| s == slots[0]));
+        store.ensure_row(0, 10).unwrap();
+        store.ensure_row(0, 11).unwrap();
+        assert_eq!(
+            store.ensure_row(0, 12),
+            Err(StoreError::TableFull {
+                table: "orders",
+                capacity: 4
+            })
+        );
+        assert_eq!(store.rows(0), 4);
     }
 }

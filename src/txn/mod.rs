@@ -20,7 +20,10 @@ use std::cell::RefMut;
 use crate::fabric::{Batch, NodeId};
 use crate::protocols::{Protocol, Stage, StagePlan};
 use crate::runtime::Worker;
-use crate::store::{LocationCache, StoreLayout, TableId, TableLayout};
+use crate::store::{
+    row_live, LocationCache, NodeStore, StoreError, StoreLayout, TableId, TableLayout, ROW_ABSENT,
+    ROW_LIVE, ROW_STATE_WORD,
+};
 
 /// Why an attempt aborted. The protocol layer picks the reason; users see
 /// counts per reason in the report.
@@ -59,10 +62,17 @@ pub enum AbortReason {
     IntervalEmpty,
     /// CICADA: the version to read or replace is still pending.
     VersionPending,
+    /// A row was absent where the program needed it (an ordered-index entry
+    /// ran ahead of its row's write-back, or a concurrent delete won), or an
+    /// insert found its key live: a conflict, retried (see `store`).
+    RowStale,
+    /// A run-time insert found its table (or its index) full: the
+    /// transaction gives up; raise the workload's capacity knob.
+    TableFull,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 14] = [
+    pub const ALL: [AbortReason; 16] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
@@ -77,6 +87,8 @@ impl AbortReason {
         AbortReason::ListFull,
         AbortReason::IntervalEmpty,
         AbortReason::VersionPending,
+        AbortReason::RowStale,
+        AbortReason::TableFull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -95,6 +107,8 @@ impl AbortReason {
             AbortReason::ListFull => "list_full",
             AbortReason::IntervalEmpty => "interval_empty",
             AbortReason::VersionPending => "version_pending",
+            AbortReason::RowStale => "row_stale",
+            AbortReason::TableFull => "table_full",
         }
     }
 
@@ -161,6 +175,25 @@ pub struct TxnCx<'w> {
     /// Protocol-private words of the attempt (cleared at each begin), e.g.
     /// MAAT's set of transactions to order against.
     pub scratch: Vec<u64>,
+    /// This worker's own node's store, for run-time inserts (`Txn::insert`);
+    /// `None` where the driver did not provide it.
+    pub local_store: Option<&'w NodeStore>,
+    /// Ordered-index changes the attempt makes at its commit point
+    /// (`store::ordered`), in program order.
+    pub index_ops: Vec<IndexOp>,
+}
+
+/// A change to one of a workload's ordered indexes (`store::OrderedIndex`)
+/// on the coordinator's node, applied at the commit point by
+/// `Workload::at_commit_point`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexOp {
+    /// Which of the workload's ordered indexes.
+    pub index: u32,
+    pub key: u64,
+    pub value: u64,
+    /// Insert (`true`) or remove (`false`) `key`.
+    pub insert: bool,
 }
 
 impl<'w> TxnCx<'w> {
@@ -188,7 +221,16 @@ impl<'w> TxnCx<'w> {
             stage_ns: [0; 9],
             note: 0,
             scratch: Vec::with_capacity(64),
+            local_store: None,
+            index_ops: Vec::with_capacity(16),
         }
+    }
+
+    /// Gives the context its own node's store (run-time inserts need it).
+    pub fn with_local_store(mut self, store: &'w NodeStore) -> TxnCx<'w> {
+        debug_assert_eq!(store.node, self.worker.node);
+        self.local_store = Some(store);
+        self
     }
 
     /// Starts attempt number `attempt` (0 = first) of a request.
@@ -203,6 +245,7 @@ impl<'w> TxnCx<'w> {
         self.accesses.clear();
         self.data.clear();
         self.scratch.clear();
+        self.index_ops.clear();
         self.stage_ns = [0; 9];
         self.note = 0;
     }
@@ -411,6 +454,102 @@ impl<'c, 'w, P: Protocol> Txn<'c, 'w, P> {
             "get_mut on a record read without update intent"
         );
         self.cx.record_mut(rec.0)
+    }
+
+    /// The worker's clock, ns (virtual time on `sim`): for timestamps a
+    /// program stores, such as TPC-C's entry and delivery dates.
+    pub fn now_ns(&self) -> u64 {
+        self.cx.now_ns()
+    }
+
+    /// The coordinator's node (where this program runs).
+    pub fn node(&self) -> NodeId {
+        self.cx.worker.node
+    }
+
+    /// Inserts `key` into `table` on the coordinator's node with `record`,
+    /// whose row-state word is set live (the table keeps a row state; see
+    /// `store`). The row is written through the protocol like any write:
+    /// it reads the absent version `v` and installs `v + 1`. Aborts with
+    /// `row_stale` if the key is live, `table_full` if no slot is left.
+    pub async fn insert(&mut self, table: TableId, key: u64, record: &[u64]) -> TxnResult<Rec> {
+        let store = self
+            .cx
+            .local_store
+            .expect("the transaction driver gives every context its node's store");
+        let node = store.node;
+        let slot = match store.ensure_row(table, key) {
+            Ok(slot) => slot,
+            Err(StoreError::TableFull { .. } | StoreError::IndexFull { .. }) => {
+                return Err(AbortReason::TableFull)
+            }
+            Err(StoreError::DuplicateKey { .. }) => return Err(AbortReason::RowStale),
+        };
+        // The row's location is known: spare the protocol an index probe.
+        self.cx.cache.borrow_mut().put(table, node, key, slot);
+        let rec = self.access(table, node, key, true).await?;
+        if row_live(self.get(rec)) {
+            return Err(AbortReason::RowStale);
+        }
+        let copy = self.get_mut(rec);
+        copy.copy_from_slice(record);
+        copy[ROW_STATE_WORD] = ROW_LIVE;
+        Ok(rec)
+    }
+
+    /// Deletes `key` of `table` on `node`: installs a tombstone (row state
+    /// absent, other words 0) as the next version. Aborts with `row_stale`
+    /// if the row is already absent.
+    pub async fn delete(&mut self, table: TableId, node: NodeId, key: u64) -> TxnResult<()> {
+        let rec = self.update_row(table, node, key).await?;
+        let copy = self.get_mut(rec);
+        copy.fill(0);
+        copy[ROW_STATE_WORD] = ROW_ABSENT;
+        Ok(())
+    }
+
+    /// Reads a row of a table with a row state; aborts with `row_stale` if
+    /// it is absent (not yet inserted, or deleted).
+    pub async fn read_row(&mut self, table: TableId, node: NodeId, key: u64) -> TxnResult<Rec> {
+        let rec = self.read(table, node, key).await?;
+        if row_live(self.get(rec)) {
+            Ok(rec)
+        } else {
+            Err(AbortReason::RowStale)
+        }
+    }
+
+    /// [`Txn::update`] of a row of a table with a row state; aborts with
+    /// `row_stale` if it is absent.
+    pub async fn update_row(&mut self, table: TableId, node: NodeId, key: u64) -> TxnResult<Rec> {
+        let rec = self.update(table, node, key).await?;
+        if row_live(self.get(rec)) {
+            Ok(rec)
+        } else {
+            Err(AbortReason::RowStale)
+        }
+    }
+
+    /// Inserts `key → value` into the workload's ordered index `index` at
+    /// the commit point (see `store::ordered`).
+    pub fn index_insert(&mut self, index: u32, key: u64, value: u64) {
+        self.cx.index_ops.push(IndexOp {
+            index,
+            key,
+            value,
+            insert: true,
+        });
+    }
+
+    /// Removes `key` from the workload's ordered index `index` at the
+    /// commit point.
+    pub fn index_remove(&mut self, index: u32, key: u64) {
+        self.cx.index_ops.push(IndexOp {
+            index,
+            key,
+            value: 0,
+            insert: false,
+        });
     }
 
     /// Spends `ns` of CPU time on the program's own computation.

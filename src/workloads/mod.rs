@@ -2,8 +2,8 @@
 //! loader, its transaction programs (async functions over the `Txn` API,
 //! identical for every protocol) and its invariants.
 //!
-//! Implemented: `ycsb`, `smallbank`, `pps`, `tpce` (TPC-E
-//! customer-position). TPC-C comes with its own module.
+//! Implemented: `ycsb`, `tpcc`, `smallbank`, `pps`, `tpce` (TPC-E
+//! customer-position).
 //!
 //! Workloads with several transaction types (SmallBank's six, PPS's
 //! four) name them with [`Workload::txn_types`] and classify each request
@@ -22,6 +22,7 @@
 pub mod common;
 pub mod pps;
 pub mod smallbank;
+pub mod tpcc;
 pub mod tpce;
 pub mod ycsb;
 pub mod zipf;
@@ -35,7 +36,11 @@ use crate::fabric::NodeId;
 use crate::protocols::Protocol;
 use crate::rng::Rng;
 use crate::store::{NodeStore, StoreError, TableSpec};
-use crate::txn::{Txn, TxnResult};
+use crate::txn::{IndexOp, Txn, TxnResult};
+
+/// Most transaction types a workload may name (`Workload::txn_types`; the
+/// per-type counters are fixed arrays, so counting costs no allocation).
+pub const MAX_TXN_TYPES: usize = 8;
 
 /// The verdict of a workload's invariants after a run.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -44,10 +49,6 @@ pub struct InvariantReport {
     /// What was checked, and every violation found (capped).
     pub details: Vec<String>,
 }
-
-/// Most transaction types a workload may name (the per-type counters are
-/// fixed arrays, so counting costs no allocation).
-pub const MAX_TXN_TYPES: usize = 8;
 
 #[allow(async_fn_in_trait)]
 pub trait Workload: Sync {
@@ -82,6 +83,11 @@ pub trait Workload: Sync {
     fn txn_type(&self, _request: &Self::Request) -> usize {
         0
     }
+
+    /// Applies a committing transaction's ordered-index changes on `node`,
+    /// at its commit point (see `store::ordered`). Default: the workload
+    /// keeps no ordered index.
+    fn at_commit_point(&self, _node: NodeId, _ops: &[IndexOp]) {}
 
     /// Checks the workload's invariants on the quiescent store after a run,
     /// given the committed history of the whole run.

@@ -29,9 +29,10 @@
 //!   make it negative.
 //!
 //! Amounts are uniform in `1..=max_amount`. Skew: in each partition,
-//! `hot_fraction` of the customers (4 %) get `hot_probability` (90 %) of the
-//! accesses. Placement: with probability `distributed_probability` a
-//! transaction crosses nodes — its second customer (send_payment,
+//! `hot_account_fraction` of the customers (4 %) get
+//! `hot_account_probability` (90 %) of the accesses. Placement: with
+//! probability `distributed_probability` a transaction crosses nodes — its
+//! second customer (send_payment,
 //! amalgamate) or its only one (the others) lives on another node, chosen
 //! uniformly; otherwise every customer is on the coordinator's node. The
 //! default 1.0 is DrTM+H's "no locality" setting; DrTM's is 0.01.
@@ -133,9 +134,9 @@ pub struct SmallBankConfig {
     /// Customers per worker thread; a node holds `workers` times this.
     pub accounts_per_worker: u64,
     /// Share of each partition's customers that is hot.
-    pub hot_fraction: f64,
+    pub hot_account_fraction: f64,
     /// Share of accesses that go to the hot customers.
-    pub hot_probability: f64,
+    pub hot_account_probability: f64,
     /// Probability that a transaction touches a node other than its
     /// coordinator's.
     pub distributed_probability: f64,
@@ -152,8 +153,8 @@ impl Default for SmallBankConfig {
     fn default() -> Self {
         SmallBankConfig {
             accounts_per_worker: 100_000,
-            hot_fraction: 0.04,
-            hot_probability: 0.9,
+            hot_account_fraction: 0.04,
+            hot_account_probability: 0.9,
             distributed_probability: 1.0,
             max_amount: 100,
             lookup_accounts: false,
@@ -179,7 +180,10 @@ impl SmallBankConfig {
             )));
         }
         for (name, value) in [
-            ("smallbank.hot_probability", self.hot_probability),
+            (
+                "smallbank.hot_account_probability",
+                self.hot_account_probability,
+            ),
             (
                 "smallbank.distributed_probability",
                 self.distributed_probability,
@@ -191,10 +195,10 @@ impl SmallBankConfig {
                 )));
             }
         }
-        if !(self.hot_fraction > 0.0 && self.hot_fraction <= 1.0) {
+        if !(self.hot_account_fraction > 0.0 && self.hot_account_fraction <= 1.0) {
             return Err(ConfigError(format!(
-                "smallbank.hot_fraction = {} is out of range; allowed: (0, 1]",
-                self.hot_fraction
+                "smallbank.hot_account_fraction = {} is out of range; allowed: (0, 1]",
+                self.hot_account_fraction
             )));
         }
         if self.max_amount < 1 || self.max_amount > 1 << 40 {
@@ -270,7 +274,11 @@ impl SmallBank {
             config: *config,
             nodes,
             per_node,
-            area: HotArea::new(per_node, config.hot_fraction, config.hot_probability),
+            area: HotArea::new(
+                per_node,
+                config.hot_account_fraction,
+                config.hot_account_probability,
+            ),
             mix: Mix::new(&config.mix.weights()),
         }
     }
@@ -546,8 +554,8 @@ mod tests {
     fn one_hot_row_still_yields_two_customers() {
         let config = SmallBankConfig {
             accounts_per_worker: 2,
-            hot_fraction: 0.01,
-            hot_probability: 1.0,
+            hot_account_fraction: 0.01,
+            hot_account_probability: 1.0,
             distributed_probability: 0.0,
             mix: SmallBankMix::from_weights(&[1, 0, 0, 0, 0, 0]),
             ..SmallBankConfig::default()

@@ -1,0 +1,29 @@
+//! Experiments (ARCHITECTURE.md layer 9): the papers' experiments as
+//! commands, and their results as files a script or a reader can use.
+//!
+//! - [`sweep`]: runs the cartesian product of knob values (any config key by
+//!   its TOML path), with repetitions, appending one self-describing row per
+//!   run to a journal so an interrupted sweep resumes where it stopped;
+//!   rows go out as JSON and CSV ([`table`]).
+//! - [`hybrid`]: RCC §5.1's two methods of finding hybrid stage codes — the
+//!   exhaustive enumeration of every code of a protocol, ranked by
+//!   throughput and by latency, and the latency-breakdown method (compare
+//!   the pure forms stage by stage, cherry-pick, test the pick).
+//! - [`plot`] and [`html`]: SVG figures written here, without a plotting
+//!   dependency (RCC Fig. 13, 14, 16, 18, 19; Deneva Fig. 2–6), PNG through
+//!   headless Chromium when it is installed, and an HTML page per sweep.
+//! - [`presets`]: small-scale versions of the papers' experiments
+//!   (`verbena reproduce`).
+//!
+//! Every result row carries what produced it ([`provenance`]): the full
+//! resolved config, the verbena version and git revision, and the host.
+
+pub mod html;
+pub mod hybrid;
+pub mod plot;
+pub mod presets;
+pub mod progress;
+pub mod provenance;
+pub mod svg;
+pub mod sweep;
+pub mod table;

@@ -1,0 +1,164 @@
+//! `verbena reproduce`: small-scale versions of the papers' experiments.
+//! Each preset is a sweep (or a hybrid enumeration) with the paper's knob
+//! and values, scaled to run in a minute or two on the `sim` fabric with
+//! the paper's network (`cx4-edr`, RCC §6.1 and DrTM+H §4's ConnectX-4 EDR
+//! cluster; Deneva ran on a 1 ms-RTT cloud LAN, but its contention shapes
+//! show on any network and `cx4-edr` keeps the presets fast). Any run flag
+//! after the name overrides the preset's base (e.g. `--fabric threads
+//! --duration 1`), and `--vary` replaces a preset knob of the same key.
+//!
+//! Small scale means: 4 nodes × 1 worker, 10,000 rows per node, a few ms of
+//! virtual time per point — the shapes of the figures, not their absolute
+//! numbers (the papers used 8–16 machines of 10–20 cores). YCSB stands in
+//! for SmallBank and TPC-C, which this build lacks.
+
+use std::fmt::Write as _;
+
+use super::hybrid::Method;
+
+/// What a preset runs.
+#[derive(Clone, Debug)]
+pub enum Kind {
+    /// A sweep over these `--vary` knobs.
+    Sweep(&'static [&'static str]),
+    /// `verbena hybrid` with this method (the protocol from the base).
+    Hybrid(Method),
+}
+
+#[derive(Clone, Debug)]
+pub struct Preset {
+    pub name: &'static str,
+    /// Paper and figure.
+    pub source: &'static str,
+    pub title: &'static str,
+    /// Run flags of every point.
+    pub base_args: &'static [&'static str],
+    pub kind: Kind,
+    /// The knob on the x axis of the line figures.
+    pub x: Option<&'static str>,
+}
+
+/// Base flags every preset shares.
+macro_rules! small_sim {
+    ($($extra:expr),* $(,)?) => {
+        &[
+            "--fabric", "sim", "--profile", "cx4-edr", "--nodes", "4", "--rows-per-node", "10000",
+            "--location-cache", "16384", "--duration", "0.004", "--warmup", "0.001", "--check",
+            $($extra),*
+        ]
+    };
+}
+
+pub const PRESETS: [Preset; 8] = [
+    Preset {
+        name: "rcc-coroutines",
+        source: "RCC §6.3, Fig. 16 (YCSB)",
+        title: "throughput and latency as coroutines grow, one-sided vs RPC",
+        base_args: small_sim!(),
+        kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc", "coroutines=1,3,5,7,9,11"]),
+        x: Some("coroutines"),
+    },
+    Preset {
+        name: "rcc-contention",
+        source: "RCC §6.4, Fig. 18",
+        title: "throughput vs the probability of touching the 0.1 % hot area",
+        base_args: small_sim!("--distribution", "hot", "--hot-fraction", "0.001"),
+        kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc", "hot_probability=0,0.2,0.4,0.6,0.8,0.9"]),
+        x: Some("hot_probability"),
+    },
+    Preset {
+        name: "rcc-compute",
+        source: "RCC §6.5, Fig. 19",
+        title: "throughput vs execution-phase computation (1–256 µs)",
+        base_args: small_sim!(),
+        kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc", "compute_us=1,4,16,64,256"]),
+        x: Some("compute_us"),
+    },
+    Preset {
+        name: "rcc-stage-latency",
+        source: "RCC §5.1, Fig. 13",
+        title: "per-stage latency of the pure forms with one coroutine",
+        base_args: small_sim!("--coroutines", "1"),
+        kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc"]),
+        x: None,
+    },
+    Preset {
+        name: "rcc-hybrid-occ",
+        source: "RCC §5.1, Fig. 14",
+        title: "every OCC hybrid code ranked; the latency-breakdown pick tested",
+        base_args: small_sim!("--protocol", "occ", "--coroutines", "8"),
+        kind: Kind::Hybrid(Method::Both),
+        x: None,
+    },
+    Preset {
+        name: "deneva-contention",
+        source: "Deneva §5.2, Fig. 2",
+        title: "throughput vs Zipf skew θ, 50 % writes",
+        base_args: small_sim!("--distribution", "zipf", "--write-ratio", "0.5"),
+        kind: Kind::Sweep(&["protocol=all", "theta=0,0.3,0.6,0.7,0.8,0.9,0.99"]),
+        x: Some("theta"),
+    },
+    Preset {
+        name: "deneva-update-rate",
+        source: "Deneva §5.2, Fig. 3",
+        title: "throughput vs the share of writes, medium contention (θ 0.6)",
+        base_args: small_sim!("--distribution", "zipf", "--theta", "0.6"),
+        kind: Kind::Sweep(&["protocol=all", "write_ratio=0,0.2,0.4,0.6,0.8,1"]),
+        x: Some("write_ratio"),
+    },
+    Preset {
+        name: "drtmh-phases",
+        source: "DrTM+H §5, Fig. 7–10",
+        title: "OCC with each phase switched between one-sided and RPC",
+        base_args: small_sim!("--protocol", "occ"),
+        kind: Kind::Sweep(&[
+            "stages=read=onesided|read=rpc|lock=rpc+validate=rpc|commit=rpc|log=rpc|read=rpc+lock=rpc+validate=rpc+log=rpc+commit=rpc+release=rpc",
+        ]),
+        x: None,
+    },
+];
+
+pub fn find(name: &str) -> Option<&'static Preset> {
+    PRESETS.iter().find(|p| p.name == name)
+}
+
+/// `verbena reproduce --list`.
+pub fn list_text() -> String {
+    let mut out = String::from("presets (verbena reproduce NAME [RUN FLAGS] [--out DIR]):\n");
+    for p in &PRESETS {
+        let what = match &p.kind {
+            Kind::Sweep(knobs) => format!("sweep {}", knobs.join(" × ")),
+            Kind::Hybrid(_) => "hybrid enumeration + latency-breakdown pick".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<20} {:<28} {}\n  {:<20} {:<28} ({what})",
+            p.name, p.source, p.title, "", ""
+        );
+    }
+    out.push_str("Each writes results/NAME/ (rows, CSV, figures, report.html); small scale on --fabric sim, cx4-edr.\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::sweep::parse_knob;
+
+    #[test]
+    fn every_preset_has_valid_knobs_and_a_paper() {
+        for p in &PRESETS {
+            assert!(
+                p.source.contains('§') && p.source.contains("Fig."),
+                "{}",
+                p.name
+            );
+            if let Kind::Sweep(knobs) = &p.kind {
+                for knob in *knobs {
+                    parse_knob(knob).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+                }
+            }
+        }
+        assert!(find("rcc-coroutines").is_some() && find("nope").is_none());
+    }
+}

@@ -1,0 +1,627 @@
+//! SVG charts, written by hand (no plotting dependency): line charts with
+//! axes, ticks, unit labels and a legend; stacked bars; ranked horizontal
+//! bars. Sized for print (720 px wide, 12–15 px sans-serif text).
+//!
+//! The markup is regular so scripts and tests can read a figure back:
+//! every line series is a `<g class="series" data-name="…">`, every stack
+//! layer a `<g class="layer" data-name="…">`, every ranked bar a
+//! `<rect class="bar" data-name="…" data-value="…">`, and the legend a
+//! `<g class="legend">` of `<text>` entries.
+
+use std::fmt::Write as _;
+
+/// Okabe–Ito's colour-blind-safe palette (yellow dropped: unreadable on
+/// white), then a few more distinct hues.
+pub const PALETTE: [&str; 11] = [
+    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#8C564B",
+    "#7F7F7F", "#BCBD22", "#17BECF",
+];
+
+pub fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// About five round tick values covering `[low, high]`.
+pub fn nice_ticks(low: f64, high: f64) -> Vec<f64> {
+    let (low, high) = if (high - low).abs() < f64::EPSILON * high.abs().max(1.0) {
+        if high == 0.0 {
+            (0.0, 1.0)
+        } else {
+            (low.min(0.0), high.max(0.0) * 1.1 + f64::EPSILON)
+        }
+    } else {
+        (low, high)
+    };
+    let raw = (high - low) / 5.0;
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * magnitude)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * magnitude);
+    let first = (low / step).floor() * step;
+    let mut ticks = Vec::new();
+    let mut t = first;
+    while t < high + step * 0.999 {
+        ticks.push(if t.abs() < step * 1e-9 { 0.0 } else { t });
+        t += step;
+        if ticks.len() > 20 {
+            break;
+        }
+    }
+    ticks
+}
+
+/// `1.5M`, `250k`, `12`, `0.25`.
+pub fn format_number(value: f64) -> String {
+    let a = value.abs();
+    let trimmed = |s: String| {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    };
+    if a >= 1e9 {
+        trimmed(format!("{:.2}", value / 1e9)) + "G"
+    } else if a >= 1e6 {
+        trimmed(format!("{:.2}", value / 1e6)) + "M"
+    } else if a >= 1e4 {
+        trimmed(format!("{:.1}", value / 1e3)) + "k"
+    } else if a >= 100.0 || a == 0.0 {
+        format!("{value:.0}")
+    } else if a >= 1.0 {
+        trimmed(format!("{value:.2}"))
+    } else {
+        trimmed(format!("{value:.3}"))
+    }
+}
+
+/// How the x axis maps values.
+#[derive(Clone, Debug, PartialEq)]
+pub enum XAxis {
+    Linear,
+    /// Powers-of-two style knobs (coroutines 1..64, compute 1..256 µs).
+    Log2,
+    /// Non-numeric values, evenly spaced in this order.
+    Categories(Vec<String>),
+}
+
+/// A point of a line: `(x, y, optional (low, high) whisker)`.
+pub type LinePoint = (f64, f64, Option<(f64, f64)>);
+
+/// One line.
+#[derive(Clone, Debug)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<LinePoint>,
+}
+
+#[derive(Clone, Debug)]
+pub struct LineChart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub x_axis: XAxis,
+    pub series: Vec<Series>,
+}
+
+const WIDTH: f64 = 720.0;
+const HEIGHT: f64 = 440.0;
+const TOP: f64 = 48.0;
+const BOTTOM: f64 = 64.0;
+const LEFT: f64 = 86.0;
+
+fn legend_width(names: &[&str]) -> f64 {
+    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    (longest as f64 * 7.2 + 44.0).clamp(120.0, 340.0)
+}
+
+fn open_svg(out: &mut String, width: f64, height: f64, title: &str) {
+    let _ = writeln!(
+        out,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">"##
+    );
+    let _ = writeln!(
+        out,
+        r##"<rect width="100%" height="100%" fill="#ffffff"/>"##
+    );
+    let _ = writeln!(
+        out,
+        r##"<text class="title" x="{:.1}" y="28" font-size="16" font-weight="bold" text-anchor="middle">{}</text>"##,
+        width / 2.0,
+        escape(title)
+    );
+}
+
+fn legend(out: &mut String, x: f64, y: f64, entries: &[(&str, &str, bool)]) {
+    let _ = writeln!(out, r#"<g class="legend">"#);
+    for (i, (name, color, line)) in entries.iter().enumerate() {
+        let ey = y + i as f64 * 20.0;
+        if *line {
+            let _ = writeln!(
+                out,
+                r#"<line x1="{x:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="2.5"/>"#,
+                ey - 4.0,
+                x + 22.0,
+                ey - 4.0
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                r#"<rect x="{x:.1}" y="{:.1}" width="16" height="12" fill="{color}"/>"#,
+                ey - 11.0
+            );
+        }
+        let _ = writeln!(
+            out,
+            r#"<text x="{:.1}" y="{ey:.1}" font-size="12">{}</text>"#,
+            x + 28.0,
+            escape(name)
+        );
+    }
+    let _ = writeln!(out, "</g>");
+}
+
+/// Y axis with grid lines and tick labels, returning the value→pixel map.
+fn y_axis(
+    out: &mut String,
+    ticks: &[f64],
+    left: f64,
+    right: f64,
+    label: &str,
+) -> impl Fn(f64) -> f64 {
+    let (low, high) = (ticks[0], *ticks.last().expect("ticks"));
+    let span = (high - low).max(f64::MIN_POSITIVE);
+    let plot_bottom = HEIGHT - BOTTOM;
+    let map = move |v: f64| plot_bottom - (v - low) / span * (plot_bottom - TOP);
+    let _ = writeln!(out, r#"<g class="y-axis">"#);
+    for &t in ticks {
+        let y = map(t);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{left:.1}" y1="{y:.1}" x2="{right:.1}" y2="{y:.1}" stroke="#dddddd"/>"##
+        );
+        let _ = writeln!(
+            out,
+            r#"<text class="tick" x="{:.1}" y="{:.1}" font-size="12" text-anchor="end">{}</text>"#,
+            left - 6.0,
+            y + 4.0,
+            format_number(t)
+        );
+    }
+    let _ = writeln!(
+        out,
+        r##"<line x1="{left:.1}" y1="{TOP:.1}" x2="{left:.1}" y2="{plot_bottom:.1}" stroke="#333333"/>"##
+    );
+    let mid = (TOP + plot_bottom) / 2.0;
+    let _ = writeln!(
+        out,
+        r#"<text class="axis-label" x="18" y="{mid:.1}" font-size="13" text-anchor="middle" transform="rotate(-90 18 {mid:.1})">{}</text>"#,
+        escape(label)
+    );
+    let _ = writeln!(out, "</g>");
+    map
+}
+
+/// A line chart with markers, min–max whiskers and a legend.
+pub fn line_chart(chart: &LineChart) -> String {
+    let names: Vec<&str> = chart.series.iter().map(|s| s.name.as_str()).collect();
+    let right_pad = legend_width(&names);
+    let width = WIDTH + right_pad - 120.0;
+    let plot_right = width - right_pad - 16.0;
+    let plot_bottom = HEIGHT - BOTTOM;
+    let mut out = String::new();
+    open_svg(&mut out, width, HEIGHT, &chart.title);
+    let ys: Vec<f64> = chart
+        .series
+        .iter()
+        .flat_map(|s| {
+            s.points
+                .iter()
+                .flat_map(|(_, y, w)| [Some(*y), w.map(|w| w.0), w.map(|w| w.1)])
+        })
+        .flatten()
+        .filter(|v| v.is_finite())
+        .collect();
+    let y_high = ys.iter().copied().fold(0.0, f64::max);
+    let y_low = ys.iter().copied().fold(0.0, f64::min);
+    let ticks = nice_ticks(y_low, y_high);
+    let map_y = y_axis(&mut out, &ticks, LEFT, plot_right, &chart.y_label);
+    // X positions.
+    let xs: Vec<f64> = chart
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .collect();
+    let transform = |x: f64| match chart.x_axis {
+        XAxis::Log2 => x.max(f64::MIN_POSITIVE).log2(),
+        _ => x,
+    };
+    let (x_low, x_high) = match &chart.x_axis {
+        XAxis::Categories(c) => (-0.5, c.len() as f64 - 0.5),
+        _ => {
+            let lo = xs
+                .iter()
+                .copied()
+                .map(transform)
+                .fold(f64::INFINITY, f64::min);
+            let hi = xs
+                .iter()
+                .copied()
+                .map(transform)
+                .fold(f64::NEG_INFINITY, f64::max);
+            if hi > lo {
+                let pad = (hi - lo) * 0.04;
+                (lo - pad, hi + pad)
+            } else {
+                (lo - 1.0, hi + 1.0)
+            }
+        }
+    };
+    let map_x = |x: f64| LEFT + (transform(x) - x_low) / (x_high - x_low) * (plot_right - LEFT);
+    let _ = writeln!(out, r#"<g class="x-axis">"#);
+    let _ = writeln!(
+        out,
+        r##"<line x1="{LEFT:.1}" y1="{plot_bottom:.1}" x2="{plot_right:.1}" y2="{plot_bottom:.1}" stroke="#333333"/>"##
+    );
+    let x_ticks: Vec<(f64, String)> = match &chart.x_axis {
+        XAxis::Categories(c) => c
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (i as f64, n.clone()))
+            .collect(),
+        _ => {
+            let mut distinct: Vec<f64> = xs.clone();
+            distinct.sort_by(f64::total_cmp);
+            distinct.dedup();
+            if distinct.len() <= 12 {
+                distinct
+                    .into_iter()
+                    .map(|x| (x, format_number(x)))
+                    .collect()
+            } else {
+                nice_ticks(x_low, x_high)
+                    .into_iter()
+                    .filter(|t| *t >= x_low && *t <= x_high)
+                    .map(|t| (t, format_number(t)))
+                    .collect()
+            }
+        }
+    };
+    for (x, label) in &x_ticks {
+        let px = map_x(*x);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{px:.1}" y1="{plot_bottom:.1}" x2="{px:.1}" y2="{:.1}" stroke="#333333"/>"##,
+            plot_bottom + 5.0
+        );
+        let _ = writeln!(
+            out,
+            r#"<text class="tick" x="{px:.1}" y="{:.1}" font-size="12" text-anchor="middle">{}</text>"#,
+            plot_bottom + 20.0,
+            escape(label)
+        );
+    }
+    let _ = writeln!(
+        out,
+        r#"<text class="axis-label" x="{:.1}" y="{:.1}" font-size="13" text-anchor="middle">{}</text>"#,
+        (LEFT + plot_right) / 2.0,
+        HEIGHT - 16.0,
+        escape(&chart.x_label)
+    );
+    let _ = writeln!(out, "</g>");
+    let mut entries = Vec::new();
+    for (i, series) in chart.series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let dash = if i / PALETTE.len() % 2 == 1 {
+            r#" stroke-dasharray="6 4""#
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            r#"<g class="series" data-name="{}">"#,
+            escape(&series.name)
+        );
+        let mut points: Vec<LinePoint> = series.points.clone();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let path: Vec<String> = points
+            .iter()
+            .map(|(x, y, _)| format!("{:.1},{:.1}", map_x(*x), map_y(*y)))
+            .collect();
+        let _ = writeln!(
+            out,
+            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2.5"{dash}/>"#,
+            path.join(" ")
+        );
+        for (x, y, whisker) in &points {
+            let (px, py) = (map_x(*x), map_y(*y));
+            if let Some((lo, hi)) = whisker {
+                if hi > lo {
+                    let _ = writeln!(
+                        out,
+                        r#"<line class="whisker" x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}" stroke="{color}" stroke-width="1.5"/>"#,
+                        map_y(*lo),
+                        map_y(*hi)
+                    );
+                }
+            }
+            let _ = writeln!(
+                out,
+                r#"<circle cx="{px:.1}" cy="{py:.1}" r="4" fill="{color}" data-x="{x}" data-y="{y}"/>"#
+            );
+        }
+        let _ = writeln!(out, "</g>");
+        entries.push((series.name.as_str(), color, true));
+    }
+    legend(&mut out, plot_right + 18.0, TOP + 10.0, &entries);
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Stacked vertical bars: one bar per category, one layer per component.
+#[derive(Clone, Debug)]
+pub struct StackedBars {
+    pub title: String,
+    pub y_label: String,
+    pub bars: Vec<String>,
+    /// `(layer name, value per bar)`.
+    pub layers: Vec<(String, Vec<f64>)>,
+    /// Scale each bar to 100 %.
+    pub normalize: bool,
+}
+
+pub fn stacked_bars(chart: &StackedBars) -> String {
+    let names: Vec<&str> = chart.layers.iter().map(|(n, _)| n.as_str()).collect();
+    let right_pad = legend_width(&names);
+    let bar_count = chart.bars.len().max(1);
+    let longest_label = chart
+        .bars
+        .iter()
+        .map(|b| b.chars().count())
+        .max()
+        .unwrap_or(0);
+    let rotate = longest_label as f64 * 7.0 > (WIDTH - LEFT - right_pad) / bar_count as f64;
+    let bottom = if rotate {
+        (longest_label as f64 * 6.2 + 40.0).clamp(BOTTOM, 260.0)
+    } else {
+        BOTTOM
+    };
+    let height = HEIGHT - BOTTOM + bottom;
+    // Rotated labels reach left of their bar: the first must stay inside.
+    let left = if rotate {
+        (longest_label as f64 * 4.8 + 12.0).clamp(LEFT, 300.0)
+    } else {
+        LEFT
+    };
+    let width = (left + right_pad + 30.0 + bar_count as f64 * 46.0).max(WIDTH + right_pad - 120.0);
+    let plot_right = width - right_pad - 16.0;
+    let totals: Vec<f64> = (0..chart.bars.len())
+        .map(|b| {
+            chart
+                .layers
+                .iter()
+                .map(|(_, v)| v.get(b).copied().unwrap_or(0.0).max(0.0))
+                .sum()
+        })
+        .collect();
+    let scale = |b: usize, v: f64| {
+        if chart.normalize && totals[b] > 0.0 {
+            100.0 * v / totals[b]
+        } else {
+            v
+        }
+    };
+    let high = if chart.normalize {
+        100.0
+    } else {
+        totals.iter().copied().fold(0.0, f64::max)
+    };
+    let mut out = String::new();
+    open_svg(&mut out, width, height, &chart.title);
+    // The y axis is laid out for HEIGHT; shift it when the labels need room.
+    let ticks = nice_ticks(0.0, high);
+    let plot_bottom = HEIGHT - BOTTOM;
+    let map_y = y_axis(&mut out, &ticks, left, plot_right, &chart.y_label);
+    let slot = (plot_right - left) / bar_count as f64;
+    let bar_width = (slot * 0.7).min(60.0);
+    let center = |b: usize| left + slot * (b as f64 + 0.5);
+    let mut entries = Vec::new();
+    for (l, (name, values)) in chart.layers.iter().enumerate() {
+        let color = PALETTE[l % PALETTE.len()];
+        let _ = writeln!(out, r#"<g class="layer" data-name="{}">"#, escape(name));
+        for (b, value) in values.iter().enumerate().take(chart.bars.len()) {
+            let below: f64 = chart.layers[..l]
+                .iter()
+                .map(|(_, v)| scale(b, v.get(b).copied().unwrap_or(0.0).max(0.0)))
+                .sum();
+            let v = scale(b, value.max(0.0));
+            let (y_top, y_base) = (map_y(below + v), map_y(below));
+            let _ = writeln!(
+                out,
+                r#"<rect x="{:.1}" y="{y_top:.1}" width="{bar_width:.1}" height="{:.1}" fill="{color}" data-bar="{}" data-value="{value}"><title>{}: {}</title></rect>"#,
+                center(b) - bar_width / 2.0,
+                (y_base - y_top).max(0.0),
+                escape(&chart.bars[b]),
+                escape(name),
+                format_number(*value)
+            );
+        }
+        let _ = writeln!(out, "</g>");
+        entries.push((name.as_str(), color, false));
+    }
+    let _ = writeln!(out, r#"<g class="x-axis">"#);
+    let _ = writeln!(
+        out,
+        r##"<line x1="{left:.1}" y1="{plot_bottom:.1}" x2="{plot_right:.1}" y2="{plot_bottom:.1}" stroke="#333333"/>"##
+    );
+    for (b, label) in chart.bars.iter().enumerate() {
+        let x = center(b);
+        let y = plot_bottom + 16.0;
+        if rotate {
+            let _ = writeln!(
+                out,
+                r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="11" text-anchor="end" transform="rotate(-40 {x:.1} {y:.1})">{}</text>"#,
+                escape(label)
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="12" text-anchor="middle">{}</text>"#,
+                escape(label)
+            );
+        }
+    }
+    let _ = writeln!(out, "</g>");
+    legend(&mut out, plot_right + 18.0, TOP + 10.0, &entries);
+    out.push_str("</svg>\n");
+    out
+}
+
+/// How a ranked bar is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BarKind {
+    PureOneSided,
+    PureRpc,
+    Hybrid,
+    /// A hybrid that beats both pure forms on this metric.
+    BeatsBoth,
+    /// The latency-breakdown method's pick.
+    Proposed,
+}
+
+impl BarKind {
+    fn color(self) -> &'static str {
+        match self {
+            BarKind::PureOneSided => PALETTE[0],
+            BarKind::PureRpc => PALETTE[1],
+            BarKind::Hybrid => "#b0b0b0",
+            BarKind::BeatsBoth => PALETTE[2],
+            BarKind::Proposed => PALETTE[3],
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            BarKind::PureOneSided => "all one-sided",
+            BarKind::PureRpc => "all RPC",
+            BarKind::Hybrid => "hybrid",
+            BarKind::BeatsBoth => "hybrid beating both pure forms",
+            BarKind::Proposed => "latency-breakdown pick",
+        }
+    }
+}
+
+/// Horizontal bars, best first (RCC Fig. 14's ranking of hybrid codes).
+#[derive(Clone, Debug)]
+pub struct RankedBars {
+    pub title: String,
+    pub x_label: String,
+    /// `(label, value, kind)`, in rank order.
+    pub bars: Vec<(String, f64, BarKind)>,
+}
+
+pub fn ranked_bars(chart: &RankedBars) -> String {
+    let row_height = 18.0;
+    let label_width = chart
+        .bars
+        .iter()
+        .map(|b| b.0.chars().count())
+        .max()
+        .unwrap_or(4) as f64
+        * 7.0
+        + 16.0;
+    let left = label_width.max(LEFT);
+    let legend_pad = 250.0;
+    let width = (left + 420.0 + legend_pad).max(WIDTH);
+    let plot_right = width - legend_pad - 16.0;
+    let plot_bottom = TOP + row_height * chart.bars.len().max(1) as f64;
+    let height = plot_bottom + BOTTOM;
+    let mut out = String::new();
+    open_svg(&mut out, width, height, &chart.title);
+    let high = chart.bars.iter().map(|b| b.1).fold(0.0, f64::max);
+    let ticks = nice_ticks(0.0, high);
+    let top_tick = *ticks.last().expect("ticks");
+    let map_x = |v: f64| left + v / top_tick.max(f64::MIN_POSITIVE) * (plot_right - left);
+    let _ = writeln!(out, r#"<g class="x-axis">"#);
+    for t in &ticks {
+        let x = map_x(*t);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{x:.1}" y1="{TOP:.1}" x2="{x:.1}" y2="{plot_bottom:.1}" stroke="#dddddd"/>"##
+        );
+        let _ = writeln!(
+            out,
+            r#"<text class="tick" x="{x:.1}" y="{:.1}" font-size="12" text-anchor="middle">{}</text>"#,
+            plot_bottom + 18.0,
+            format_number(*t)
+        );
+    }
+    let _ = writeln!(
+        out,
+        r#"<text class="axis-label" x="{:.1}" y="{:.1}" font-size="13" text-anchor="middle">{}</text>"#,
+        (left + plot_right) / 2.0,
+        height - 14.0,
+        escape(&chart.x_label)
+    );
+    let _ = writeln!(out, "</g>");
+    let mut kinds: Vec<BarKind> = Vec::new();
+    for (i, (label, value, kind)) in chart.bars.iter().enumerate() {
+        let y = TOP + i as f64 * row_height;
+        let _ = writeln!(
+            out,
+            r#"<rect class="bar" x="{left:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}" data-name="{}" data-value="{value}"/>"#,
+            y + 2.0,
+            (map_x(*value) - left).max(0.5),
+            row_height - 4.0,
+            kind.color(),
+            escape(label)
+        );
+        let _ = writeln!(
+            out,
+            r#"<text class="tick" x="{:.1}" y="{:.1}" font-size="12" text-anchor="end">{}</text>"#,
+            left - 6.0,
+            y + row_height - 5.0,
+            escape(label)
+        );
+        if !kinds.contains(kind) {
+            kinds.push(*kind);
+        }
+    }
+    kinds.sort_by_key(|k| *k as u8);
+    let entries: Vec<(&str, &str, bool)> =
+        kinds.iter().map(|k| (k.name(), k.color(), false)).collect();
+    legend(&mut out, plot_right + 18.0, TOP + 10.0, &entries);
+    out.push_str("</svg>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round_and_cover_the_range() {
+        assert_eq!(
+            nice_ticks(0.0, 95.0),
+            vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]
+        );
+        let t = nice_ticks(0.0, 1.234e6);
+        assert!(
+            t[0] == 0.0 && *t.last().unwrap() >= 1.234e6 && t.len() <= 8,
+            "{t:?}"
+        );
+        assert_eq!(
+            nice_ticks(0.0, 0.0),
+            vec![0.0, 0.2, 0.4, 0.6000000000000001, 0.8, 1.0]
+        );
+        assert_eq!(format_number(1_500_000.0), "1.5M");
+        assert_eq!(format_number(250_000.0), "250k");
+        assert_eq!(format_number(0.25), "0.25");
+        assert_eq!(escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+    }
+}

@@ -1,0 +1,288 @@
+//! TPC-C end to end: every implemented protocol × {one-sided, RPC} on the
+//! `sim` fabric over several seeds and on `threads`, with the serializability
+//! checker and the consistency conditions on; NewOrder throughput counted as
+//! the specification counts it; the matrix's TPC-C cases; the command line.
+
+use std::process::Command;
+
+use verbena::check::matrix::{self, Case};
+use verbena::config::{Config, FabricKind, TpccMix, WorkloadKind};
+use verbena::engine::{self, Report};
+use verbena::fabric::NetworkProfile;
+use verbena::protocols::{Primitive, ProtocolKind};
+
+fn implemented() -> Vec<ProtocolKind> {
+    ProtocolKind::ALL
+        .into_iter()
+        .filter(|p| p.implemented())
+        .collect()
+}
+
+fn small_tpcc(fabric: FabricKind, protocol: ProtocolKind, primitive: Primitive) -> Config {
+    let mut config = Config {
+        fabric,
+        protocol,
+        primitive,
+        workload: WorkloadKind::Tpcc,
+        nodes: 2,
+        workers: 2,
+        coroutines: 4,
+        duration_s: 0.004,
+        warmup_s: 0.001,
+        check: true,
+        profile: NetworkProfile::builtin("cx4-edr").unwrap(),
+        ..Config::default()
+    };
+    let t = &mut config.tpcc;
+    t.warehouses_per_node = 2;
+    t.items = 200;
+    t.customers_per_district = 30;
+    t.insert_headroom_per_district = 200;
+    // Far above the specification's rates, so most transactions cross
+    // nodes and the cross-node paths of every stage are exercised.
+    t.remote_item_probability = 0.2;
+    t.payment_remote_probability = 0.5;
+    config
+}
+
+fn assert_checked(report: &Report, what: &str) {
+    let check = report.check.as_ref().expect("the run checked");
+    assert!(
+        check.passed(),
+        "{what}: serializable {} cycle {:?} anomalies {:?} invariants {:?}",
+        check.serializable,
+        check.cycle,
+        check.anomalies,
+        check.invariants
+    );
+    assert!(report.committed > 0, "{what}: nothing committed");
+    assert!(
+        check
+            .invariants
+            .iter()
+            .any(|d| d.contains("consistency conditions")),
+        "{what}: the TPC-C conditions did not run: {:?}",
+        check.invariants
+    );
+}
+
+fn committed_of(report: &Report, kind: &str) -> u64 {
+    report
+        .committed_by_type
+        .0
+        .iter()
+        .find(|(name, _)| *name == kind)
+        .map(|&(_, n)| n)
+        .unwrap_or_else(|| panic!("no count for {kind}"))
+}
+
+#[test]
+fn every_protocol_and_primitive_is_serializable_and_consistent_on_sim() {
+    for protocol in implemented() {
+        for primitive in [Primitive::OneSided, Primitive::Rpc] {
+            let mut by_type = [0u64; 5];
+            for seed in 1..=4 {
+                let mut config = small_tpcc(FabricKind::Sim, protocol, primitive);
+                config.seed = seed;
+                config.sim.swarm = true;
+                let what = format!("{} {} seed {seed}", protocol.name(), primitive.name());
+                let report = engine::run(&config).expect("run").report;
+                assert_checked(&report, &what);
+                for (i, kind) in verbena::workloads::tpcc::TXN_TYPES.iter().enumerate() {
+                    by_type[i] += committed_of(&report, kind);
+                }
+                let sum: u64 = report.committed_by_type.0.iter().map(|(_, n)| n).sum();
+                assert_eq!(sum, report.committed, "{what}: per-type counts add up");
+                let new_order_rate = report
+                    .throughput_by_type_txn_per_s
+                    .0
+                    .iter()
+                    .find(|(n, _)| *n == "new_order")
+                    .unwrap()
+                    .1;
+                assert_eq!(
+                    new_order_rate,
+                    committed_of(&report, "new_order") as f64 / report.measured_s
+                );
+            }
+            // Over the seeds, every transaction type committed.
+            assert!(
+                by_type.iter().all(|&n| n > 0),
+                "{} {}: committed by type {by_type:?}",
+                protocol.name(),
+                primitive.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn new_order_only_always_distributed_runs_on_threads() {
+    for protocol in implemented() {
+        for primitive in [Primitive::OneSided, Primitive::Rpc] {
+            let mut config = small_tpcc(FabricKind::Threads, protocol, primitive);
+            config.workers = 1;
+            config.duration_s = 0.2;
+            config.warmup_s = 0.05;
+            config.profile = NetworkProfile::none();
+            config.tpcc.mix = TpccMix::NEW_ORDER_ONLY;
+            config.tpcc.new_order_always_distributed = true;
+            let what = format!("{} {} threads", protocol.name(), primitive.name());
+            let report = engine::run(&config).expect("run").report;
+            assert_checked(&report, &what);
+            assert_eq!(
+                committed_of(&report, "new_order"),
+                report.committed,
+                "{what}"
+            );
+            // Every NewOrder reached the other node: remote verbs or RPCs.
+            let verbs = &report.verbs_per_txn;
+            assert!(verbs.cas + verbs.rpc + verbs.read > 0.0, "{what}");
+        }
+    }
+}
+
+#[test]
+fn the_standard_mix_runs_on_threads() {
+    for protocol in implemented() {
+        for primitive in [Primitive::OneSided, Primitive::Rpc] {
+            let mut config = small_tpcc(FabricKind::Threads, protocol, primitive);
+            config.duration_s = 0.2;
+            config.warmup_s = 0.05;
+            config.profile = NetworkProfile::none();
+            let what = format!("{} {} threads", protocol.name(), primitive.name());
+            let report = engine::run(&config).expect("run").report;
+            assert_checked(&report, &what);
+        }
+    }
+}
+
+#[test]
+#[ignore = "heavy: run by .ci/run"]
+fn matrix_cases_cover_tpcc() {
+    for protocol in implemented() {
+        for seed in [3, 8] {
+            let codes = matrix::codes(protocol, seed);
+            // Both pure forms and one mixed plan per seed keep this quick;
+            // `verbena check --workload tpcc` runs every plan.
+            for &code in codes.iter().take(3) {
+                let case = Case {
+                    protocol,
+                    seed,
+                    code,
+                    workload: WorkloadKind::Tpcc,
+                };
+                let outcome = matrix::run_case(case, |_| {});
+                assert!(
+                    outcome.passed,
+                    "{}: {}",
+                    matrix::replay_command_for(case, WorkloadKind::Tpcc),
+                    outcome.detail
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn tpcc_is_deterministic_on_sim() {
+    let mut config = small_tpcc(FabricKind::Sim, ProtocolKind::Occ, Primitive::OneSided);
+    config.seed = 9;
+    let a = engine::run(&config).unwrap().report;
+    let b = engine::run(&config).unwrap().report;
+    let (sa, sb) = (a.sim.unwrap(), b.sim.unwrap());
+    assert_eq!(sa.history_hash, sb.history_hash);
+    assert_eq!(sa.memory_hash, sb.memory_hash);
+}
+
+fn verbena(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_verbena"))
+        .args(args)
+        .output()
+        .expect("the verbena binary runs")
+}
+
+#[test]
+fn the_command_line_runs_and_checks_tpcc_and_refuses_bad_knobs() {
+    let output = verbena(&[
+        "run",
+        "--workload",
+        "tpcc",
+        "--fabric",
+        "sim",
+        "--items",
+        "100",
+        "--customers-per-district",
+        "30",
+        "--insert-headroom",
+        "300",
+        "--duration",
+        "0.002",
+        "--warmup",
+        "0",
+        "--check",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["workload"], "tpcc");
+    assert!(report["throughput_by_type_txn_per_s"]["new_order"].is_number());
+    assert_eq!(report["check"]["invariants_ok"], true);
+    assert_eq!(report["config"]["tpcc"]["customers_per_district"], 30);
+
+    for (args, expected) in [
+        (
+            vec!["run", "--workload", "tpcc", "--tpcc-mix", "most"],
+            "--tpcc-mix `most` is not a mix",
+        ),
+        (
+            vec!["run", "--workload", "tpcc", "--tpcc-mix", "0,0,0,0,0"],
+            "not all 0",
+        ),
+        (
+            vec!["run", "--workload", "tpcc", "--customers-per-district", "3"],
+            "tpcc.customers_per_district = 3 is out of range; allowed: 10..=1048576",
+        ),
+        (
+            vec![
+                "run",
+                "--workload",
+                "tpcc",
+                "--nodes",
+                "1",
+                "--tpcc-mix",
+                "new-order-distributed",
+            ],
+            "needs at least 2 nodes",
+        ),
+        (
+            vec!["run", "--workload", "tpcc", "--warehouses", "4000"],
+            "MiB of registered memory",
+        ),
+        (
+            vec![
+                "run",
+                "--workload",
+                "tpcc",
+                "--payment-remote-probability",
+                "1.5",
+            ],
+            "tpcc.payment_remote_probability = 1.5",
+        ),
+        (
+            vec!["run", "--workload", "tpc-c"],
+            "workloads in this build: ycsb, tpcc",
+        ),
+    ] {
+        let output = verbena(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
