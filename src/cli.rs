@@ -69,15 +69,16 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --coroutines N            transaction coroutines per worker [8]
     --workload W              ycsb | smallbank | pps | tpce-cp [ycsb]
     --protocol NAME           no_wait | wait_die | wound_wait | timestamp |
-                              mvcc | occ [no_wait]
-                              (named, not yet built: maat, sundial, cicada,
-                              calvin, drtm)
+                              mvcc | occ | maat | sundial | cicada | drtm |
+                              calvin [no_wait]
     --lock-mode M             2PL family: exclusive | shared [exclusive]
     --wait-die-starvation-fix B  true | false: RCC §4.3's fix [false]
+    --calvin-epoch-us N       CALVIN: sequencing epoch, µs, 1..=1000000 [5000]
     --primitive P             onesided | rpc: every stage's default [onesided]
     --stages LIST             per-stage choice, e.g. read=rpc,lock=onesided
                               stages: lock, read, validate, renew, log,
-                              commit, release (those the protocol has)
+                              commit, release, txn_broadcast_input,
+                              value_forwarding (those the protocol has)
     --duration S              measured seconds [2]
     --warmup S                warm-up seconds, not measured [0.5]
     --seed N                  seed of every generator [1]
@@ -477,6 +478,9 @@ fn parse_run_flags_unresolved(args: &[String]) -> Result<(Config, Outputs, Optio
             "--swarm" => config.sim.swarm = true,
             "--hybrid" => hybrid = Some(parse_hybrid_code(v)?),
             "--backoff-base-ns" => config.backoff.base_ns = parse_number(f, v, count)?,
+            "--calvin-epoch-us" => {
+                config.protocol_options.calvin_epoch_us = parse_number(f, v, count)?
+            }
             "--backoff-cap-ns" => config.backoff.cap_ns = parse_number(f, v, count)?,
             "--location-cache" => config.location_cache_entries = parse_number(f, v, count)?,
             "--rows-per-node" => config.ycsb.rows_per_node = parse_number(f, v, count)?,
@@ -768,6 +772,23 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
     if seeds == 0 {
         return Err(usage("--seeds 0 runs nothing; allowed: 1 or more"));
     }
+    let (runnable, skipped): (Vec<ProtocolKind>, Vec<ProtocolKind>) = protocols
+        .iter()
+        .partition(|protocol| workload.runs_under(**protocol));
+    if !skipped.is_empty() {
+        eprintln!(
+            "check: skipping {} (cannot run this workload yet)",
+            skipped
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if runnable.is_empty() {
+        return Err(usage("no chosen protocol can run this workload"));
+    }
+    let protocols = runnable;
     let seed_range = first_seed..first_seed.saturating_add(seeds);
     let cases: Vec<Case> = match hybrid {
         Some(code) => {

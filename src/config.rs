@@ -110,6 +110,8 @@ pub struct ProtocolOptions {
     pub drtm_lease_ns: u64,
     /// DRTM: bound on clock skew between nodes, ns (DrTM §4.3's DELTA).
     pub drtm_delta_ns: u64,
+    /// CALVIN: length of a sequencing epoch, µs (Deneva §3.4 used 5 ms).
+    pub calvin_epoch_us: u64,
 }
 
 impl Default for ProtocolOptions {
@@ -123,6 +125,7 @@ impl Default for ProtocolOptions {
             maat_list_capacity: 8,
             drtm_lease_ns: 400_000,
             drtm_delta_ns: 10_000,
+            calvin_epoch_us: 5_000,
         }
     }
 }
@@ -187,6 +190,15 @@ impl WorkloadKind {
             .iter()
             .find(|(name, _)| *name == text)
             .map(|(_, kind)| *kind)
+    }
+}
+
+impl WorkloadKind {
+    /// Whether `protocol` can run this workload: CALVIN ships requests as
+    /// words to the nodes they touch (`Workload::encode_request`), which
+    /// TPC-C does not implement yet.
+    pub fn runs_under(self, protocol: ProtocolKind) -> bool {
+        !(protocol == ProtocolKind::Calvin && self == WorkloadKind::Tpcc)
     }
 }
 
@@ -463,6 +475,12 @@ impl Config {
                     "{name} = {value} is out of range; allowed: 0..=1000000000 (1 s)"
                 )));
             }
+        }
+        if !(1..=1_000_000).contains(&o.calvin_epoch_us) {
+            return Err(ConfigError(format!(
+                "protocol_options.calvin_epoch_us = {} is out of range; allowed: 1..=1000000 (1 s)",
+                o.calvin_epoch_us
+            )));
         }
         if o.drtm_lease_ns == 0 {
             return Err(ConfigError(

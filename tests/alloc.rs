@@ -115,3 +115,12 @@ fn cicada_steady_state_allocates_nothing() {
     steady_state_allocates_nothing(ProtocolKind::Cicada, Primitive::OneSided);
     steady_state_allocates_nothing(ProtocolKind::Cicada, Primitive::Rpc);
 }
+
+#[test]
+fn sundial_and_drtm_steady_state_allocates_nothing() {
+    for protocol in [ProtocolKind::Sundial, ProtocolKind::Drtm] {
+        for primitive in [Primitive::OneSided, Primitive::Rpc] {
+            steady_state_allocates_nothing(protocol, primitive);
+        }
+    }
+}

@@ -40,10 +40,6 @@ fn bad_values_exit_2_naming_the_value_and_what_is_allowed() {
         &["unknown protocol `2pl`", "no_wait", "drtm"],
     );
     assert_usage_error(
-        &["run", "--protocol", "calvin"],
-        &["calvin is not implemented", "implemented: no_wait"],
-    );
-    assert_usage_error(
         &["run", "--stages", "validate=rpc"],
         &["no_wait has no stage `validate`", "lock, log"],
     );

@@ -130,6 +130,8 @@ fn transfers_with_blind_writes_conserve_money_on_every_protocol() {
         ProtocolKind::Occ,
         ProtocolKind::Maat,
         ProtocolKind::Cicada,
+        ProtocolKind::Sundial,
+        ProtocolKind::Drtm,
     ] {
         for primitive in [Primitive::OneSided, Primitive::Rpc] {
             let config = Config {
@@ -155,7 +157,13 @@ fn transfers_with_blind_writes_conserve_money_on_every_protocol() {
                 check.anomalies,
                 check.invariants
             );
-            assert!(report.committed > 100, "{} committed", report.committed);
+            assert!(
+                report.committed > 100,
+                "{} {}: {} committed",
+                protocol.name(),
+                primitive.name(),
+                report.committed
+            );
             assert!(
                 report.abort_rate > 0.0,
                 "24 accounts per node must conflict"

@@ -558,3 +558,129 @@ fn cicada_version_slots_count_toward_the_memory_limit() {
     config.protocol_options.cicada_versions = 2;
     config.validate().expect("2 versions fit");
 }
+
+#[test]
+fn sundial_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::Sundial);
+}
+
+#[test]
+fn drtm_is_serializable_under_every_stage_choice() {
+    every_plan_is_serializable(ProtocolKind::Drtm);
+}
+
+#[test]
+fn lease_protocols_stay_serializable_with_latency_and_several_workers() {
+    for (seed, protocol) in [(200, ProtocolKind::Sundial), (201, ProtocolKind::Drtm)] {
+        for primitive in [Primitive::OneSided, Primitive::Rpc] {
+            let mut config = contended(protocol, seed);
+            config.primitive = primitive;
+            config.profile = NetworkProfile {
+                name: "injected".into(),
+                onesided_rtt_ns: 2_000,
+                atomic_rtt_ns: 2_500,
+                rpc_rtt_ns: 4_000,
+                ..NetworkProfile::none()
+            };
+            config.duration_s = 0.15;
+            assert_checked(&config);
+            let mut config = contended(protocol, seed + 2);
+            config.primitive = primitive;
+            config.nodes = 2;
+            config.workers = 2;
+            config.ycsb.partitions_per_txn = Some(1);
+            assert_checked(&config);
+        }
+    }
+}
+
+#[test]
+fn sundial_reads_locked_tuples_and_renews_leases() {
+    // Sundial never refuses a read because the tuple is locked (the
+    // version's lease stays valid up to the rts the writer froze); under
+    // contention, leases short of the commit timestamp are renewed, and
+    // some renewals fail.
+    for primitive in [Primitive::OneSided, Primitive::Rpc] {
+        let mut config = contended(ProtocolKind::Sundial, 11);
+        config.primitive = primitive;
+        config.ycsb.rows_per_node = 12;
+        let report = assert_checked(&config);
+        assert_eq!(aborts(&report, "read_locked"), 0);
+        assert!(
+            aborts(&report, "renew_failed") > 0,
+            "no renewal failed: {:?}",
+            report.aborts
+        );
+    }
+}
+
+#[test]
+fn drtm_lease_options_are_serializable() {
+    for (seed, lease_ns, delta_ns) in [(21, 1_000_000, 0), (22, 400_000, 100_000), (23, 200_000, 0)]
+    {
+        for primitive in [Primitive::OneSided, Primitive::Rpc] {
+            let mut config = contended(ProtocolKind::Drtm, seed);
+            config.primitive = primitive;
+            config.protocol_options.drtm_lease_ns = lease_ns;
+            config.protocol_options.drtm_delta_ns = delta_ns;
+            assert_checked(&config);
+        }
+    }
+}
+
+#[test]
+fn drtm_writers_abort_on_unexpired_read_leases() {
+    // Reads dominate a handful of rows: a writer nearly always meets a
+    // reader's lease, long enough never to expire during the run.
+    for primitive in [Primitive::OneSided, Primitive::Rpc] {
+        let mut config = contended(ProtocolKind::Drtm, 31);
+        config.primitive = primitive;
+        config.ycsb.rows_per_node = 8;
+        config.ycsb.write_ratio = 0.2;
+        config.protocol_options.drtm_lease_ns = 1_000_000_000;
+        let report = engine::run(&config).expect("run").report;
+        let check = report.check.as_ref().expect("check was on");
+        assert!(check.passed(), "{:?} {:?}", check.cycle, check.anomalies);
+        assert!(
+            aborts(&report, "lease_conflict") > 0,
+            "no writer met a lease: {:?}",
+            report.aborts
+        );
+    }
+}
+
+#[test]
+fn drtm_a_lease_within_the_clock_skew_bound_never_confirms() {
+    // VALID(end) needs now < end - DELTA: a lease of DELTA ns or less is
+    // never valid, so no transaction that reads can commit, while
+    // write-only ones still do.
+    for primitive in [Primitive::OneSided, Primitive::Rpc] {
+        let mut config = contended(ProtocolKind::Drtm, 41);
+        config.primitive = primitive;
+        config.protocol_options.drtm_lease_ns = 50_000;
+        config.protocol_options.drtm_delta_ns = 50_000;
+        config.ycsb.write_ratio = 0.0;
+        let reads = engine::run(&config).expect("run").report;
+        assert_eq!(reads.committed, 0);
+        assert!(aborts(&reads, "lease_expired") > 0, "{:?}", reads.aborts);
+        assert!(reads.check.as_ref().expect("check was on").passed());
+        config.ycsb.write_ratio = 1.0;
+        let writes = assert_checked(&config);
+        assert_eq!(aborts(&writes, "lease_expired"), 0);
+    }
+}
+
+#[test]
+fn drtm_read_only_transactions_commit_without_commit_verbs() {
+    // DrTM §4.5: a read-only transaction holds only leases; its commit is
+    // the lease confirmation, with no write-back and nothing to unlock.
+    let mut config = contended(ProtocolKind::Drtm, 51);
+    config.ycsb.write_ratio = 0.0;
+    let report = assert_checked(&config);
+    assert_eq!(report.verbs_per_txn.write, 0.0);
+    assert!(
+        report.verbs_per_txn.cas >= 1.0,
+        "{:?}",
+        report.verbs_per_txn
+    );
+}

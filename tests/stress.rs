@@ -81,6 +81,13 @@ fn many_seeds_every_protocol_random_shapes_and_plans() {
             ProtocolKind::Mvcc,
             ProtocolKind::Maat,
             ProtocolKind::Cicada,
+            ProtocolKind::Sundial,
+            // DRTM is left out: serializable on every seed tried, but under
+            // the hottest drawn shapes on an oversubscribed machine (seed 3:
+            // 12 operations, 24 coroutines on 2 cores) its 400 µs leases
+            // outlive transactions that take milliseconds, and a run can
+            // commit nothing in 0.3 s. The sim matrix covers it.
+            ProtocolKind::Calvin,
         ] {
             let mut config = drawn(protocol, seed);
             // The 2PL family's options, from the seed (the shape draws above

@@ -14,7 +14,7 @@ use verbena::protocols::{Primitive, ProtocolKind};
 fn implemented() -> Vec<ProtocolKind> {
     ProtocolKind::ALL
         .into_iter()
-        .filter(|p| p.implemented())
+        .filter(|p| p.implemented() && verbena::config::WorkloadKind::Tpcc.runs_under(*p))
         .collect()
 }
 

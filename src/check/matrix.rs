@@ -102,6 +102,8 @@ pub fn case_config(case: Case) -> Config {
         location_cache_entries: [0, 64, 4096][rng.below(3) as usize],
         ..Config::default()
     };
+    // CALVIN: a few dozen epochs per case (its 5 ms default would be one).
+    config.protocol_options.calvin_epoch_us = ((duration_s * 1e6) as u64 / 24).max(1);
     config.sim.swarm = true;
     config.sim.jitter = [0.0, 0.1, 0.5, 1.0][rng.below(4) as usize];
     let y = &mut config.ycsb;

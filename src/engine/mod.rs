@@ -15,6 +15,7 @@
 //! every version) goes to the serializability checker, and the final store
 //! to the workload's invariants.
 
+mod calvin;
 pub mod coroutine;
 pub mod report;
 mod sim;
@@ -30,11 +31,13 @@ use crate::config::{Config, ConfigError, FabricKind, LockMode, WorkloadKind};
 use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
 use crate::protocols::cicada::Cicada;
+use crate::protocols::drtm::Drtm;
 use crate::protocols::lock2pl::{Lock2pl, Policy};
 use crate::protocols::maat::Maat;
 use crate::protocols::mvcc::Mvcc;
 use crate::protocols::no_wait::NoWait;
 use crate::protocols::occ::Occ;
+use crate::protocols::sundial::Sundial;
 use crate::protocols::timestamp::Timestamp;
 use crate::protocols::wait_die::WaitDie;
 use crate::protocols::wound_wait::WoundWait;
@@ -51,6 +54,7 @@ use crate::workloads::Workload;
 
 pub use coroutine::{backoff_ns, CoroutineEnv};
 pub use report::{CheckSummary, Report, SimSummary};
+pub use sim::tables_hash;
 
 /// Why a run could not be carried out.
 #[derive(Debug)]
@@ -81,6 +85,8 @@ pub struct RunOutput {
     pub report: Report,
     /// The committed history, when the run recorded it (`check`).
     pub history: Option<History>,
+    /// Every node's store as the run left it (quiescent).
+    pub stores: Vec<Arc<NodeStore>>,
 }
 
 /// Validates `config` and runs it with its workload.
@@ -160,8 +166,17 @@ fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput
             &Cicada::new(config.protocol_options.cicada_versions),
             workload,
         ),
-        // `validate` refuses protocols this build lacks.
-        other => unreachable!("validate accepted unimplemented protocol {}", other.name()),
+        ProtocolKind::Sundial => run_workload(config, &Sundial, workload),
+        ProtocolKind::Drtm => run_workload(
+            config,
+            &Drtm {
+                lease_ns: config.protocol_options.drtm_lease_ns,
+                delta_ns: config.protocol_options.drtm_delta_ns,
+            },
+            workload,
+        ),
+        // Deterministic: its own engine path (`engine::calvin`).
+        ProtocolKind::Calvin => calvin::run_calvin(config, workload),
     }
 }
 
@@ -260,6 +275,7 @@ fn run_workload<P: Protocol, W: Workload>(
     Ok(RunOutput {
         report,
         history: config.check.then_some(history),
+        stores,
     })
 }
 

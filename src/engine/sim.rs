@@ -27,21 +27,24 @@ use crate::config::Config;
 use crate::fabric::sim::{SimFabric, WordHasher};
 use crate::fabric::NodeId;
 use crate::protocols::Protocol;
-use crate::runtime::{Turn, Worker};
+use crate::runtime::{RpcService, Turn, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreLayout};
 use crate::workloads::Workload;
 
+/// One worker's coroutines.
+pub(crate) type Coroutines<'a> = Vec<Pin<Box<dyn Future<Output = ()> + 'a>>>;
+
 /// Virtual time of the first turn, ns.
-const START_NS: u64 = 1_000;
+pub(crate) const START_NS: u64 = 1_000;
 
 /// What the driver saw, for the report.
 pub(crate) struct SimRun {
-    simulated_ns: u64,
-    wall_s: f64,
-    events: u64,
-    lost: u64,
-    stuck_workers: usize,
+    pub(crate) simulated_ns: u64,
+    pub(crate) wall_s: f64,
+    pub(crate) events: u64,
+    pub(crate) lost: u64,
+    pub(crate) stuck_workers: usize,
 }
 
 impl SimRun {
@@ -76,6 +79,27 @@ pub fn history_hash(history: &History) -> u64 {
             hasher.word(item.table as u64);
             hasher.word(item.key);
             hasher.word(item.seq);
+        }
+    }
+    hasher.finish()
+}
+
+/// Hash of the tables' contents: every row's key, version and record on
+/// every node, in slot order — the database state, without protocol
+/// headers, buffers or indexes.
+pub fn tables_hash(stores: &[Arc<NodeStore>]) -> u64 {
+    let mut hasher = WordHasher::default();
+    let mut record = Vec::new();
+    for store in stores {
+        for table in &store.layout.tables {
+            for slot in 0..store.rows(table.id) {
+                hasher.word(store.region.load(table.tuple_addr(slot)));
+                hasher.word(store.seq(table.id, slot));
+                store.record(table.id, slot, &mut record);
+                for &word in &record {
+                    hasher.word(word);
+                }
+            }
         }
     }
     hasher.finish()
@@ -160,36 +184,11 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
         })
         .collect();
 
-    for index in 0..total {
-        fabric.wake(index, START_NS);
-    }
-    // Past this, whatever still waits is waiting for what will not come.
-    let deadline_ns = end_ns + (end_ns - START_NS).max(1_000_000_000);
-    let mut done = vec![false; total];
-    let mut done_count = 0;
-    let mut idle_since: Vec<Option<Turn>> = vec![None; total];
-    while done_count < total {
-        let Some(index) = fabric.next_run() else {
-            break;
-        };
-        if fabric.now_ns() > deadline_ns {
-            break;
-        }
-        let worker = &workers[index];
-        if let Some(turn) = idle_since[index].take() {
-            worker.idle(&turn);
-        }
-        let turn = worker.turn(&mut coroutines[index], &services[node_of(index) as usize]);
-        if turn.coroutines_done && !done[index] {
-            done[index] = true;
-            done_count += 1;
-        }
-        if !turn.progressed {
-            idle_since[index] = Some(turn);
-        }
-        fabric.turn_done(index, turn.progressed, turn.wake_at_ns);
-    }
-    let simulated_ns = fabric.now_ns().saturating_sub(START_NS);
+    let service_refs: Vec<&dyn RpcService> = (0..total)
+        .map(|index| &services[node_of(index) as usize] as &dyn RpcService)
+        .collect();
+    let (simulated_ns, done_count) =
+        drive(&fabric, &workers, &mut coroutines, &service_refs, end_ns);
     drop(coroutines);
     drop(envs);
     let results = stats
@@ -213,4 +212,47 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
         stuck_workers: total - done_count,
     };
     (results, run)
+}
+
+/// Runs `workers` turn by turn in virtual-time order until every one's
+/// coroutines have finished, or past a deadline after `end_ns` (whatever
+/// still waits then waits for what will not come). Returns the simulated
+/// time and how many workers finished. `services[i]` serves worker `i`.
+pub(crate) fn drive<'a>(
+    fabric: &SimFabric,
+    workers: &'a [Worker],
+    coroutines: &mut [Coroutines<'a>],
+    services: &[&dyn RpcService],
+    end_ns: u64,
+) -> (u64, usize) {
+    let total = workers.len();
+    for index in 0..total {
+        fabric.wake(index, START_NS);
+    }
+    let deadline_ns = end_ns + (end_ns - START_NS).max(1_000_000_000);
+    let mut done = vec![false; total];
+    let mut done_count = 0;
+    let mut idle_since: Vec<Option<Turn>> = vec![None; total];
+    while done_count < total {
+        let Some(index) = fabric.next_run() else {
+            break;
+        };
+        if fabric.now_ns() > deadline_ns {
+            break;
+        }
+        let worker = &workers[index];
+        if let Some(turn) = idle_since[index].take() {
+            worker.idle(&turn);
+        }
+        let turn = worker.turn(&mut coroutines[index], services[index]);
+        if turn.coroutines_done && !done[index] {
+            done[index] = true;
+            done_count += 1;
+        }
+        if !turn.progressed {
+            idle_since[index] = Some(turn);
+        }
+        fabric.turn_done(index, turn.progressed, turn.wake_at_ns);
+    }
+    (fabric.now_ns().saturating_sub(START_NS), done_count)
 }

@@ -58,6 +58,12 @@ pub mod kind {
     pub const CICADA_INSTALL: u16 = 71;
     pub const CICADA_VALIDATE: u16 = 72;
     pub const CICADA_FINISH: u16 = 73;
+    pub const SUNDIAL_READ: u16 = 80;
+    pub const SUNDIAL_LOCK: u16 = 81;
+    pub const SUNDIAL_RENEW: u16 = 82;
+    pub const SUNDIAL_WRITE_BACK: u16 = 83;
+    pub const SUNDIAL_RELEASE: u16 = 84;
+    pub const DRTM_ACCESS: u16 = 110;
 }
 
 /// Status words in RPC replies.

@@ -80,6 +80,9 @@ impl ProtocolKind {
                 | ProtocolKind::Mvcc
                 | ProtocolKind::Maat
                 | ProtocolKind::Cicada
+                | ProtocolKind::Sundial
+                | ProtocolKind::Drtm
+                | ProtocolKind::Calvin
         )
     }
 

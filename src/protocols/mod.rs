@@ -17,12 +17,15 @@
 //! Implemented here: `no_wait` (RCC §4.2), `wait_die` (RCC §4.3),
 //! `wound_wait` (RCBench Alg. 5) — the 2PL family, on `lock2pl` — `occ`
 //! (DrTM+H §5.1–5.3), `timestamp` (basic T/O, RCBench §6.2.2), `mvcc` (RCC
-//! §4.4), `maat` (RCBench Alg. 9–10) and `cicada` (RCBench Alg. 11). The
-//! other names exist in [`ProtocolKind`] and are refused by config
-//! validation until their issue lands.
+//! §4.4), `maat` (RCBench Alg. 9–10), `sundial` (RCC §4.5), `cicada`
+//! (RCBench Alg. 11) and `drtm` (DrTM §4). The other names exist in
+//! [`ProtocolKind`] and are refused by config validation until their issue
+//! lands.
 
+pub mod calvin;
 pub mod cicada;
 pub mod common;
+pub mod drtm;
 pub mod kind;
 pub mod lock2pl;
 pub mod maat;
@@ -30,6 +33,7 @@ pub mod mvcc;
 pub mod no_wait;
 pub mod occ;
 pub mod stage;
+pub mod sundial;
 pub mod timestamp;
 pub mod wait_die;
 pub mod wound_wait;

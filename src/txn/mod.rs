@@ -69,10 +69,21 @@ pub enum AbortReason {
     /// A run-time insert found its table (or its index) full: the
     /// transaction gives up; raise the workload's capacity knob.
     TableFull,
+    /// SUNDIAL: a read lease could not be extended to the commit timestamp
+    /// (the tuple changed or another transaction holds its lock).
+    RenewFailed,
+    /// DRTM: a write met an unexpired read lease.
+    LeaseConflict,
+    /// DRTM: a read lease is not valid (minus the clock-skew bound) at the
+    /// commit point.
+    LeaseExpired,
+    /// CALVIN: the program accessed (or wrote) a record its declared
+    /// read/write set lacks, so its nodes hold no lock on it.
+    Undeclared,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 16] = [
+    pub const ALL: [AbortReason; 20] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
@@ -89,6 +100,10 @@ impl AbortReason {
         AbortReason::VersionPending,
         AbortReason::RowStale,
         AbortReason::TableFull,
+        AbortReason::RenewFailed,
+        AbortReason::LeaseConflict,
+        AbortReason::LeaseExpired,
+        AbortReason::Undeclared,
     ];
 
     pub fn name(self) -> &'static str {
@@ -109,6 +124,10 @@ impl AbortReason {
             AbortReason::VersionPending => "version_pending",
             AbortReason::RowStale => "row_stale",
             AbortReason::TableFull => "table_full",
+            AbortReason::RenewFailed => "renew_failed",
+            AbortReason::LeaseConflict => "lease_conflict",
+            AbortReason::LeaseExpired => "lease_expired",
+            AbortReason::Undeclared => "undeclared_access",
         }
     }
 
@@ -362,6 +381,27 @@ impl<'w> TxnCx<'w> {
             meta: 0,
         });
         self.accesses.len() - 1
+    }
+
+    /// Adds a record fetched before the program runs, at version `seq`:
+    /// deterministic protocols (CALVIN) gather a transaction's whole
+    /// read/write set first, so the program's accesses find their records
+    /// here and never reach the protocol's `access` stage. Returns the
+    /// access index.
+    pub fn preload(
+        &mut self,
+        table: TableId,
+        node: NodeId,
+        key: u64,
+        write: bool,
+        seq: u64,
+        record: &[u64],
+    ) -> usize {
+        debug_assert!(self.find(table, node, key).is_none(), "preloaded twice");
+        let index = self.push_access(table, node, key, write);
+        self.accesses[index].seq = seq;
+        self.record_mut(index).copy_from_slice(record);
+        index
     }
 
     /// Distinct nodes of the accesses matching `filter`, into `self.nodes`.

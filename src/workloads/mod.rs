@@ -35,7 +35,7 @@ use crate::check::History;
 use crate::fabric::NodeId;
 use crate::protocols::Protocol;
 use crate::rng::Rng;
-use crate::store::{NodeStore, StoreError, TableSpec};
+use crate::store::{NodeStore, StoreError, TableId, TableSpec};
 use crate::txn::{IndexOp, Txn, TxnResult};
 
 /// Most transaction types a workload may name (`Workload::txn_types`; the
@@ -92,4 +92,50 @@ pub trait Workload: Sync {
     /// Checks the workload's invariants on the quiescent store after a run,
     /// given the committed history of the whole run.
     fn check_invariants(&self, stores: &[Arc<NodeStore>], history: &History) -> InvariantReport;
+
+    // Deterministic protocols (CALVIN, `protocols::calvin`) order requests
+    // before they run and ship each one to the nodes it touches, so they
+    // need a request as words and its read/write set up front (Deneva
+    // §3.4). A workload that leaves these at their defaults runs under
+    // every other protocol, and CALVIN refuses it with a clear error; one
+    // that encodes its requests but declares no sets is reconnoitred.
+
+    /// Most words [`Workload::encode_request`] ever writes (0: the workload
+    /// does not support deterministic protocols).
+    fn max_request_words(&self) -> usize {
+        0
+    }
+
+    /// Most records one request accesses.
+    fn max_accesses(&self) -> usize {
+        0
+    }
+
+    /// Appends `request` as words to `out`.
+    fn encode_request(&self, _request: &Self::Request, _out: &mut Vec<u64>) {}
+
+    /// The request [`Workload::encode_request`] wrote into `words`; `None`
+    /// when the words are not one.
+    fn decode_request(&self, _words: &[u64]) -> Option<Self::Request> {
+        None
+    }
+
+    /// Appends to `out` every record `request` will access, in the order
+    /// the program first accesses them, each once (an access that is
+    /// written is declared written). Returns false when the set depends
+    /// on data: CALVIN then finds it by a reconnaissance run (Deneva
+    /// §3.4, `protocols::calvin::recon`).
+    fn declare_accesses(&self, _request: &Self::Request, _out: &mut Vec<Declared>) -> bool {
+        false
+    }
+}
+
+/// A record a request declares it will access (see
+/// [`Workload::declare_accesses`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Declared {
+    pub table: TableId,
+    pub node: NodeId,
+    pub key: u64,
+    pub write: bool,
 }

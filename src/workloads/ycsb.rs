@@ -25,7 +25,7 @@ use crate::store::{NodeStore, StoreError, TableId, TableSpec};
 use crate::txn::{Txn, TxnResult};
 
 use super::zipf::Zipf;
-use super::{InvariantReport, Workload};
+use super::{Declared, InvariantReport, Workload};
 
 pub const TABLE: TableId = 0;
 
@@ -179,6 +179,56 @@ impl Workload for Ycsb {
         }
         txn.compute(self.compute_ns);
         Ok(())
+    }
+
+    fn max_request_words(&self) -> usize {
+        1 + 2 * self.config.ops_per_txn as usize
+    }
+
+    fn max_accesses(&self) -> usize {
+        self.config.ops_per_txn as usize
+    }
+
+    /// `[len, then per op: node << 1 | write, key]`.
+    fn encode_request(&self, request: &YcsbRequest, out: &mut Vec<u64>) {
+        out.push(request.len as u64);
+        for op in &request.ops[..request.len as usize] {
+            out.push(((op.node as u64) << 1) | op.write as u64);
+            out.push(op.key);
+        }
+    }
+
+    fn decode_request(&self, words: &[u64]) -> Option<YcsbRequest> {
+        let len = *words.first()? as usize;
+        if len > MAX_OPS_PER_TXN as usize || words.len() != 1 + 2 * len {
+            return None;
+        }
+        let mut request = YcsbRequest {
+            ops: [YcsbOp::default(); MAX_OPS_PER_TXN as usize],
+            len: len as u8,
+        };
+        for (op, pair) in request.ops.iter_mut().zip(words[1..].chunks_exact(2)) {
+            *op = YcsbOp {
+                node: (pair[0] >> 1) as NodeId,
+                key: pair[1],
+                write: pair[0] & 1 != 0,
+            };
+        }
+        Some(request)
+    }
+
+    /// YCSB's keys are drawn before the transaction runs: the set is
+    /// known, no reconnaissance needed.
+    fn declare_accesses(&self, request: &YcsbRequest, out: &mut Vec<Declared>) -> bool {
+        for op in &request.ops[..request.len as usize] {
+            out.push(Declared {
+                table: TABLE,
+                node: op.node,
+                key: op.key,
+                write: op.write,
+            });
+        }
+        true
     }
 
     fn check_invariants(&self, stores: &[Arc<NodeStore>], history: &History) -> InvariantReport {

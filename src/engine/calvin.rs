@@ -1,0 +1,402 @@
+//! The engine path of CALVIN (`protocols::calvin`), which does not fit the
+//! per-transaction stage pipeline of `engine::coroutine`: each node runs a
+//! sequencer and a scheduler coroutine on its worker 0 beside the
+//! transaction coroutines, which here are CALVIN's executors.
+//!
+//! Everything else is shared with the other protocols: the store and its
+//! loader, the fabrics (`threads` runs each worker's event loop on its own
+//! OS thread; `sim` drives them turn by turn with `sim::drive`, so a CALVIN
+//! run is as deterministic as any other), the runtime, the workload's
+//! generator and program, the stats, the report and the checker. The
+//! history each participant records for its own records is merged per
+//! transaction before it is checked.
+//!
+//! A run: clients submit until `warmup + duration`; every epoch up to the
+//! one holding that instant is sequenced and then executed to the end on
+//! every node (a sequenced transaction must run everywhere), so the final
+//! store holds exactly the committed history.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Instant;
+
+use super::report::OrderedMap;
+use super::sim::{self as simdrv, Coroutines, SimRun, START_NS};
+use super::{load_stores, RunError, RunOutput};
+use crate::check::{check_serializable, store_matches_history, History};
+use crate::config::{Config, ConfigError, FabricKind, MAX_REGION_BYTES};
+use crate::engine::{CheckSummary, Report};
+use crate::fabric::sim::SimFabric;
+use crate::fabric::threads::ThreadsFabric;
+use crate::fabric::NodeId;
+use crate::protocols::calvin::{
+    executor, final_epoch, merge_partial_history, scheduler, sequencer, CalvinEnv, CalvinLayout,
+    CalvinService, CalvinStats, NodeShared, STAGE_NAMES, ST_SEQUENCE,
+};
+use crate::runtime::{RpcService, Worker};
+use crate::stats::WorkerStats;
+use crate::store::{LocationCache, NodeStore, StoreLayout};
+use crate::workloads::Workload;
+
+/// A run whose epochs stretch stops ordering requests this long after its
+/// end at the latest, or after its own length again if that is longer
+/// (`CalvinEnv::stop_ns`).
+const STOP_SLACK_NS: u64 = 1_000_000_000;
+
+/// What each worker hands back.
+type WorkerResult = (WorkerStats, History, CalvinStats);
+
+/// Refuses workloads CALVIN cannot run, with what is missing.
+fn check_workload<W: Workload>(workload: &W) -> Result<(), RunError> {
+    if workload.max_request_words() == 0 || workload.max_accesses() == 0 {
+        return Err(RunError::Config(ConfigError(format!(
+            "protocol calvin ships each request to the nodes it touches, as words; workload {} does not say how (Workload::max_request_words, max_accesses, encode_request, decode_request)",
+            workload.name()
+        ))));
+    }
+    Ok(())
+}
+
+/// Runs a validated CALVIN `config` with `workload`.
+pub(crate) fn run_calvin<W: Workload>(
+    config: &Config,
+    workload: &W,
+) -> Result<RunOutput, RunError> {
+    check_workload(workload)?;
+    let clients = config.workers * config.coroutines;
+    let mut layout = StoreLayout::new(&workload.tables(), |_| 0);
+    let calvin = CalvinLayout::reserve(
+        &mut layout,
+        config.nodes,
+        clients,
+        workload.max_accesses() as u32,
+        workload.max_request_words() as u32,
+    );
+    let region_bytes = layout.region_words.saturating_mul(8);
+    if region_bytes.saturating_mul(config.nodes as u64) > MAX_REGION_BYTES {
+        return Err(RunError::Config(ConfigError(format!(
+            "CALVIN's request and forward buffers with {} nodes × {} clients per node (workers × coroutines) need {} MiB of registered memory per node; allowed: at most {} MiB in all — use fewer nodes, workers or coroutines",
+            config.nodes,
+            clients,
+            region_bytes >> 20,
+            MAX_REGION_BYTES >> 20
+        ))));
+    }
+    let layout = Arc::new(layout);
+    let stores = load_stores(config, workload, &layout).map_err(RunError::Load)?;
+    let shared: Vec<NodeShared> = (0..config.nodes as NodeId).map(NodeShared::new).collect();
+    let (results, sim_run) = match config.fabric {
+        FabricKind::Threads => (
+            run_threads(config, workload, &layout, &calvin, &stores, &shared),
+            None,
+        ),
+        FabricKind::Sim => {
+            let (results, run) = run_sim(config, workload, &layout, &calvin, &stores, &shared);
+            (results, Some(run))
+        }
+    };
+    for state in &shared {
+        let state = state.lock();
+        debug_assert!(
+            sim_run.as_ref().is_some_and(|r| r.stuck_workers > 0)
+                || (state.locks.queued_records() == 0
+                    && state.ready.is_empty()
+                    && state.parked.is_empty()),
+            "a CALVIN node ended with work left: {} locked records, {} ready, {} parked, done below epoch {} of {}",
+            state.locks.queued_records(),
+            state.ready.len(),
+            state.parked.len(),
+            state.done_below,
+            state.scheduled_below
+        );
+    }
+
+    let mut total = WorkerStats::new();
+    let mut calvin_total = CalvinStats::default();
+    let mut partial = History::new();
+    for (stats, history, calvin_stats) in &results {
+        total.merge(stats);
+        calvin_total.merge(calvin_stats);
+        partial.append(history);
+    }
+    let history = merge_partial_history(&partial);
+    let check = config.check.then(|| {
+        let verdict = check_serializable(&history);
+        let mut invariants = workload.check_invariants(&stores, &history);
+        let mismatches = store_matches_history(&history, &stores);
+        if mismatches.is_empty() {
+            invariants
+                .details
+                .push("every tuple's version is the one its last committed write installed".into());
+        } else {
+            invariants.ok = false;
+            invariants.details.extend(mismatches);
+        }
+        CheckSummary::new(verdict, invariants)
+    });
+    let per_worker_committed: Vec<u64> = results.iter().map(|(s, _, _)| s.committed).collect();
+    let mut report = Report::build(
+        config,
+        workload.name(),
+        &total,
+        &per_worker_committed,
+        check,
+    );
+    report.stages = calvin_stages(&calvin_total, total.committed);
+    report.sim = sim_run.map(|run| run.summary(&history, &stores));
+    Ok(RunOutput {
+        report,
+        history: config.check.then_some(history),
+        stores,
+    })
+}
+
+/// CALVIN's stage breakdown, µs: `sequence` per committed transaction (at
+/// its origin), the others per participant part.
+fn calvin_stages(stats: &CalvinStats, committed: u64) -> OrderedMap<f64> {
+    let per = |ns: u64, count: u64| {
+        if count == 0 {
+            0.0
+        } else {
+            ns as f64 / count as f64 / 1_000.0
+        }
+    };
+    OrderedMap(
+        STAGE_NAMES
+            .iter()
+            .enumerate()
+            .map(|(index, &name)| {
+                let count = if index == ST_SEQUENCE {
+                    committed
+                } else {
+                    stats.parts
+                };
+                (name, per(stats.stage_ns[index], count))
+            })
+            .collect(),
+    )
+}
+
+/// The coroutines of one worker: its executors, and on worker 0 the
+/// node's sequencer and scheduler after them.
+fn coroutines_of<'a, W: Workload>(
+    env: &'a CalvinEnv<'a, W>,
+    executors: u16,
+    worker_index: u16,
+) -> Coroutines<'a> {
+    let mut coroutines: Coroutines<'a> = (0..executors)
+        .map(|co| Box::pin(executor::run_executor(env, co)) as Pin<Box<dyn Future<Output = ()>>>)
+        .collect();
+    if worker_index == 0 {
+        coroutines.push(Box::pin(sequencer::run_sequencer(env, executors)));
+        coroutines.push(Box::pin(scheduler::run_scheduler(env, executors + 1)));
+    }
+    coroutines
+}
+
+fn slots_of(config: &Config, worker_index: u16) -> usize {
+    config.coroutines as usize + if worker_index == 0 { 2 } else { 0 }
+}
+
+fn close(
+    stats: RefCell<WorkerStats>,
+    history: RefCell<History>,
+    calvin_stats: RefCell<CalvinStats>,
+    cache: RefCell<LocationCache>,
+) -> WorkerResult {
+    let mut stats = stats.into_inner();
+    stats.close();
+    let cache = cache.into_inner();
+    stats.cache_hits = cache.hits;
+    stats.cache_misses = cache.misses;
+    (stats, history.into_inner(), calvin_stats.into_inner())
+}
+
+fn run_threads<W: Workload>(
+    config: &Config,
+    workload: &W,
+    layout: &Arc<StoreLayout>,
+    calvin: &CalvinLayout,
+    stores: &[Arc<NodeStore>],
+    shared: &[NodeShared],
+) -> Vec<WorkerResult> {
+    let fabric = ThreadsFabric::new(
+        stores.iter().map(|s| s.region.clone()).collect(),
+        config.workers as u16,
+        config.threads_latency(),
+    );
+    let total_workers = config.total_workers() as usize;
+    let ready = Barrier::new(total_workers + 1);
+    let go = Barrier::new(total_workers + 1);
+    let start_ns = AtomicU64::new(0);
+    let finished = AtomicUsize::new(0);
+    let warmup_ns = (config.warmup_s * 1e9) as u64;
+    let duration_ns = (config.duration_s * 1e9) as u64;
+    let epoch_ns = config.protocol_options.calvin_epoch_us * 1_000;
+
+    std::thread::scope(|scope| {
+        let mut handles = Vec::with_capacity(total_workers);
+        for node in 0..config.nodes as NodeId {
+            for worker_index in 0..config.workers as u16 {
+                let fabric = &fabric;
+                let (ready, go, start_ns, finished) = (&ready, &go, &start_ns, &finished);
+                let handle = std::thread::Builder::new()
+                    .name(format!("verbena-n{node}-w{worker_index}"))
+                    .spawn_scoped(scope, move || {
+                        let endpoint = fabric.endpoint(node, worker_index);
+                        let worker =
+                            Worker::new(Box::new(endpoint), slots_of(config, worker_index));
+                        let cache = RefCell::new(LocationCache::new(0));
+                        let stats = RefCell::new(WorkerStats::new());
+                        let calvin_stats = RefCell::new(CalvinStats::default());
+                        let history = RefCell::new(History::new());
+                        let store = &stores[node as usize];
+                        let service = CalvinService {
+                            shared: &shared[node as usize],
+                            store,
+                            calvin,
+                        };
+                        ready.wait();
+                        go.wait();
+                        let start = start_ns.load(Ordering::SeqCst);
+                        let end = start + warmup_ns + duration_ns;
+                        let env = CalvinEnv {
+                            worker: &worker,
+                            shared: &shared[node as usize],
+                            store,
+                            layout,
+                            calvin,
+                            workload,
+                            plan: config.stages,
+                            cache: &cache,
+                            stats: &stats,
+                            calvin_stats: &calvin_stats,
+                            history: config.check.then_some(&history),
+                            seed: config.seed,
+                            start_ns: start,
+                            warmup_end_ns: start + warmup_ns,
+                            end_ns: end,
+                            epoch_ns,
+                            final_epoch: final_epoch(start, end, epoch_ns),
+                            stop_ns: end + (end - start).max(STOP_SLACK_NS),
+                        };
+                        let mut coroutines =
+                            coroutines_of(&env, config.coroutines as u16, worker_index);
+                        worker.run(&mut coroutines, &service, finished, total_workers);
+                        drop(coroutines);
+                        close(stats, history, calvin_stats, cache)
+                    })
+                    .expect("spawning a worker thread");
+                handles.push(handle);
+            }
+        }
+        ready.wait();
+        start_ns.store(fabric.now_ns(), Ordering::SeqCst);
+        go.wait();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a worker thread panicked"))
+            .collect()
+    })
+}
+
+fn run_sim<W: Workload>(
+    config: &Config,
+    workload: &W,
+    layout: &Arc<StoreLayout>,
+    calvin: &CalvinLayout,
+    stores: &[Arc<NodeStore>],
+    shared: &[NodeShared],
+) -> (Vec<WorkerResult>, SimRun) {
+    let wall = Instant::now();
+    let workers_per_node = config.workers as u16;
+    let fabric = SimFabric::new(
+        stores.iter().map(|s| s.region.clone()).collect(),
+        workers_per_node,
+        &config.profile,
+        &config.sim,
+        config.seed,
+    );
+    let total = config.total_workers() as usize;
+    let node_of = |index: usize| (index / workers_per_node as usize) as NodeId;
+    let worker_of = |index: usize| (index % workers_per_node as usize) as u16;
+    let workers: Vec<Worker> = (0..total)
+        .map(|index| {
+            let endpoint = fabric.endpoint(node_of(index), worker_of(index));
+            Worker::new(Box::new(endpoint), slots_of(config, worker_of(index)))
+        })
+        .collect();
+    let caches: Vec<RefCell<LocationCache>> = (0..total)
+        .map(|_| RefCell::new(LocationCache::new(0)))
+        .collect();
+    let stats: Vec<RefCell<WorkerStats>> = (0..total)
+        .map(|_| RefCell::new(WorkerStats::new()))
+        .collect();
+    let calvin_stats: Vec<RefCell<CalvinStats>> = (0..total)
+        .map(|_| RefCell::new(CalvinStats::default()))
+        .collect();
+    let histories: Vec<RefCell<History>> =
+        (0..total).map(|_| RefCell::new(History::new())).collect();
+    let services: Vec<CalvinService> = (0..config.nodes as usize)
+        .map(|node| CalvinService {
+            shared: &shared[node],
+            store: &stores[node],
+            calvin,
+        })
+        .collect();
+    let warmup_end_ns = START_NS + (config.warmup_s * 1e9) as u64;
+    let end_ns = warmup_end_ns + (config.duration_s * 1e9) as u64;
+    let epoch_ns = config.protocol_options.calvin_epoch_us * 1_000;
+    let envs: Vec<CalvinEnv<W>> = (0..total)
+        .map(|index| CalvinEnv {
+            worker: &workers[index],
+            shared: &shared[node_of(index) as usize],
+            store: &stores[node_of(index) as usize],
+            layout,
+            calvin,
+            workload,
+            plan: config.stages,
+            cache: &caches[index],
+            stats: &stats[index],
+            calvin_stats: &calvin_stats[index],
+            history: Some(&histories[index]),
+            seed: config.seed,
+            start_ns: START_NS,
+            warmup_end_ns,
+            end_ns,
+            epoch_ns,
+            final_epoch: final_epoch(START_NS, end_ns, epoch_ns),
+            stop_ns: end_ns + (end_ns - START_NS).max(STOP_SLACK_NS),
+        })
+        .collect();
+    let mut coroutines: Vec<Coroutines> = envs
+        .iter()
+        .enumerate()
+        .map(|(index, env)| coroutines_of(env, config.coroutines as u16, worker_of(index)))
+        .collect();
+    let service_refs: Vec<&dyn RpcService> = (0..total)
+        .map(|index| &services[node_of(index) as usize] as &dyn RpcService)
+        .collect();
+    let (simulated_ns, done_count) =
+        simdrv::drive(&fabric, &workers, &mut coroutines, &service_refs, end_ns);
+    drop(coroutines);
+    drop(envs);
+    let results = stats
+        .into_iter()
+        .zip(histories)
+        .zip(calvin_stats)
+        .zip(caches)
+        .map(|(((stats, history), calvin_stats), cache)| close(stats, history, calvin_stats, cache))
+        .collect();
+    let run = SimRun {
+        simulated_ns,
+        wall_s: wall.elapsed().as_secs_f64(),
+        events: fabric.events_processed(),
+        lost: fabric.lost_count(),
+        stuck_workers: total - done_count,
+    };
+    (results, run)
+}

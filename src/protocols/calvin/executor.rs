@@ -1,0 +1,446 @@
+//! CALVIN's executors (RCC §4.6; Deneva §3.4; Calvin §3.2.1): every
+//! transaction coroutine of every worker takes ready transactions — all
+//! local locks granted — from its node's queue and runs its node's part:
+//!
+//! 1. *read*: the local records of the read/write set, under the locks;
+//! 2. *forward*: if any node writes (active participants), the local
+//!    records go to every active participant but this one — RPC: one
+//!    passive call per receiver; one-sided: per record a WRITE of `[seq,
+//!    record]` into the receiver's forward block, then a notify WRITE of
+//!    each block's tag (`epoch + 1`), all in one doorbell batch, so FIFO
+//!    order shows the tag only after the data;
+//! 3. a passive participant (no local write) is then done; an active one
+//!    waits for every remote record — parking the transaction and taking
+//!    other work meanwhile, never blocking on it — then runs the program
+//!    on the whole set (`TxnCx::preload`), installs its local writes
+//!    (`seq_end`, record, `seq`, as the store's invariant asks) and
+//!    releases its locks;
+//! 4. the part reports to the origin's completion counter.
+//!
+//! Invariants: records are read and written only while their locks are
+//! held; every active participant runs the program on the same values, so
+//! they agree on its outcome; a transaction leaves the slab only when its
+//! part here is finished.
+
+use super::scheduler::Scheduled;
+use super::{
+    CalvinEnv, CalvinExec, Poll, DONE_UNDECLARED, DONE_USER_ABORT, MISSING, RPC_DONE, RPC_FORWARD,
+    ST_DISPATCH, ST_EXECUTE, ST_FORWARD, ST_LOCK, ST_READ,
+};
+use crate::check::Item;
+use crate::fabric::NodeId;
+use crate::protocols::{Primitive, Stage};
+use crate::txn::{AbortReason, Txn, TxnCx};
+use crate::workloads::Workload;
+
+/// What an executor takes from its node.
+enum Work {
+    /// Ready: locks granted, nothing read yet.
+    Fresh(usize, Scheduled),
+    /// Parked, and every remote record has now arrived.
+    Resume(usize, Scheduled),
+}
+
+/// Whether every record `txn` needs from other nodes has been forwarded
+/// to `node`.
+fn forwards_complete<W: Workload>(
+    env: &CalvinEnv<'_, W>,
+    state: &super::NodeState,
+    txn: &Scheduled,
+    node: NodeId,
+    onesided: bool,
+) -> bool {
+    let remote = txn.accesses.iter().filter(|a| a.node != node).count() as u32;
+    if remote == 0 {
+        true
+    } else if onesided {
+        let tag = txn.epoch + 1;
+        txn.accesses.iter().enumerate().all(|(k, a)| {
+            a.node == node
+                || env.store.region.load(env.calvin.fwd_addr(
+                    txn.epoch,
+                    txn.sequencer,
+                    txn.position,
+                    k as u32,
+                )) == tag
+        })
+    } else {
+        state
+            .forwards
+            .get(&(txn.epoch, txn.sequencer, txn.position))
+            .is_some_and(|(count, _)| *count == remote)
+    }
+}
+
+/// The executor coroutine `co` of a worker; returns once every epoch this
+/// node schedules has finished here.
+pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
+    let worker = env.worker;
+    let node = env.shared.node;
+    let onesided = env.plan.get(Stage::ValueForwarding) == Primitive::OneSided;
+    let mut cx = TxnCx::new(worker, co, env.layout, env.cache, env.plan);
+    let mut attempts: u64 = 0;
+    let mut items: (Vec<Item>, Vec<Item>) = (Vec::new(), Vec::new());
+    let mut poll = Poll::new(env.epoch_ns);
+    loop {
+        env.note_boundaries(worker.now_ns());
+        let work = {
+            let mut state = env.shared.lock();
+            if let Some(index) = state.ready.pop_front() {
+                let txn = state.txns[index].take().expect("a ready transaction");
+                Some(Work::Fresh(index, txn))
+            } else {
+                let found = state.parked.iter().position(|&index| {
+                    let txn = state.txns[index].as_ref().expect("a parked transaction");
+                    forwards_complete(env, &state, txn, node, onesided)
+                });
+                match found {
+                    Some(at) => {
+                        let index = state.parked.swap_remove(at);
+                        let txn = state.txns[index].take().expect("a parked transaction");
+                        Some(Work::Resume(index, txn))
+                    }
+                    None if state.last_epoch.is_some_and(|last| state.done_below > last) => break,
+                    None => None,
+                }
+            }
+        };
+        match work {
+            None => worker.sleep(co, poll.wait_ns()).await,
+            Some(Work::Fresh(index, mut txn)) => {
+                poll.reset();
+                if start(env, co, &mut txn, onesided) {
+                    let complete = {
+                        let state = env.shared.lock();
+                        forwards_complete(env, &state, &txn, node, onesided)
+                    };
+                    if complete {
+                        attempts += 1;
+                        execute(env, &mut cx, attempts, index, txn, onesided, &mut items).await;
+                    } else {
+                        // Re-checked by every idle executor: what arrives
+                        // meanwhile is not missed.
+                        let mut state = env.shared.lock();
+                        state.txns[index] = Some(txn);
+                        state.parked.push(index);
+                    }
+                } else {
+                    finish(env, co, index, txn, 0, 0, 0, &mut items);
+                }
+                worker.yield_now().await;
+            }
+            Some(Work::Resume(index, txn)) => {
+                poll.reset();
+                attempts += 1;
+                execute(env, &mut cx, attempts, index, txn, onesided, &mut items).await;
+                worker.yield_now().await;
+            }
+        }
+    }
+    env.note_boundaries(worker.now_ns());
+    worker.drain(co).await;
+}
+
+/// Reads `txn`'s local records and forwards them to the active
+/// participants; true if this node is active (it must execute).
+fn start<W: Workload>(
+    env: &CalvinEnv<'_, W>,
+    co: u16,
+    txn: &mut Scheduled,
+    onesided: bool,
+) -> bool {
+    let worker = env.worker;
+    let node = env.shared.node;
+    let region = &env.store.region;
+    let stride = 1 + env.calvin.max_record_words as usize;
+    let read_start = worker.now_ns();
+    txn.slots.clear();
+    txn.slots.resize(txn.accesses.len(), u64::MAX);
+    txn.values.clear();
+    txn.values.resize(txn.accesses.len() * stride, 0);
+    for (k, access) in txn.accesses.iter().enumerate() {
+        if access.node != node {
+            continue;
+        }
+        let value = &mut txn.values[k * stride..(k + 1) * stride];
+        match env.store.lookup(access.table, access.key) {
+            Some(slot) => {
+                let table = env.layout.table(access.table);
+                txn.slots[k] = slot;
+                value[0] = region.load(table.seq_addr(slot));
+                region.read(
+                    table.record_addr(slot),
+                    &mut value[1..1 + table.record_words as usize],
+                );
+            }
+            None => value[0] = MISSING,
+        }
+    }
+    worker.charge(crate::fabric::CpuOp::Access, txn.accesses.len() as u32);
+    let now = worker.now_ns();
+    txn.read_ns = now - read_start;
+    txn.forward_start_ns = now;
+
+    // Forward to every active participant but this node.
+    let mut active_here = false;
+    let mut actives: Vec<NodeId> = Vec::new();
+    for access in txn.accesses.iter().filter(|a| a.write) {
+        if access.node == node {
+            active_here = true;
+        } else if !actives.contains(&access.node) {
+            actives.push(access.node);
+        }
+    }
+    if !actives.is_empty() {
+        let mut batch = worker.slot(co).batch.borrow_mut();
+        batch.clear();
+        for &receiver in &actives {
+            if onesided {
+                for (k, access) in txn.accesses.iter().enumerate() {
+                    if access.node != node {
+                        continue;
+                    }
+                    let words = env.layout.table(access.table).record_words as usize;
+                    let addr =
+                        env.calvin
+                            .fwd_addr(txn.epoch, txn.sequencer, txn.position, k as u32);
+                    batch.write(
+                        receiver,
+                        addr + 1,
+                        &txn.values[k * stride..k * stride + 1 + words],
+                    );
+                }
+                for (k, access) in txn.accesses.iter().enumerate() {
+                    if access.node == node {
+                        let addr =
+                            env.calvin
+                                .fwd_addr(txn.epoch, txn.sequencer, txn.position, k as u32);
+                        batch.write_word(receiver, addr, txn.epoch + 1);
+                    }
+                }
+            } else {
+                let mut payload = batch.payload();
+                let local = txn.accesses.iter().filter(|a| a.node == node).count();
+                payload.extend_from_slice(&[
+                    txn.epoch,
+                    txn.sequencer as u64,
+                    txn.position as u64,
+                    local as u64,
+                ]);
+                for (k, access) in txn.accesses.iter().enumerate() {
+                    if access.node != node {
+                        continue;
+                    }
+                    let words = env.layout.table(access.table).record_words as usize;
+                    payload.push(k as u64);
+                    payload.extend_from_slice(&txn.values[k * stride..k * stride + 1 + words]);
+                }
+                batch.call(receiver, RPC_FORWARD, payload, true);
+            }
+        }
+        drop(batch);
+        worker.submit_passive(co);
+    }
+    active_here
+}
+
+/// Runs the program of an active participant on the whole set, installs
+/// this node's writes, and finishes the part.
+#[allow(clippy::too_many_arguments)]
+async fn execute<W: Workload>(
+    env: &CalvinEnv<'_, W>,
+    cx: &mut TxnCx<'_>,
+    attempt_id: u64,
+    index: usize,
+    txn: Scheduled,
+    onesided: bool,
+    items: &mut (Vec<Item>, Vec<Item>),
+) {
+    let worker = env.worker;
+    let node = env.shared.node;
+    let region = &env.store.region;
+    let stride = 1 + env.calvin.max_record_words as usize;
+    let execute_start = worker.now_ns();
+    // Clocks of different workers (and `sim`'s per-worker virtual clocks)
+    // need not agree to the nanosecond: stage times saturate at 0.
+    let forward_ns = execute_start.saturating_sub(txn.forward_start_ns);
+
+    cx.begin(attempt_id, 0);
+    let forwarded = if onesided {
+        None
+    } else {
+        env.shared
+            .lock()
+            .forwards
+            .remove(&(txn.epoch, txn.sequencer, txn.position))
+            .map(|(_, words)| words)
+    };
+    // Remote records by access index, from the forward buffer or the RPCs.
+    let mut remote: Vec<(u64, usize)> = vec![(MISSING, 0); txn.accesses.len()];
+    let mut scratch: Vec<u64> = Vec::new();
+    if let Some(words) = &forwarded {
+        let mut at = 0;
+        while at < words.len() {
+            let k = words[at] as usize;
+            let record_words = env.layout.table(txn.accesses[k].table).record_words as usize;
+            remote[k] = (words[at + 1], at + 2);
+            at += 2 + record_words;
+        }
+    }
+    let mut cx_index: Vec<Option<usize>> = vec![None; txn.accesses.len()];
+    for (k, access) in txn.accesses.iter().enumerate() {
+        let record_words = env.layout.table(access.table).record_words as usize;
+        let (seq, record): (u64, &[u64]) = if access.node == node {
+            let value = &txn.values[k * stride..k * stride + 1 + record_words];
+            (value[0], &value[1..])
+        } else if let Some(words) = &forwarded {
+            let (seq, at) = remote[k];
+            (seq, &words[at..at + record_words])
+        } else {
+            let addr = env
+                .calvin
+                .fwd_addr(txn.epoch, txn.sequencer, txn.position, k as u32);
+            scratch.resize(1 + record_words, 0);
+            region.read(addr + 1, &mut scratch);
+            (scratch[0], &scratch[1..])
+        };
+        if seq != MISSING {
+            cx_index[k] = Some(cx.preload(
+                access.table,
+                access.node,
+                access.key,
+                access.write,
+                seq,
+                record,
+            ));
+        }
+    }
+    let request = env
+        .workload
+        .decode_request(&txn.request)
+        .expect("the sequencer encoded this request");
+    let outcome = {
+        let exec = CalvinExec {
+            declared: &txn.accesses,
+        };
+        let mut program = Txn::new(cx, &exec);
+        env.workload.execute(&mut program, &request).await
+    };
+    let addend = match outcome {
+        Ok(()) => {
+            for (k, access) in txn.accesses.iter().enumerate() {
+                if access.node != node || !access.write {
+                    continue;
+                }
+                let Some(j) = cx_index[k] else { continue };
+                let table = env.layout.table(access.table);
+                let slot = txn.slots[k];
+                let installed = cx.accesses[j].seq + 1;
+                let tuple = table.tuple_addr(slot);
+                region.store(tuple + table.seq_end_offset() as u64, installed);
+                region.write(table.record_addr(slot), cx.record(j));
+                region.store(table.seq_addr(slot), installed);
+            }
+            0
+        }
+        Err(AbortReason::Undeclared) => DONE_UNDECLARED,
+        Err(_) => DONE_USER_ABORT,
+    };
+    let execute_ns = worker.now_ns().saturating_sub(execute_start);
+    finish(
+        env, cx.co, index, txn, forward_ns, execute_ns, addend, items,
+    );
+}
+
+/// Records this node's part in the history, releases its locks, reports
+/// to the origin and retires the transaction here. `abort`: 0, or the
+/// `DONE_*` flag of the program's abort (active participants only).
+#[allow(clippy::too_many_arguments)]
+fn finish<W: Workload>(
+    env: &CalvinEnv<'_, W>,
+    co: u16,
+    index: usize,
+    txn: Scheduled,
+    forward_ns: u64,
+    execute_ns: u64,
+    abort: u64,
+    items: &mut (Vec<Item>, Vec<Item>),
+) {
+    let worker = env.worker;
+    let node = env.shared.node;
+    let now = worker.now_ns();
+    let stride = 1 + env.calvin.max_record_words as usize;
+    if let Some(history) = env.history {
+        let (reads, writes) = items;
+        reads.clear();
+        writes.clear();
+        for (k, access) in txn.accesses.iter().enumerate() {
+            let seq = txn.values[k * stride];
+            if access.node != node || seq == MISSING {
+                continue;
+            }
+            reads.push(Item {
+                table: access.table,
+                key: access.key,
+                seq,
+            });
+            if access.write && abort == 0 {
+                writes.push(Item {
+                    table: access.table,
+                    key: access.key,
+                    seq: seq + 1,
+                });
+            }
+        }
+        history.borrow_mut().push(txn.id, txn.origin, reads, writes);
+    }
+    {
+        let mut state = env.shared.lock();
+        let mut granted = Vec::new();
+        for access in txn.accesses.iter().filter(|a| a.node == node) {
+            state
+                .locks
+                .release(access.table, access.key, index, &mut granted);
+        }
+        for other in granted {
+            let waiting = state.txns[other].as_mut().expect("a waiting transaction");
+            debug_assert!(waiting.locks_pending > 0);
+            waiting.locks_pending -= 1;
+            if waiting.locks_pending == 0 {
+                waiting.ready_ns = now;
+                state.ready.push_back(other);
+            }
+        }
+        let left = &mut state.epoch_left[(txn.epoch % super::RING) as usize];
+        debug_assert!(*left > 0);
+        *left -= 1;
+        state.advance(env.store, env.calvin);
+        state.free.push(index);
+    }
+    {
+        let mut batch = worker.slot(co).batch.borrow_mut();
+        batch.clear();
+        let addend = 1 + abort;
+        if env.plan.get(Stage::ValueForwarding) == Primitive::OneSided {
+            batch.faa(txn.origin, env.calvin.done_addr(txn.client), addend);
+        } else {
+            let mut payload = batch.payload();
+            payload.extend_from_slice(&[txn.client as u64, addend]);
+            batch.call(txn.origin, RPC_DONE, payload, true);
+        }
+    }
+    worker.submit_passive(co);
+    if env.measured(now) {
+        let mut stats = env.calvin_stats.borrow_mut();
+        stats.parts += 1;
+        stats.stage_ns[ST_DISPATCH] += txn.scheduled_ns.saturating_sub(txn.sealed_ns);
+        stats.stage_ns[ST_LOCK] += txn.ready_ns.saturating_sub(txn.scheduled_ns);
+        stats.stage_ns[ST_READ] += txn.read_ns;
+        stats.stage_ns[ST_FORWARD] += if execute_ns > 0 || forward_ns > 0 {
+            forward_ns
+        } else {
+            now.saturating_sub(txn.forward_start_ns)
+        };
+        stats.stage_ns[ST_EXECUTE] += execute_ns;
+    }
+}

@@ -1,0 +1,683 @@
+//! CALVIN: deterministic concurrency control (RCC §4.6, Deneva §3.4,
+//! RCBench §6.2.4; Thomson et al., SIGMOD 2012).
+//!
+//! Unlike every other protocol here, CALVIN has no per-transaction stages
+//! run by a coordinator, no 2PC and no conflict aborts. Transactions are
+//! ordered before they run, and the nodes that own their data run them:
+//!
+//! 1. **Sequencing** ([`sequencer`]). Each node has one sequencer
+//!    coroutine. Time is cut into epochs of `calvin_epoch_us`; at the end of
+//!    epoch `e` the sequencer takes the requests its clients submitted
+//!    during it, numbers them in submission order, and delivers to every
+//!    node the sub-batch of those that touch it — each with its input: the
+//!    declared read/write set and the encoded request. A node gets a
+//!    (possibly empty) sub-batch from every sequencer every epoch, which is
+//!    how its scheduler knows an epoch is complete. The global order is
+//!    `(epoch, sequencer node, position in the sequencer's batch)`.
+//!    *Stage `txn_broadcast_input` (RCC bit 128)*: RPC — one call per node
+//!    carrying the sub-batch, stored by the handler; one-sided — two
+//!    doorbell-batched WRITEs per node into that node's CALVIN request
+//!    buffer (CRB, RCC Fig. 11–12): the entries, then the header's tag
+//!    word, which FIFO order makes visible only once the entries are.
+//! 2. **Scheduling** ([`scheduler`]). Each node has one scheduler
+//!    coroutine. It takes epoch `e`'s sub-batches once all have arrived and,
+//!    in the global order, requests the locks of each transaction's local
+//!    records from a deterministic lock manager: FIFO queues per record,
+//!    shared for reads and exclusive for writes, granted strictly in queue
+//!    order. A transaction whose local locks are all granted is ready.
+//!    Because every node enqueues in the same global order, the waits-for
+//!    relation follows that order and cannot deadlock, and conflicting
+//!    transactions run in the same order on every node.
+//! 3. **Execution** ([`executor`]). The transaction coroutines of every
+//!    worker are executors. An executor takes a ready transaction, reads its
+//!    local records, and — RCC §4.6 — if the node is a *passive*
+//!    participant (reads only) forwards them to every *active* participant
+//!    (nodes that write) and is done; if active, it forwards its local
+//!    records to the other active participants, waits for every remote
+//!    record, runs the transaction program on the full set, installs its
+//!    local writes and releases its locks at once. *Stage
+//!    `value_forwarding` (RCC bit 256)*: RPC — a passive call carrying the
+//!    records, stored by the handler; one-sided — WRITEs of each record
+//!    block into the receiver's CALVIN forward buffer (CFB), then a notify
+//!    WRITE of each block's tag. Read-only transactions have no active
+//!    participant: each node completes after its local reads. An executor
+//!    never blocks on forwarded values: it parks the transaction and takes
+//!    other work, so ready transactions always get their reads forwarded.
+//! 4. **Completion.** Each participant adds one to the origin's completion
+//!    counter of the transaction's client slot (one-sided: a FETCH_AND_ADD;
+//!    RPC: a passive call whose handler does the same add; the primitive of
+//!    `value_forwarding`). The origin counts the transaction committed once
+//!    all participants reported.
+//!
+//! Choices where the papers are silent, and why:
+//! * Clients: each node runs `workers × coroutines` closed-loop clients,
+//!   one transaction in flight each — the same concurrency per coroutine as
+//!   every other protocol here, so throughput against coroutines compares
+//!   (RCC Fig. 17). A client whose transaction completed submits its next
+//!   one into the current epoch.
+//! * The forward buffer is addressed by the transaction's place in the
+//!   global order (`epoch mod RING`, sequencer, position) rather than by
+//!   executing coroutine as in RCC: which coroutine runs a transaction is
+//!   decided on each node at run time, while every node computes that
+//!   address from the input alone.
+//! * Flow control: buffers are rings of [`RING`] epochs. A node frees its
+//!   request-buffer slot of epoch `e` only once every transaction of `e`
+//!   finished there; a one-sided sequencer READs every receiver's slot
+//!   header and writes epoch `e` to none before all are free, and an RPC
+//!   receiver holds epoch `e`'s call (`Served::Wait`) until it finished
+//!   epoch `e − RING + 1`. Either way, no node starts epoch `e + RING`
+//!   before every node finished epoch `e`, so forward blocks are never
+//!   overwritten while still needed.
+//! * The committed history is recorded by each participant for its own
+//!   records (reads with the version seen, writes with the version
+//!   installed) and merged per transaction after the run
+//!   ([`merge_partial_history`]).
+//! * Read/write sets are declared up front
+//!   (`Workload::declare_accesses`), or, where they depend on data, found
+//!   by a reconnaissance run ([`recon`], Deneva §3.4); a program that
+//!   touches an undeclared record aborts deterministically on every active
+//!   participant (`AbortReason::Undeclared`), and a reconnoitred request is
+//!   then reconnoitred and submitted again.
+//!
+//! Invariants: a record is read or written only under its lock from the
+//! lock manager; locks of one node are requested in the global order; a
+//! request-buffer slot is rewritten only after its receiver freed it; a
+//! transaction's writes are installed only by the node that owns them,
+//! after every remote record it reads has arrived.
+
+pub mod executor;
+pub mod recon;
+pub mod scheduler;
+pub mod sequencer;
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use crate::check::{History, Item};
+use crate::fabric::NodeId;
+use crate::protocols::{Protocol, ProtocolKind, Served, Stage, StagePlan};
+use crate::runtime::{RpcService, Worker};
+use crate::stats::WorkerStats;
+use crate::store::{LocationCache, NodeStore, StoreLayout, TableId};
+use crate::txn::{AbortReason, TxnCx, TxnResult};
+use crate::workloads::{Declared, Workload};
+
+use scheduler::{LockTable, Scheduled};
+
+/// Epochs each request and forward buffer holds.
+pub const RING: u64 = 4;
+
+/// How long an idle sequencer, scheduler or executor first waits before
+/// looking again, ns ([`Poll`]).
+pub const POLL_NS: u64 = 2_000;
+
+/// The longest such wait, ns; shorter for short epochs (`epoch / 64`).
+pub const MAX_POLL_NS: u64 = 64_000;
+
+/// The waits of a coroutine that polls for work (forwarded records and
+/// request-buffer tags are written one-sided, with no message to wake
+/// anyone): they double from [`POLL_NS`] while nothing comes, up to
+/// `min(epoch / 64, MAX_POLL_NS)`, so an idle node leaves the cores to its
+/// peers (ARCHITECTURE.md: honest on small machines) while a busy one
+/// looks again soon.
+#[derive(Clone, Copy, Debug)]
+pub struct Poll {
+    next_ns: u64,
+    max_ns: u64,
+}
+
+impl Poll {
+    pub fn new(epoch_ns: u64) -> Poll {
+        Poll {
+            next_ns: POLL_NS,
+            max_ns: (epoch_ns / 64).clamp(POLL_NS, MAX_POLL_NS),
+        }
+    }
+
+    /// The next wait, ns.
+    pub fn wait_ns(&mut self) -> u64 {
+        let wait = self.next_ns;
+        self.next_ns = (self.next_ns * 2).min(self.max_ns);
+        wait
+    }
+
+    /// Work came: look again soon next time.
+    pub fn reset(&mut self) {
+        self.next_ns = POLL_NS;
+    }
+}
+
+/// RPC handler kinds.
+pub const RPC_BATCH: u16 = 0xca01;
+pub const RPC_FORWARD: u16 = 0xca02;
+pub const RPC_DONE: u16 = 0xca03;
+pub const RPC_READ: u16 = 0xca04;
+
+/// Words of a request-buffer slot's header: `[tag, count, words,
+/// sealed_ns, stop]`; `tag` is `epoch + 1` once the slot holds a complete
+/// batch of that epoch, 0 while free; `stop` is 1 once the sequencer orders
+/// no more requests (see [`CalvinEnv::final_epoch`]). The entries follow.
+pub const CRB_HEADER_WORDS: u64 = 5;
+
+/// Fixed words of a batch entry: `[txn id, origin << 32 | client slot,
+/// position, accesses << 32 | request words, submitted_ns]`, then two
+/// words per access, `[table << 32 | node << 1 | write, key]`, then the
+/// request.
+pub const ENTRY_FIXED_WORDS: usize = 5;
+
+/// A record a node does not hold: its version in forwarded blocks.
+pub const MISSING: u64 = u64::MAX;
+
+/// Completion counter: participants report in the low 24 bits; an active
+/// participant whose program aborted adds one of these too, each counted
+/// in a 20-bit field of its own (one per node at most: no carry).
+pub const DONE_COUNT_MASK: u64 = (1 << 24) - 1;
+pub const DONE_USER_ABORT: u64 = 1 << 24;
+pub const DONE_UNDECLARED: u64 = 1 << 44;
+/// The field of one abort flag's count.
+pub const DONE_FLAG_MASK: u64 = (1 << 20) - 1;
+
+/// CALVIN's own stages, for the report (RCC §4.6's communication stages
+/// split where the time goes).
+pub const STAGE_NAMES: [&str; 6] = ["sequence", "dispatch", "lock", "read", "forward", "execute"];
+pub const ST_SEQUENCE: usize = 0;
+pub const ST_DISPATCH: usize = 1;
+pub const ST_LOCK: usize = 2;
+pub const ST_READ: usize = 3;
+pub const ST_FORWARD: usize = 4;
+pub const ST_EXECUTE: usize = 5;
+
+/// Where CALVIN's buffers live in every node's region (after the tables).
+#[derive(Clone, Copy, Debug)]
+pub struct CalvinLayout {
+    pub nodes: u32,
+    /// Client slots per node: at most this many entries per sequencer batch.
+    pub clients: u32,
+    pub max_accesses: u32,
+    /// Words of one batch entry at most.
+    pub entry_words: u32,
+    /// Largest record of any table, words.
+    pub max_record_words: u32,
+    pub crb_base: u64,
+    pub crb_slot_words: u64,
+    pub fwd_base: u64,
+    pub done_base: u64,
+}
+
+impl CalvinLayout {
+    /// Reserves the buffers at the end of `layout`'s region.
+    pub fn reserve(
+        layout: &mut StoreLayout,
+        nodes: u32,
+        clients: u32,
+        max_accesses: u32,
+        max_request_words: u32,
+    ) -> CalvinLayout {
+        let max_record_words = layout
+            .tables
+            .iter()
+            .map(|t| t.record_words)
+            .max()
+            .unwrap_or(0);
+        let entry_words = ENTRY_FIXED_WORDS as u32 + 2 * max_accesses + max_request_words;
+        let crb_slot_words = CRB_HEADER_WORDS + clients as u64 * entry_words as u64;
+        let crb_base = layout.region_words;
+        let fwd_base = crb_base + nodes as u64 * RING * crb_slot_words;
+        let fwd_words = RING
+            * nodes as u64
+            * clients as u64
+            * max_accesses as u64
+            * (2 + max_record_words as u64);
+        let done_base = fwd_base + fwd_words;
+        layout.region_words = done_base + clients as u64;
+        CalvinLayout {
+            nodes,
+            clients,
+            max_accesses,
+            entry_words,
+            max_record_words,
+            crb_base,
+            crb_slot_words,
+            fwd_base,
+            done_base,
+        }
+    }
+
+    /// The request-buffer slot, on the receiving node, that `sender` fills
+    /// for `epoch`.
+    #[inline]
+    pub fn crb_addr(&self, sender: NodeId, epoch: u64) -> u64 {
+        self.crb_base + (sender as u64 * RING + epoch % RING) * self.crb_slot_words
+    }
+
+    /// Words of one forwarded record block: `[tag, seq, record]`.
+    #[inline]
+    pub fn fwd_block_words(&self) -> u64 {
+        2 + self.max_record_words as u64
+    }
+
+    /// The forward block, on an active participant, of access `access` of
+    /// the transaction at `position` of `sequencer`'s batch of `epoch`.
+    #[inline]
+    pub fn fwd_addr(&self, epoch: u64, sequencer: NodeId, position: u32, access: u32) -> u64 {
+        debug_assert!(position < self.clients && access < self.max_accesses);
+        let txn = ((epoch % RING) * self.nodes as u64 + sequencer as u64) * self.clients as u64
+            + position as u64;
+        self.fwd_base + (txn * self.max_accesses as u64 + access as u64) * self.fwd_block_words()
+    }
+
+    /// The completion counter of client slot `slot`, on its origin node.
+    #[inline]
+    pub fn done_addr(&self, slot: u32) -> u64 {
+        debug_assert!(slot < self.clients);
+        self.done_base + slot as u64
+    }
+}
+
+/// Packs an access for a batch entry.
+#[inline]
+pub fn pack_access(access: &Declared) -> [u64; 2] {
+    [
+        ((access.table as u64) << 32) | ((access.node as u64) << 1) | access.write as u64,
+        access.key,
+    ]
+}
+
+#[inline]
+pub fn unpack_access(words: &[u64]) -> Declared {
+    Declared {
+        table: (words[0] >> 32) as TableId,
+        node: ((words[0] & 0xffff_ffff) >> 1) as NodeId,
+        key: words[1],
+        write: words[0] & 1 != 0,
+    }
+}
+
+/// A sub-batch that arrived by RPC, kept until the scheduler takes it.
+pub struct RpcBatch {
+    pub sealed_ns: u64,
+    pub stop: bool,
+    pub count: u64,
+    pub entries: Vec<u64>,
+}
+
+/// Per-stage time sums of one worker, for the report.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CalvinStats {
+    /// Sums of the participant-side stages, ns (index `ST_*`; sequence is
+    /// summed at the origin over committed transactions).
+    pub stage_ns: [u64; 6],
+    /// Participant parts finished in the measured interval.
+    pub parts: u64,
+}
+
+impl CalvinStats {
+    pub fn merge(&mut self, other: &CalvinStats) {
+        for (a, b) in self.stage_ns.iter_mut().zip(other.stage_ns.iter()) {
+            *a += b;
+        }
+        self.parts += other.parts;
+    }
+}
+
+/// The state one node's sequencer, scheduler, executors and handlers
+/// share (behind one mutex: on `threads` the workers of a node are
+/// threads; on `sim` it is never contended).
+pub struct NodeState {
+    pub rpc_batches: HashMap<(NodeId, u64), RpcBatch>,
+    /// Forwarded record blocks by `(epoch, sequencer, position)`: the count
+    /// of blocks and their words `[access, seq, record]`.
+    pub forwards: HashMap<(u64, NodeId, u32), (u32, Vec<u64>)>,
+    pub locks: LockTable,
+    /// Transactions scheduled and not finished; `None` while an executor
+    /// holds one (its index stays reserved for the lock queues).
+    pub txns: Vec<Option<Scheduled>>,
+    pub free: Vec<usize>,
+    pub ready: VecDeque<usize>,
+    /// Active transactions waiting for forwarded records.
+    pub parked: Vec<usize>,
+    /// Unfinished transactions of each epoch in the ring.
+    pub epoch_left: [u64; RING as usize],
+    /// Epochs `0..scheduled_below` are scheduled here.
+    pub scheduled_below: u64,
+    /// Epochs `0..done_below` have every transaction finished here.
+    pub done_below: u64,
+    /// The last epoch of the run, once the scheduler saw every sequencer
+    /// stop in it.
+    pub last_epoch: Option<u64>,
+}
+
+/// One node's CALVIN machinery.
+pub struct NodeShared {
+    pub node: NodeId,
+    pub state: Mutex<NodeState>,
+}
+
+impl NodeShared {
+    pub fn new(node: NodeId) -> NodeShared {
+        NodeShared {
+            node,
+            state: Mutex::new(NodeState {
+                rpc_batches: HashMap::new(),
+                forwards: HashMap::new(),
+                locks: LockTable::default(),
+                txns: Vec::new(),
+                free: Vec::new(),
+                ready: VecDeque::new(),
+                parked: Vec::new(),
+                epoch_left: [0; RING as usize],
+                scheduled_below: 0,
+                done_below: 0,
+                last_epoch: None,
+            }),
+        }
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, NodeState> {
+        // A poisoned lock means a worker thread panicked: the run is lost.
+        self.state.lock().expect("a CALVIN worker panicked")
+    }
+}
+
+impl NodeState {
+    /// Marks epochs finished while the lowest unfinished one is scheduled
+    /// and empty; frees their request-buffer slots (`store`'s region).
+    pub fn advance(&mut self, store: &NodeStore, calvin: &CalvinLayout) {
+        while self.done_below < self.scheduled_below
+            && self.epoch_left[(self.done_below % RING) as usize] == 0
+        {
+            for sender in 0..calvin.nodes as NodeId {
+                store
+                    .region
+                    .store(calvin.crb_addr(sender, self.done_below), 0);
+            }
+            self.done_below += 1;
+        }
+    }
+}
+
+/// Serves CALVIN's RPCs on one node: sub-batches, forwarded records and
+/// completion reports.
+pub struct CalvinService<'a> {
+    pub shared: &'a NodeShared,
+    pub store: &'a NodeStore,
+    pub calvin: &'a CalvinLayout,
+}
+
+impl RpcService for CalvinService<'_> {
+    fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served {
+        match kind {
+            // [sender, epoch, sealed_ns, count, stop, entries...]
+            RPC_BATCH => {
+                let (sender, epoch) = (payload[0] as NodeId, payload[1]);
+                let mut state = self.shared.lock();
+                // Flow control: see the module docs.
+                if epoch + 1 >= state.done_below + RING {
+                    return Served::Wait;
+                }
+                let mut words = std::mem::take(payload);
+                let (sealed_ns, count, stop) = (words[2], words[3], words[4] != 0);
+                words.drain(..5);
+                state.rpc_batches.insert(
+                    (sender, epoch),
+                    RpcBatch {
+                        sealed_ns,
+                        stop,
+                        count,
+                        entries: words,
+                    },
+                );
+                Served::Reply
+            }
+            // [epoch, sequencer, position, blocks of [access, seq, record]...]
+            RPC_FORWARD => {
+                let key = (payload[0], payload[1] as NodeId, payload[2] as u32);
+                let blocks = payload[3] as u32;
+                let mut state = self.shared.lock();
+                let entry = state.forwards.entry(key).or_default();
+                entry.0 += blocks;
+                entry.1.extend_from_slice(&payload[4..]);
+                payload.clear();
+                Served::Reply
+            }
+            // [table, key] -> [seq, record] or [MISSING]: reconnaissance.
+            RPC_READ => {
+                let (table, key) = (payload[0] as TableId, payload[1]);
+                let words = self.store.layout.table(table).record_words as usize;
+                payload.clear();
+                payload.resize(1 + words, 0);
+                payload[0] = read_consistent(self.store, table, key, &mut payload[1..]);
+                Served::Reply
+            }
+            // [client slot, addend]
+            RPC_DONE => {
+                self.store
+                    .region
+                    .faa(self.calvin.done_addr(payload[0] as u32), payload[1]);
+                payload.clear();
+                Served::Reply
+            }
+            _ => {
+                debug_assert!(false, "unknown CALVIN RPC kind {kind}");
+                payload.clear();
+                Served::Reply
+            }
+        }
+    }
+}
+
+/// The protocol a CALVIN executor runs a transaction program under. Every
+/// record the program may touch is preloaded into its context
+/// (`TxnCx::preload`) before it runs, so reaching `access` or `upgrade`
+/// means the program left its declared set: an abort every active
+/// participant reaches identically. Installing writes and releasing locks
+/// belong to the executor, not to per-transaction stages, so `commit` and
+/// `release` have nothing to do, and CALVIN's RPCs are served by
+/// [`CalvinService`].
+pub struct CalvinExec<'a> {
+    /// The transaction's declared set (records in it that are missing are
+    /// not preloaded: reaching them is `NotFound`, not a stale set).
+    pub declared: &'a [Declared],
+}
+
+impl Protocol for CalvinExec<'_> {
+    const KIND: ProtocolKind = ProtocolKind::Calvin;
+    const ACCESS_STAGE: Stage = Stage::ValueForwarding;
+
+    /// Locks live in the scheduler's lock manager, not in tuples.
+    fn header_words(_record_words: u32) -> u32 {
+        0
+    }
+
+    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        let access = cx.accesses[index];
+        let declared = self
+            .declared
+            .iter()
+            .any(|d| d.table == access.table && d.node == access.node && d.key == access.key);
+        Err(if declared {
+            AbortReason::NotFound
+        } else {
+            AbortReason::Undeclared
+        })
+    }
+
+    async fn upgrade(&self, _cx: &mut TxnCx<'_>, _index: usize) -> TxnResult<()> {
+        Err(AbortReason::Undeclared)
+    }
+
+    async fn commit(&self, _cx: &mut TxnCx<'_>) {}
+
+    async fn release(&self, _cx: &mut TxnCx<'_>) {}
+
+    fn serve(&self, _store: &NodeStore, _kind: u16, payload: &mut Vec<u64>) -> Served {
+        payload.clear();
+        Served::Reply
+    }
+}
+
+/// Everything the CALVIN coroutines of one worker share.
+pub struct CalvinEnv<'a, W: Workload> {
+    pub worker: &'a Worker,
+    pub shared: &'a NodeShared,
+    pub store: &'a NodeStore,
+    pub layout: &'a StoreLayout,
+    pub calvin: &'a CalvinLayout,
+    pub workload: &'a W,
+    pub plan: StagePlan,
+    pub cache: &'a RefCell<LocationCache>,
+    pub stats: &'a RefCell<WorkerStats>,
+    pub calvin_stats: &'a RefCell<CalvinStats>,
+    pub history: Option<&'a RefCell<History>>,
+    pub seed: u64,
+    pub start_ns: u64,
+    pub warmup_end_ns: u64,
+    pub end_ns: u64,
+    pub epoch_ns: u64,
+    /// The last epoch a sequencer orders requests in: the one in which
+    /// `end_ns` falls — or, when epochs stretched (their transactions ran
+    /// longer than an epoch) and the clock passed `stop_ns`, the one it is
+    /// sealing then. Later epochs carry the `stop` flag and no requests,
+    /// and go out until every sequencer has stopped: the run's last epoch
+    /// is the first whose sub-batches all carry it. On `sim`, and whenever
+    /// epochs keep pace, every sequencer stops at `final_epoch`, so what is
+    /// sequenced depends on the configuration alone.
+    pub final_epoch: u64,
+    /// See `final_epoch`: `end_ns` plus the run's length again (at least
+    /// 1 s), so a run with epochs too short for its transactions ends in
+    /// at most about twice its time.
+    pub stop_ns: u64,
+}
+
+impl<W: Workload> CalvinEnv<'_, W> {
+    pub fn measured(&self, at_ns: u64) -> bool {
+        at_ns >= self.warmup_end_ns && at_ns < self.end_ns
+    }
+
+    pub fn nodes(&self) -> u32 {
+        self.calvin.nodes
+    }
+
+    /// Snapshots the worker's counters at the edges of the measured
+    /// interval (as `engine::coroutine` does).
+    pub fn note_boundaries(&self, now_ns: u64) {
+        if now_ns < self.warmup_end_ns {
+            return;
+        }
+        let mut stats = self.stats.borrow_mut();
+        if stats.at_start.is_none() {
+            stats.at_start = Some(self.worker.snapshot());
+        }
+        if now_ns >= self.end_ns && stats.at_end.is_none() {
+            stats.at_end = Some(self.worker.snapshot());
+        }
+    }
+}
+
+/// Reads the committed version of `(table, key)` from `store` into
+/// `record` without a lock, retrying until `seq` and `seq_end` agree
+/// around it (the store's rule for a whole version); returns `seq`, or
+/// [`MISSING`] when the key is not there.
+pub fn read_consistent(store: &NodeStore, table: TableId, key: u64, record: &mut [u64]) -> u64 {
+    let Some(slot) = store.lookup(table, key) else {
+        return MISSING;
+    };
+    let layout = store.layout.table(table);
+    let tuple = layout.tuple_addr(slot);
+    loop {
+        let seq = store.region.load(layout.seq_addr(slot));
+        store.region.read(layout.record_addr(slot), record);
+        if store.region.load(tuple + layout.seq_end_offset() as u64) == seq {
+            return seq;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// The last epoch of a run whose clients submit during
+/// `[start_ns, end_ns)`.
+pub fn final_epoch(start_ns: u64, end_ns: u64, epoch_ns: u64) -> u64 {
+    debug_assert!(epoch_ns > 0 && end_ns > start_ns);
+    (end_ns - start_ns).div_ceil(epoch_ns) - 1
+}
+
+/// Merges the per-participant partial entries of each transaction into one
+/// entry (reads first, then writes), in transaction-id order.
+pub fn merge_partial_history(partial: &History) -> History {
+    let mut order: Vec<usize> = (0..partial.txns.len()).collect();
+    order.sort_by_key(|&i| (partial.txns[i].id, i));
+    let mut merged = History::new();
+    let mut reads: Vec<Item> = Vec::new();
+    let mut writes: Vec<Item> = Vec::new();
+    let mut at = 0;
+    while at < order.len() {
+        let first = &partial.txns[order[at]];
+        reads.clear();
+        writes.clear();
+        let mut end = at;
+        while end < order.len() && partial.txns[order[end]].id == first.id {
+            let part = &partial.txns[order[end]];
+            reads.extend_from_slice(partial.reads(part));
+            writes.extend_from_slice(partial.writes(part));
+            end += 1;
+        }
+        merged.push(first.id, first.node, &reads, &writes);
+        at = end;
+    }
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_entries_merge_into_one_per_transaction() {
+        let mut partial = History::new();
+        let item = |key, seq| Item { table: 0, key, seq };
+        partial.push(7, 1, &[item(1, 3)], &[item(1, 4)]);
+        partial.push(5, 0, &[item(9, 0)], &[]);
+        partial.push(7, 1, &[item(2, 8)], &[]);
+        let merged = merge_partial_history(&partial);
+        assert_eq!(merged.len(), 2);
+        assert_eq!(merged.txns[0].id, 5);
+        let seven = merged.txns[1];
+        assert_eq!(seven.id, 7);
+        assert_eq!(merged.reads(&seven), &[item(1, 3), item(2, 8)]);
+        assert_eq!(merged.writes(&seven), &[item(1, 4)]);
+    }
+
+    #[test]
+    fn polls_back_off_to_a_cap_that_follows_the_epoch() {
+        let mut poll = Poll::new(5_000_000);
+        let waits: Vec<u64> = (0..8).map(|_| poll.wait_ns()).collect();
+        assert_eq!(waits[0], POLL_NS);
+        assert!(waits.windows(2).all(|w| w[1] >= w[0]));
+        assert_eq!(*waits.last().unwrap(), MAX_POLL_NS);
+        poll.reset();
+        assert_eq!(poll.wait_ns(), POLL_NS);
+        let mut short = Poll::new(100_000);
+        for _ in 0..10 {
+            assert!(short.wait_ns() <= POLL_NS.max(100_000 / 64));
+        }
+    }
+
+    #[test]
+    fn final_epoch_is_the_one_holding_the_end() {
+        assert_eq!(final_epoch(0, 10, 5), 1);
+        assert_eq!(final_epoch(0, 11, 5), 2);
+        assert_eq!(final_epoch(100, 101, 5), 0);
+    }
+
+    #[test]
+    fn accesses_pack_round_trip() {
+        let access = Declared {
+            table: 3,
+            node: 4095,
+            key: u64::MAX - 1,
+            write: true,
+        };
+        assert_eq!(unpack_access(&pack_access(&access)), access);
+    }
+}

@@ -1,0 +1,72 @@
+//! CALVIN's reconnaissance run (Deneva §3.4; Calvin §3.2.1's "dependent
+//! transactions"): a request whose read/write set depends on data
+//! (`Workload::declare_accesses` answers false) is first run by its
+//! sequencer against the committed state, without locks, and the records
+//! the program touched become its declared set. The run's reads are only a
+//! guess: if by execution time the data changed so that the program
+//! touches a record outside that set, every active participant aborts it
+//! alike (`AbortReason::Undeclared`) and the origin reconnoitres and
+//! submits it again in a later epoch — the restart Deneva describes. Writes
+//! of the reconnaissance run stay in its private copies.
+//!
+//! Reads: a local record straight from the store; a remote one by an RPC
+//! to its node ([`RPC_READ`](super::RPC_READ)), whose handler returns a
+//! version that is whole (`seq == seq_end` around the record, the store's
+//! consistency rule) or `MISSING`.
+//!
+//! Invariant: the run never writes to the store or takes a lock.
+
+use super::{read_consistent, MISSING, RPC_READ};
+use crate::protocols::{Protocol, ProtocolKind, Served, Stage};
+use crate::store::NodeStore;
+use crate::txn::{AbortReason, TxnCx, TxnResult};
+
+/// The protocol a reconnaissance run executes the program under.
+pub struct Recon<'a> {
+    /// The sequencer's own node.
+    pub store: &'a NodeStore,
+}
+
+impl Protocol for Recon<'_> {
+    const KIND: ProtocolKind = ProtocolKind::Calvin;
+    const ACCESS_STAGE: Stage = Stage::TxnBroadcastInput;
+
+    fn header_words(_record_words: u32) -> u32 {
+        0
+    }
+
+    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        let access = cx.accesses[index];
+        let words = cx.table(access.table).record_words as usize;
+        let seq = if access.node == self.store.node {
+            read_consistent(self.store, access.table, access.key, cx.record_mut(index))
+        } else {
+            let call = {
+                let mut batch = cx.round();
+                let mut payload = batch.payload();
+                payload.extend_from_slice(&[access.table as u64, access.key]);
+                batch.call(access.node, RPC_READ, payload, false)
+            };
+            cx.submit().await;
+            let reply = cx.batch().reply(call).to_vec();
+            if reply[0] != MISSING {
+                cx.record_mut(index).copy_from_slice(&reply[1..1 + words]);
+            }
+            reply[0]
+        };
+        if seq == MISSING {
+            return Err(AbortReason::NotFound);
+        }
+        cx.accesses[index].seq = seq;
+        Ok(())
+    }
+
+    async fn commit(&self, _cx: &mut TxnCx<'_>) {}
+
+    async fn release(&self, _cx: &mut TxnCx<'_>) {}
+
+    fn serve(&self, _store: &NodeStore, _kind: u16, payload: &mut Vec<u64>) -> Served {
+        payload.clear();
+        Served::Reply
+    }
+}

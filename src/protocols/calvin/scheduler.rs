@@ -1,0 +1,321 @@
+//! CALVIN's scheduler (RCC §4.6; Deneva §3.4; Calvin §3.2): per node, takes
+//! each epoch's sub-batches from every sequencer once all have arrived, and
+//! requests each transaction's local locks in the global order from a
+//! deterministic lock manager; a transaction whose locks are all granted
+//! goes to the ready queue the executors take from.
+//!
+//! The lock manager keeps one FIFO queue per record. A request is granted
+//! when it reaches the front (exclusive) or when only shared requests are
+//! ahead of it (shared); a release grants, in order, what is now grantable.
+//! Nothing ever waits out of order, so the same global order yields the
+//! same conflict order on every node, and no cycle of waits can form.
+//!
+//! Invariants: a queue holds at most one request per transaction; granted
+//! requests form a prefix of their queue; a transaction is ready exactly
+//! when none of its local requests is ungranted.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::{
+    unpack_access, CalvinEnv, NodeState, Poll, RpcBatch, CRB_HEADER_WORDS, ENTRY_FIXED_WORDS, RING,
+};
+use crate::fabric::NodeId;
+use crate::protocols::{Primitive, Stage};
+use crate::store::TableId;
+use crate::workloads::{Declared, Workload};
+
+/// One lock request in a record's queue.
+#[derive(Clone, Copy, Debug)]
+struct Request {
+    txn: usize,
+    write: bool,
+    granted: bool,
+}
+
+/// The deterministic lock manager of one node.
+#[derive(Default)]
+pub struct LockTable {
+    queues: HashMap<(TableId, u64), VecDeque<Request>>,
+}
+
+impl LockTable {
+    /// Enqueues `txn`'s request on `(table, key)`; true if granted at once.
+    pub fn acquire(&mut self, table: TableId, key: u64, txn: usize, write: bool) -> bool {
+        let queue = self.queues.entry((table, key)).or_default();
+        debug_assert!(queue.iter().all(|r| r.txn != txn), "locked twice");
+        let granted = if write {
+            queue.is_empty()
+        } else {
+            queue.iter().all(|r| !r.write && r.granted)
+        };
+        queue.push_back(Request {
+            txn,
+            write,
+            granted,
+        });
+        granted
+    }
+
+    /// Drops `txn`'s request on `(table, key)` and appends to `granted` the
+    /// transactions whose request it granted.
+    pub fn release(&mut self, table: TableId, key: u64, txn: usize, granted: &mut Vec<usize>) {
+        let Some(queue) = self.queues.get_mut(&(table, key)) else {
+            debug_assert!(false, "release of a lock never requested");
+            return;
+        };
+        let Some(at) = queue.iter().position(|r| r.txn == txn) else {
+            debug_assert!(false, "release of a lock never requested");
+            return;
+        };
+        debug_assert!(queue[at].granted, "release of an ungranted lock");
+        queue.remove(at);
+        if queue.is_empty() {
+            self.queues.remove(&(table, key));
+            return;
+        }
+        for (index, request) in queue.iter_mut().enumerate() {
+            if request.write {
+                if index == 0 && !request.granted {
+                    request.granted = true;
+                    granted.push(request.txn);
+                }
+                break;
+            }
+            if !request.granted {
+                request.granted = true;
+                granted.push(request.txn);
+            }
+        }
+        debug_assert!(
+            {
+                let prefix = queue.iter().take_while(|r| r.granted).count();
+                queue.iter().skip(prefix).all(|r| !r.granted)
+            },
+            "granted requests are not a prefix"
+        );
+    }
+
+    /// Records with a queue (tests, invariants after a run).
+    pub fn queued_records(&self) -> usize {
+        self.queues.len()
+    }
+}
+
+/// A transaction scheduled on this node.
+pub struct Scheduled {
+    pub epoch: u64,
+    pub sequencer: NodeId,
+    /// Position in the sequencer's whole batch of the epoch.
+    pub position: u32,
+    pub id: u64,
+    pub origin: NodeId,
+    pub client: u32,
+    pub submitted_ns: u64,
+    pub sealed_ns: u64,
+    pub scheduled_ns: u64,
+    pub ready_ns: u64,
+    /// The declared read/write set, in program order.
+    pub accesses: Vec<Declared>,
+    pub request: Vec<u64>,
+    /// Local lock requests not yet granted.
+    pub locks_pending: u32,
+    /// Per access: the local tuple slot, once read.
+    pub slots: Vec<u64>,
+    /// Per access, `[seq, record]` (stride `1 + max_record_words`) for the
+    /// local ones, once read.
+    pub values: Vec<u64>,
+    /// When the executor started forwarding (parked transactions).
+    pub forward_start_ns: u64,
+    /// Time in the read stage.
+    pub read_ns: u64,
+}
+
+/// Registers every entry of one sub-batch in `state`, requesting locks.
+#[allow(clippy::too_many_arguments)]
+fn schedule_entries(
+    state: &mut NodeState,
+    node: NodeId,
+    epoch: u64,
+    sequencer: NodeId,
+    sealed_ns: u64,
+    now_ns: u64,
+    count: u64,
+    entries: &[u64],
+) -> u64 {
+    let mut at = 0;
+    let mut local_txns = 0;
+    for _ in 0..count {
+        let fixed = &entries[at..at + ENTRY_FIXED_WORDS];
+        let accesses = (fixed[3] >> 32) as usize;
+        let request_words = (fixed[3] & 0xffff_ffff) as usize;
+        let access_words = &entries[at + ENTRY_FIXED_WORDS..at + ENTRY_FIXED_WORDS + 2 * accesses];
+        let request_at = at + ENTRY_FIXED_WORDS + 2 * accesses;
+        let mut txn = Scheduled {
+            epoch,
+            sequencer,
+            position: fixed[2] as u32,
+            id: fixed[0],
+            origin: (fixed[1] >> 32) as NodeId,
+            client: fixed[1] as u32,
+            submitted_ns: fixed[4],
+            sealed_ns,
+            scheduled_ns: now_ns,
+            ready_ns: now_ns,
+            accesses: access_words.chunks_exact(2).map(unpack_access).collect(),
+            request: entries[request_at..request_at + request_words].to_vec(),
+            locks_pending: 0,
+            slots: Vec::new(),
+            values: Vec::new(),
+            forward_start_ns: 0,
+            read_ns: 0,
+        };
+        at = request_at + request_words;
+        let index = match state.free.pop() {
+            Some(index) => index,
+            None => {
+                state.txns.push(None);
+                state.txns.len() - 1
+            }
+        };
+        for access in txn.accesses.iter().filter(|a| a.node == node) {
+            if !state
+                .locks
+                .acquire(access.table, access.key, index, access.write)
+            {
+                txn.locks_pending += 1;
+            }
+        }
+        debug_assert!(
+            txn.accesses.iter().any(|a| a.node == node),
+            "a sub-batch entry that does not touch its node"
+        );
+        if txn.locks_pending == 0 {
+            state.ready.push_back(index);
+        }
+        state.txns[index] = Some(txn);
+        local_txns += 1;
+    }
+    debug_assert_eq!(at, entries.len(), "sub-batch words left over");
+    local_txns
+}
+
+/// The scheduler coroutine of a node: epochs in order, up to the first in
+/// which every sequencer has stopped (`CalvinEnv::final_epoch`).
+pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
+    let worker = env.worker;
+    let node = env.shared.node;
+    let nodes = env.nodes() as NodeId;
+    let onesided = env.plan.get(Stage::TxnBroadcastInput) == Primitive::OneSided;
+    let region = &env.store.region;
+    let mut words: Vec<u64> = Vec::new();
+    let mut poll = Poll::new(env.epoch_ns);
+    for epoch in 0.. {
+        poll.reset();
+        // Wait until every sequencer's sub-batch of the epoch is here.
+        loop {
+            let complete = if onesided {
+                (0..nodes).all(|s| region.load(env.calvin.crb_addr(s, epoch)) == epoch + 1)
+            } else {
+                let state = env.shared.lock();
+                (0..nodes).all(|s| state.rpc_batches.contains_key(&(s, epoch)))
+            };
+            if complete {
+                break;
+            }
+            env.note_boundaries(worker.now_ns());
+            worker.sleep(co, poll.wait_ns()).await;
+        }
+        let now = worker.now_ns();
+        {
+            let mut state = env.shared.lock();
+            debug_assert!(epoch < state.done_below + RING, "ring overrun");
+            let mut local_txns = 0;
+            let mut all_stop = true;
+            for sequencer in 0..nodes {
+                if onesided {
+                    let slot = env.calvin.crb_addr(sequencer, epoch);
+                    let count = region.load(slot + 1);
+                    let used = region.load(slot + 2) as usize;
+                    let sealed_ns = region.load(slot + 3);
+                    all_stop &= region.load(slot + 4) != 0;
+                    words.resize(used, 0);
+                    region.read(slot + CRB_HEADER_WORDS, &mut words);
+                    local_txns += schedule_entries(
+                        &mut state, node, epoch, sequencer, sealed_ns, now, count, &words,
+                    );
+                } else {
+                    let RpcBatch {
+                        sealed_ns,
+                        stop,
+                        count,
+                        entries,
+                    } = state
+                        .rpc_batches
+                        .remove(&(sequencer, epoch))
+                        .expect("checked present");
+                    all_stop &= stop;
+                    local_txns += schedule_entries(
+                        &mut state, node, epoch, sequencer, sealed_ns, now, count, &entries,
+                    );
+                }
+            }
+            state.epoch_left[(epoch % RING) as usize] = local_txns;
+            state.scheduled_below = epoch + 1;
+            if all_stop {
+                state.last_epoch = Some(epoch);
+            }
+            state.advance(env.store, env.calvin);
+            if all_stop {
+                break;
+            }
+        }
+        worker.yield_now().await;
+    }
+    env.note_boundaries(worker.now_ns());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locks_grant_in_queue_order_shared_together() {
+        let mut locks = LockTable::default();
+        let mut granted = Vec::new();
+        assert!(locks.acquire(0, 1, 10, false));
+        assert!(locks.acquire(0, 1, 11, false));
+        assert!(!locks.acquire(0, 1, 12, true));
+        // A reader behind a waiting writer waits too (no overtaking).
+        assert!(!locks.acquire(0, 1, 13, false));
+        locks.release(0, 1, 10, &mut granted);
+        assert!(granted.is_empty());
+        locks.release(0, 1, 11, &mut granted);
+        assert_eq!(granted, vec![12]);
+        granted.clear();
+        locks.release(0, 1, 12, &mut granted);
+        assert_eq!(granted, vec![13]);
+        granted.clear();
+        locks.release(0, 1, 13, &mut granted);
+        assert!(granted.is_empty());
+        assert_eq!(locks.queued_records(), 0);
+    }
+
+    #[test]
+    fn writers_take_turns_in_order() {
+        let mut locks = LockTable::default();
+        let mut granted = Vec::new();
+        assert!(locks.acquire(1, 5, 1, true));
+        assert!(!locks.acquire(1, 5, 2, true));
+        assert!(!locks.acquire(1, 5, 3, false));
+        assert!(!locks.acquire(1, 5, 4, false));
+        assert!(
+            locks.acquire(1, 6, 2, true),
+            "other records are independent"
+        );
+        locks.release(1, 5, 1, &mut granted);
+        assert_eq!(granted, vec![2]);
+        granted.clear();
+        locks.release(1, 5, 2, &mut granted);
+        assert_eq!(granted, vec![3, 4]);
+    }
+}

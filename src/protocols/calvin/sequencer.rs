@@ -1,0 +1,380 @@
+//! CALVIN's sequencer (RCC §4.6 and Fig. 11; Deneva §3.4; Calvin §3.1): per
+//! node, the closed-loop clients' requests of each epoch, numbered and
+//! delivered to the nodes they touch.
+//!
+//! Each of the node's client slots submits one request per epoch. Epoch
+//! `e` is sealed at its boundary, `start + (e + 1) · epoch`, once every
+//! client's transaction of epoch `e − 1` has completed (RCC §6.3: CALVIN
+//! synchronizes its sequencers by epochs; an epoch whose transactions run
+//! longer than the epoch stretches the next). The batch is in slot order,
+//! and each slot's request comes from the node's seeded generator, so what
+//! is sequenced — which request, in which epoch, at which place — depends
+//! on the seed and the configuration alone, never on timing: every run of
+//! one configuration, on any fabric, with any stage primitives and any
+//! split of its clients into workers and coroutines, executes the same
+//! transactions in the same order and ends in the same state (the replica
+//! property CALVIN is built on, which the tests check). One exception
+//! bounds a run's length: a sequencer whose epochs stretched so far that
+//! the clock passes `CalvinEnv::stop_ns` (the run's length again, at
+//! least 1 s, after its end) stops
+//! ordering requests at the epoch it is sealing; the others follow with
+//! empty epochs (see `CalvinEnv::final_epoch`). Requests whose sets are
+//! reconnoitred ([`super::recon`]) depend on the state at sealing time too.
+//!
+//! Sealing runs the reconnaissance of requests that need one, and submits
+//! again in the next epoch a reconnoitred request whose set went stale.
+//!
+//! Delivery: to each node, the entries that touch it (an empty sub-batch to
+//! the others, so every scheduler knows when an epoch is complete).
+//! One-sided, into the receiver's request-buffer slot: first a READ round
+//! checks that every receiver has freed its slot (flow control, see the
+//! module docs), then per receiver a doorbell batch of two WRITEs — the
+//! header's count fields with the entries, then the tag word. RPC: one
+//! call per receiver, which its handler holds until it may accept the
+//! epoch.
+//!
+//! Between boundaries the sequencer polls its slots' completion counters;
+//! a slot whose participants have all reported completes (committed, or
+//! given up if its program aborted).
+//!
+//! Invariants: epochs are sent in order, each exactly once to each node;
+//! a slot's counter is reset only once every report of its previous
+//! transaction is in.
+
+use super::recon::Recon;
+use super::{
+    pack_access, CalvinEnv, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_FLAG_MASK,
+    DONE_UNDECLARED, DONE_USER_ABORT, ENTRY_FIXED_WORDS, RPC_BATCH, ST_SEQUENCE,
+};
+use crate::fabric::NodeId;
+use crate::protocols::{Primitive, Stage};
+use crate::rng::Rng;
+use crate::txn::{AbortReason, Txn, TxnCx};
+use crate::workloads::{Declared, Workload};
+
+/// One closed-loop client of the node.
+#[derive(Clone, Copy, Debug, Default)]
+struct Client {
+    busy: bool,
+    /// Its set came from a reconnaissance run.
+    reconnoitred: bool,
+    /// The reconnoitred set proved stale: submit the request again.
+    retry: bool,
+    /// When the client submitted its current request (or became free).
+    submitted_ns: u64,
+    sealed_ns: u64,
+    participants: u32,
+}
+
+/// Polls every busy client's completion counter; completes those whose
+/// participants have all reported.
+fn collect_completions<W: Workload>(env: &CalvinEnv<'_, W>, clients: &mut [Client]) {
+    let region = &env.store.region;
+    let now = env.worker.now_ns();
+    for (slot, client) in clients.iter_mut().enumerate() {
+        if !client.busy {
+            continue;
+        }
+        let done = region.load(env.calvin.done_addr(slot as u32));
+        let reported = (done & DONE_COUNT_MASK) as u32;
+        debug_assert!(reported <= client.participants, "more reports than nodes");
+        if reported < client.participants {
+            continue;
+        }
+        client.busy = false;
+        if env.measured(now) {
+            let mut stats = env.stats.borrow_mut();
+            if done & !DONE_COUNT_MASK == 0 {
+                stats.committed += 1;
+                stats.latency_ns.record(now - client.submitted_ns);
+                env.calvin_stats.borrow_mut().stage_ns[ST_SEQUENCE] +=
+                    client.sealed_ns - client.submitted_ns;
+            } else {
+                let count = |flag: u64| (done / flag) & DONE_FLAG_MASK;
+                let reason = if count(DONE_UNDECLARED) > 0 {
+                    AbortReason::Undeclared
+                } else {
+                    debug_assert!(count(DONE_USER_ABORT) > 0);
+                    AbortReason::User
+                };
+                stats.aborts[reason.index()] += 1;
+                if reason == AbortReason::User || !client.reconnoitred {
+                    stats.user_aborted += 1;
+                }
+            }
+        }
+        // A stale reconnaissance restarts the request (Deneva §3.4).
+        let count = (done / DONE_UNDECLARED) & DONE_FLAG_MASK;
+        client.retry = client.reconnoitred && count > 0;
+        if !client.retry {
+            client.submitted_ns = now;
+        }
+    }
+}
+
+/// Merges records declared twice (written if either is) and checks that
+/// the set and the request fit the buffers and name existing nodes and
+/// tables.
+fn well_formed<W: Workload>(
+    env: &CalvinEnv<'_, W>,
+    declared: &mut Vec<Declared>,
+    request_words: usize,
+) -> bool {
+    let mut at = 0;
+    while at < declared.len() {
+        let access = declared[at];
+        let first = declared[..at]
+            .iter()
+            .position(|d| d.table == access.table && d.node == access.node && d.key == access.key);
+        match first {
+            Some(first) => {
+                declared[first].write |= access.write;
+                declared.remove(at);
+            }
+            None => at += 1,
+        }
+    }
+    let calvin = env.calvin;
+    !declared.is_empty()
+        && declared.len() <= calvin.max_accesses as usize
+        && ENTRY_FIXED_WORDS + 2 * declared.len() + request_words <= calvin.entry_words as usize
+        && declared
+            .iter()
+            .all(|d| (d.node as u32) < calvin.nodes && (d.table as usize) < env.layout.tables.len())
+}
+
+/// The sequencer coroutine of a node.
+pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
+    let worker = env.worker;
+    let node = env.shared.node;
+    let nodes = env.nodes() as usize;
+    let calvin = env.calvin;
+    let onesided = env.plan.get(Stage::TxnBroadcastInput) == Primitive::OneSided;
+    let mut rng = Rng::derive(env.seed, &[node as u64, 0xca1, 0x5e9]);
+    let mut clients = vec![
+        Client {
+            submitted_ns: env.start_ns,
+            ..Client::default()
+        };
+        calvin.clients as usize
+    ];
+    // Per receiver: entry count and words of this epoch's sub-batch.
+    let mut sub_batches: Vec<(u64, Vec<u64>)> = vec![(0, Vec::new()); nodes];
+    let mut declared: Vec<Declared> = Vec::new();
+    let mut request_words: Vec<u64> = Vec::new();
+    let mut entry: Vec<u64> = Vec::new();
+    let mut touched: Vec<bool> = vec![false; nodes];
+    let mut counter: u64 = 0;
+    let mut requests: Vec<Option<W::Request>> = vec![None; calvin.clients as usize];
+    let recon = Recon { store: env.store };
+    let mut recon_cx = TxnCx::new(worker, co, env.layout, env.cache, env.plan);
+    let mut recon_runs: u64 = 0;
+    // Completions are looked for at most this often between boundaries
+    // (latency is measured to within it).
+    let mut poll = Poll::new(env.epoch_ns);
+    let mut stopped = false;
+    let mut epoch: u64 = 0;
+    'epochs: loop {
+        let boundary = env.start_ns + (epoch + 1) * env.epoch_ns;
+        if stopped {
+            // Empty epochs go out, each once this node has scheduled the
+            // one before, until some epoch saw every sequencer stopped.
+            loop {
+                collect_completions(env, &mut clients);
+                env.note_boundaries(worker.now_ns());
+                let (scheduled_below, last_epoch) = {
+                    let state = env.shared.lock();
+                    (state.scheduled_below, state.last_epoch)
+                };
+                if last_epoch.is_some() {
+                    break 'epochs;
+                }
+                if scheduled_below >= epoch {
+                    break;
+                }
+                worker.sleep(co, poll.wait_ns()).await;
+            }
+        } else {
+            // Epoch-synchronous: the boundary, and every client's last
+            // transaction complete.
+            loop {
+                collect_completions(env, &mut clients);
+                let now = worker.now_ns();
+                env.note_boundaries(now);
+                let all_done = clients.iter().all(|c| !c.busy);
+                if now >= boundary && all_done {
+                    break;
+                }
+                let wait = poll.wait_ns();
+                let wait = if all_done {
+                    wait.min(boundary - now)
+                } else {
+                    wait
+                };
+                worker.sleep(co, wait).await;
+            }
+        }
+
+        // Seal the epoch: every client submits, unless this is past the
+        // sequencer's last epoch.
+        let sealed_ns = worker.now_ns();
+        for (count, words) in sub_batches.iter_mut() {
+            *count = 0;
+            words.clear();
+        }
+        let stop = epoch >= env.final_epoch || sealed_ns >= env.stop_ns;
+        for (slot, client) in clients.iter_mut().enumerate() {
+            if stopped {
+                break;
+            }
+            debug_assert!(!client.busy);
+            let position = slot as u64;
+            let request = if client.retry {
+                client.retry = false;
+                requests[slot].expect("a request to retry")
+            } else {
+                let request = env.workload.generate(&mut rng, node);
+                requests[slot] = Some(request);
+                request
+            };
+            declared.clear();
+            request_words.clear();
+            let mut declared_ok = env.workload.declare_accesses(&request, &mut declared);
+            client.reconnoitred = !declared_ok;
+            if !declared_ok {
+                // The set depends on data: reconnoitre it.
+                declared.clear();
+                recon_runs += 1;
+                recon_cx.begin(recon_runs, 0);
+                {
+                    let mut program = Txn::new(&mut recon_cx, &recon);
+                    // Its outcome does not matter: execution decides.
+                    let _ = env.workload.execute(&mut program, &request).await;
+                }
+                declared.extend(recon_cx.accesses.iter().map(|a| Declared {
+                    table: a.table,
+                    node: a.node,
+                    key: a.key,
+                    write: a.write,
+                }));
+                declared_ok = true;
+            }
+            if declared_ok {
+                env.workload.encode_request(&request, &mut request_words);
+            }
+            if !declared_ok || !well_formed(env, &mut declared, request_words.len()) {
+                // A set naming records no node can hold, or beyond the
+                // workload's own bounds, is given up.
+                if env.measured(sealed_ns) {
+                    let mut stats = env.stats.borrow_mut();
+                    stats.aborts[AbortReason::Undeclared.index()] += 1;
+                    stats.user_aborted += 1;
+                }
+                client.submitted_ns = sealed_ns;
+                continue;
+            }
+            debug_assert!(declared.len() <= calvin.max_accesses as usize);
+            debug_assert!(
+                request_words.len() + 2 * declared.len() + ENTRY_FIXED_WORDS
+                    <= calvin.entry_words as usize
+            );
+            counter += 1;
+            let id = ((node as u64) << 40) | counter;
+            touched.iter_mut().for_each(|t| *t = false);
+            for access in &declared {
+                touched[access.node as usize] = true;
+            }
+            client.busy = true;
+            client.sealed_ns = sealed_ns;
+            client.participants = touched.iter().filter(|&&t| t).count() as u32;
+            // Free slot: every report of its last transaction is in.
+            env.store.region.store(calvin.done_addr(slot as u32), 0);
+            entry.clear();
+            entry.extend_from_slice(&[
+                id,
+                ((node as u64) << 32) | slot as u64,
+                position,
+                ((declared.len() as u64) << 32) | request_words.len() as u64,
+                client.submitted_ns,
+            ]);
+            for access in &declared {
+                entry.extend_from_slice(&pack_access(access));
+            }
+            entry.extend_from_slice(&request_words);
+            for (receiver, (count, words)) in sub_batches.iter_mut().enumerate() {
+                if touched[receiver] {
+                    *count += 1;
+                    words.extend_from_slice(&entry);
+                }
+            }
+        }
+
+        // Deliver.
+        if onesided {
+            loop {
+                let ids: Vec<_> = {
+                    let mut batch = worker.slot(co).batch.borrow_mut();
+                    batch.clear();
+                    (0..nodes as NodeId)
+                        .map(|receiver| batch.read(receiver, calvin.crb_addr(node, epoch), 1))
+                        .collect()
+                };
+                worker.submit(co).await;
+                let all_free = {
+                    let batch = worker.slot(co).batch.borrow();
+                    ids.iter().all(|&id| batch.result_word(id) == 0)
+                };
+                if all_free {
+                    break;
+                }
+                collect_completions(env, &mut clients);
+                worker.sleep(co, poll.wait_ns()).await;
+            }
+            {
+                let mut batch = worker.slot(co).batch.borrow_mut();
+                batch.clear();
+                let slot = calvin.crb_addr(node, epoch);
+                for (receiver, (count, words)) in sub_batches.iter().enumerate() {
+                    let receiver = receiver as NodeId;
+                    let mut body = Vec::with_capacity(4 + words.len());
+                    body.extend_from_slice(&[*count, words.len() as u64, sealed_ns, stop as u64]);
+                    body.extend_from_slice(words);
+                    batch.write(receiver, slot + 1, &body);
+                    batch.write_word(receiver, slot, epoch + 1);
+                }
+                debug_assert_eq!(CRB_HEADER_WORDS, 5);
+            }
+            worker.submit(co).await;
+        } else {
+            {
+                let mut batch = worker.slot(co).batch.borrow_mut();
+                batch.clear();
+                for (receiver, (count, words)) in sub_batches.iter().enumerate() {
+                    let mut payload = batch.payload();
+                    payload.extend_from_slice(&[
+                        node as u64,
+                        epoch,
+                        sealed_ns,
+                        *count,
+                        stop as u64,
+                    ]);
+                    payload.extend_from_slice(words);
+                    batch.call(receiver as NodeId, RPC_BATCH, payload, false);
+                }
+            }
+            worker.submit(co).await;
+        }
+        stopped = stop;
+        epoch += 1;
+    }
+    // Every transaction sequenced here completes before the node stops.
+    while clients.iter().any(|c| c.busy) {
+        collect_completions(env, &mut clients);
+        env.note_boundaries(worker.now_ns());
+        if clients.iter().any(|c| c.busy) {
+            worker.sleep(co, poll.wait_ns()).await;
+        }
+    }
+    env.note_boundaries(worker.now_ns());
+    worker.drain(co).await;
+}
