@@ -64,6 +64,8 @@ fn on_sim(mut config: Config, seed: u64) -> Config {
     config.warmup_s = 0.0005;
     config.sim.jitter = 0.5;
     config.location_cache_entries = if seed % 2 == 1 { 0 } else { 4096 };
+    // CALVIN: a few dozen epochs in the run, as the matrix gives it.
+    config.protocol_options.calvin_epoch_us = 2_500 / 24;
     config
 }
 

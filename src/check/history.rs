@@ -38,6 +38,11 @@ pub struct TxnEntry {
     pub note: i64,
 }
 
+/// `TxnEntry::kind` of an entry that is one participant's part of a
+/// transaction recorded in full by another entry (CALVIN records one entry
+/// per participant): it carries no type and no note.
+pub const SECONDARY_ENTRY: u8 = u8::MAX;
+
 #[derive(Clone, Debug, Default)]
 pub struct History {
     pub txns: Vec<TxnEntry>,
@@ -107,12 +112,13 @@ impl History {
     }
 
     /// Sum of the notes of the committed transactions (of type `kind`, or
-    /// of every type), and how many transactions there were.
+    /// of every type), and how many transactions there were (entries of
+    /// [`SECONDARY_ENTRY`] not counted).
     pub fn notes(&self, kind: Option<u8>) -> (i64, u64) {
         let mut sum = 0i64;
         let mut count = 0u64;
         for txn in &self.txns {
-            if kind.is_none_or(|k| k == txn.kind) {
+            if txn.kind != SECONDARY_ENTRY && kind.is_none_or(|k| k == txn.kind) {
                 sum = sum.wrapping_add(txn.note);
                 count += 1;
             }

@@ -56,7 +56,7 @@ use crate::store::{NodeStore, StoreError, TableId, TableSpec};
 use crate::txn::{Txn, TxnResult};
 
 use super::common::{for_each_row, mix64, validate_mix, Findings, Mix};
-use super::{InvariantReport, Workload};
+use super::{Declared, InvariantReport, Workload};
 
 pub const PRODUCTS: TableId = 0;
 pub const PARTS: TableId = 1;
@@ -459,6 +459,59 @@ impl Workload for Pps {
 
     fn txn_type(&self, request: &PpsRequest) -> usize {
         request.txn as usize
+    }
+
+    fn max_request_words(&self) -> usize {
+        5
+    }
+
+    fn max_accesses(&self) -> usize {
+        let c = &self.config;
+        1 + 2 * c.parts_per_product.max(c.parts_per_supplier) as usize
+    }
+
+    /// `[type, node, id, quantity, new_part]`.
+    fn encode_request(&self, request: &PpsRequest, out: &mut Vec<u64>) {
+        out.extend_from_slice(&[
+            request.txn as u64,
+            request.node as u64,
+            request.id,
+            request.quantity,
+            request.new_part,
+        ]);
+    }
+
+    fn decode_request(&self, words: &[u64]) -> Option<PpsRequest> {
+        let &[txn, node, id, quantity, new_part] = words else {
+            return None;
+        };
+        if node >= self.nodes as u64 {
+            return None;
+        }
+        Some(PpsRequest {
+            txn: *PpsTxn::ALL.get(txn as usize)?,
+            node: node as NodeId,
+            id,
+            quantity,
+            new_part,
+        })
+    }
+
+    /// Only update_product_part's record follows from its request; the
+    /// others reach parts through the `uses`/`supplies` rows, so a
+    /// deterministic protocol learns their sets by reconnaissance (Deneva
+    /// §4.9).
+    fn declare_accesses(&self, request: &PpsRequest, out: &mut Vec<Declared>) -> bool {
+        if request.txn != PpsTxn::UpdateProductPart {
+            return false;
+        }
+        out.push(Declared {
+            table: USES,
+            node: request.node,
+            key: request.id * self.config.parts_per_product as u64 + request.quantity,
+            write: true,
+        });
+        true
     }
 
     fn check_invariants(&self, stores: &[Arc<NodeStore>], history: &History) -> InvariantReport {

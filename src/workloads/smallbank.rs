@@ -58,7 +58,7 @@ use crate::store::{NodeStore, StoreError, TableId, TableSpec};
 use crate::txn::{Txn, TxnResult};
 
 use super::common::{for_each_row, mix64, validate_mix, Findings, HotArea, Mix};
-use super::{InvariantReport, Workload};
+use super::{Declared, InvariantReport, Workload};
 
 pub const ACCOUNTS: TableId = 0;
 pub const SAVINGS: TableId = 1;
@@ -472,6 +472,82 @@ impl Workload for SmallBank {
 
     fn txn_type(&self, request: &SmallBankRequest) -> usize {
         request.txn as usize
+    }
+
+    fn max_request_words(&self) -> usize {
+        6
+    }
+
+    fn max_accesses(&self) -> usize {
+        5
+    }
+
+    /// `[type, a's node, a, b's node, b, amount]`.
+    fn encode_request(&self, request: &SmallBankRequest, out: &mut Vec<u64>) {
+        let (a, b) = (request.a, request.b);
+        out.extend_from_slice(&[
+            request.txn as u64,
+            a.0 as u64,
+            a.1,
+            b.0 as u64,
+            b.1,
+            request.amount,
+        ]);
+    }
+
+    fn decode_request(&self, words: &[u64]) -> Option<SmallBankRequest> {
+        let &[txn, a_node, a, b_node, b, amount] = words else {
+            return None;
+        };
+        let txn = *SmallBankTxn::ALL.get(txn as usize)?;
+        let node = |n: u64| (n < self.nodes as u64).then_some(n as NodeId);
+        Some(SmallBankRequest {
+            txn,
+            a: (node(a_node)?, a),
+            b: (node(b_node)?, b),
+            amount,
+        })
+    }
+
+    /// Every SmallBank transaction's records follow from its request.
+    fn declare_accesses(&self, request: &SmallBankRequest, out: &mut Vec<Declared>) -> bool {
+        let (a, b) = (request.a, request.b);
+        let mut declare = |table, (node, key): Customer, write| {
+            out.push(Declared {
+                table,
+                node,
+                key,
+                write,
+            })
+        };
+        if self.config.lookup_accounts {
+            declare(ACCOUNTS, a, false);
+            if request.txn.two_customers() {
+                declare(ACCOUNTS, b, false);
+            }
+        }
+        match request.txn {
+            SmallBankTxn::SendPayment => {
+                declare(CHECKING, a, true);
+                declare(CHECKING, b, true);
+            }
+            SmallBankTxn::Amalgamate => {
+                declare(SAVINGS, a, true);
+                declare(CHECKING, a, true);
+                declare(CHECKING, b, true);
+            }
+            SmallBankTxn::Balance => {
+                declare(SAVINGS, a, false);
+                declare(CHECKING, a, false);
+            }
+            SmallBankTxn::DepositChecking => declare(CHECKING, a, true),
+            SmallBankTxn::WriteCheck => {
+                declare(SAVINGS, a, false);
+                declare(CHECKING, a, true);
+            }
+            SmallBankTxn::TransactSavings => declare(SAVINGS, a, true),
+        }
+        true
     }
 
     fn check_invariants(&self, stores: &[Arc<NodeStore>], history: &History) -> InvariantReport {

@@ -49,7 +49,7 @@ use crate::store::{NodeStore, StoreError, TableId, TableSpec};
 use crate::txn::{Txn, TxnResult};
 
 use super::common::{for_each_row, mix64, validate_mix, Findings, Mix};
-use super::{InvariantReport, Workload};
+use super::{Declared, InvariantReport, Workload};
 
 pub const CUSTOMER: TableId = 0;
 pub const CUSTOMER_ACCOUNT: TableId = 1;
@@ -387,6 +387,94 @@ impl Workload for Tpce {
             TpceRequest::CustomerPosition { .. } => 0,
             TpceRequest::MarketFeed { .. } => 1,
         }
+    }
+
+    fn max_request_words(&self) -> usize {
+        3 + 2 * MAX_FEED_SIZE as usize
+    }
+
+    fn max_accesses(&self) -> usize {
+        let c = &self.config;
+        let accounts = c.max_accounts_per_customer as usize;
+        (1 + accounts + 2 * accounts * c.holdings_per_account as usize).max(c.feed_size as usize)
+    }
+
+    /// customer_position: `[0, node, customer]`; market_feed: `[1, node,
+    /// len, symbols…, deltas…]`.
+    fn encode_request(&self, request: &TpceRequest, out: &mut Vec<u64>) {
+        match *request {
+            TpceRequest::CustomerPosition { node, customer } => {
+                out.extend_from_slice(&[0, node as u64, customer])
+            }
+            TpceRequest::MarketFeed {
+                node,
+                len,
+                symbols,
+                deltas,
+            } => {
+                out.extend_from_slice(&[1, node as u64, len as u64]);
+                out.extend_from_slice(&symbols[..len as usize]);
+                out.extend(deltas[..len as usize].iter().map(|&d| d as i64 as u64));
+            }
+        }
+    }
+
+    fn decode_request(&self, words: &[u64]) -> Option<TpceRequest> {
+        let (&kind, rest) = words.split_first()?;
+        let (&node, rest) = rest.split_first()?;
+        if node >= self.nodes as u64 {
+            return None;
+        }
+        let node = node as NodeId;
+        match kind {
+            0 => match rest {
+                &[customer] => Some(TpceRequest::CustomerPosition { node, customer }),
+                _ => None,
+            },
+            1 => {
+                let (&len, rest) = rest.split_first()?;
+                let len = len as usize;
+                if len > MAX_FEED_SIZE as usize || rest.len() != 2 * len {
+                    return None;
+                }
+                let mut symbols = [0u64; MAX_FEED_SIZE as usize];
+                let mut deltas = [0i8; MAX_FEED_SIZE as usize];
+                symbols[..len].copy_from_slice(&rest[..len]);
+                for (delta, &word) in deltas.iter_mut().zip(&rest[len..]) {
+                    *delta = i8::try_from(word as i64).ok()?;
+                }
+                Some(TpceRequest::MarketFeed {
+                    node,
+                    len: len as u8,
+                    symbols,
+                    deltas,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// A market feed's securities follow from its request (each declared
+    /// once); customer_position finds its accounts and holdings in the
+    /// data, so a deterministic protocol reconnoitres it.
+    fn declare_accesses(&self, request: &TpceRequest, out: &mut Vec<Declared>) -> bool {
+        let TpceRequest::MarketFeed {
+            node, len, symbols, ..
+        } = request
+        else {
+            return false;
+        };
+        for (i, &symbol) in symbols[..*len as usize].iter().enumerate() {
+            if !symbols[..i].contains(&symbol) {
+                out.push(Declared {
+                    table: LAST_TRADE,
+                    node: *node,
+                    key: symbol,
+                    write: true,
+                });
+            }
+        }
+        true
     }
 
     fn check_invariants(&self, stores: &[Arc<NodeStore>], history: &History) -> InvariantReport {
