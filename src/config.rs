@@ -16,6 +16,9 @@ use crate::fabric::profile::{deserialize_profile, NetworkProfile};
 use crate::fabric::sim::SimConfig;
 pub use crate::fabric::threads::LatencyConfig;
 use crate::protocols::{Primitive, ProtocolKind, StagePlan};
+pub use crate::workloads::pps::PpsConfig;
+pub use crate::workloads::smallbank::SmallBankConfig;
+pub use crate::workloads::tpce::TpceConfig;
 
 /// Upper bounds that the id packing of `txn::ids` relies on.
 pub const MAX_NODES: u32 = 4096;
@@ -61,6 +64,11 @@ pub struct Config {
     /// Entries of each worker's location cache (DrTM+H §5.1); 0 disables it.
     pub location_cache_entries: u32,
     pub ycsb: YcsbConfig,
+    /// `[smallbank]`, `[pps]`, `[tpce]`: the knobs of those workloads
+    /// (each module documents its own).
+    pub smallbank: SmallBankConfig,
+    pub pps: PpsConfig,
+    pub tpce: TpceConfig,
     /// TPC-C knobs (`[tpcc]`).
     pub tpcc: TpccConfig,
     /// Per-protocol knobs (`[protocol_options]`).
@@ -156,7 +164,39 @@ impl FabricKind {
 #[serde(rename_all = "snake_case")]
 pub enum WorkloadKind {
     Ycsb,
+    #[serde(rename = "smallbank")]
+    SmallBank,
+    Pps,
     Tpcc,
+    /// TPC-E customer-position (DrTM+H §5.5).
+    #[serde(rename = "tpce-cp", alias = "tpce_cp")]
+    TpceCp,
+}
+
+impl WorkloadKind {
+    /// The workloads `--workload` accepts, by name.
+    pub const NAMED: [(&'static str, WorkloadKind); 5] = [
+        ("ycsb", WorkloadKind::Ycsb),
+        ("tpcc", WorkloadKind::Tpcc),
+        ("smallbank", WorkloadKind::SmallBank),
+        ("pps", WorkloadKind::Pps),
+        ("tpce-cp", WorkloadKind::TpceCp),
+    ];
+
+    pub fn name(self) -> &'static str {
+        WorkloadKind::NAMED
+            .iter()
+            .find(|(_, kind)| *kind == self)
+            .map_or("?", |(name, _)| name)
+    }
+
+    pub fn parse(text: &str) -> Option<WorkloadKind> {
+        let text = text.trim().to_ascii_lowercase().replace('_', "-");
+        WorkloadKind::NAMED
+            .iter()
+            .find(|(name, _)| *name == text)
+            .map(|(_, kind)| *kind)
+    }
 }
 
 impl WorkloadKind {
@@ -228,6 +268,9 @@ impl Default for Config {
             backoff: BackoffConfig::default(),
             location_cache_entries: 1 << 18,
             ycsb: YcsbConfig::default(),
+            smallbank: SmallBankConfig::default(),
+            pps: PpsConfig::default(),
+            tpce: TpceConfig::default(),
             tpcc: TpccConfig::default(),
             protocol_options: ProtocolOptions::default(),
             ucx: UcxConfig::default(),
@@ -378,7 +421,47 @@ impl Config {
         self.validate_protocol_options()?;
         self.validate_ucx()?;
         self.validate_ycsb()?;
-        self.validate_tpcc()
+        self.validate_tpcc()?;
+        self.validate_workload_sections()
+    }
+
+    /// The sections of the SmallBank, PPS and TPC-E workloads: every value
+    /// in range always; the memory they need only for the selected one.
+    fn validate_workload_sections(&self) -> Result<(), ConfigError> {
+        use crate::workloads::{pps::Pps, smallbank::SmallBank, tpce::Tpce, Workload};
+        self.smallbank.validate(self.workers)?;
+        self.pps.validate()?;
+        self.tpce.validate(self.nodes)?;
+        let (name, tables) = match self.workload {
+            WorkloadKind::Ycsb | WorkloadKind::Tpcc => return Ok(()),
+            WorkloadKind::SmallBank => (
+                "smallbank",
+                SmallBank::new(&self.smallbank, self.nodes, self.workers).tables(),
+            ),
+            WorkloadKind::Pps => ("pps", Pps::new(&self.pps, self.nodes).tables()),
+            WorkloadKind::TpceCp => ("tpce", Tpce::new(&self.tpce, self.nodes).tables()),
+        };
+        // Tuples (store words, the protocol's header, the record) plus the
+        // index (about 32 bytes a row at ≤ 50 % load), on every node.
+        let mut rows = 0u64;
+        let node_bytes = tables.iter().fold(0u64, |sum, table| {
+            rows = rows.saturating_add(table.capacity_per_node);
+            let record_words = table.record_words as u64;
+            let header = header_words_estimate(self.protocol, &self.protocol_options, record_words);
+            let tuple_bytes = 8 * (3 + header + record_words) + 32;
+            sum.saturating_add(tuple_bytes.saturating_mul(table.capacity_per_node))
+        });
+        let total = node_bytes.saturating_mul(self.nodes as u64);
+        if total > MAX_REGION_BYTES {
+            return Err(ConfigError(format!(
+                "the [{name}] tables ({rows} rows per node, on {} nodes) need about {} MiB of registered memory with {}'s tuple header; allowed: at most {} MiB (fewer rows per node, or fewer nodes)",
+                self.nodes,
+                total >> 20,
+                self.protocol.name(),
+                MAX_REGION_BYTES >> 20
+            )));
+        }
+        Ok(())
     }
 
     fn validate_protocol_options(&self) -> Result<(), ConfigError> {

@@ -478,6 +478,7 @@ fn matrix_cases_give_calvin_a_few_dozen_epochs() {
         protocol: ProtocolKind::Calvin,
         seed: 5,
         code: 0,
+        workload: verbena::config::WorkloadKind::Ycsb,
     });
     let epochs = config.duration_s * 1e6 / config.protocol_options.calvin_epoch_us as f64;
     assert!((20.0..=30.0).contains(&epochs), "{epochs} epochs");

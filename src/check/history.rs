@@ -30,7 +30,18 @@ pub struct TxnEntry {
     pub first: usize,
     pub reads: u32,
     pub writes: u32,
+    /// The workload's transaction type (`Workload::txn_type`; 0 for
+    /// workloads with one type).
+    pub kind: u8,
+    /// What the committed program recorded with `Txn::note` (SmallBank:
+    /// money deposited minus money withdrawn; 0 when it noted nothing).
+    pub note: i64,
 }
+
+/// `TxnEntry::kind` of an entry that is one participant's part of a
+/// transaction recorded in full by another entry (CALVIN records one entry
+/// per participant): it carries no type and no note.
+pub const SECONDARY_ENTRY: u8 = u8::MAX;
 
 #[derive(Clone, Debug, Default)]
 pub struct History {
@@ -51,8 +62,22 @@ impl History {
         self.txns.is_empty()
     }
 
-    /// Appends one committed transaction.
+    /// Appends one committed transaction (type 0, no note).
     pub fn push(&mut self, id: u64, node: u16, reads: &[Item], writes: &[Item]) {
+        self.push_noted(id, node, 0, 0, reads, writes)
+    }
+
+    /// Appends one committed transaction of type `kind` whose program
+    /// noted `note`.
+    pub fn push_noted(
+        &mut self,
+        id: u64,
+        node: u16,
+        kind: u8,
+        note: i64,
+        reads: &[Item],
+        writes: &[Item],
+    ) {
         let first = self.items.len();
         self.items.extend_from_slice(reads);
         self.items.extend_from_slice(writes);
@@ -62,6 +87,8 @@ impl History {
             first,
             reads: reads.len() as u32,
             writes: writes.len() as u32,
+            kind,
+            note,
         });
     }
 
@@ -84,8 +111,24 @@ impl History {
         }));
     }
 
+    /// Sum of the notes of the committed transactions (of type `kind`, or
+    /// of every type), and how many transactions there were (entries of
+    /// [`SECONDARY_ENTRY`] not counted).
+    pub fn notes(&self, kind: Option<u8>) -> (i64, u64) {
+        let mut sum = 0i64;
+        let mut count = 0u64;
+        for txn in &self.txns {
+            if txn.kind != SECONDARY_ENTRY && kind.is_none_or(|k| k == txn.kind) {
+                sum = sum.wrapping_add(txn.note);
+                count += 1;
+            }
+        }
+        (sum, count)
+    }
+
     /// Writes the history as JSON lines, one transaction per line:
-    /// `{"txn": id, "node": n, "reads": [[table, key, seq], ...], "writes": [...]}`.
+    /// `{"txn": id, "node": n, "reads": [[table, key, seq], ...], "writes": [...]}`,
+    /// plus `"type"` and `"note"` when the workload set them.
     pub fn write_jsonl<W: Write>(&self, mut out: W) -> io::Result<()> {
         for txn in &self.txns {
             write!(
@@ -96,7 +139,11 @@ impl History {
             write_items(&mut out, self.reads(txn))?;
             write!(out, "],\"writes\":[")?;
             write_items(&mut out, self.writes(txn))?;
-            writeln!(out, "]}}")?;
+            write!(out, "]")?;
+            if txn.kind != 0 || txn.note != 0 {
+                write!(out, ",\"type\":{},\"note\":{}", txn.kind, txn.note)?;
+            }
+            writeln!(out, "}}")?;
         }
         out.flush()
     }

@@ -9,6 +9,15 @@
 //! too. Because `sim` is deterministic, a case is replayed exactly by
 //! [`replay_command`], which a failure prints.
 //!
+//! Workloads: YCSB by default; SmallBank, PPS and TPC-E customer-position
+//! with `verbena check --workload W[,W…]|all` ([`cases_of`]). A case's
+//! workload is part of the case; the seed draws the cluster exactly as for
+//! YCSB, then the workload's own small, contended scale from a stream of
+//! its own (so adding workloads changed no YCSB case): a few dozen
+//! customers, products or securities per node, every transaction type on,
+//! writers always present (TPC-E's market feed next to its read-only
+//! customer-position).
+//!
 //! Plans per protocol and seed ([`codes`]): all one-sided, all RPC, each
 //! single stage flipped from either, and two random full codes (RCC §5.1's
 //! hybrid codes). Contention: YCSB with θ ≥ 0.9 Zipf or ≥ 90 % of accesses
@@ -27,6 +36,7 @@ pub struct Case {
     pub seed: u64,
     /// RCC hybrid code over the protocol's stages (bit set = one-sided).
     pub code: u16,
+    pub workload: WorkloadKind,
 }
 
 /// The hybrid codes the matrix runs for `protocol` on `seed`: both pure
@@ -111,6 +121,7 @@ pub fn case_config(case: Case) -> Config {
     y.compute_us = rng.below(3) as f64;
     y.record_bytes = 8 * (1 + rng.below(12) as u32);
     y.partitions_per_txn = Some(1 + rng.below(nodes.min(y.ops_per_txn) as u64) as u32);
+    apply_workload(&mut config, case.workload);
     config
 }
 
@@ -123,9 +134,13 @@ pub fn case_config(case: Case) -> Config {
 /// are hot), 100 items, 30 customers per district, remote items and
 /// customers far above the specification's rates so that most transactions
 /// cross nodes, and either the standard mix or DrTM+H's always-distributed
-/// NewOrder.
+/// NewOrder. SmallBank, PPS, TPC-E: a few dozen customers, products or
+/// securities per node, every transaction type on with a random weight,
+/// writers always present (TPC-E's market feed next to its read-only
+/// customer-position).
 pub fn apply_workload(config: &mut Config, workload: WorkloadKind) {
     let mut rng = Rng::derive(config.seed, &[0x3a7e1c, workload as u64]);
+    let weight = |rng: &mut Rng| 1 + rng.below(4) as u32;
     config.workload = workload;
     match workload {
         WorkloadKind::Ycsb => {}
@@ -148,32 +163,55 @@ pub fn apply_workload(config: &mut Config, workload: WorkloadKind) {
             config.duration_s /= 2.0;
             config.warmup_s /= 2.0;
         }
+        WorkloadKind::SmallBank => {
+            let sb = &mut config.smallbank;
+            sb.accounts_per_worker = [4, 16, 64][rng.below(3) as usize];
+            sb.hot_account_fraction = 0.1;
+            sb.hot_account_probability = 0.5 + 0.5 * rng.unit();
+            sb.distributed_probability = [0.2, 0.5, 1.0][rng.below(3) as usize];
+            sb.max_amount = [100, 15_000][rng.below(2) as usize];
+            sb.lookup_accounts = rng.below(2) == 0;
+            let weights: Vec<u32> = (0..6).map(|_| weight(&mut rng)).collect();
+            sb.mix = crate::workloads::smallbank::SmallBankMix::from_weights(&weights);
+        }
+        WorkloadKind::Pps => {
+            let pps = &mut config.pps;
+            pps.products_per_node = 4 + rng.below(29);
+            pps.parts_per_node = 4 + rng.below(13);
+            pps.suppliers_per_node = 2 + rng.below(7);
+            pps.parts_per_product = 1 + rng.below(6) as u32;
+            pps.parts_per_supplier = 1 + rng.below(4) as u32;
+            pps.local_part_probability = [0.0, 0.5][rng.below(2) as usize];
+            pps.initial_stock = [60, 1_000_000][rng.below(2) as usize];
+            let weights: Vec<u32> = (0..4).map(|_| weight(&mut rng)).collect();
+            pps.mix = crate::workloads::pps::PpsMix::from_weights(&weights);
+        }
+        WorkloadKind::TpceCp => {
+            let tpce = &mut config.tpce;
+            tpce.customers_per_node = 4 + rng.below(29);
+            tpce.max_accounts_per_customer = 1 + rng.below(4) as u32;
+            tpce.holdings_per_account = 1 + rng.below(3) as u32;
+            tpce.securities_per_node = 4 + rng.below(13);
+            tpce.feed_size = 1 + rng.below(4) as u32;
+            let weights = [weight(&mut rng), weight(&mut rng)];
+            tpce.mix = crate::workloads::tpce::TpceMix::from_weights(&weights);
+        }
     }
 }
 
-/// The command that replays `case` of `workload` exactly.
+/// The command that replays `case` as a case of `workload`.
 pub fn replay_command_for(case: Case, workload: WorkloadKind) -> String {
-    match workload {
-        WorkloadKind::Ycsb => replay_command(case),
-        other => format!(
-            "{} --workload {}",
-            replay_command(case),
-            serde_plain_name(other)
-        ),
-    }
-}
-
-fn serde_plain_name(workload: WorkloadKind) -> &'static str {
-    match workload {
-        WorkloadKind::Ycsb => "ycsb",
-        WorkloadKind::Tpcc => "tpcc",
-    }
+    replay_command(Case { workload, ..case })
 }
 
 /// The command that replays `case` exactly.
 pub fn replay_command(case: Case) -> String {
+    let workload = match case.workload {
+        WorkloadKind::Ycsb => String::new(),
+        other => format!(" --workload {}", other.name()),
+    };
     format!(
-        "verbena check --protocol {} --seed {} --hybrid {}",
+        "verbena check --protocol {} --seed {} --hybrid {}{workload}",
         case.protocol.name(),
         case.seed,
         case.code
@@ -245,17 +283,29 @@ pub fn run_case(case: Case, adjust: impl FnOnce(&mut Config)) -> CaseOutcome {
     }
 }
 
-/// Every case of `protocols` × `seeds` × [`codes`].
+/// Every YCSB case of `protocols` × `seeds` × [`codes`].
 pub fn cases(protocols: &[ProtocolKind], seeds: impl IntoIterator<Item = u64>) -> Vec<Case> {
+    cases_of(&[WorkloadKind::Ycsb], protocols, seeds)
+}
+
+/// Every case of `workloads` × `protocols` × `seeds` × [`codes`].
+pub fn cases_of(
+    workloads: &[WorkloadKind],
+    protocols: &[ProtocolKind],
+    seeds: impl IntoIterator<Item = u64>,
+) -> Vec<Case> {
     let mut all = Vec::new();
     for seed in seeds {
-        for &protocol in protocols {
-            for code in codes(protocol, seed) {
-                all.push(Case {
-                    protocol,
-                    seed,
-                    code,
-                });
+        for &workload in workloads {
+            for &protocol in protocols {
+                for code in codes(protocol, seed) {
+                    all.push(Case {
+                        protocol,
+                        seed,
+                        code,
+                        workload,
+                    });
+                }
             }
         }
     }
@@ -286,6 +336,7 @@ mod tests {
                 protocol: ProtocolKind::NoWait,
                 seed,
                 code: 1,
+                workload: WorkloadKind::Ycsb,
             };
             let mut config = case_config(case);
             assert_eq!(config, case_config(case));
@@ -297,6 +348,51 @@ mod tests {
                 KeyDistribution::Uniform => panic!("the matrix is contended"),
             }
             assert_eq!(config.stages.code(), 1);
+        }
+    }
+
+    #[test]
+    fn every_workload_draws_a_valid_small_instance_with_writers() {
+        for workload in WorkloadKind::NAMED.map(|(_, kind)| kind) {
+            for seed in 1..50 {
+                let case = Case {
+                    protocol: ProtocolKind::Occ,
+                    seed,
+                    code: 0,
+                    workload,
+                };
+                let mut config = case_config(case);
+                assert_eq!(config, case_config(case));
+                assert_eq!(config.workload, workload);
+                config.validate().expect("a matrix config validates");
+                match workload {
+                    WorkloadKind::Ycsb => assert!(config.ycsb.rows_per_node <= 256),
+                    WorkloadKind::Tpcc => assert!(config.tpcc.items == 100),
+                    WorkloadKind::SmallBank => {
+                        assert!(config.smallbank.accounts_per_worker <= 64);
+                        assert!(config.smallbank.mix.weights().iter().all(|&w| w > 0));
+                    }
+                    WorkloadKind::Pps => {
+                        assert!(config.pps.products_per_node <= 32);
+                        assert!(config.pps.mix.weights().iter().all(|&w| w > 0));
+                    }
+                    WorkloadKind::TpceCp => {
+                        assert!(config.tpce.customers_per_node <= 32);
+                        assert!(config.tpce.mix.market_feed > 0);
+                    }
+                }
+            }
+            let replay = replay_command(Case {
+                protocol: ProtocolKind::Occ,
+                seed: 3,
+                code: 0,
+                workload,
+            });
+            assert_eq!(
+                replay.contains("--workload"),
+                workload != WorkloadKind::Ycsb,
+                "{replay}"
+            );
         }
     }
 }

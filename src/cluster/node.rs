@@ -35,18 +35,16 @@ use std::time::{Duration, Instant};
 use super::bootstrap::{hostname, Bootstrap, BootstrapOptions, RankInfo};
 use super::wire::{self, Dec, Enc, Kind};
 use crate::check::{check_serializable, store_matches_history, History};
-use crate::config::{Config, ConfigError, FabricKind, LocalAtomics, UcxTransport, WorkloadKind};
+use crate::config::{Config, ConfigError, FabricKind, LocalAtomics, UcxTransport};
 use crate::engine::coroutine::{self, CoroutineEnv};
 use crate::engine::report::{ClusterSummary, RankSummary};
-use crate::engine::{self, CheckSummary, Report, RunError, RunOutput, WithProtocol};
+use crate::engine::{self, CheckSummary, Report, RunError, RunOutput, WithProtocol, WithWorkload};
 use crate::fabric::ucx::{ucx_version, PeerInfo, TransportChoice, UcxContext, UcxWorkerHost};
 use crate::fabric::NodeId;
 use crate::protocols::Protocol;
 use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreLayout};
-use crate::workloads::tpcc::Tpcc;
-use crate::workloads::ycsb::Ycsb;
 use crate::workloads::Workload;
 
 /// Which node this process is, and where rank 0 listens.
@@ -70,16 +68,14 @@ pub fn run_node(config: &Config, options: &NodeOptions) -> Result<Option<RunOutp
             config.nodes
         ))));
     }
-    match config.workload {
-        WorkloadKind::Ycsb => {
-            let workload = Ycsb::new(&config.ycsb, config.nodes);
-            run_node_custom(&config, options, &workload)
-        }
-        WorkloadKind::Tpcc => {
-            let workload = Tpcc::new(&config.tpcc, config.nodes, config.seed);
-            run_node_custom(&config, options, &workload)
+    struct NodeWorkload<'a>(&'a Config, &'a NodeOptions);
+    impl WithWorkload for NodeWorkload<'_> {
+        type Output = Result<Option<RunOutput>, RunError>;
+        fn with<W: Workload>(self, workload: &W) -> Self::Output {
+            run_node_custom(self.0, self.1, workload)
         }
     }
+    engine::with_workload(&config, NodeWorkload(&config, options))
 }
 
 /// [`run_node`] with a workload of the caller's own.

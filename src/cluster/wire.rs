@@ -252,11 +252,12 @@ pub fn decode_stats(dec: &mut Dec) -> Result<WorkerStats, String> {
 }
 
 pub fn encode_history(enc: &mut Enc, history: &History) {
-    let mut txns = Vec::with_capacity(history.txns.len() * 3);
+    let mut txns = Vec::with_capacity(history.txns.len() * TXN_WORDS);
     for t in &history.txns {
         txns.push(t.id);
-        txns.push(t.node as u64);
+        txns.push(t.node as u64 | (t.kind as u64) << 16);
         txns.push(((t.reads as u64) << 32) | t.writes as u64);
+        txns.push(t.note as u64);
     }
     enc.words(&txns);
     let mut items = Vec::with_capacity(history.items.len() * 3);
@@ -268,10 +269,14 @@ pub fn encode_history(enc: &mut Enc, history: &History) {
     enc.words(&items);
 }
 
+/// Words per history transaction on the wire: id, node | kind << 16,
+/// reads << 32 | writes, note.
+const TXN_WORDS: usize = 4;
+
 pub fn decode_history(dec: &mut Dec) -> Result<History, String> {
     let txns = dec.words("history transactions")?;
     let items = dec.words("history items")?;
-    if txns.len() % 3 != 0 || items.len() % 3 != 0 {
+    if txns.len() % TXN_WORDS != 0 || items.len() % 3 != 0 {
         return Err("malformed history".into());
     }
     let mut history = History::new();
@@ -284,7 +289,7 @@ pub fn decode_history(dec: &mut Dec) -> Result<History, String> {
         })
         .collect();
     let mut first = 0usize;
-    for c in txns.chunks_exact(3) {
+    for c in txns.chunks_exact(TXN_WORDS) {
         let reads = (c[2] >> 32) as u32;
         let writes = c[2] as u32;
         history.txns.push(TxnEntry {
@@ -293,6 +298,8 @@ pub fn decode_history(dec: &mut Dec) -> Result<History, String> {
             first,
             reads,
             writes,
+            kind: (c[1] >> 16) as u8,
+            note: c[3] as i64,
         });
         first += reads as usize + writes as usize;
     }

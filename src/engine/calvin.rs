@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
-use super::report::OrderedMap;
+use super::report::{self, OrderedMap};
 use super::sim::{self as simdrv, Coroutines, SimRun, START_NS};
 use super::{load_stores, RunError, RunOutput};
 use crate::check::{check_serializable, store_matches_history, History};
@@ -150,6 +150,8 @@ pub(crate) fn run_calvin<W: Workload>(
     );
     report.stages = calvin_stages(&calvin_total, total.committed);
     report.sim = sim_run.map(|run| run.summary(&history, &stores));
+    report.set_txn_types(workload.txn_types(), &total);
+    report.txn_types = report::txn_type_summaries(workload.txn_types(), &total, config.duration_s);
     Ok(RunOutput {
         report,
         history: config.check.then_some(history),

@@ -136,6 +136,7 @@ async fn attempt<P: Protocol, W: Workload>(
 /// Appends the committed attempt in `cx` to `history`.
 fn record_history(
     cx: &TxnCx<'_>,
+    kind: usize,
     history: &RefCell<History>,
     reads: &mut Vec<Item>,
     writes: &mut Vec<Item>,
@@ -156,9 +157,14 @@ fn record_history(
             });
         }
     }
-    history
-        .borrow_mut()
-        .push(cx.txn_id, cx.worker.node, reads, writes);
+    history.borrow_mut().push_noted(
+        cx.txn_id,
+        cx.worker.node,
+        kind as u8,
+        cx.note,
+        reads,
+        writes,
+    );
 }
 
 /// The closed loop of coroutine `co` until the run ends.
@@ -181,6 +187,12 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
             break;
         }
         let request = env.workload.generate(&mut rng, worker.node);
+        let kind = env.workload.txn_type(&request);
+        debug_assert!(
+            kind < crate::workloads::MAX_TXN_TYPES
+                && (env.workload.txn_types().is_empty() || kind < env.workload.txn_types().len()),
+            "transaction type {kind} beyond the workload's types"
+        );
         let mut retries = 0u32;
         loop {
             counter += 1;
@@ -196,15 +208,14 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     );
                     let commit_ns = worker.now_ns();
                     if let Some(history) = env.history {
-                        record_history(&cx, history, &mut history_reads, &mut history_writes);
+                        record_history(&cx, kind, history, &mut history_reads, &mut history_writes);
                     }
                     if env.measured(commit_ns) {
                         let mut stats = env.stats.borrow_mut();
                         stats.committed += 1;
-                        let kind = env.workload.txn_type(&request);
-                        debug_assert!(kind < crate::workloads::MAX_TXN_TYPES);
                         stats.committed_by_type[kind] += 1;
                         stats.latency_ns.record(commit_ns - begin_ns);
+                        stats.per_type[kind].latency_ns_sum += commit_ns - begin_ns;
                         let mut in_stages = 0;
                         for (sum, ns) in stats.stage_ns.iter_mut().zip(cx.stage_ns.iter()) {
                             *sum += ns;
@@ -231,8 +242,10 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                         // Only the part inside the measured interval.
                         stats.aborted_ns += now - attempt_start_ns.max(env.warmup_end_ns);
                         stats.aborts[reason.index()] += 1;
+                        stats.per_type[kind].aborted += 1;
                         if gives_up {
                             stats.user_aborted += 1;
+                            stats.per_type[kind].user_aborted += 1;
                         }
                     }
                     if gives_up || now >= env.end_ns {

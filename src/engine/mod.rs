@@ -45,7 +45,10 @@ use crate::protocols::{Protocol, ProtocolKind};
 use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout};
+use crate::workloads::pps::Pps;
+use crate::workloads::smallbank::SmallBank;
 use crate::workloads::tpcc::Tpcc;
+use crate::workloads::tpce::Tpce;
 use crate::workloads::ycsb::Ycsb;
 use crate::workloads::Workload;
 
@@ -89,20 +92,40 @@ pub struct RunOutput {
     pub stores: Vec<Arc<NodeStore>>,
 }
 
+/// Something to do with the run's workload, generic over its type: the one
+/// workload switch every driver shares ([`with_workload`]).
+pub trait WithWorkload {
+    type Output;
+    fn with<W: Workload>(self, workload: &W) -> Self::Output;
+}
+
+/// Builds `config`'s workload from its section and hands it to `visitor`.
+pub fn with_workload<V: WithWorkload>(config: &Config, visitor: V) -> V::Output {
+    match config.workload {
+        WorkloadKind::Ycsb => visitor.with(&Ycsb::new(&config.ycsb, config.nodes)),
+        WorkloadKind::SmallBank => visitor.with(&SmallBank::new(
+            &config.smallbank,
+            config.nodes,
+            config.workers,
+        )),
+        WorkloadKind::Pps => visitor.with(&Pps::new(&config.pps, config.nodes)),
+        WorkloadKind::TpceCp => visitor.with(&Tpce::new(&config.tpce, config.nodes)),
+        WorkloadKind::Tpcc => visitor.with(&Tpcc::new(&config.tpcc, config.nodes, config.seed)),
+    }
+}
+
 /// Validates `config` and runs it with its workload.
 pub fn run(config: &Config) -> Result<RunOutput, RunError> {
-    let mut config = config.clone();
-    config.validate()?;
-    match config.workload {
-        WorkloadKind::Ycsb => {
-            let workload = Ycsb::new(&config.ycsb, config.nodes);
-            run_validated(&config, &workload)
-        }
-        WorkloadKind::Tpcc => {
-            let workload = Tpcc::new(&config.tpcc, config.nodes, config.seed);
-            run_validated(&config, &workload)
+    struct Validated<'a>(&'a Config);
+    impl WithWorkload for Validated<'_> {
+        type Output = Result<RunOutput, RunError>;
+        fn with<W: Workload>(self, workload: &W) -> Self::Output {
+            run_validated(self.0, workload)
         }
     }
+    let mut config = config.clone();
+    config.validate()?;
+    with_workload(&config, Validated(&config))
 }
 
 /// Validates `config` and runs it with a workload of the caller's own (the
@@ -285,6 +308,7 @@ fn run_workload<P: Protocol, W: Workload>(
     );
     report.set_txn_types(workload.txn_types(), &total);
     report.sim = sim_run.map(|run| run.summary(&history, &stores));
+    report.txn_types = report::txn_type_summaries(workload.txn_types(), &total, config.duration_s);
     Ok(RunOutput {
         report,
         history: config.check.then_some(history),

@@ -176,6 +176,8 @@ pub struct Report {
     /// How the coroutines' time went (Deneva Fig. 6's breakdown).
     pub time_breakdown: TimeBreakdown,
     pub location_cache_hit_rate: f64,
+    /// Per transaction type, for workloads with several (empty otherwise).
+    pub txn_types: Vec<TxnTypeSummary>,
     /// Null when the run did not check.
     pub check: Option<CheckSummary>,
     /// `wall` (threads) or `simulated` (sim: every time and rate in this
@@ -206,6 +208,41 @@ pub struct RankSummary {
     /// The transports UCX chose from this rank to each other rank
     /// (`tl/device`, as `ucp_ep_print_info` names them), by target rank.
     pub transports: Vec<Vec<String>>,
+}
+
+/// One transaction type's share of a run (measured interval).
+#[derive(Clone, Debug, Serialize)]
+pub struct TxnTypeSummary {
+    pub name: &'static str,
+    pub committed: u64,
+    pub throughput_txn_per_s: f64,
+    /// Aborted attempts / (aborted attempts + commits) of this type.
+    pub abort_rate: f64,
+    /// Transactions of this type the program gave up on (e.g. SmallBank's
+    /// insufficient funds).
+    pub user_aborted: u64,
+    /// Mean latency of committed transactions of this type, µs.
+    pub mean_latency_us: f64,
+}
+
+/// The per-type breakdown of a run with `names` types.
+pub fn txn_type_summaries(
+    names: &[&'static str],
+    stats: &WorkerStats,
+    duration_s: f64,
+) -> Vec<TxnTypeSummary> {
+    names
+        .iter()
+        .zip(stats.per_type.iter().zip(stats.committed_by_type.iter()))
+        .map(|(&name, (counts, &committed))| TxnTypeSummary {
+            name,
+            committed,
+            throughput_txn_per_s: committed as f64 / duration_s,
+            abort_rate: per(counts.aborted, counts.aborted + committed),
+            user_aborted: counts.user_aborted,
+            mean_latency_us: per(counts.latency_ns_sum, committed) / 1_000.0,
+        })
+        .collect()
 }
 
 /// What a `sim` run adds to its report.
@@ -362,6 +399,7 @@ impl Report {
             },
             time_breakdown: time_breakdown(config, stats),
             location_cache_hit_rate: per(stats.cache_hits, lookups),
+            txn_types: Vec::new(),
             check,
             time: match config.fabric {
                 FabricKind::Threads | FabricKind::Ucx => "wall",
@@ -524,6 +562,13 @@ impl Report {
             "  verbs/txn       read {:.2}  write {:.2}  cas {:.2}  faa {:.2}  rpc {:.2}  doorbells {:.2}  bytes {:.0}",
             v.read, v.write, v.cas, v.faa, v.rpc, v.doorbells, v.bytes
         );
+        for t in &self.txn_types {
+            let _ = writeln!(
+                out,
+                "  {:<19} abort rate {:.4}  gave up {}  mean latency {:.1} µs",
+                t.name, t.abort_rate, t.user_aborted, t.mean_latency_us
+            );
+        }
         let t = &self.worker_time;
         let _ = writeln!(
             out,

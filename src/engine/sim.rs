@@ -70,6 +70,11 @@ pub fn history_hash(history: &History) -> u64 {
         hasher.word(txn.id);
         hasher.word(txn.node as u64);
         hasher.word(((txn.reads as u64) << 32) | txn.writes as u64);
+        // Workload type and note, when set (YCSB's hashes stay as they were).
+        if txn.kind != 0 || txn.note != 0 {
+            hasher.word(txn.kind as u64);
+            hasher.word(txn.note as u64);
+        }
         for item in history.reads(txn).iter().chain(history.writes(txn)) {
             hasher.word(item.table as u64);
             hasher.word(item.key);

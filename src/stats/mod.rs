@@ -44,6 +44,18 @@ impl WorkerSnapshot {
     }
 }
 
+/// Counts of one transaction type (`Workload::txn_type`) in the measured
+/// interval, besides its commits (`WorkerStats::committed_by_type`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TypeCounts {
+    /// Aborted attempts (every reason).
+    pub aborted: u64,
+    /// Transactions the program gave up on.
+    pub user_aborted: u64,
+    /// Sum of committed transactions' latencies, ns (for the mean).
+    pub latency_ns_sum: u64,
+}
+
 /// Counts of one worker (or, after merging, of the run).
 #[derive(Clone, Debug, Default)]
 pub struct WorkerStats {
@@ -76,6 +88,8 @@ pub struct WorkerStats {
     pub measured: WorkerSnapshot,
     pub cache_hits: u64,
     pub cache_misses: u64,
+    /// Per transaction type (index `Workload::txn_type`).
+    pub per_type: [TypeCounts; crate::workloads::MAX_TXN_TYPES],
 }
 
 impl WorkerStats {
@@ -118,5 +132,10 @@ impl WorkerStats {
         self.backoff_ns += other.backoff_ns;
         self.cache_hits += other.cache_hits;
         self.cache_misses += other.cache_misses;
+        for (a, b) in self.per_type.iter_mut().zip(other.per_type.iter()) {
+            a.aborted += b.aborted;
+            a.user_aborted += b.user_aborted;
+            a.latency_ns_sum += b.latency_ns_sum;
+        }
     }
 }

@@ -188,6 +188,9 @@ pub struct TxnCx<'w> {
     pub queued: Vec<(usize, u32)>,
     /// Time spent per stage in this attempt, ns (index: `Stage::index`).
     pub stage_ns: [u64; 9],
+    /// What this attempt's program recorded with [`Txn::note`]; reset by
+    /// every attempt, recorded in the history when the attempt commits.
+    pub note: i64,
     /// Protocol-private words of the attempt (cleared at each begin), e.g.
     /// MAAT's set of transactions to order against.
     pub scratch: Vec<u64>,
@@ -235,6 +238,7 @@ impl<'w> TxnCx<'w> {
             nodes: Vec::with_capacity(16),
             queued: Vec::with_capacity(64),
             stage_ns: [0; 9],
+            note: 0,
             scratch: Vec::with_capacity(64),
             local_store: None,
             index_ops: Vec::with_capacity(16),
@@ -262,6 +266,7 @@ impl<'w> TxnCx<'w> {
         self.scratch.clear();
         self.index_ops.clear();
         self.stage_ns = [0; 9];
+        self.note = 0;
     }
 
     #[inline]
@@ -590,6 +595,14 @@ impl<'c, 'w, P: Protocol> Txn<'c, 'w, P> {
     /// Spends `ns` of CPU time on the program's own computation.
     pub fn compute(&self, ns: u64) {
         self.cx.worker.spend_cpu(ns)
+    }
+
+    /// Adds `amount` to this attempt's note: a number the workload's
+    /// invariants need per committed transaction (SmallBank: money deposited
+    /// minus withdrawn). Only a committing attempt's note reaches the
+    /// history; an aborted attempt's is discarded with it.
+    pub fn note(&mut self, amount: i64) {
+        self.cx.note = self.cx.note.wrapping_add(amount);
     }
 
     /// The error a program returns to abort by its own choice.

@@ -2,10 +2,28 @@
 //! loader, its transaction programs (async functions over the `Txn` API,
 //! identical for every protocol) and its invariants.
 //!
-//! Implemented: `ycsb`, `tpcc`. SmallBank, PPS and TPC-E customer-position
-//! come with the workloads issue.
+//! Implemented: `ycsb`, `tpcc`, `smallbank`, `pps`, `tpce` (TPC-E
+//! customer-position).
+//!
+//! Workloads with several transaction types (SmallBank's six, PPS's
+//! four) name them with [`Workload::txn_types`] and classify each request
+//! with [`Workload::txn_type`]; the engine then counts commits and aborts
+//! per type and the report breaks throughput down by type. Both methods
+//! have defaults (one unnamed type), so a workload with one transaction
+//! type — YCSB, or one written outside verbena — implements neither.
+//!
+//! A program can record one signed number per transaction with
+//! `Txn::note` (SmallBank: money deposited minus money withdrawn; PPS:
+//! stock units taken). Only committed transactions' notes reach the
+//! history (`TxnEntry::note`), which is what a workload's invariants need to
+//! account per committed transaction without any shared counter on the
+//! data path.
 
+pub mod common;
+pub mod pps;
+pub mod smallbank;
 pub mod tpcc;
+pub mod tpce;
 pub mod ycsb;
 pub mod zipf;
 
@@ -20,7 +38,8 @@ use crate::rng::Rng;
 use crate::store::{NodeStore, StoreError, TableId, TableSpec};
 use crate::txn::{IndexOp, Txn, TxnResult};
 
-/// Most transaction types a workload may name (`Workload::txn_types`).
+/// Most transaction types a workload may name (`Workload::txn_types`; the
+/// per-type counters are fixed arrays, so counting costs no allocation).
 pub const MAX_TXN_TYPES: usize = 8;
 
 /// The verdict of a workload's invariants after a run.
@@ -53,9 +72,9 @@ pub trait Workload: Sync {
         request: &Self::Request,
     ) -> TxnResult<()>;
 
-    /// Names of the workload's transaction types, for per-type committed
-    /// counts in the report (at most [`MAX_TXN_TYPES`]). Default: none, the
-    /// report then lists no per-type counts.
+    /// Names of the transaction types, indexed by [`Workload::txn_type`]
+    /// (at most [`MAX_TXN_TYPES`]). Empty (the default): one type, no
+    /// per-type breakdown in the report.
     fn txn_types(&self) -> &'static [&'static str] {
         &[]
     }

@@ -27,6 +27,7 @@ use super::{
     CalvinEnv, CalvinExec, Poll, DONE_UNDECLARED, DONE_USER_ABORT, MISSING, RPC_DONE, RPC_FORWARD,
     ST_DISPATCH, ST_EXECUTE, ST_FORWARD, ST_LOCK, ST_READ,
 };
+use crate::check::history::SECONDARY_ENTRY;
 use crate::check::Item;
 use crate::fabric::NodeId;
 use crate::protocols::{Primitive, Stage};
@@ -125,7 +126,7 @@ pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                         state.parked.push(index);
                     }
                 } else {
-                    finish(env, co, index, txn, 0, 0, 0, &mut items);
+                    finish(env, co, index, txn, 0, 0, 0, 0, &mut items);
                 }
                 worker.yield_now().await;
             }
@@ -347,14 +348,24 @@ async fn execute<W: Workload>(
         Err(_) => DONE_USER_ABORT,
     };
     let execute_ns = worker.now_ns().saturating_sub(execute_start);
+    let note = if addend == 0 { cx.note } else { 0 };
     finish(
-        env, cx.co, index, txn, forward_ns, execute_ns, addend, items,
+        env, cx.co, index, txn, forward_ns, execute_ns, addend, note, items,
     );
 }
 
 /// Records this node's part in the history, releases its locks, reports
 /// to the origin and retires the transaction here. `abort`: 0, or the
-/// `DONE_*` flag of the program's abort (active participants only).
+/// `DONE_*` flag of the program's abort (active participants only);
+/// `note`: the program's `Txn::note` (active participants that committed).
+///
+/// Every participant records an entry; the workload's transaction type and
+/// note go on one of them only — the lowest writing node's (an active
+/// participant, so it ran the program), or the lowest node of a read-only
+/// transaction — and the others carry `SECONDARY_ENTRY`, so invariants that
+/// sum notes or count types see each transaction once. A transaction the
+/// program aborted carries `SECONDARY_ENTRY` everywhere: it committed
+/// nothing of its type.
 #[allow(clippy::too_many_arguments)]
 fn finish<W: Workload>(
     env: &CalvinEnv<'_, W>,
@@ -364,6 +375,7 @@ fn finish<W: Workload>(
     forward_ns: u64,
     execute_ns: u64,
     abort: u64,
+    note: i64,
     items: &mut (Vec<Item>, Vec<Item>),
 ) {
     let worker = env.worker;
@@ -392,7 +404,23 @@ fn finish<W: Workload>(
                 });
             }
         }
-        history.borrow_mut().push(txn.id, txn.origin, reads, writes);
+        let writers = txn
+            .accesses
+            .iter()
+            .filter(|a| a.write)
+            .map(|a| a.node)
+            .min();
+        let designated = writers.or_else(|| txn.accesses.iter().map(|a| a.node).min());
+        let kind = match env.workload.decode_request(&txn.request) {
+            Some(request) if abort == 0 && designated == Some(node) => {
+                env.workload.txn_type(&request) as u8
+            }
+            _ => SECONDARY_ENTRY,
+        };
+        let note = if kind == SECONDARY_ENTRY { 0 } else { note };
+        history
+            .borrow_mut()
+            .push_noted(txn.id, txn.origin, kind, note, reads, writes);
     }
     {
         let mut state = env.shared.lock();

@@ -94,6 +94,7 @@ use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
+use crate::check::history::SECONDARY_ENTRY;
 use crate::check::{History, Item};
 use crate::fabric::NodeId;
 use crate::protocols::{Protocol, ProtocolKind, Served, Stage, StagePlan};
@@ -616,13 +617,20 @@ pub fn merge_partial_history(partial: &History) -> History {
         reads.clear();
         writes.clear();
         let mut end = at;
+        // The workload's type and note ride on one part (the others are
+        // `SECONDARY_ENTRY`, see `executor::finish`).
+        let (mut kind, mut note) = (SECONDARY_ENTRY, 0i64);
         while end < order.len() && partial.txns[order[end]].id == first.id {
             let part = &partial.txns[order[end]];
             reads.extend_from_slice(partial.reads(part));
             writes.extend_from_slice(partial.writes(part));
+            if part.kind != SECONDARY_ENTRY {
+                kind = part.kind;
+                note = note.wrapping_add(part.note);
+            }
             end += 1;
         }
-        merged.push(first.id, first.node, &reads, &writes);
+        merged.push_noted(first.id, first.node, kind, note, &reads, &writes);
         at = end;
     }
     merged

@@ -64,6 +64,8 @@ struct Client {
     submitted_ns: u64,
     sealed_ns: u64,
     participants: u32,
+    /// The workload's type of its current request (`Workload::txn_type`).
+    kind: usize,
 }
 
 /// Polls every busy client's completion counter; completes those whose
@@ -86,6 +88,8 @@ fn collect_completions<W: Workload>(env: &CalvinEnv<'_, W>, clients: &mut [Clien
             let mut stats = env.stats.borrow_mut();
             if done & !DONE_COUNT_MASK == 0 {
                 stats.committed += 1;
+                stats.committed_by_type[client.kind] += 1;
+                stats.per_type[client.kind].latency_ns_sum += now - client.submitted_ns;
                 stats.latency_ns.record(now - client.submitted_ns);
                 env.calvin_stats.borrow_mut().stage_ns[ST_SEQUENCE] +=
                     client.sealed_ns - client.submitted_ns;
@@ -98,8 +102,10 @@ fn collect_completions<W: Workload>(env: &CalvinEnv<'_, W>, clients: &mut [Clien
                     AbortReason::User
                 };
                 stats.aborts[reason.index()] += 1;
+                stats.per_type[client.kind].aborted += 1;
                 if reason == AbortReason::User || !client.reconnoitred {
                     stats.user_aborted += 1;
+                    stats.per_type[client.kind].user_aborted += 1;
                 }
             }
         }
@@ -287,6 +293,7 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             client.busy = true;
             client.sealed_ns = sealed_ns;
             client.participants = touched.iter().filter(|&&t| t).count() as u32;
+            client.kind = env.workload.txn_type(&request);
             // Free slot: every report of its last transaction is in.
             env.store.region.store(calvin.done_addr(slot as u32), 0);
             entry.clear();
