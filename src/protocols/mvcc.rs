@@ -329,33 +329,7 @@ impl Mvcc {
     }
 
     async fn lock_read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let access = cx.accesses[index];
-        let call = common::call_one(
-            cx,
-            access.node,
-            kind::MVCC_LOCK_READ,
-            &[access.table as u64, access.key, cx.timestamp],
-        );
-        cx.submit().await;
-        let batch = cx.batch();
-        let reply = batch.reply(call);
-        if reply[0] != status::NOT_FOUND {
-            cx.remember_slot(index, reply[1]);
-        }
-        match reply[0] {
-            status::OK | status::STALE => {
-                cx.accesses[index].locked = true;
-                self.clock.observe(cx, reply[3].max(reply[4]));
-                common::accept_record(cx, index, reply[2], &reply[5..]);
-                if reply[0] == status::OK {
-                    Ok(())
-                } else {
-                    Err(AbortReason::TimestampOrder)
-                }
-            }
-            status::LOCKED => Err(AbortReason::LockConflict),
-            _ => Err(AbortReason::NotFound),
-        }
+        super::timestamp::lock_read_rpc(cx, index, kind::MVCC_LOCK_READ, &self.clock).await
     }
 
     /// Handler of `MVCC_LOCK_READ`: `[table, key, ts]` → `[status, slot, seq,

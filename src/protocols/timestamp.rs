@@ -191,6 +191,44 @@ pub(super) const READ_WAIT_NS: u64 = 2_000;
 /// CAS rounds a double-read spends raising `rts` before giving up.
 const RTS_TRIES: u32 = 8;
 
+/// The RPC form of a fetch with write intent, shared by TIMESTAMP and MVCC
+/// (their handlers answer alike): `[status, slot, seq, wts, rts, record…]`,
+/// `STALE` when the lock was taken but the timestamps forbid the write.
+pub(super) async fn lock_read_rpc(
+    cx: &mut TxnCx<'_>,
+    index: usize,
+    kind: u16,
+    clock: &TsClock,
+) -> TxnResult<()> {
+    let access = cx.accesses[index];
+    let call = common::call_one(
+        cx,
+        access.node,
+        kind,
+        &[access.table as u64, access.key, cx.timestamp],
+    );
+    cx.submit().await;
+    let batch = cx.batch();
+    let reply = batch.reply(call);
+    if reply[0] != status::NOT_FOUND {
+        cx.remember_slot(index, reply[1]);
+    }
+    match reply[0] {
+        status::OK | status::STALE => {
+            cx.accesses[index].locked = true;
+            clock.observe(cx, reply[3].max(reply[4]));
+            common::accept_record(cx, index, reply[2], &reply[5..]);
+            if reply[0] == status::OK {
+                Ok(())
+            } else {
+                Err(AbortReason::TimestampOrder)
+            }
+        }
+        status::LOCKED => Err(AbortReason::LockConflict),
+        _ => Err(AbortReason::NotFound),
+    }
+}
+
 /// Unique transaction timestamps from the local clock (RCC §4.3: clock
 /// time with the coroutine's id in the low bits), with RCC §4.4's
 /// adjustment: a coroutine that observes a later timestamp moves its own
@@ -576,33 +614,7 @@ impl Timestamp {
     }
 
     async fn lock_read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let access = cx.accesses[index];
-        let call = common::call_one(
-            cx,
-            access.node,
-            kind::TS_LOCK_READ,
-            &[access.table as u64, access.key, cx.timestamp],
-        );
-        cx.submit().await;
-        let batch = cx.batch();
-        let reply = batch.reply(call);
-        if reply[0] != status::NOT_FOUND {
-            cx.remember_slot(index, reply[1]);
-        }
-        match reply[0] {
-            status::OK | status::STALE => {
-                cx.accesses[index].locked = true;
-                self.clock.observe(cx, reply[3].max(reply[4]));
-                common::accept_record(cx, index, reply[2], &reply[5..]);
-                if reply[0] == status::OK {
-                    Ok(())
-                } else {
-                    Err(AbortReason::TimestampOrder)
-                }
-            }
-            status::LOCKED => Err(AbortReason::LockConflict),
-            _ => Err(AbortReason::NotFound),
-        }
+        lock_read_rpc(cx, index, kind::TS_LOCK_READ, &self.clock).await
     }
 
     /// Lock stage, first round: lock the records that were read first and
