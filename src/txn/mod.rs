@@ -21,8 +21,8 @@ use crate::fabric::{Batch, NodeId};
 use crate::protocols::{Protocol, Stage, StagePlan};
 use crate::runtime::Worker;
 use crate::store::{
-    row_live, LocationCache, NodeStore, StoreLayout, TableId, TableLayout, ROW_ABSENT,
-    ROW_LIVE, ROW_STATE_WORD,
+    row_live, LocationCache, NodeStore, StoreLayout, TableId, TableLayout, ROW_ABSENT, ROW_LIVE,
+    ROW_STATE_WORD,
 };
 
 /// Why an attempt aborted. The protocol layer picks the reason; users see

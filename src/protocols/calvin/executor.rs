@@ -67,10 +67,12 @@ fn forwards_complete<W: Workload>(
     } else if onesided {
         let tag = txn.epoch + 1;
         (0..remote).all(|block| {
-            env.store.region.load(
-                env.calvin
-                    .fwd_addr(txn.epoch, txn.sequencer, txn.position, block),
-            ) == tag
+            env.store.region.load(env.calvin.fwd_addr(
+                txn.epoch,
+                txn.sequencer,
+                txn.position,
+                block,
+            )) == tag
         })
     } else {
         state
@@ -282,9 +284,11 @@ async fn execute<W: Workload>(
     cx.begin(attempt_id, 0);
     let inserted = &mut items.inserted;
     inserted.clear();
-    // The program runs for the origin, at a time fixed by the input.
+    // The program runs for the origin, at a time fixed by the input: the
+    // end of its epoch, counted from the run's start (the same on every
+    // fabric and every replay).
     cx.home = txn.origin;
-    cx.program_clock_ns = Some(env.start_ns + (txn.epoch + 1) * env.epoch_ns);
+    cx.program_clock_ns = Some((txn.epoch + 1) * env.epoch_ns);
     let forwarded = if onesided {
         None
     } else {
@@ -377,7 +381,8 @@ async fn execute<W: Workload>(
                 region.store(tuple + table.seq_end_offset() as u64, installed);
                 region.write(
                     table.record_addr(access.slot),
-                    &cx.data[access.data as usize..access.data as usize + table.record_words as usize],
+                    &cx.data
+                        [access.data as usize..access.data as usize + table.record_words as usize],
                 );
                 region.store(table.seq_addr(access.slot), installed);
                 inserted.push(Item {

@@ -43,8 +43,8 @@
 
 use super::recon::Recon;
 use super::{
-    pack_access, CalvinEnv, Poll, CRB_HEADER_WORDS, INSERTED, DONE_COUNT_MASK, DONE_FLAG_MASK,
-    DONE_UNDECLARED, DONE_USER_ABORT, ENTRY_FIXED_WORDS, RPC_BATCH, ST_SEQUENCE,
+    pack_access, CalvinEnv, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_FLAG_MASK,
+    DONE_UNDECLARED, DONE_USER_ABORT, ENTRY_FIXED_WORDS, INSERTED, RPC_BATCH, ST_SEQUENCE,
 };
 use crate::fabric::NodeId;
 use crate::protocols::{Primitive, Stage};
@@ -258,12 +258,18 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                     // Its outcome does not matter: execution decides.
                     let _ = env.workload.execute(&mut program, &request).await;
                 }
-                declared.extend(recon_cx.accesses.iter().filter(|a| a.meta != INSERTED).map(|a| Declared {
-                    table: a.table,
-                    node: a.node,
-                    key: a.key,
-                    write: a.write,
-                }));
+                declared.extend(
+                    recon_cx
+                        .accesses
+                        .iter()
+                        .filter(|a| a.meta != INSERTED)
+                        .map(|a| Declared {
+                            table: a.table,
+                            node: a.node,
+                            key: a.key,
+                            write: a.write,
+                        }),
+                );
                 declared_ok = true;
             }
             if declared_ok {

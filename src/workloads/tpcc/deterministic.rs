@@ -285,3 +285,144 @@ impl Tpcc {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{TpccConfig, TpccMix};
+    use crate::rng::Rng;
+    use crate::store::{NodeStore, StoreLayout};
+    use crate::workloads::Workload;
+    use std::sync::Arc;
+
+    fn tpcc() -> Tpcc {
+        let config = TpccConfig {
+            warehouses_per_node: 2,
+            items: 200,
+            customers_per_district: 30,
+            insert_headroom_per_district: 10,
+            remote_item_probability: 0.3,
+            payment_remote_probability: 0.5,
+            invalid_item_probability: 0.1,
+            mix: TpccMix::parse("1,1,1,1,1").unwrap(),
+            ..TpccConfig::default()
+        };
+        let tpcc = Tpcc::new(&config, 3, 7);
+        // Loading fills the by-name index Payment's set is resolved with.
+        let layout = Arc::new(StoreLayout::new(&tpcc.tables(), |_| 1));
+        for node in 0..3 {
+            tpcc.load(&NodeStore::new(node, layout.clone()))
+                .expect("load fits");
+        }
+        tpcc
+    }
+
+    #[test]
+    fn every_request_round_trips_through_words() {
+        let tpcc = tpcc();
+        let mut rng = Rng::new(3);
+        let (mut words, mut again) = (Vec::new(), Vec::new());
+        for i in 0..2_000 {
+            let request = tpcc.generate(&mut rng, (i % 3) as u16);
+            words.clear();
+            tpcc.encode_request(&request, &mut words);
+            assert!(words.len() <= tpcc.max_request_words(), "{request:?}");
+            let decoded = tpcc.decode_request(&words).expect("decodes");
+            again.clear();
+            tpcc.encode_request(&decoded, &mut again);
+            assert_eq!(words, again, "{request:?}");
+            assert_eq!(tpcc.txn_type(&decoded), tpcc.txn_type(&request));
+        }
+    }
+
+    #[test]
+    fn malformed_words_are_no_request() {
+        let tpcc = tpcc();
+        for words in [
+            &[][..],
+            &[9, 0, 0],
+            // Warehouse 6 does not exist (3 nodes × 2).
+            &[3, 6, 1],
+            &[4, 0, 10, 15],
+            // 2 lines announced, 1 given.
+            &[0, 0, 0, 0, 2, 1 | 1 << 48],
+            // Item 0, and a customer past the district's 30.
+            &[0, 0, 0, 0, 1, 1 << 48],
+            &[2, 0, 0, 0, 30],
+            &[1, 0, 0, 0, 0, 2, 0, 100],
+        ] {
+            assert!(tpcc.decode_request(words).is_none(), "{words:?}");
+        }
+    }
+
+    #[test]
+    fn new_order_and_payment_declare_their_sets_and_others_are_reconnoitred() {
+        let tpcc = tpcc();
+        let mut rng = Rng::new(5);
+        let mut declared = Vec::new();
+        let mut seen = [false; 5];
+        for _ in 0..2_000 {
+            let request = tpcc.generate(&mut rng, 1);
+            declared.clear();
+            let known = tpcc.declare_accesses(&request, &mut declared);
+            seen[tpcc.txn_type(&request)] = true;
+            assert!(declared.len() <= tpcc.max_accesses());
+            for (i, a) in declared.iter().enumerate() {
+                assert!(!declared[..i].contains(a), "declared twice: {a:?}");
+                assert!(
+                    ![
+                        table::ORDER,
+                        table::NEW_ORDER,
+                        table::ORDER_LINE,
+                        table::HISTORY
+                    ]
+                    .contains(&a.table),
+                    "inserted rows are not declared"
+                );
+            }
+            match request {
+                TpccRequest::NewOrder { ol_cnt, lines, .. } => {
+                    assert!(known);
+                    assert!(declared[1].table == table::DISTRICT && declared[1].write);
+                    for line in &lines[..ol_cnt as usize] {
+                        if line.item > tpcc.config.items {
+                            break;
+                        }
+                        let key = tpcc.stock_key(line.supply_w as u64, line.item as u64);
+                        assert!(declared.iter().any(|a| a.table == table::STOCK
+                            && a.key == key
+                            && a.write
+                            && a.node == tpcc.node_of(line.supply_w as u64)));
+                    }
+                    // What a writer receives fits the forward buffer.
+                    for writer in declared.iter().filter(|a| a.write) {
+                        let elsewhere = declared.iter().filter(|a| a.node != writer.node).count();
+                        assert!(elsewhere <= tpcc.max_forwarded_accesses());
+                    }
+                }
+                TpccRequest::Payment { .. } => {
+                    assert!(known);
+                    assert_eq!(declared.len(), 3, "a loaded customer always resolves");
+                    assert!(declared.iter().all(|a| a.write));
+                }
+                TpccRequest::OrderStatus { .. } => {
+                    assert!(!known);
+                    assert_eq!(declared.len(), 1, "the district guard");
+                    assert!(!declared[0].write);
+                }
+                TpccRequest::Delivery { .. } => {
+                    assert!(!known);
+                    assert_eq!(declared.len(), DISTRICTS as usize);
+                    assert!(declared
+                        .iter()
+                        .all(|a| a.table == table::DISTRICT && !a.write));
+                }
+                TpccRequest::StockLevel { .. } => {
+                    assert!(!known);
+                    assert!(declared.is_empty());
+                }
+            }
+        }
+        assert!(seen.iter().all(|&s| s));
+    }
+}
