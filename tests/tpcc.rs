@@ -282,7 +282,7 @@ fn rows_by_key(stores: &[std::sync::Arc<NodeStore>]) -> Vec<(u16, u32, u64, u64,
                 store.record(table.id, slot, &mut record);
                 rows.push((
                     store.node,
-                    table.id as u32,
+                    table.id,
                     store.region.load(table.tuple_addr(slot)),
                     store.seq(table.id, slot),
                     record,
