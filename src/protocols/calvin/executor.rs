@@ -13,8 +13,9 @@
 //!    waits for every remote record — parking the transaction and taking
 //!    other work meanwhile, never blocking on it — then runs the program
 //!    on the whole set (`TxnCx::preload`), installs its local writes
-//!    (`seq_end`, record, `seq`, as the store's invariant asks) and
-//!    releases its locks;
+//!    (`seq_end`, record, `seq`, as the store's invariant asks) — on the
+//!    origin also the rows the program inserted, then its ordered-index
+//!    changes — and releases its locks;
 //! 4. the part reports to the origin's completion counter.
 //!
 //! Invariants: records are read and written only while their locks are

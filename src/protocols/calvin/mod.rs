@@ -78,6 +78,28 @@
 //!   touches an undeclared record aborts deterministically on every active
 //!   participant (`AbortReason::Undeclared`), and a reconnoitred request is
 //!   then reconnoitred and submitted again.
+//! * Inserts (`Protocol::insert_access` of [`CalvinExec`]): a row the
+//!   program inserts is not declared — its key must derive from a record
+//!   the transaction writes (TPC-C's district counters), whose exclusive
+//!   lock covers it. The origin (the program's home, `TxnCx::home`) claims
+//!   the row while executing and installs it with its other writes; the
+//!   other active participants run the program on an absent copy. Every
+//!   participant sees the row absent, so all decide alike; a workload must
+//!   not let an insert fail on the home alone (TPC-C caps its ids per
+//!   district from the district row, and sizes its tables to fit them).
+//! * Ordered indexes change at the commit point on the origin, after its
+//!   rows are installed and before its locks are released
+//!   (`Workload::at_commit_point`); a workload declares, beside the
+//!   reconnoitred set, the records whose locks order a range read against
+//!   the index's writers (`Workload::declare_accesses`).
+//! * Programs see a clock fixed by the input (`Txn::now_ns`: the end of the
+//!   transaction's epoch from the run's start), Calvin's rule for every
+//!   nondeterministic value, so records that store dates are the same on
+//!   every replica.
+//! * Forward blocks are addressed by the record's place among those on
+//!   other nodes than the receiver, so the buffer is sized by
+//!   `Workload::max_forwarded_accesses` (TPC-C: 33) rather than by the
+//!   largest set (StockLevel's several hundred local records).
 //!
 //! Invariants: a record is read or written only under its lock from the
 //! lock manager; locks of one node are requested in the global order; a

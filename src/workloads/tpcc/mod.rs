@@ -45,7 +45,12 @@
 //! 300,000.00 and 30,000.00), so consistency condition 8/9 holds at any
 //! scale. Tables are preallocated: each district has room for
 //! `insert_headroom_per_district` run-time orders (and as many payments'
-//! history rows); past that, inserts give up with `table_full`.
+//! history rows, and 15 lines per order); a NewOrder or Payment whose
+//! district counter is past that gives up with `table_full`, decided from
+//! the district row so that every CALVIN participant agrees.
+//!
+//! Deterministic protocols (CALVIN): requests as words and declared or
+//! reconnoitred sets, see [`deterministic`].
 //!
 //! Records store numbers as integers (money in cents, rates in 1/10,000)
 //! and text columns as bytes packed into words at their specification
