@@ -73,6 +73,7 @@ pub(crate) fn run_calvin<W: Workload>(
         config.nodes,
         clients,
         workload.max_accesses() as u32,
+        workload.max_forwarded_accesses() as u32,
         workload.max_request_words() as u32,
     );
     let region_bytes = layout.region_words.saturating_mul(8);

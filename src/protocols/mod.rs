@@ -42,8 +42,8 @@ pub use kind::ProtocolKind;
 pub use stage::{Primitive, Stage, StagePlan};
 
 pub use crate::runtime::Served;
-use crate::store::NodeStore;
-use crate::txn::{TxnCx, TxnResult};
+use crate::store::{NodeStore, StoreError};
+use crate::txn::{AbortReason, TxnCx, TxnResult};
 
 /// A concurrency-control protocol: its tuple header, its stages, and the RPC
 /// handlers that serve the two-sided form of its stages.
@@ -82,6 +82,30 @@ pub trait Protocol: Sync {
     /// `write` flag is set) into the record copy, with whatever the protocol
     /// needs (a lock, a version).
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()>;
+
+    /// Execution phase of a row the program inserts (`Txn::insert`):
+    /// `cx.accesses[index]` is a write on the program's home node
+    /// (`TxnCx::home`) whose key may have no tuple yet. Default: claim the
+    /// row in the home node's store (`NodeStore::ensure_row`, the slot
+    /// remembered so the protocol skips an index probe), then fetch it
+    /// like any write with [`Protocol::access`]. Deterministic protocols
+    /// (CALVIN), which run a program on nodes other than the home and
+    /// before any commit decision is final, claim rows their own way.
+    async fn insert_access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        let access = cx.accesses[index];
+        let store = cx
+            .local_store
+            .expect("the transaction driver gives every context its node's store");
+        debug_assert_eq!(store.node, access.node, "inserts go to the home node");
+        match store.ensure_row(access.table, access.key) {
+            Ok(slot) => cx.cache_slot(access.table, access.node, access.key, slot),
+            Err(StoreError::TableFull { .. } | StoreError::IndexFull { .. }) => {
+                return Err(AbortReason::TableFull)
+            }
+            Err(StoreError::DuplicateKey { .. }) => return Err(AbortReason::RowStale),
+        }
+        self.access(cx, index).await
+    }
 
     /// A record first read is now also written.
     async fn upgrade(&self, _cx: &mut TxnCx<'_>, _index: usize) -> TxnResult<()> {

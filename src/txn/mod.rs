@@ -21,8 +21,8 @@ use crate::fabric::{Batch, NodeId};
 use crate::protocols::{Protocol, Stage, StagePlan};
 use crate::runtime::Worker;
 use crate::store::{
-    row_live, LocationCache, NodeStore, StoreError, StoreLayout, TableId, TableLayout, ROW_ABSENT,
-    ROW_LIVE, ROW_STATE_WORD,
+    row_live, LocationCache, NodeStore, StoreLayout, TableId, TableLayout, ROW_ABSENT, ROW_LIVE,
+    ROW_STATE_WORD,
 };
 
 /// Why an attempt aborted. The protocol layer picks the reason; users see
@@ -200,6 +200,17 @@ pub struct TxnCx<'w> {
     /// Ordered-index changes the attempt makes at its commit point
     /// (`store::ordered`), in program order.
     pub index_ops: Vec<IndexOp>,
+    /// The node the program runs for: where it inserts and what
+    /// `Txn::node` answers. The worker's own node, except under CALVIN,
+    /// whose executors on every active participant run the program of a
+    /// transaction its origin node submitted.
+    pub home: NodeId,
+    /// The time the program sees (`Txn::now_ns`) when fixed by the
+    /// protocol rather than read from the clock: CALVIN fixes it per
+    /// transaction from its input, as Calvin §3.1 does for every
+    /// nondeterministic value, so that every participant and every replay
+    /// computes the same records.
+    pub program_clock_ns: Option<u64>,
 }
 
 /// A change to one of a workload's ordered indexes (`store::OrderedIndex`)
@@ -242,6 +253,8 @@ impl<'w> TxnCx<'w> {
             scratch: Vec::with_capacity(64),
             local_store: None,
             index_ops: Vec::with_capacity(16),
+            home: worker.node,
+            program_clock_ns: None,
         }
     }
 
@@ -349,6 +362,11 @@ impl<'w> TxnCx<'w> {
             }
             None => false,
         }
+    }
+
+    /// Puts `(table, node, key) → slot` in the location cache.
+    pub fn cache_slot(&mut self, table: TableId, node: NodeId, key: u64, slot: u64) {
+        self.cache.borrow_mut().put(table, node, key, slot);
     }
 
     pub fn remember_slot(&mut self, index: usize, slot: u64) {
@@ -466,6 +484,19 @@ impl<'c, 'w, P: Protocol> Txn<'c, 'w, P> {
         key: u64,
         write: bool,
     ) -> TxnResult<Rec> {
+        self.access_as(table, node, key, write, false).await
+    }
+
+    /// [`Txn::access`]; `insert`: a first access goes to the protocol's
+    /// `insert_access` (the row may not exist yet).
+    async fn access_as(
+        &mut self,
+        table: TableId,
+        node: NodeId,
+        key: u64,
+        write: bool,
+        insert: bool,
+    ) -> TxnResult<Rec> {
         self.cx.worker.charge(crate::fabric::CpuOp::Access, 1);
         if let Some(index) = self.cx.find(table, node, key) {
             if write && !self.cx.accesses[index].write {
@@ -476,7 +507,11 @@ impl<'c, 'w, P: Protocol> Txn<'c, 'w, P> {
         }
         let index = self.cx.push_access(table, node, key, write);
         let start = self.cx.now_ns();
-        let result = self.protocol.access(self.cx, index).await;
+        let result = if insert {
+            self.protocol.insert_access(self.cx, index).await
+        } else {
+            self.protocol.access(self.cx, index).await
+        };
         let elapsed = self.cx.now_ns() - start;
         self.cx.add_stage_time(P::ACCESS_STAGE, elapsed);
         result.map(|_| Rec(index))
@@ -498,36 +533,27 @@ impl<'c, 'w, P: Protocol> Txn<'c, 'w, P> {
 
     /// The worker's clock, ns (virtual time on `sim`): for timestamps a
     /// program stores, such as TPC-C's entry and delivery dates.
+    ///
+    /// Under CALVIN it is fixed per transaction (`TxnCx::program_clock_ns`).
     pub fn now_ns(&self) -> u64 {
-        self.cx.now_ns()
+        self.cx.program_clock_ns.unwrap_or_else(|| self.cx.now_ns())
     }
 
-    /// The coordinator's node (where this program runs).
+    /// The coordinator's node: the one this program runs for
+    /// (`TxnCx::home`), where its inserts go.
     pub fn node(&self) -> NodeId {
-        self.cx.worker.node
+        self.cx.home
     }
 
     /// Inserts `key` into `table` on the coordinator's node with `record`,
     /// whose row-state word is set live (the table keeps a row state; see
     /// `store`). The row is written through the protocol like any write:
-    /// it reads the absent version `v` and installs `v + 1`. Aborts with
-    /// `row_stale` if the key is live, `table_full` if no slot is left.
+    /// it reads the absent version `v` and installs `v + 1`
+    /// (`Protocol::insert_access`). Aborts with `row_stale` if the key is
+    /// live, `table_full` if no slot is left.
     pub async fn insert(&mut self, table: TableId, key: u64, record: &[u64]) -> TxnResult<Rec> {
-        let store = self
-            .cx
-            .local_store
-            .expect("the transaction driver gives every context its node's store");
-        let node = store.node;
-        let slot = match store.ensure_row(table, key) {
-            Ok(slot) => slot,
-            Err(StoreError::TableFull { .. } | StoreError::IndexFull { .. }) => {
-                return Err(AbortReason::TableFull)
-            }
-            Err(StoreError::DuplicateKey { .. }) => return Err(AbortReason::RowStale),
-        };
-        // The row's location is known: spare the protocol an index probe.
-        self.cx.cache.borrow_mut().put(table, node, key, slot);
-        let rec = self.access(table, node, key, true).await?;
+        let node = self.node();
+        let rec = self.access_as(table, node, key, true, true).await?;
         if row_live(self.get(rec)) {
             return Err(AbortReason::RowStale);
         }

@@ -111,6 +111,15 @@ pub trait Workload: Sync {
         0
     }
 
+    /// Most records of one request that lie on other nodes than one node
+    /// that writes (what one active participant receives in CALVIN's value
+    /// forwarding; it sizes CALVIN's forward buffer). Default:
+    /// [`Workload::max_accesses`]; a workload whose large sets are local
+    /// (TPC-C's StockLevel, Delivery) says less.
+    fn max_forwarded_accesses(&self) -> usize {
+        self.max_accesses()
+    }
+
     /// Appends `request` as words to `out`.
     fn encode_request(&self, _request: &Self::Request, _out: &mut Vec<u64>) {}
 
@@ -124,7 +133,15 @@ pub trait Workload: Sync {
     /// the program first accesses them, each once (an access that is
     /// written is declared written). Returns false when the set depends
     /// on data: CALVIN then finds it by a reconnaissance run (Deneva
-    /// §3.4, `protocols::calvin::recon`).
+    /// §3.4, `protocols::calvin::recon`) and adds what this appended before
+    /// answering false — records the program need not touch but whose
+    /// locks order the request against the writers of what it finds
+    /// through an ordered index (TPC-C's district rows), so that what the
+    /// index shows at execution is a function of the global order.
+    ///
+    /// Rows the program inserts (`Txn::insert`) are not declared; their
+    /// keys must come from a record the request writes, whose lock covers
+    /// them (see `protocols::calvin::CalvinExec`).
     fn declare_accesses(&self, _request: &Self::Request, _out: &mut Vec<Declared>) -> bool {
         false
     }

@@ -13,8 +13,9 @@
 //!    waits for every remote record — parking the transaction and taking
 //!    other work meanwhile, never blocking on it — then runs the program
 //!    on the whole set (`TxnCx::preload`), installs its local writes
-//!    (`seq_end`, record, `seq`, as the store's invariant asks) and
-//!    releases its locks;
+//!    (`seq_end`, record, `seq`, as the store's invariant asks) — on the
+//!    origin also the rows the program inserted, then its ordered-index
+//!    changes — and releases its locks;
 //! 4. the part reports to the origin's completion counter.
 //!
 //! Invariants: records are read and written only while their locks are
@@ -24,15 +25,25 @@
 
 use super::scheduler::Scheduled;
 use super::{
-    CalvinEnv, CalvinExec, Poll, DONE_UNDECLARED, DONE_USER_ABORT, MISSING, RPC_DONE, RPC_FORWARD,
-    ST_DISPATCH, ST_EXECUTE, ST_FORWARD, ST_LOCK, ST_READ,
+    CalvinEnv, CalvinExec, Poll, DONE_UNDECLARED, DONE_USER_ABORT, INSERTED, MISSING, RPC_DONE,
+    RPC_FORWARD, ST_DISPATCH, ST_EXECUTE, ST_FORWARD, ST_LOCK, ST_READ,
 };
 use crate::check::history::SECONDARY_ENTRY;
 use crate::check::Item;
 use crate::fabric::NodeId;
 use crate::protocols::{Primitive, Stage};
-use crate::txn::{AbortReason, Txn, TxnCx};
+use crate::txn::{AbortReason, Txn, TxnCx, NO_SLOT};
 use crate::workloads::Workload;
+
+/// An executor's scratch lists of history items: one part's reads and
+/// writes, and the rows its program inserted here (at the version it
+/// read).
+#[derive(Default)]
+struct Items {
+    reads: Vec<Item>,
+    writes: Vec<Item>,
+    inserted: Vec<Item>,
+}
 
 /// What an executor takes from its node.
 enum Work {
@@ -56,14 +67,13 @@ fn forwards_complete<W: Workload>(
         true
     } else if onesided {
         let tag = txn.epoch + 1;
-        txn.accesses.iter().enumerate().all(|(k, a)| {
-            a.node == node
-                || env.store.region.load(env.calvin.fwd_addr(
-                    txn.epoch,
-                    txn.sequencer,
-                    txn.position,
-                    k as u32,
-                )) == tag
+        (0..remote).all(|block| {
+            env.store.region.load(env.calvin.fwd_addr(
+                txn.epoch,
+                txn.sequencer,
+                txn.position,
+                block,
+            )) == tag
         })
     } else {
         state
@@ -81,7 +91,7 @@ pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     let onesided = env.plan.get(Stage::ValueForwarding) == Primitive::OneSided;
     let mut cx = TxnCx::new(worker, co, env.layout, env.cache, env.plan);
     let mut attempts: u64 = 0;
-    let mut items: (Vec<Item>, Vec<Item>) = (Vec::new(), Vec::new());
+    let mut items = Items::default();
     let mut poll = Poll::new(env.epoch_ns);
     loop {
         env.note_boundaries(worker.now_ns());
@@ -197,27 +207,33 @@ fn start<W: Workload>(
         batch.clear();
         for &receiver in &actives {
             if onesided {
-                for (k, access) in txn.accesses.iter().enumerate() {
-                    if access.node != node {
-                        continue;
-                    }
+                // Block `b` at the receiver holds its `b`-th access on
+                // another node than itself (`CalvinLayout::fwd_addr`).
+                let blocks = || {
+                    txn.accesses
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, a)| a.node != receiver)
+                        .zip(0u32..)
+                        .filter(|((_, a), _)| a.node == node)
+                        .map(|((k, a), block)| (k, a, block))
+                };
+                for (k, access, block) in blocks() {
                     let words = env.layout.table(access.table).record_words as usize;
-                    let addr =
-                        env.calvin
-                            .fwd_addr(txn.epoch, txn.sequencer, txn.position, k as u32);
+                    let addr = env
+                        .calvin
+                        .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
                     batch.write(
                         receiver,
                         addr + 1,
                         &txn.values[k * stride..k * stride + 1 + words],
                     );
                 }
-                for (k, access) in txn.accesses.iter().enumerate() {
-                    if access.node == node {
-                        let addr =
-                            env.calvin
-                                .fwd_addr(txn.epoch, txn.sequencer, txn.position, k as u32);
-                        batch.write_word(receiver, addr, txn.epoch + 1);
-                    }
+                for (_, _, block) in blocks() {
+                    let addr = env
+                        .calvin
+                        .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
+                    batch.write_word(receiver, addr, txn.epoch + 1);
                 }
             } else {
                 let mut payload = batch.payload();
@@ -255,7 +271,7 @@ async fn execute<W: Workload>(
     index: usize,
     txn: Scheduled,
     onesided: bool,
-    items: &mut (Vec<Item>, Vec<Item>),
+    items: &mut Items,
 ) {
     let worker = env.worker;
     let node = env.shared.node;
@@ -267,6 +283,13 @@ async fn execute<W: Workload>(
     let forward_ns = execute_start.saturating_sub(txn.forward_start_ns);
 
     cx.begin(attempt_id, 0);
+    let inserted = &mut items.inserted;
+    inserted.clear();
+    // The program runs for the origin, at a time fixed by the input: the
+    // end of its epoch, counted from the run's start (the same on every
+    // fabric and every replay).
+    cx.home = txn.origin;
+    cx.program_clock_ns = Some((txn.epoch + 1) * env.epoch_ns);
     let forwarded = if onesided {
         None
     } else {
@@ -289,6 +312,7 @@ async fn execute<W: Workload>(
         }
     }
     let mut cx_index: Vec<Option<usize>> = vec![None; txn.accesses.len()];
+    let mut block: u32 = 0;
     for (k, access) in txn.accesses.iter().enumerate() {
         let record_words = env.layout.table(access.table).record_words as usize;
         let (seq, record): (u64, &[u64]) = if access.node == node {
@@ -300,7 +324,8 @@ async fn execute<W: Workload>(
         } else {
             let addr = env
                 .calvin
-                .fwd_addr(txn.epoch, txn.sequencer, txn.position, k as u32);
+                .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
+            block += 1;
             scratch.resize(1 + record_words, 0);
             region.read(addr + 1, &mut scratch);
             (scratch[0], &scratch[1..])
@@ -316,6 +341,7 @@ async fn execute<W: Workload>(
             ));
         }
     }
+    let preloaded = cx.accesses.len();
     let request = env
         .workload
         .decode_request(&txn.request)
@@ -323,6 +349,7 @@ async fn execute<W: Workload>(
     let outcome = {
         let exec = CalvinExec {
             declared: &txn.accesses,
+            store: env.store,
         };
         let mut program = Txn::new(cx, &exec);
         env.workload.execute(&mut program, &request).await
@@ -342,9 +369,40 @@ async fn execute<W: Workload>(
                 region.write(table.record_addr(slot), cx.record(j));
                 region.store(table.seq_addr(slot), installed);
             }
+            // Rows the program inserted here (its home node): claimed by
+            // `CalvinExec::insert_access`, installed like any write.
+            for access in &cx.accesses[preloaded..] {
+                if access.meta != INSERTED || access.node != node {
+                    continue;
+                }
+                debug_assert!(access.write && access.slot != NO_SLOT);
+                let table = env.layout.table(access.table);
+                let installed = access.seq + 1;
+                let tuple = table.tuple_addr(access.slot);
+                region.store(tuple + table.seq_end_offset() as u64, installed);
+                region.write(
+                    table.record_addr(access.slot),
+                    &cx.data
+                        [access.data as usize..access.data as usize + table.record_words as usize],
+                );
+                region.store(table.seq_addr(access.slot), installed);
+                inserted.push(Item {
+                    table: access.table,
+                    key: access.key,
+                    seq: access.seq,
+                });
+            }
+            // The ordered indexes change at the commit point, on the home
+            // node, after the rows they name are installed and while the
+            // locks that order them are still held (`store::ordered`).
+            if node == txn.origin && !cx.index_ops.is_empty() {
+                env.workload.at_commit_point(node, &cx.index_ops);
+            }
             0
         }
-        Err(AbortReason::Undeclared) => DONE_UNDECLARED,
+        // A record outside the set, or a row the set expected live that is
+        // absent: the reconnaissance went stale.
+        Err(AbortReason::Undeclared | AbortReason::RowStale) => DONE_UNDECLARED,
         Err(_) => DONE_USER_ABORT,
     };
     let execute_ns = worker.now_ns().saturating_sub(execute_start);
@@ -376,16 +434,29 @@ fn finish<W: Workload>(
     execute_ns: u64,
     abort: u64,
     note: i64,
-    items: &mut (Vec<Item>, Vec<Item>),
+    items: &mut Items,
 ) {
     let worker = env.worker;
     let node = env.shared.node;
     let now = worker.now_ns();
     let stride = 1 + env.calvin.max_record_words as usize;
     if let Some(history) = env.history {
-        let (reads, writes) = items;
+        let Items {
+            reads,
+            writes,
+            inserted,
+        } = items;
         reads.clear();
         writes.clear();
+        if abort == 0 {
+            for item in inserted.iter() {
+                reads.push(*item);
+                writes.push(Item {
+                    seq: item.seq + 1,
+                    ..*item
+                });
+            }
+        }
         for (k, access) in txn.accesses.iter().enumerate() {
             let seq = txn.values[k * stride];
             if access.node != node || seq == MISSING {
@@ -422,6 +493,8 @@ fn finish<W: Workload>(
             .borrow_mut()
             .push_noted(txn.id, txn.origin, kind, note, reads, writes);
     }
+    // Only this transaction's part uses them.
+    items.inserted.clear();
     {
         let mut state = env.shared.lock();
         let mut granted = Vec::new();

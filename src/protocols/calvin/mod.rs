@@ -78,6 +78,28 @@
 //!   touches an undeclared record aborts deterministically on every active
 //!   participant (`AbortReason::Undeclared`), and a reconnoitred request is
 //!   then reconnoitred and submitted again.
+//! * Inserts (`Protocol::insert_access` of [`CalvinExec`]): a row the
+//!   program inserts is not declared — its key must derive from a record
+//!   the transaction writes (TPC-C's district counters), whose exclusive
+//!   lock covers it. The origin (the program's home, `TxnCx::home`) claims
+//!   the row while executing and installs it with its other writes; the
+//!   other active participants run the program on an absent copy. Every
+//!   participant sees the row absent, so all decide alike; a workload must
+//!   not let an insert fail on the home alone (TPC-C caps its ids per
+//!   district from the district row, and sizes its tables to fit them).
+//! * Ordered indexes change at the commit point on the origin, after its
+//!   rows are installed and before its locks are released
+//!   (`Workload::at_commit_point`); a workload declares, beside the
+//!   reconnoitred set, the records whose locks order a range read against
+//!   the index's writers (`Workload::declare_accesses`).
+//! * Programs see a clock fixed by the input (`Txn::now_ns`: the end of the
+//!   transaction's epoch from the run's start), Calvin's rule for every
+//!   nondeterministic value, so records that store dates are the same on
+//!   every replica.
+//! * Forward blocks are addressed by the record's place among those on
+//!   other nodes than the receiver, so the buffer is sized by
+//!   `Workload::max_forwarded_accesses` (TPC-C: 33) rather than by the
+//!   largest set (StockLevel's several hundred local records).
 //!
 //! Invariants: a record is read or written only under its lock from the
 //! lock manager; locks of one node are requested in the global order; a
@@ -100,7 +122,7 @@ use crate::fabric::NodeId;
 use crate::protocols::{Protocol, ProtocolKind, Served, Stage, StagePlan};
 use crate::runtime::{RpcService, Worker};
 use crate::stats::WorkerStats;
-use crate::store::{LocationCache, NodeStore, StoreLayout, TableId};
+use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout, TableId};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 use crate::workloads::{Declared, Workload};
 
@@ -196,6 +218,9 @@ pub struct CalvinLayout {
     /// Client slots per node: at most this many entries per sequencer batch.
     pub clients: u32,
     pub max_accesses: u32,
+    /// Forward blocks per transaction: most records one active participant
+    /// receives (`Workload::max_forwarded_accesses`).
+    pub max_forwarded: u32,
     /// Words of one batch entry at most.
     pub entry_words: u32,
     /// Largest record of any table, words.
@@ -213,8 +238,10 @@ impl CalvinLayout {
         nodes: u32,
         clients: u32,
         max_accesses: u32,
+        max_forwarded: u32,
         max_request_words: u32,
     ) -> CalvinLayout {
+        let max_forwarded = max_forwarded.min(max_accesses);
         let max_record_words = layout
             .tables
             .iter()
@@ -228,7 +255,7 @@ impl CalvinLayout {
         let fwd_words = RING
             * nodes as u64
             * clients as u64
-            * max_accesses as u64
+            * max_forwarded as u64
             * (2 + max_record_words as u64);
         let done_base = fwd_base + fwd_words;
         layout.region_words = done_base + clients as u64;
@@ -236,6 +263,7 @@ impl CalvinLayout {
             nodes,
             clients,
             max_accesses,
+            max_forwarded,
             entry_words,
             max_record_words,
             crb_base,
@@ -258,14 +286,31 @@ impl CalvinLayout {
         2 + self.max_record_words as u64
     }
 
-    /// The forward block, on an active participant, of access `access` of
-    /// the transaction at `position` of `sequencer`'s batch of `epoch`.
+    /// Forward block `block`, on an active participant, of the transaction
+    /// at `position` of `sequencer`'s batch of `epoch`: block `b` holds
+    /// the `b`-th access (in declared order) that lies on another node
+    /// than that participant, so a transaction needs as many blocks there
+    /// as it has records elsewhere, not as it has records.
     #[inline]
-    pub fn fwd_addr(&self, epoch: u64, sequencer: NodeId, position: u32, access: u32) -> u64 {
-        debug_assert!(position < self.clients && access < self.max_accesses);
+    pub fn fwd_addr(&self, epoch: u64, sequencer: NodeId, position: u32, block: u32) -> u64 {
+        debug_assert!(position < self.clients && block < self.max_forwarded);
         let txn = ((epoch % RING) * self.nodes as u64 + sequencer as u64) * self.clients as u64
             + position as u64;
-        self.fwd_base + (txn * self.max_accesses as u64 + access as u64) * self.fwd_block_words()
+        self.fwd_base + (txn * self.max_forwarded as u64 + block as u64) * self.fwd_block_words()
+    }
+
+    /// Whether `accesses` fit the forward buffer: no node that writes
+    /// would receive more than `max_forwarded` records.
+    pub fn forwards_fit(&self, accesses: &[Declared]) -> bool {
+        let mut writers: Vec<NodeId> = Vec::new();
+        for access in accesses.iter().filter(|a| a.write) {
+            if !writers.contains(&access.node) {
+                writers.push(access.node);
+            }
+        }
+        writers.iter().all(|&writer| {
+            accesses.iter().filter(|a| a.node != writer).count() <= self.max_forwarded as usize
+        })
     }
 
     /// The completion counter of client slot `slot`, on its origin node.
@@ -480,7 +525,14 @@ pub struct CalvinExec<'a> {
     /// The transaction's declared set (records in it that are missing are
     /// not preloaded: reaching them is `NotFound`, not a stale set).
     pub declared: &'a [Declared],
+    /// This node's store (where the executor runs).
+    pub store: &'a NodeStore,
 }
+
+/// `Access::meta` of a row the program inserts (see [`CalvinExec`]'s
+/// `insert_access`): installed by the executor of the home node, absent
+/// from the declared set.
+pub const INSERTED: u64 = 1;
 
 impl Protocol for CalvinExec<'_> {
     const KIND: ProtocolKind = ProtocolKind::Calvin;
@@ -506,6 +558,38 @@ impl Protocol for CalvinExec<'_> {
 
     async fn upgrade(&self, _cx: &mut TxnCx<'_>, _index: usize) -> TxnResult<()> {
         Err(AbortReason::Undeclared)
+    }
+
+    /// A row the program inserts, on its home node (the origin). Its key
+    /// need not be declared: the workload must derive it from a record
+    /// the transaction writes (TPC-C: `D_NEXT_O_ID`, `D_NEXT_H_ID` of the
+    /// district it updates), whose exclusive lock then covers the new key
+    /// — no other transaction can name it before this one installs it,
+    /// except by reading that record (ordered by its lock) or through an
+    /// ordered index this transaction changes only as it installs. On the
+    /// home node the row is claimed now (`NodeStore::ensure_row`, as every
+    /// protocol's insert does) and its current version read; every other
+    /// active participant runs the program on an absent version-0 copy
+    /// that it never installs. Both see it absent, so both decide alike.
+    async fn insert_access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        let access = cx.accesses[index];
+        cx.accesses[index].meta = INSERTED;
+        if access.node != self.store.node {
+            // The copy is zeroed: row state absent, version 0.
+            return Ok(());
+        }
+        let slot = match self.store.ensure_row(access.table, access.key) {
+            Ok(slot) => slot,
+            Err(StoreError::TableFull { .. } | StoreError::IndexFull { .. }) => {
+                return Err(AbortReason::TableFull)
+            }
+            Err(StoreError::DuplicateKey { .. }) => return Err(AbortReason::RowStale),
+        };
+        cx.accesses[index].slot = slot;
+        let seq = read_consistent(self.store, access.table, access.key, cx.record_mut(index));
+        debug_assert_ne!(seq, MISSING, "the row was just claimed");
+        cx.accesses[index].seq = seq;
+        Ok(())
     }
 
     async fn commit(&self, _cx: &mut TxnCx<'_>) {}

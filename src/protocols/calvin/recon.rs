@@ -14,9 +14,15 @@
 //! version that is whole (`seq == seq_end` around the record, the store's
 //! consistency rule) or `MISSING`.
 //!
+//! Rows the program inserts are left out of the set (see
+//! `CalvinExec::insert_access`), and records the workload declared before
+//! answering false (`Workload::declare_accesses`: locks that order the
+//! request against writers of a range it reads through an ordered index)
+//! are kept in it.
+//!
 //! Invariant: the run never writes to the store or takes a lock.
 
-use super::{read_consistent, MISSING, RPC_READ};
+use super::{read_consistent, INSERTED, MISSING, RPC_READ};
 use crate::protocols::{Protocol, ProtocolKind, Served, Stage};
 use crate::store::NodeStore;
 use crate::txn::{AbortReason, TxnCx, TxnResult};
@@ -58,6 +64,15 @@ impl Protocol for Recon<'_> {
             return Err(AbortReason::NotFound);
         }
         cx.accesses[index].seq = seq;
+        Ok(())
+    }
+
+    /// A row the program inserts is not part of the set (its key is
+    /// covered by a record the transaction writes; see
+    /// `CalvinExec::insert_access`): the run goes on with an absent copy,
+    /// and claims nothing in the store.
+    async fn insert_access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        cx.accesses[index].meta = INSERTED;
         Ok(())
     }
 

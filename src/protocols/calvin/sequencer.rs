@@ -44,7 +44,7 @@
 use super::recon::Recon;
 use super::{
     pack_access, CalvinEnv, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_FLAG_MASK,
-    DONE_UNDECLARED, DONE_USER_ABORT, ENTRY_FIXED_WORDS, RPC_BATCH, ST_SEQUENCE,
+    DONE_UNDECLARED, DONE_USER_ABORT, ENTRY_FIXED_WORDS, INSERTED, RPC_BATCH, ST_SEQUENCE,
 };
 use crate::fabric::NodeId;
 use crate::protocols::{Primitive, Stage};
@@ -143,6 +143,7 @@ fn well_formed<W: Workload>(
     let calvin = env.calvin;
     !declared.is_empty()
         && declared.len() <= calvin.max_accesses as usize
+        && calvin.forwards_fit(declared)
         && ENTRY_FIXED_WORDS + 2 * declared.len() + request_words <= calvin.entry_words as usize
         && declared
             .iter()
@@ -248,8 +249,8 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             let mut declared_ok = env.workload.declare_accesses(&request, &mut declared);
             client.reconnoitred = !declared_ok;
             if !declared_ok {
-                // The set depends on data: reconnoitre it.
-                declared.clear();
+                // The set depends on data: reconnoitre it (what the
+                // workload declared anyway is kept: see `recon`).
                 recon_runs += 1;
                 recon_cx.begin(recon_runs, 0);
                 {
@@ -257,12 +258,18 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                     // Its outcome does not matter: execution decides.
                     let _ = env.workload.execute(&mut program, &request).await;
                 }
-                declared.extend(recon_cx.accesses.iter().map(|a| Declared {
-                    table: a.table,
-                    node: a.node,
-                    key: a.key,
-                    write: a.write,
-                }));
+                declared.extend(
+                    recon_cx
+                        .accesses
+                        .iter()
+                        .filter(|a| a.meta != INSERTED)
+                        .map(|a| Declared {
+                            table: a.table,
+                            node: a.node,
+                            key: a.key,
+                            write: a.write,
+                        }),
+                );
                 declared_ok = true;
             }
             if declared_ok {

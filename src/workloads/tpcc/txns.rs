@@ -34,6 +34,12 @@ pub(super) async fn new_order<P: Protocol>(
     let (d_tax, o_id) = {
         let record = txn.get_mut(district);
         let o_id = record[col::D_NEXT_O_ID];
+        if o_id > tpcc.last_run_time_id() {
+            // The district's insert headroom is used up. Decided from the
+            // district row alone, so every CALVIN participant agrees
+            // (a full table found by one node only could not be).
+            return Err(AbortReason::TableFull);
+        }
         record[col::D_NEXT_O_ID] = o_id + 1;
         (record[col::D_TAX], o_id)
     };
@@ -179,6 +185,10 @@ pub(super) async fn payment<P: Protocol>(
         let record = txn.get_mut(district);
         record[col::D_YTD] += amount_cents;
         let h_id = record[col::D_NEXT_H_ID];
+        if h_id > tpcc.last_run_time_id() {
+            // As NewOrder's: no room left for the district's history.
+            return Err(AbortReason::TableFull);
+        }
         record[col::D_NEXT_H_ID] = h_id + 1;
         h_id
     };
