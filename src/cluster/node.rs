@@ -653,6 +653,7 @@ fn drive<W: Workload>(
         history: config.check.then_some(history),
         // Every node's store with `check` (gathered for it), else rank 0's.
         stores,
+        replication,
     }))
 }
 

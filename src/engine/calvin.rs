@@ -156,6 +156,7 @@ pub(crate) fn run_calvin<W: Workload>(
         report,
         history: config.check.then_some(history),
         stores,
+        replication: None,
     })
 }
 

@@ -91,6 +91,8 @@ pub struct RunOutput {
     pub history: Option<History>,
     /// Every node's store as the run left it (quiescent).
     pub stores: Vec<Arc<NodeStore>>,
+    /// The run's replication (placement, rings), when it replicated.
+    pub replication: Option<Arc<Replication>>,
 }
 
 /// Something to do with the run's workload, generic over its type: the one
@@ -382,6 +384,7 @@ fn run_workload<P: Protocol, W: Workload>(
         report,
         history: config.check.then_some(history),
         stores,
+        replication,
     })
 }
 

@@ -20,6 +20,7 @@
 
 pub mod log;
 pub mod placement;
+pub mod recovery;
 pub mod ring;
 
 use std::sync::Arc;
