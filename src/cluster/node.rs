@@ -407,6 +407,7 @@ fn run_protocol<P: Protocol, W: Workload>(
             &stop,
             &local_done,
             stall,
+            replication.clone(),
         );
         match outcome {
             Ok(output) => {
@@ -441,6 +442,7 @@ fn drive<W: Workload>(
     stop: &AtomicBool,
     local_done: &AtomicUsize,
     stall: Duration,
+    replication: Option<Arc<Replication>>,
 ) -> Result<Option<RunOutput>, String> {
     let rank = boot.rank;
     let nodes = boot.nodes;
