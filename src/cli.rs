@@ -111,6 +111,8 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
                               [0.1]
     --swarm                   sim: scale each latency class per seed
     --backoff-base-ns N       abort back-off base [1000]
+    --replication R           copies of every partition, primary included: 1..=3, <= nodes [1]
+    --log-ring-bytes N        coordinator log ring per worker per backup, bytes [65536]
     --backoff-cap-ns N        abort back-off cap [100000]
     --location-cache N        location-cache entries per worker, 0 = off [262144]
     --workload W              ycsb | tpcc [ycsb]
@@ -526,6 +528,11 @@ fn parse_run_flags_unresolved(args: &[String]) -> Result<(Config, Outputs, Optio
             "--swarm" => config.sim.swarm = true,
             "--hybrid" => hybrid = Some(parse_hybrid_code(v)?),
             "--backoff-base-ns" => config.backoff.base_ns = parse_number(f, v, count)?,
+            // Replication (issue 8, `replication`).
+            "--replication" => config.replication = parse_number(f, v, count)?,
+            "--log-ring-bytes" => {
+                config.replication_options.ring_bytes = parse_number(f, v, count)?
+            }
             "--calvin-epoch-us" => {
                 config.protocol_options.calvin_epoch_us = parse_number(f, v, count)?
             }

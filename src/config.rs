@@ -75,6 +75,11 @@ pub struct Config {
     pub protocol_options: ProtocolOptions,
     /// The `ucx` fabric's knobs (`[ucx]`).
     pub ucx: UcxConfig,
+    /// Copies of every partition, primary included (`--replication R`,
+    /// 1..=3 and at most `nodes`; 1: no replication). See `replication`.
+    pub replication: u32,
+    /// `[replication_options]`: the coordinator log's knobs.
+    pub replication_options: ReplicationOptions,
     /// Test-only: OCC skips read-set validation. Exists to prove the checker
     /// catches a broken protocol; not reachable from the command line.
     #[serde(skip)]
@@ -275,6 +280,8 @@ impl Default for Config {
             tpcc: TpccConfig::default(),
             protocol_options: ProtocolOptions::default(),
             ucx: UcxConfig::default(),
+            replication: 1,
+            replication_options: ReplicationOptions::default(),
             unsafe_skip_occ_validation: false,
         }
     }
@@ -420,6 +427,7 @@ impl Config {
             )));
         }
         self.validate_protocol_options()?;
+        self.validate_replication()?;
         self.validate_ucx()?;
         self.validate_ycsb()?;
         self.validate_tpcc()?;
@@ -893,3 +901,55 @@ impl Config {
 
 /// What a user who asks for the `ucx` fabric in a build without it is told.
 pub const UCX_MISSING: &str = "fabric ucx is not in this build of verbena: install UCX (Debian/Ubuntu: `apt-get install libucx-dev ucx-utils`; elsewhere UCX >= 1.13 from https://openucx.org) and rebuild with `cargo build --release --features ucx`";
+
+/// `[replication_options]`: knobs of the coordinator log (`replication`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplicationOptions {
+    /// Bytes of each coordinator worker's log ring on each backup node
+    /// (a multiple of 8). A record larger than the ring goes by RPC.
+    pub ring_bytes: u64,
+}
+
+impl Default for ReplicationOptions {
+    fn default() -> Self {
+        ReplicationOptions {
+            ring_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// Most copies of a partition (the papers run with 3: RCC §6.1, DrTM+H §5.4).
+pub const MAX_REPLICATION: u32 = 3;
+
+impl Config {
+    fn validate_replication(&self) -> Result<(), ConfigError> {
+        check_count("replication", self.replication, 1, MAX_REPLICATION)?;
+        if self.replication > self.nodes {
+            return Err(ConfigError(format!(
+                "replication = {} needs at least as many nodes, but nodes = {}; allowed: 1..={}",
+                self.replication,
+                self.nodes,
+                self.nodes.min(MAX_REPLICATION)
+            )));
+        }
+        let ring = self.replication_options.ring_bytes;
+        if ring % 8 != 0 || !(256..=1 << 30).contains(&ring) {
+            return Err(ConfigError(format!(
+                "replication_options.ring_bytes = {ring} is out of range; allowed: a multiple of 8 in 256..={}",
+                1u64 << 30
+            )));
+        }
+        if self.replication > 1 && self.protocol == ProtocolKind::Calvin {
+            return Err(ConfigError(
+                "replication > 1 with protocol calvin is not supported in this build: CALVIN would replicate its sequenced input (Calvin's design), which is not implemented; every other protocol replicates its writes through the coordinator log".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Words of one log ring (`replication_options.ring_bytes / 8`).
+    pub fn ring_words(&self) -> u64 {
+        self.replication_options.ring_bytes / 8
+    }
+}

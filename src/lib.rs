@@ -6,6 +6,7 @@ pub mod engine;
 pub mod experiments;
 pub mod fabric;
 pub mod protocols;
+pub mod replication;
 pub mod rng;
 pub mod runtime;
 pub mod stats;

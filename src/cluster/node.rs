@@ -42,6 +42,7 @@ use crate::engine::{self, CheckSummary, Report, RunError, RunOutput, WithProtoco
 use crate::fabric::ucx::{ucx_version, PeerInfo, TransportChoice, UcxContext, UcxWorkerHost};
 use crate::fabric::NodeId;
 use crate::protocols::Protocol;
+use crate::replication::{LogWriter, Replication};
 use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreLayout};
@@ -111,11 +112,25 @@ pub fn run_node_custom<W: Workload>(
 struct NodeService<'a, P: Protocol> {
     protocol: &'a P,
     store: &'a NodeStore,
+    replication: Option<&'a Replication>,
+    scratch: RefCell<Vec<u64>>,
 }
 
 impl<P: Protocol> RpcService for NodeService<'_, P> {
     fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served {
+        if let Some(replication) = self.replication {
+            if let Some(served) = replication.serve(self.store, kind, payload) {
+                return served;
+            }
+        }
         self.protocol.serve(self.store, kind, payload)
+    }
+
+    fn background(&self, worker: u16) -> bool {
+        match self.replication {
+            Some(r) => r.poll(self.store, worker, &mut self.scratch.borrow_mut()),
+            None => false,
+        }
     }
 }
 
@@ -157,6 +172,7 @@ fn worker_thread<P: Protocol, W: Workload>(
     links: WorkerLinks,
     stop: &AtomicBool,
     local_done: &AtomicUsize,
+    replication: Option<&Arc<Replication>>,
 ) {
     let node = store.node;
     let host = match UcxWorkerHost::new(context, node, worker_index) {
@@ -200,7 +216,13 @@ fn worker_thread<P: Protocol, W: Workload>(
     let cache = RefCell::new(LocationCache::new(config.location_cache_entries));
     let stats = RefCell::new(WorkerStats::new());
     let history = RefCell::new(History::new());
-    let service = NodeService { protocol, store };
+    let service = NodeService {
+        protocol,
+        store,
+        replication: replication.map(|r| &**r),
+        scratch: RefCell::new(Vec::new()),
+    };
+    let log_writer = replication.map(|r| LogWriter::new(r.clone(), store.node, worker_index));
     let warmup_ns = (config.warmup_s * 1e9) as u64;
     let duration_ns = (config.duration_s * 1e9) as u64;
     let env = CoroutineEnv {
@@ -217,6 +239,7 @@ fn worker_thread<P: Protocol, W: Workload>(
         seed: config.seed,
         warmup_end_ns: start + warmup_ns,
         end_ns: start + warmup_ns + duration_ns,
+        log: log_writer.as_ref(),
     };
     let mut coroutines: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = (0..config.coroutines as u16)
         .map(|co| {
@@ -265,12 +288,10 @@ fn run_protocol<P: Protocol, W: Workload>(
     let rank = options.rank;
     let nodes = config.nodes;
     let workers = config.workers as u16;
-    let layout = Arc::new(
-        StoreLayout::new(&workload.tables(), P::header_words).with_txn_meta(
-            workers,
-            config.coroutines as u16,
-            P::txn_meta_words(),
-        ),
+    let (layout, replication) = crate::engine::replicated_layout(
+        config,
+        StoreLayout::with_copies(&workload.tables(), P::header_words, config.replication)
+            .with_txn_meta(workers, config.coroutines as u16, P::txn_meta_words()),
     );
     let transport = match config.ucx.transport {
         UcxTransport::Shm => TransportChoice::Shm,
@@ -290,6 +311,10 @@ fn run_protocol<P: Protocol, W: Workload>(
         context.region().clone(),
     ));
     workload.load(&store).map_err(RunError::Load)?;
+    if let Some(replication) = &replication {
+        crate::replication::load_backups(workload, &store, &replication.placement)
+            .map_err(RunError::Load)?;
+    }
     let config_json = serde_json::to_string(config).map_err(cluster)?;
     let stall = Duration::from_secs_f64(config.ucx.stall_timeout_s);
     let boot_options = BootstrapOptions {
@@ -328,6 +353,7 @@ fn run_protocol<P: Protocol, W: Workload>(
             };
             let (context, store, layout, stop, local_done) =
                 (&context, &store, &layout, &stop, &local_done);
+            let replication = replication.as_ref();
             std::thread::Builder::new()
                 .name(format!("verbena-n{rank}-w{worker_index}"))
                 .spawn_scoped(scope, move || {
@@ -342,6 +368,7 @@ fn run_protocol<P: Protocol, W: Workload>(
                         links,
                         stop,
                         local_done,
+                        replication,
                     )
                 })
                 .map_err(|e| cluster(format!("starting a worker thread: {e}")))?;
@@ -380,6 +407,7 @@ fn run_protocol<P: Protocol, W: Workload>(
             &stop,
             &local_done,
             stall,
+            replication.clone(),
         );
         match outcome {
             Ok(output) => {
@@ -414,6 +442,7 @@ fn drive<W: Workload>(
     stop: &AtomicBool,
     local_done: &AtomicUsize,
     stall: Duration,
+    replication: Option<Arc<Replication>>,
 ) -> Result<Option<RunOutput>, String> {
     let rank = boot.rank;
     let nodes = boot.nodes;
@@ -538,7 +567,7 @@ fn drive<W: Workload>(
                 .map(|w| store.region.load(w))
                 .collect();
             enc.words(&words);
-            let rows: Vec<u64> = layout.tables.iter().map(|t| store.rows(t.id)).collect();
+            let rows: Vec<u64> = store.row_counters();
             enc.words(&rows);
         }
         boot.send(Kind::Result, &enc.bytes)?;
@@ -590,6 +619,9 @@ fn drive<W: Workload>(
             invariants.ok = false;
             invariants.details.extend(mismatches);
         }
+        if let Some(replication) = &replication {
+            crate::replication::check_backups(replication, &stores, &mut invariants);
+        }
         CheckSummary::new(verdict, invariants)
     });
     let per_worker_committed: Vec<u64> = all_results.iter().map(|(s, _)| s.committed).collect();
@@ -623,6 +655,7 @@ fn drive<W: Workload>(
         history: config.check.then_some(history),
         // Every node's store with `check` (gathered for it), else rank 0's.
         stores,
+        replication,
     }))
 }
 

@@ -87,7 +87,7 @@ pub(crate) fn run_calvin<W: Workload>(
         ))));
     }
     let layout = Arc::new(layout);
-    let stores = load_stores(config, workload, &layout).map_err(RunError::Load)?;
+    let stores = load_stores(config, workload, &layout, None).map_err(RunError::Load)?;
     let shared: Vec<NodeShared> = (0..config.nodes as NodeId).map(NodeShared::new).collect();
     let (results, sim_run) = match config.fabric {
         FabricKind::Threads => (
@@ -157,6 +157,7 @@ pub(crate) fn run_calvin<W: Workload>(
         report,
         history: config.check.then_some(history),
         stores,
+        replication: None,
     })
 }
 

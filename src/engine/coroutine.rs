@@ -16,6 +16,7 @@ use std::cell::RefCell;
 use crate::check::{History, Item};
 use crate::config::BackoffConfig;
 use crate::protocols::{Protocol, Stage, StagePlan};
+use crate::replication::{self, LogWriter};
 use crate::rng::Rng;
 use crate::runtime::Worker;
 use crate::stats::WorkerStats;
@@ -41,6 +42,9 @@ pub struct CoroutineEnv<'a, P: Protocol, W: Workload> {
     pub seed: u64,
     pub warmup_end_ns: u64,
     pub end_ns: u64,
+    /// This worker's side of the coordinator log (`replication`); `None`
+    /// without replication.
+    pub log: Option<&'a LogWriter>,
 }
 
 impl<P: Protocol, W: Workload> CoroutineEnv<'_, P, W> {
@@ -111,6 +115,7 @@ async fn attempt<P: Protocol, W: Workload>(
     workload: &W,
     cx: &mut TxnCx<'_>,
     request: &W::Request,
+    log: Option<&LogWriter>,
 ) -> TxnResult<()> {
     {
         let mut txn = Txn::new(cx, protocol);
@@ -120,7 +125,12 @@ async fn attempt<P: Protocol, W: Workload>(
     commit_stage!(cx, mark, Stage::Lock, protocol.lock(cx))?;
     commit_stage!(cx, mark, Stage::Validate, protocol.validate(cx))?;
     commit_stage!(cx, mark, Stage::Renew, protocol.renew(cx))?;
-    commit_stage!(cx, mark, Stage::Log, protocol.log(cx))?;
+    // The protocol's own step of the log stage (its commit point, where it
+    // has one), then the coordinator log to the backups (`replication`).
+    commit_stage!(cx, mark, Stage::Log, async {
+        protocol.log(cx).await?;
+        replication::log::log(cx, log).await
+    })?;
     // The commit point: ordered-index changes take effect now, before the
     // write-back releases anything (see `store::ordered`).
     if !cx.index_ops.is_empty() {
@@ -199,7 +209,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
             cx.begin(ids::txn_id(coroutine, counter), retries);
             env.protocol.begin(&mut cx);
             let attempt_start_ns = worker.now_ns();
-            let outcome = attempt(env.protocol, env.workload, &mut cx, &request).await;
+            let outcome = attempt(env.protocol, env.workload, &mut cx, &request, env.log).await;
             match outcome {
                 Ok(()) => {
                     debug_assert!(

@@ -42,6 +42,7 @@ use crate::protocols::timestamp::Timestamp;
 use crate::protocols::wait_die::WaitDie;
 use crate::protocols::wound_wait::WoundWait;
 use crate::protocols::{Protocol, ProtocolKind};
+use crate::replication::{self, LogWriter, Replication};
 use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout};
@@ -90,6 +91,8 @@ pub struct RunOutput {
     pub history: Option<History>,
     /// Every node's store as the run left it (quiescent).
     pub stores: Vec<Arc<NodeStore>>,
+    /// The run's replication (placement, rings), when it replicated.
+    pub replication: Option<Arc<Replication>>,
 }
 
 /// Something to do with the run's workload, generic over its type: the one
@@ -216,15 +219,50 @@ fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput
 /// Why `run` refuses the `ucx` fabric (each node is a process of its own).
 pub const UCX_ONE_PROCESS: &str = "fabric ucx runs one process per node: start it with `verbena launch --local N [flags]`, `verbena launch --hosts FILE [flags]`, or one `verbena node --rank R --nodes N --bootstrap HOST:PORT [flags]` per node";
 
-/// Serves the two-sided form of `P`'s stages on one node.
+/// Serves the two-sided form of `P`'s stages on one node, and the
+/// replication layer's log messages and background apply.
 pub(crate) struct Service<'a, P: Protocol> {
     protocol: &'a P,
     store: &'a NodeStore,
+    replication: Option<&'a Replication>,
+    /// The backup apply's record buffer (kept for its capacity).
+    scratch: RefCell<Vec<u64>>,
+}
+
+impl<'a, P: Protocol> Service<'a, P> {
+    pub(crate) fn new(
+        protocol: &'a P,
+        store: &'a NodeStore,
+        replication: Option<&'a Replication>,
+    ) -> Self {
+        Service {
+            protocol,
+            store,
+            replication,
+            scratch: RefCell::new(Vec::new()),
+        }
+    }
 }
 
 impl<P: Protocol> RpcService for Service<'_, P> {
     fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served {
+        if let Some(replication) = self.replication {
+            if replication::log::kind::owned(kind) {
+                if let Some(served) = replication.serve(self.store, kind, payload) {
+                    return served;
+                }
+            }
+        }
         self.protocol.serve(self.store, kind, payload)
+    }
+
+    fn background(&self, worker: u16) -> bool {
+        match self.replication {
+            Some(replication) => {
+                replication.poll(self.store, worker, &mut self.scratch.borrow_mut())
+            }
+            None => false,
+        }
     }
 }
 
@@ -233,6 +271,7 @@ fn load_stores<W: Workload>(
     config: &Config,
     workload: &W,
     layout: &Arc<StoreLayout>,
+    replication: Option<&Replication>,
 ) -> Result<Vec<Arc<NodeStore>>, StoreError> {
     let stores: Vec<Arc<NodeStore>> = (0..config.nodes)
         .map(|node| Arc::new(NodeStore::new(node as NodeId, layout.clone())))
@@ -242,7 +281,15 @@ fn load_stores<W: Workload>(
         std::thread::scope(|scope| {
             let loaders: Vec<_> = chunk
                 .iter()
-                .map(|store| scope.spawn(|| workload.load(store)))
+                .map(|store| {
+                    scope.spawn(|| {
+                        workload.load(store)?;
+                        match replication {
+                            Some(r) => replication::load_backups(workload, store, &r.placement),
+                            None => Ok(()),
+                        }
+                    })
+                })
                 .collect();
             loaders
                 .into_iter()
@@ -258,21 +305,42 @@ fn run_workload<P: Protocol, W: Workload>(
     protocol: &P,
     workload: &W,
 ) -> Result<RunOutput, RunError> {
-    let layout = Arc::new(
-        StoreLayout::new(&workload.tables(), |r| protocol.header_words_of(r)).with_txn_meta(
+    let (layout, replication) = replicated_layout(
+        config,
+        StoreLayout::with_copies(
+            &workload.tables(),
+            |r| protocol.header_words_of(r),
+            config.replication,
+        )
+        .with_txn_meta(
             config.workers as u16,
             config.coroutines as u16,
             P::txn_meta_words(),
         ),
     );
-    let stores = load_stores(config, workload, &layout).map_err(RunError::Load)?;
+    let stores =
+        load_stores(config, workload, &layout, replication.as_deref()).map_err(RunError::Load)?;
     let (results, sim_run) = match config.fabric {
         FabricKind::Threads => (
-            run_threads(config, protocol, workload, &layout, &stores),
+            run_threads(
+                config,
+                protocol,
+                workload,
+                &layout,
+                &stores,
+                replication.as_ref(),
+            ),
             None,
         ),
         FabricKind::Sim => {
-            let (results, sim_run) = sim::run_sim(config, protocol, workload, &layout, &stores);
+            let (results, sim_run) = sim::run_sim(
+                config,
+                protocol,
+                workload,
+                &layout,
+                &stores,
+                replication.as_ref(),
+            );
             (results, Some(sim_run))
         }
         FabricKind::Ucx => unreachable!("run_validated refuses the ucx fabric"),
@@ -296,6 +364,9 @@ fn run_workload<P: Protocol, W: Workload>(
             invariants.ok = false;
             invariants.details.extend(mismatches);
         }
+        if let Some(replication) = &replication {
+            replication::check_backups(replication, &stores, &mut invariants);
+        }
         CheckSummary::new(verdict, invariants)
     });
     let per_worker_committed: Vec<u64> = results.iter().map(|(s, _)| s.committed).collect();
@@ -313,7 +384,24 @@ fn run_workload<P: Protocol, W: Workload>(
         report,
         history: config.check.then_some(history),
         stores,
+        replication,
     })
+}
+
+/// `layout` with the replication rings reserved when `config` replicates,
+/// and the run's replication (`None` at factor 1).
+pub(crate) fn replicated_layout(
+    config: &Config,
+    mut layout: StoreLayout,
+) -> (Arc<StoreLayout>, Option<Arc<Replication>>) {
+    let replication = replication::setup(
+        &mut layout,
+        config.nodes,
+        config.workers as u16,
+        config.replication,
+        config.ring_words(),
+    );
+    (Arc::new(layout), replication)
 }
 
 /// Runs every worker on an OS thread of its own, in wall time.
@@ -323,6 +411,7 @@ fn run_threads<P: Protocol, W: Workload>(
     workload: &W,
     layout: &Arc<StoreLayout>,
     stores: &[Arc<NodeStore>],
+    replication: Option<&Arc<Replication>>,
 ) -> Vec<(WorkerStats, History)> {
     let fabric = ThreadsFabric::new(
         stores.iter().map(|s| s.region.clone()).collect(),
@@ -351,10 +440,13 @@ fn run_threads<P: Protocol, W: Workload>(
                         let cache = RefCell::new(LocationCache::new(config.location_cache_entries));
                         let stats = RefCell::new(WorkerStats::new());
                         let history = RefCell::new(History::new());
-                        let service = Service {
+                        let service = Service::new(
                             protocol,
-                            store: &stores[node as usize],
-                        };
+                            &stores[node as usize],
+                            replication.map(|r| &**r),
+                        );
+                        let log_writer =
+                            replication.map(|r| LogWriter::new(r.clone(), node, worker_index));
                         ready.wait();
                         go.wait();
                         let start = start_ns.load(Ordering::SeqCst);
@@ -372,6 +464,7 @@ fn run_threads<P: Protocol, W: Workload>(
                             seed: config.seed,
                             warmup_end_ns: start + warmup_ns,
                             end_ns: start + warmup_ns + duration_ns,
+                            log: log_writer.as_ref(),
                         };
                         let mut coroutines: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = (0
                             ..config.coroutines as u16)

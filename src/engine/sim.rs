@@ -27,6 +27,7 @@ use crate::config::Config;
 use crate::fabric::sim::{SimFabric, WordHasher};
 use crate::fabric::NodeId;
 use crate::protocols::Protocol;
+use crate::replication::{LogWriter, Replication};
 use crate::runtime::{RpcService, Turn, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreLayout};
@@ -122,6 +123,7 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
     workload: &W,
     layout: &Arc<StoreLayout>,
     stores: &[Arc<NodeStore>],
+    replication: Option<&Arc<Replication>>,
 ) -> (Vec<(WorkerStats, History)>, SimRun) {
     let wall = Instant::now();
     let workers_per_node = config.workers as u16;
@@ -151,7 +153,18 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
         (0..total).map(|_| RefCell::new(History::new())).collect();
     let services: Vec<Service<P>> = stores
         .iter()
-        .map(|store| Service { protocol, store })
+        .map(|store| Service::new(protocol, store, replication.map(|r| &**r)))
+        .collect();
+    let log_writers: Vec<Option<LogWriter>> = (0..total)
+        .map(|index| {
+            replication.map(|r| {
+                LogWriter::new(
+                    r.clone(),
+                    node_of(index),
+                    (index % workers_per_node as usize) as u16,
+                )
+            })
+        })
         .collect();
     let warmup_end_ns = START_NS + (config.warmup_s * 1e9) as u64;
     let end_ns = warmup_end_ns + (config.duration_s * 1e9) as u64;
@@ -170,6 +183,7 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
             seed: config.seed,
             warmup_end_ns,
             end_ns,
+            log: log_writers[index].as_ref(),
         })
         .collect();
     let mut coroutines: Vec<Vec<Pin<Box<dyn Future<Output = ()> + '_>>>> = envs

@@ -124,8 +124,12 @@ pub trait Protocol: Sync {
         Ok(())
     }
 
-    /// Coordinator log to backups before commit (RCC §4.1). Without
-    /// replication (this build) there are no backups and nothing to log.
+    /// The protocol's own step of the `log` stage, before the coordinator
+    /// log to the backups (RCC §4.1), which the driver runs right after it
+    /// for every protocol alike (`replication::log`). A protocol whose
+    /// commit point comes here (DRTM's lease check, WOUND_WAIT's status
+    /// CAS) decides it in this step, so nothing is logged for an attempt
+    /// that then aborts. Default: nothing.
     async fn log(&self, _cx: &mut TxnCx<'_>) -> TxnResult<()> {
         Ok(())
     }

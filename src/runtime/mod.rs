@@ -77,6 +77,14 @@ pub enum Served {
 /// into the reply payload in place, or asks to be offered it again.
 pub trait RpcService {
     fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served;
+
+    /// Work the event loop does on every turn besides messages, on worker
+    /// `worker` (the backups' apply of one-sided log records,
+    /// `replication::log`). Returns whether it did anything. Default:
+    /// nothing.
+    fn background(&self, _worker: u16) -> bool {
+        false
+    }
 }
 
 /// How long an event loop with waiting requests may idle before offering
@@ -357,6 +365,7 @@ impl Worker {
                 serve_start_ns = Some(self.now_ns());
             }
             served |= self.offer_waiting(&mut waiting, service);
+            served |= service.background(self.worker);
             let mut inbox = self.inbox.borrow_mut();
             self.endpoint.borrow_mut().receive(&mut inbox);
             served |= !inbox.is_empty();

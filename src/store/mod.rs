@@ -53,6 +53,22 @@
 //!   the same key's tombstone, never a freed or reused slot. Re-inserting a
 //!   deleted key reuses its own slot as the next version.
 //!
+//! ## Backup copies (replication, `crate::replication`)
+//!
+//! With replication factor `r > 1` every table has `r` *copies* of its slot
+//! range on every node: copy 0 holds the node's own partition, copy `j`
+//! (1 ≤ j < r) the backup of partition `node − j (mod n)` (placement in
+//! `replication::placement`). Copy `j`'s rows live in slots
+//! `[j · capacity, (j + 1) · capacity)`, all in the one cuckoo index of
+//! the table (keys are unique per table across partitions), so a promoted
+//! backup serves a failed partition's keys with the very same one-sided
+//! probes and RPC handlers as its own. [`NodeStore::rows`] and every scan
+//! the checker and the workload invariants make count copy 0 only, so a
+//! node's backup rows are invisible to them; with `r = 1` the layout is
+//! exactly the unreplicated one. A backup copy is loaded by the workload's
+//! own loader through [`NodeStore::backup_view`], a store handle whose
+//! `node` is the backed-up partition and whose inserts go to its copy.
+//!
 //! Run-time inserts are made by the node that owns the row (every TPC-C
 //! insert goes to the home warehouse, which is the coordinator's node);
 //! inserters on one node serialize on a per-table lock held for the few
@@ -114,7 +130,11 @@ pub struct TableLayout {
     pub header_words: u32,
     pub record_words: u32,
     pub tuple_words: u32,
+    /// Rows of one copy (one partition) of the table on a node.
     pub capacity: u64,
+    /// Copies of the slot range per node: the replication factor (1: the
+    /// node's own partition only; see the module doc).
+    pub copies: u32,
     /// First word of tuple 0.
     pub base: u64,
     pub index: IndexLayout,
@@ -123,8 +143,18 @@ pub struct TableLayout {
 impl TableLayout {
     #[inline]
     pub fn tuple_addr(&self, slot: u64) -> u64 {
-        debug_assert!(slot < self.capacity, "slot {slot} beyond capacity");
+        debug_assert!(
+            slot < self.capacity * self.copies as u64,
+            "slot {slot} beyond capacity"
+        );
         self.base + slot * self.tuple_words as u64
+    }
+
+    /// First slot of copy `copy` (0: the node's own partition).
+    #[inline]
+    pub fn copy_base(&self, copy: u32) -> u64 {
+        debug_assert!(copy < self.copies);
+        copy as u64 * self.capacity
     }
 
     #[inline]
@@ -195,14 +225,27 @@ impl StoreLayout {
     /// Lays out `specs`; `header_words(record_words)` is the protocol's
     /// header size for a table with records of that size.
     pub fn new(specs: &[TableSpec], header_words: impl Fn(u32) -> u32) -> StoreLayout {
+        Self::with_copies(specs, header_words, 1)
+    }
+
+    /// [`StoreLayout::new`] with `copies` copies of every table's slot range
+    /// per node (the replication factor; see the module doc). One copy is
+    /// exactly the unreplicated layout.
+    pub fn with_copies(
+        specs: &[TableSpec],
+        header_words: impl Fn(u32) -> u32,
+        copies: u32,
+    ) -> StoreLayout {
+        assert!(copies >= 1, "a table has at least its own copy");
         let mut next = 0u64;
         let mut tables = Vec::with_capacity(specs.len());
         for (id, spec) in specs.iter().enumerate() {
             let header_words = header_words(spec.record_words);
             let tuple_words = HEADER_WORD + header_words + spec.record_words + 1;
             let base = next;
-            next += spec.capacity_per_node * tuple_words as u64;
-            let index = IndexLayout::for_capacity(next, spec.capacity_per_node, id as TableId);
+            let slots = spec.capacity_per_node * copies as u64;
+            next += slots * tuple_words as u64;
+            let index = IndexLayout::for_capacity(next, slots, id as TableId);
             next += index.words();
             tables.push(TableLayout {
                 id: id as TableId,
@@ -211,6 +254,7 @@ impl StoreLayout {
                 record_words: spec.record_words,
                 tuple_words,
                 capacity: spec.capacity_per_node,
+                copies,
                 base,
                 index,
             });
@@ -237,6 +281,19 @@ impl StoreLayout {
         };
         self.region_words = base + workers as u64 * coroutines as u64 * words as u64;
         self
+    }
+
+    /// Reserves `words` more words at the end of every node's region
+    /// (zeroed at start) and returns the first (the replication rings).
+    pub fn reserve(&mut self, words: u64) -> u64 {
+        let base = self.region_words;
+        self.region_words += words;
+        base
+    }
+
+    /// Copies of every table per node (the replication factor).
+    pub fn copies(&self) -> u32 {
+        self.tables.first().map_or(1, |t| t.copies)
     }
 
     #[inline]
@@ -270,12 +327,18 @@ impl std::error::Error for StoreError {}
 
 /// One node's partition: its region and the allocation state of its tables.
 pub struct NodeStore {
+    /// The partition this handle serves: the node itself, or for a
+    /// [`NodeStore::backup_view`] the partition whose backup copy it is.
     pub node: NodeId,
     pub layout: Arc<StoreLayout>,
     pub region: Arc<Region>,
-    next_free: Vec<AtomicU64>,
-    /// Per table: serializes run-time inserts ([`NodeStore::ensure_row`]).
-    insert_locks: Vec<Mutex<()>>,
+    /// Which copy of every table this handle inserts into (0: own rows).
+    pub copy: u32,
+    /// Rows in use per `(table, copy)`: index `table · copies + copy`.
+    next_free: Arc<[AtomicU64]>,
+    /// Per `(table, copy)`: serializes run-time inserts
+    /// ([`NodeStore::ensure_row`]).
+    insert_locks: Arc<[Mutex<()>]>,
 }
 
 impl NodeStore {
@@ -299,15 +362,42 @@ impl NodeStore {
         for table in &layout.tables {
             table.index.clear(&region);
         }
-        let next_free = layout.tables.iter().map(|_| AtomicU64::new(0)).collect();
-        let insert_locks = layout.tables.iter().map(|_| Mutex::new(())).collect();
+        let counters = layout.tables.len() * layout.copies() as usize;
+        let next_free = (0..counters).map(|_| AtomicU64::new(0)).collect();
+        let insert_locks = (0..counters).map(|_| Mutex::new(())).collect();
         NodeStore {
             node,
             layout,
             region,
+            copy: 0,
             next_free,
             insert_locks,
         }
+    }
+
+    /// A handle on this node's copy `copy` (≥ 1) of every table, which
+    /// backs up `partition`: the workload's loader and run-time inserts
+    /// applied from the coordinator log write that copy through it. Shares
+    /// the region, index and row counters with `self`.
+    pub fn backup_view(&self, partition: NodeId, copy: u32) -> NodeStore {
+        assert!(
+            copy >= 1 && copy < self.layout.copies(),
+            "copy {copy} is not a backup copy of a layout with {} copies",
+            self.layout.copies()
+        );
+        NodeStore {
+            node: partition,
+            layout: self.layout.clone(),
+            region: self.region.clone(),
+            copy,
+            next_free: self.next_free.clone(),
+            insert_locks: self.insert_locks.clone(),
+        }
+    }
+
+    #[inline]
+    fn counter(&self, table: TableId, copy: u32) -> usize {
+        table as usize * self.layout.copies() as usize + copy as usize
     }
 
     /// A node's partition rebuilt from a copy of its region's words and
@@ -319,17 +409,19 @@ impl NodeStore {
         words: &[u64],
         rows: &[u64],
     ) -> Option<NodeStore> {
-        if words.len() as u64 != layout.region_words || rows.len() != layout.tables.len() {
+        let copies = layout.copies() as usize;
+        if words.len() as u64 != layout.region_words || rows.len() != layout.tables.len() * copies {
             return None;
         }
         let region = Region::new(words.len());
         region.write(0, words);
         let next_free = rows.iter().map(|&r| AtomicU64::new(r)).collect();
-        let insert_locks = layout.tables.iter().map(|_| Mutex::new(())).collect();
+        let insert_locks = rows.iter().map(|_| Mutex::new(())).collect();
         Some(NodeStore {
             node,
             layout,
             region: Arc::new(region),
+            copy: 0,
             next_free,
             insert_locks,
         })
@@ -346,13 +438,14 @@ impl NodeStore {
                 key,
             });
         }
-        let slot = self.next_free[table as usize].fetch_add(1, Ordering::Relaxed);
-        if slot >= layout.capacity {
+        let row = self.next_free[self.counter(table, self.copy)].fetch_add(1, Ordering::Relaxed);
+        if row >= layout.capacity {
             return Err(StoreError::TableFull {
                 table: layout.name,
                 capacity: layout.capacity,
             });
         }
+        let slot = layout.copy_base(self.copy) + row;
         let tuple = layout.tuple_addr(slot);
         self.region.store(tuple + KEY_WORD as u64, key);
         self.region.store(tuple + SEQ_WORD as u64, 0);
@@ -373,21 +466,23 @@ impl NodeStore {
         if let Some(slot) = layout.index.lookup(&self.region, key) {
             return Ok(slot);
         }
-        let _claim = self.insert_locks[table as usize]
+        let counter = self.counter(table, self.copy);
+        let _claim = self.insert_locks[counter]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         // Another inserter of the same key may have won the lock first.
         if let Some(slot) = layout.index.lookup(&self.region, key) {
             return Ok(slot);
         }
-        let slot = self.next_free[table as usize].fetch_add(1, Ordering::Relaxed);
-        if slot >= layout.capacity {
-            self.next_free[table as usize].fetch_sub(1, Ordering::Relaxed);
+        let row = self.next_free[counter].fetch_add(1, Ordering::Relaxed);
+        if row >= layout.capacity {
+            self.next_free[counter].fetch_sub(1, Ordering::Relaxed);
             return Err(StoreError::TableFull {
                 table: layout.name,
                 capacity: layout.capacity,
             });
         }
+        let slot = layout.copy_base(self.copy) + row;
         let tuple = layout.tuple_addr(slot);
         debug_assert!(
             (0..layout.tuple_words as u64).all(|w| self.region.load(tuple + w) == 0),
@@ -407,11 +502,28 @@ impl NodeStore {
         self.layout.table(table).index.lookup(&self.region, key)
     }
 
-    /// Rows in use in `table`.
+    /// Rows in use in `table`'s copy 0: the node's own partition, whose
+    /// rows are slots `0..rows` (backup copies are not counted; see the
+    /// module doc).
     pub fn rows(&self, table: TableId) -> u64 {
-        self.next_free[table as usize]
+        self.rows_in_copy(table, 0)
+    }
+
+    /// Rows in use in copy `copy` of `table`: slots
+    /// `copy_base(copy)..copy_base(copy) + rows_in_copy`.
+    pub fn rows_in_copy(&self, table: TableId, copy: u32) -> u64 {
+        self.next_free[self.counter(table, copy)]
             .load(Ordering::Relaxed)
             .min(self.layout.table(table).capacity)
+    }
+
+    /// Every `(table, copy)` row counter, in counter order (what
+    /// [`NodeStore::from_image`] takes back).
+    pub fn row_counters(&self) -> Vec<u64> {
+        self.next_free
+            .iter()
+            .map(|r| r.load(Ordering::Relaxed))
+            .collect()
     }
 
     /// Copies the record of `slot` (quiescent use: checks after a run).

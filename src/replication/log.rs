@@ -1,0 +1,346 @@
+//! The coordinator log, the `log` stage of every protocol (RCC §4.1: "the
+//! coordinator sends log records to the backups … and waits for their
+//! acknowledgements before committing"; RCC Fig. 6's LOG; DrTM+H §5.4:
+//! one-sided logging into the backups' ring buffers). Written once,
+//! generic over protocols: the write set and its new values are in
+//! `TxnCx` (`accesses` with `write`, their record copies, `seq + 1` as the
+//! version each installs — what the history records too).
+//!
+//! After the protocol's own `log` step (its commit point: DRTM's lease
+//! confirmation, WOUND_WAIT's status CAS) and before `commit` installs
+//! anything, the coordinator sends one record per backup node — the
+//! writes of every written partition that node backs up — and waits for all
+//! of them:
+//!
+//! * **one-sided** (`log = onesided` in the hybrid code): WRITEs into the
+//!   coordinator worker's ring on the backup (`ring`), the completion of the
+//!   last WRITE per backup being the acknowledgement (passive ACK on an RC
+//!   queue pair, as DrTM+H and FaRM do); the backup applies it in the
+//!   background (`Service::background` → [`Replication::poll`]). Ring space
+//!   is reclaimed lazily: the coordinator learns the backup's head only
+//!   when its own view says the ring is full — a READ of the head word, and
+//!   if that frees too little, a `LOG_DRAIN` RPC that makes the backup apply
+//!   what has arrived and answer its head. A record larger than the whole
+//!   ring goes by RPC.
+//! * **RPC** (`log = rpc`): a `LOG_APPEND` message per backup, which the
+//!   backup's event loop applies at once and answers.
+//!
+//! A read-only transaction logs nothing; with replication factor 1 the
+//! stage costs nothing.
+
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+
+use crate::fabric::NodeId;
+use crate::protocols::{Primitive, Stage};
+use crate::runtime::Served;
+use crate::store::NodeStore;
+use crate::txn::{TxnCx, TxnResult};
+
+use super::placement::Placement;
+use super::ring::{self, RingLayout, RECORD_FIXED_WORDS, WRITE_FIXED_WORDS};
+
+/// RPC kinds of the replication layer (outside every protocol's range).
+pub mod kind {
+    /// `[record…]` → `[writes installed]`.
+    pub const LOG_APPEND: u16 = 0xF001;
+    /// `[coordinator node, coordinator worker]` → `[head]`.
+    pub const LOG_DRAIN: u16 = 0xF002;
+
+    pub fn owned(kind: u16) -> bool {
+        kind >= 0xF000
+    }
+}
+
+/// How long a coordinator waits before asking a full ring again, ns.
+const FULL_RING_RETRY_NS: u64 = 2_000;
+
+/// The replication of one run: placement and the rings' layout, shared by
+/// every worker of every node.
+#[derive(Debug)]
+pub struct Replication {
+    pub placement: Placement,
+    pub rings: RingLayout,
+}
+
+/// Per-node counters of what the backup side did.
+#[derive(Debug, Default)]
+pub struct BackupCounters {
+    pub records_applied: std::sync::atomic::AtomicU64,
+    pub writes_installed: std::sync::atomic::AtomicU64,
+}
+
+impl Replication {
+    /// Serves a replication RPC on `store`'s node; `None` if `kind` is
+    /// not one.
+    pub fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Option<Served> {
+        match kind {
+            kind::LOG_APPEND => {
+                let mut installed = 0u64;
+                if let Some((_, writes)) = ring::parse_record(payload) {
+                    for write in &writes {
+                        match ring::apply_write(store, &self.placement, write) {
+                            Ok(true) => installed += 1,
+                            Ok(false) => {}
+                            Err(problem) => debug_assert!(false, "{problem}"),
+                        }
+                    }
+                } else {
+                    debug_assert!(false, "malformed LOG_APPEND");
+                }
+                payload.clear();
+                payload.push(installed);
+            }
+            kind::LOG_DRAIN => {
+                let (node, worker) = (payload[0] as NodeId, payload[1] as u16);
+                let mut scratch = Vec::new();
+                let drained = ring::drain_ring(
+                    store,
+                    &self.rings,
+                    &self.placement,
+                    node,
+                    worker,
+                    &mut scratch,
+                );
+                payload.clear();
+                payload.push(drained.head);
+            }
+            _ => return None,
+        }
+        Some(Served::Reply)
+    }
+
+    /// Background apply on worker `worker` of `store`'s node: drains the
+    /// rings of every coordinator worker with the same index (one consumer
+    /// per ring). Returns whether anything was applied.
+    pub fn poll(&self, store: &NodeStore, worker: u16, scratch: &mut Vec<u64>) -> bool {
+        let mut applied = false;
+        for node in 0..self.rings.nodes as NodeId {
+            if node == store.node {
+                continue;
+            }
+            let drained =
+                ring::drain_ring(store, &self.rings, &self.placement, node, worker, scratch);
+            applied |= drained.records > 0;
+        }
+        applied
+    }
+
+    /// Applies everything still in every ring of `store` (quiescent use:
+    /// after a run, before comparing backups with primaries).
+    pub fn drain_all(&self, store: &NodeStore) -> u64 {
+        let mut scratch = Vec::new();
+        let mut records = 0;
+        for node in 0..self.rings.nodes as NodeId {
+            for worker in 0..self.rings.workers {
+                records += ring::drain_ring(
+                    store,
+                    &self.rings,
+                    &self.placement,
+                    node,
+                    worker,
+                    &mut scratch,
+                )
+                .records;
+            }
+        }
+        records
+    }
+}
+
+/// One coordinator worker's side of the log: its ring tails on every
+/// backup, what it last learned of their heads, and counters.
+pub struct LogWriter {
+    pub replication: Arc<Replication>,
+    node: NodeId,
+    worker: u16,
+    /// Words written into this worker's ring on each node (monotonic).
+    tails: RefCell<Vec<u64>>,
+    /// The head of that ring as last READ (monotonic).
+    heads: RefCell<Vec<u64>>,
+    /// Record under construction (never held across an await).
+    scratch: RefCell<Vec<u64>>,
+    /// `(backup, record words)` of the attempt being logged (taken for the
+    /// stage's duration, so its capacity is reused).
+    targets: RefCell<Vec<(NodeId, u64)>>,
+    /// Records sent, by WRITE and by RPC; times a full ring was refreshed.
+    pub records_onesided: Cell<u64>,
+    pub records_rpc: Cell<u64>,
+    pub ring_full_waits: Cell<u64>,
+}
+
+impl LogWriter {
+    pub fn new(replication: Arc<Replication>, node: NodeId, worker: u16) -> LogWriter {
+        let nodes = replication.placement.nodes as usize;
+        LogWriter {
+            replication,
+            node,
+            worker,
+            tails: RefCell::new(vec![0; nodes]),
+            heads: RefCell::new(vec![0; nodes]),
+            scratch: RefCell::new(Vec::with_capacity(256)),
+            targets: RefCell::new(Vec::with_capacity(8)),
+            records_onesided: Cell::new(0),
+            records_rpc: Cell::new(0),
+            ring_full_waits: Cell::new(0),
+        }
+    }
+
+    fn free_words(&self, backup: NodeId) -> u64 {
+        let size = self.replication.rings.ring_words;
+        size - (self.tails.borrow()[backup as usize] - self.heads.borrow()[backup as usize])
+    }
+}
+
+/// Words of the record `cx` sends to `backup` (0: nothing to log there).
+fn record_words(cx: &TxnCx<'_>, placement: &Placement, backup: NodeId) -> u64 {
+    let mut words = 0u64;
+    for access in cx.accesses.iter().filter(|a| a.write) {
+        if matches!(placement.copy_on(backup, access.node), Some(c) if c > 0) {
+            words += (WRITE_FIXED_WORDS + cx.table(access.table).record_words as usize) as u64;
+        }
+    }
+    if words == 0 {
+        0
+    } else {
+        words + RECORD_FIXED_WORDS as u64
+    }
+}
+
+/// Builds the record for `backup` into `out`.
+fn build_record(cx: &TxnCx<'_>, placement: &Placement, backup: NodeId, out: &mut Vec<u64>) {
+    ring::start_record(out, cx.txn_id);
+    for (index, access) in cx.accesses.iter().enumerate() {
+        if access.write && matches!(placement.copy_on(backup, access.node), Some(c) if c > 0) {
+            ring::push_write(
+                out,
+                access.table,
+                access.node,
+                access.key,
+                access.seq + 1,
+                cx.record(index),
+            );
+        }
+    }
+    ring::finish_record(out);
+}
+
+/// The `log` stage: replicates the attempt's writes to every backup of
+/// every written partition and returns once all acknowledged. Never aborts
+/// (the transaction is past its commit point); `Ok` always.
+pub async fn log(cx: &mut TxnCx<'_>, writer: Option<&LogWriter>) -> TxnResult<()> {
+    let Some(writer) = writer else {
+        return Ok(());
+    };
+    if !cx.accesses.iter().any(|a| a.write) {
+        return Ok(());
+    }
+    let placement = writer.replication.placement;
+    let onesided = cx.primitive(Stage::Log) == Primitive::OneSided;
+    // Backups to log to and the words each record takes: the backups of
+    // the written partitions.
+    let mut targets = std::mem::take(&mut *writer.targets.borrow_mut());
+    targets.clear();
+    for access in cx.accesses.iter().filter(|a| a.write) {
+        for backup in placement.backups(access.node) {
+            if !targets.iter().any(|&(b, _)| b == backup) {
+                targets.push((backup, record_words(cx, &placement, backup)));
+            }
+        }
+    }
+    let result = log_to(cx, writer, &targets, onesided).await;
+    *writer.targets.borrow_mut() = targets;
+    result
+}
+
+async fn log_to(
+    cx: &mut TxnCx<'_>,
+    writer: &LogWriter,
+    targets: &[(NodeId, u64)],
+    onesided: bool,
+) -> TxnResult<()> {
+    let placement = writer.replication.placement;
+    let rings = writer.replication.rings;
+    // One-sided: make room in every ring first (the only waits), then
+    // reserve and write without yielding, so coroutines of this worker
+    // never interleave inside one ring.
+    if onesided {
+        loop {
+            let short = targets.iter().find(|&&(backup, words)| {
+                words <= rings.ring_words && writer.free_words(backup) < words
+            });
+            let Some(&(backup, words)) = short else {
+                break;
+            };
+            writer.ring_full_waits.set(writer.ring_full_waits.get() + 1);
+            refresh_head(cx, writer, backup, words).await;
+        }
+    }
+    {
+        let mut batch = cx.round();
+        let mut record = writer.scratch.borrow_mut();
+        for &(backup, words) in targets {
+            build_record(cx, &placement, backup, &mut record);
+            debug_assert_eq!(record.len() as u64, words);
+            if onesided && words <= rings.ring_words {
+                let mut tails = writer.tails.borrow_mut();
+                let tail = tails[backup as usize];
+                tails[backup as usize] = tail + words;
+                let ring = rings.ring_addr(writer.node, writer.worker);
+                let at = tail % rings.ring_words;
+                let first = (rings.ring_words - at).min(words) as usize;
+                batch.write(backup, ring + at, &record[..first]);
+                if first < record.len() {
+                    batch.write(backup, ring, &record[first..]);
+                }
+                writer
+                    .records_onesided
+                    .set(writer.records_onesided.get() + 1);
+            } else {
+                let mut payload = batch.payload();
+                payload.extend_from_slice(&record);
+                batch.call(backup, kind::LOG_APPEND, payload, false);
+                writer.records_rpc.set(writer.records_rpc.get() + 1);
+            }
+        }
+    }
+    cx.submit().await;
+    Ok(())
+}
+
+/// Learns how much of `backup`'s ring is free: a READ of its head word;
+/// if that is still too little for `words`, a `LOG_DRAIN` RPC that makes
+/// the backup apply what has arrived; if even that is too little (the
+/// records are still in flight), a short sleep.
+async fn refresh_head(cx: &mut TxnCx<'_>, writer: &LogWriter, backup: NodeId, words: u64) {
+    let rings = writer.replication.rings;
+    let head_addr = rings.head_addr(writer.node, writer.worker);
+    let read = {
+        let mut batch = cx.round();
+        batch.read(backup, head_addr, 1)
+    };
+    cx.submit().await;
+    let head = cx.batch().result_word(read);
+    note_head(writer, backup, head);
+    if writer.free_words(backup) >= words {
+        return;
+    }
+    let call = {
+        let mut batch = cx.round();
+        let mut payload = batch.payload();
+        payload.extend_from_slice(&[writer.node as u64, writer.worker as u64]);
+        batch.call(backup, kind::LOG_DRAIN, payload, false)
+    };
+    cx.submit().await;
+    let head = cx.batch().reply(call)[0];
+    note_head(writer, backup, head);
+    if writer.free_words(backup) < words {
+        cx.worker.sleep(cx.co, FULL_RING_RETRY_NS).await;
+    }
+}
+
+fn note_head(writer: &LogWriter, backup: NodeId, head: u64) {
+    let mut heads = writer.heads.borrow_mut();
+    debug_assert!(head <= writer.tails.borrow()[backup as usize]);
+    heads[backup as usize] = heads[backup as usize].max(head);
+}
