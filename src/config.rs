@@ -75,6 +75,11 @@ pub struct Config {
     pub protocol_options: ProtocolOptions,
     /// The `ucx` fabric's knobs (`[ucx]`).
     pub ucx: UcxConfig,
+    /// Faults the run injects (`--fault crash:NODE@SECONDS`, repeatable;
+    /// `faults = ["crash:2@1.5"]`), see `fault`.
+    pub faults: Vec<crate::fault::RunFault>,
+    /// `[failure_detector]`: heartbeat interval and timeout (`fault`).
+    pub failure_detector: crate::fault::FailureDetectorConfig,
     /// Test-only: OCC skips read-set validation. Exists to prove the checker
     /// catches a broken protocol; not reachable from the command line.
     #[serde(skip)]
@@ -274,6 +279,8 @@ impl Default for Config {
             tpcc: TpccConfig::default(),
             protocol_options: ProtocolOptions::default(),
             ucx: UcxConfig::default(),
+            faults: Vec::new(),
+            failure_detector: crate::fault::FailureDetectorConfig::default(),
             unsafe_skip_occ_validation: false,
         }
     }
@@ -420,6 +427,7 @@ impl Config {
         }
         self.validate_protocol_options()?;
         self.validate_ucx()?;
+        crate::fault::validate(self).map_err(ConfigError)?;
         self.validate_ycsb()?;
         self.validate_tpcc()?;
         self.validate_workload_sections()

@@ -217,6 +217,8 @@ fn worker_thread<P: Protocol, W: Workload>(
         seed: config.seed,
         warmup_end_ns: start + warmup_ns,
         end_ns: start + warmup_ns + duration_ns,
+        fault_at_ns: u64::MAX,
+        record_at_commit_point: false,
     };
     let mut coroutines: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = (0..config.coroutines as u16)
         .map(|co| {

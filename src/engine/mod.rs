@@ -258,22 +258,44 @@ fn run_workload<P: Protocol, W: Workload>(
     protocol: &P,
     workload: &W,
 ) -> Result<RunOutput, RunError> {
-    let layout = Arc::new(
-        StoreLayout::new(&workload.tables(), |r| protocol.header_words_of(r)).with_txn_meta(
+    let faults = crate::fault::FaultRun::new(config);
+    let mut layout = StoreLayout::new(&workload.tables(), |r| protocol.header_words_of(r))
+        .with_txn_meta(
             config.workers as u16,
             config.coroutines as u16,
             P::txn_meta_words(),
-        ),
-    );
+        );
+    if faults.is_some() {
+        layout = layout.with_heartbeat();
+    }
+    let layout = Arc::new(layout);
     let stores = load_stores(config, workload, &layout).map_err(RunError::Load)?;
-    let (results, sim_run) = match config.fabric {
-        FabricKind::Threads => (
-            run_threads(config, protocol, workload, &layout, &stores),
-            None,
-        ),
+    let (results, sim_run, fault_out) = match config.fabric {
+        FabricKind::Threads => {
+            let (results, fault_out) = run_threads(
+                config,
+                protocol,
+                workload,
+                &layout,
+                &stores,
+                faults.as_ref(),
+            );
+            (results, None, fault_out)
+        }
         FabricKind::Sim => {
-            let (results, sim_run) = sim::run_sim(config, protocol, workload, &layout, &stores);
-            (results, Some(sim_run))
+            let (results, sim_run) = sim::run_sim(
+                config,
+                protocol,
+                workload,
+                &layout,
+                &stores,
+                faults.as_ref(),
+            );
+            let fault_out = FaultOutcome {
+                start_ns: sim::START_NS,
+                abandoned_rounds: sim_run.abandoned_rounds,
+            };
+            (results, Some(sim_run), fault_out)
         }
         FabricKind::Ucx => unreachable!("run_validated refuses the ucx fabric"),
     };
@@ -286,8 +308,23 @@ fn run_workload<P: Protocol, W: Workload>(
     }
     let check = config.check.then(|| {
         let verdict = check_serializable(&history);
-        let mut invariants = workload.check_invariants(&stores, &history);
-        let mismatches = store_matches_history(&history, &stores);
+        let crashed = |node: usize| faults.as_ref().is_some_and(|f| f.crashed(node));
+        let any_crashed = (0..stores.len()).any(crashed);
+        let mut invariants = if any_crashed {
+            // With replication 1 a crashed node's partition is lost, and
+            // with it what the invariants sum over.
+            crate::workloads::InvariantReport {
+                ok: true,
+                details: vec!["workload invariants not checked: a node crashed and its partition is lost (replication 1)".into()],
+            }
+        } else {
+            workload.check_invariants(&stores, &history)
+        };
+        let mismatches = if any_crashed {
+            crate::fault::survivors_match_history(&history, &stores, crashed)
+        } else {
+            store_matches_history(&history, &stores)
+        };
         if mismatches.is_empty() {
             invariants
                 .details
@@ -308,12 +345,28 @@ fn run_workload<P: Protocol, W: Workload>(
     );
     report.set_txn_types(workload.txn_types(), &total);
     report.sim = sim_run.map(|run| run.summary(&history, &stores));
+    report.recovery = faults.as_ref().map(|f| {
+        f.report(
+            config,
+            total.fault_commits,
+            fault_out.abandoned_rounds,
+            fault_out.start_ns,
+        )
+    });
     report.txn_types = report::txn_type_summaries(workload.txn_types(), &total, config.duration_s);
     Ok(RunOutput {
         report,
         history: config.check.then_some(history),
         stores,
     })
+}
+
+/// What a driver tells the report's `recovery` about its run.
+#[derive(Default)]
+struct FaultOutcome {
+    /// The fabric time the run started at.
+    start_ns: u64,
+    abandoned_rounds: u64,
 }
 
 /// Runs every worker on an OS thread of its own, in wall time.
@@ -323,12 +376,14 @@ fn run_threads<P: Protocol, W: Workload>(
     workload: &W,
     layout: &Arc<StoreLayout>,
     stores: &[Arc<NodeStore>],
-) -> Vec<(WorkerStats, History)> {
+    faults: Option<&crate::fault::FaultRun>,
+) -> (Vec<(WorkerStats, History)>, FaultOutcome) {
     let fabric = ThreadsFabric::new(
         stores.iter().map(|s| s.region.clone()).collect(),
         config.workers as u16,
         config.threads_latency(),
     );
+    let abandoned = AtomicU64::new(0);
     let total_workers = config.total_workers() as usize;
     let ready = Barrier::new(total_workers + 1);
     let go = Barrier::new(total_workers + 1);
@@ -343,11 +398,13 @@ fn run_threads<P: Protocol, W: Workload>(
             for worker_index in 0..config.workers as u16 {
                 let fabric = &fabric;
                 let (ready, go, start_ns, finished) = (&ready, &go, &start_ns, &finished);
+                let abandoned = &abandoned;
                 let handle = std::thread::Builder::new()
                     .name(format!("verbena-n{node}-w{worker_index}"))
                     .spawn_scoped(scope, move || {
                         let endpoint = fabric.endpoint(node, worker_index);
-                        let worker = Worker::new(Box::new(endpoint), config.coroutines as usize);
+                        let mut worker =
+                            Worker::new(Box::new(endpoint), config.coroutines as usize);
                         let cache = RefCell::new(LocationCache::new(config.location_cache_entries));
                         let stats = RefCell::new(WorkerStats::new());
                         let history = RefCell::new(History::new());
@@ -358,6 +415,18 @@ fn run_threads<P: Protocol, W: Workload>(
                         ready.wait();
                         go.wait();
                         let start = start_ns.load(Ordering::SeqCst);
+                        let end = start + warmup_ns + duration_ns;
+                        if let Some(faults) = faults {
+                            worker = faults.attach(
+                                worker,
+                                layout
+                                    .heartbeat_addr
+                                    .expect("a detector run has a heartbeat"),
+                                config.nodes,
+                                duration_ns,
+                                end,
+                            );
+                        }
                         let env = CoroutineEnv {
                             worker: &worker,
                             layout,
@@ -371,7 +440,10 @@ fn run_threads<P: Protocol, W: Workload>(
                             backoff: config.backoff,
                             seed: config.seed,
                             warmup_end_ns: start + warmup_ns,
-                            end_ns: start + warmup_ns + duration_ns,
+                            end_ns: end,
+                            fault_at_ns: faults
+                                .map_or(u64::MAX, |f| start.saturating_add(f.first_fault_ns)),
+                            record_at_commit_point: faults.is_some(),
                         };
                         let mut coroutines: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = (0
                             ..config.coroutines as u16)
@@ -382,6 +454,7 @@ fn run_threads<P: Protocol, W: Workload>(
                             .collect();
                         worker.run(&mut coroutines, &service, finished, total_workers);
                         drop(coroutines);
+                        abandoned.fetch_add(worker.abandoned_rounds(), Ordering::Relaxed);
                         let mut stats = stats.into_inner();
                         stats.close();
                         let cache = cache.into_inner();
@@ -394,11 +467,24 @@ fn run_threads<P: Protocol, W: Workload>(
             }
         }
         ready.wait();
-        start_ns.store(fabric.now_ns(), Ordering::SeqCst);
+        let start = fabric.now_ns();
+        start_ns.store(start, Ordering::SeqCst);
+        if let Some(faults) = faults {
+            for (node, &after) in faults.crash_after_ns.iter().enumerate() {
+                if after != u64::MAX {
+                    fabric.crash_node(node as NodeId, start + after);
+                }
+            }
+        }
         go.wait();
-        handles
+        let results = handles
             .into_iter()
             .map(|h| h.join().expect("a worker thread panicked"))
-            .collect()
+            .collect();
+        let outcome = FaultOutcome {
+            start_ns: start,
+            abandoned_rounds: abandoned.load(Ordering::Relaxed),
+        };
+        (results, outcome)
     })
 }

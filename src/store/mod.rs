@@ -164,6 +164,9 @@ pub struct StoreLayout {
     pub region_words: u64,
     /// Per-transaction global metadata (see [`StoreLayout::with_txn_meta`]).
     pub txn_meta: TxnMetaLayout,
+    /// The word a node's failure detector bumps as its heartbeat and peers
+    /// READ (`fault::detector`); `None` when the run detects no failures.
+    pub heartbeat_addr: Option<u64>,
 }
 
 /// Where each coroutine's per-transaction global metadata lives: a fixed
@@ -222,6 +225,7 @@ impl StoreLayout {
                 base: next,
                 ..TxnMetaLayout::default()
             },
+            heartbeat_addr: None,
         }
     }
 
@@ -236,6 +240,14 @@ impl StoreLayout {
             workers,
         };
         self.region_words = base + workers as u64 * coroutines as u64 * words as u64;
+        self
+    }
+
+    /// Reserves the heartbeat word of the failure detector (one word at
+    /// the end of the region, zero at start).
+    pub fn with_heartbeat(mut self) -> StoreLayout {
+        self.heartbeat_addr = Some(self.region_words);
+        self.region_words += 1;
         self
     }
 
