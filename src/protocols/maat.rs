@@ -770,7 +770,10 @@ impl Maat {
                 let batch = cx.batch();
                 cx.scratch.clear();
                 for &(index, cas) in &cx.queued {
-                    if batch.result_word(VerbId(cas)) == 0 {
+                    // Latched now, or by a round that failed on another
+                    // (dead) node after this CAS took effect here.
+                    let previous = batch.result_word(VerbId(cas));
+                    if previous == 0 || previous == cx.owner {
                         let stamps = batch.result(VerbId(cas + 1));
                         cx.scratch
                             .extend_from_slice(&[index as u64, stamps[0], stamps[1]]);
