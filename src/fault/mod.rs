@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::check::{store_matches_history, History, Item};
+use crate::check::History;
 use crate::config::{Config, FabricKind};
 use crate::fabric::profile::NetworkProfile;
 use crate::fabric::NodeId;
@@ -254,6 +254,9 @@ pub fn validate(config: &Config) -> Result<(), String> {
         return Err(
             "--fault needs the failure detector; remove failure_detector.enabled = false".into(),
         );
+    }
+    if config.fabric == FabricKind::Ucx {
+        return Err("--fault is not supported on the ucx fabric yet (a node process that dies still stops the run with an error naming its rank and host); allowed: --fabric sim or threads".into());
     }
     if config.protocol == crate::protocols::ProtocolKind::Calvin {
         return Err("--fault is not supported with protocol calvin (its sequencer needs every node; run another protocol)".into());
@@ -569,45 +572,61 @@ impl FaultRun {
     }
 }
 
-/// [`check::store_matches_history`] over the surviving nodes only: a
-/// crashed node's memory is gone, and so are the versions its writes
-/// installed there.
+/// `check::store_matches_history` over the surviving nodes only, for a
+/// run in which nodes crashed: a crashed node's memory is gone, and so are
+/// the versions its writes installed there. A transaction whose
+/// coordinator crashed after its commit point (it is in the history,
+/// recorded there) may not have installed every write on the survivors
+/// when it died — with replication 1 nobody finishes it (replication's
+/// recovery does, from the logs) — so a survivor's tuple whose last writer
+/// is such a transaction may hold that version or the one before it.
+/// Everything else must match exactly.
 pub fn survivors_match_history(
     history: &History,
     stores: &[Arc<NodeStore>],
     crashed: impl Fn(usize) -> bool,
 ) -> Vec<String> {
-    let mut lost: Vec<(u32, u64)> = Vec::new();
+    // (table, key) -> (last installed seq, its coordinator crashed).
+    let mut last: std::collections::HashMap<(u32, u64), (u64, bool)> =
+        std::collections::HashMap::new();
+    for txn in &history.txns {
+        let in_doubt = crashed(txn.node as usize);
+        for item in history.writes(txn) {
+            let entry = last.entry((item.table, item.key)).or_insert((0, false));
+            if item.seq >= entry.0 {
+                *entry = (item.seq, in_doubt);
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    let mut count = 0usize;
     for (node, store) in stores.iter().enumerate() {
-        if !crashed(node) {
+        if crashed(node) {
             continue;
         }
         for table in &store.layout.tables {
             for slot in 0..store.rows(table.id) {
                 let key = store.region.load(table.tuple_addr(slot) + KEY_WORD as u64);
-                lost.push((table.id, key));
+                let seq = store.seq(table.id, slot);
+                let (expected, in_doubt) =
+                    last.get(&(table.id, key)).copied().unwrap_or((0, false));
+                let ok = seq == expected || (in_doubt && seq + 1 == expected);
+                if !ok {
+                    count += 1;
+                    if problems.len() < 10 {
+                        problems.push(format!(
+                            "table {} key {key}: the store holds version {seq} but the last committed write installed {expected}",
+                            table.id
+                        ));
+                    }
+                }
             }
         }
     }
-    lost.sort_unstable();
-    let mut kept = History::new();
-    let mut reads = Vec::new();
-    let mut writes = Vec::new();
-    let keep = |item: &&Item| lost.binary_search(&(item.table, item.key)).is_err();
-    for txn in &history.txns {
-        reads.clear();
-        writes.clear();
-        reads.extend(history.reads(txn).iter().filter(keep).copied());
-        writes.extend(history.writes(txn).iter().filter(keep).copied());
-        kept.push_noted(txn.id, txn.node, txn.kind, txn.note, &reads, &writes);
+    if count > problems.len() {
+        problems.push(format!("… {count} mismatches in all"));
     }
-    let survivors: Vec<Arc<NodeStore>> = stores
-        .iter()
-        .enumerate()
-        .filter(|(node, _)| !crashed(*node))
-        .map(|(_, store)| store.clone())
-        .collect();
-    store_matches_history(&kept, &survivors)
+    problems
 }
 
 #[cfg(test)]
@@ -677,6 +696,14 @@ mod tests {
         assert!(error.contains("at least one node must survive"), "{error}");
         let error = validate(&config_with(&["pause:1@0.6+0.1"])).unwrap_err();
         assert!(error.contains("need --fabric sim"), "{error}");
+        let mut ucx = config_with(&["crash:1@1"]);
+        ucx.fabric = FabricKind::Ucx;
+        assert!(validate(&ucx)
+            .unwrap_err()
+            .contains("not supported on the ucx fabric"));
+        let mut calvin = config_with(&["crash:1@1"]);
+        calvin.protocol = crate::protocols::ProtocolKind::Calvin;
+        assert!(validate(&calvin).unwrap_err().contains("calvin"));
         let mut off = config_with(&["crash:1@1"]);
         off.failure_detector.enabled = Some(false);
         assert!(validate(&off)
