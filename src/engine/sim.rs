@@ -284,9 +284,9 @@ pub(crate) fn drive<'a>(
         }
         while next_crash < crashes.len() && crashes[next_crash].0 <= fabric.now_ns() {
             let node = crashes[next_crash].1;
-            for index in node * workers_per_node..(node + 1) * workers_per_node {
-                if !done[index] {
-                    done[index] = true;
+            for finished in &mut done[node * workers_per_node..(node + 1) * workers_per_node] {
+                if !*finished {
+                    *finished = true;
                     done_count += 1;
                 }
             }

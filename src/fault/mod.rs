@@ -452,7 +452,7 @@ impl RecoveryReport {
                             .map(|(_, at)| (view.node() as u32, seconds(at)))
                     })
                     .collect();
-                detected_by.sort_by(|a, b| a.0.cmp(&b.0));
+                detected_by.sort_by_key(|d| d.0);
                 let detected_at_s = detected_by.iter().map(|d| d.1).reduce(f64::min);
                 FaultRecord {
                     node,
