@@ -110,6 +110,12 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --jitter F                sim: random extra share of each one-way time
                               [0.1]
     --swarm                   sim: scale each latency class per seed
+    --fault crash:N@S         crash node N S seconds into the run (virtual on
+                              sim, wall on threads); repeatable; also
+                              pause:N@S+D on sim. Turns on the failure
+                              detector; the report gains `recovery`
+    --heartbeat-interval-us U failure detector heartbeat [per fabric]
+    --detector-timeout-us U   silence before a peer is dead [per fabric]
     --backoff-base-ns N       abort back-off base [1000]
     --backoff-cap-ns N        abort back-off cap [100000]
     --location-cache N        location-cache entries per worker, 0 = off [262144]
