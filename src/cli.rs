@@ -110,6 +110,12 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
     --jitter F                sim: random extra share of each one-way time
                               [0.1]
     --swarm                   sim: scale each latency class per seed
+    --fault crash:N@S         crash node N S seconds into the run (virtual on
+                              sim, wall on threads); repeatable; also
+                              pause:N@S+D on sim. Turns on the failure
+                              detector; the report gains `recovery`
+    --heartbeat-interval-us U failure detector heartbeat [per fabric]
+    --detector-timeout-us U   silence before a peer is dead [per fabric]
     --backoff-base-ns N       abort back-off base [1000]
     --replication R           copies of every partition, primary included: 1..=3, <= nodes [1]
     --log-ring-bytes N        coordinator log ring per worker per backup, bytes [65536]
@@ -584,13 +590,35 @@ fn parse_run_flags_unresolved(args: &[String]) -> Result<(Config, Outputs, Optio
                 config.ycsb.partitions_per_txn = Some(parse_number(f, v, count)?)
             }
             other => {
-                if !apply_workload_flag(&mut config, other, v)? {
+                if !apply_workload_flag(&mut config, other, v)?
+                    && !apply_fault_flag(&mut config, other, v)?
+                {
                     return Err(usage(format!("unknown flag {other} for `verbena run`")));
                 }
             }
         }
     }
     Ok((config, outputs, hybrid))
+}
+
+/// The fault-injection flags of `verbena run` (`fault`): `--fault`
+/// (repeatable), `--heartbeat-interval-us`, `--detector-timeout-us`;
+/// false if `flag` is not one of them.
+fn apply_fault_flag(config: &mut Config, flag: &str, value: &str) -> Result<bool, CliError> {
+    let real = "a number";
+    match flag {
+        "--fault" => config
+            .faults
+            .push(crate::fault::RunFault::parse(value).map_err(usage)?),
+        "--heartbeat-interval-us" => {
+            config.failure_detector.heartbeat_interval_us = Some(parse_number(flag, value, real)?)
+        }
+        "--detector-timeout-us" => {
+            config.failure_detector.timeout_us = Some(parse_number(flag, value, real)?)
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 /// The TPC-C flags of `verbena run`; false if `flag` is not one of them.

@@ -80,6 +80,11 @@ pub struct Config {
     pub replication: u32,
     /// `[replication_options]`: the coordinator log's knobs.
     pub replication_options: ReplicationOptions,
+    /// Faults the run injects (`--fault crash:NODE@SECONDS`, repeatable;
+    /// `faults = ["crash:2@1.5"]`), see `fault`.
+    pub faults: Vec<crate::fault::RunFault>,
+    /// `[failure_detector]`: heartbeat interval and timeout (`fault`).
+    pub failure_detector: crate::fault::FailureDetectorConfig,
     /// Test-only: OCC skips read-set validation. Exists to prove the checker
     /// catches a broken protocol; not reachable from the command line.
     #[serde(skip)]
@@ -282,6 +287,8 @@ impl Default for Config {
             ucx: UcxConfig::default(),
             replication: 1,
             replication_options: ReplicationOptions::default(),
+            faults: Vec::new(),
+            failure_detector: crate::fault::FailureDetectorConfig::default(),
             unsafe_skip_occ_validation: false,
         }
     }
@@ -429,6 +436,7 @@ impl Config {
         self.validate_protocol_options()?;
         self.validate_replication()?;
         self.validate_ucx()?;
+        crate::fault::validate(self).map_err(ConfigError)?;
         self.validate_ycsb()?;
         self.validate_tpcc()?;
         self.validate_workload_sections()

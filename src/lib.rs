@@ -5,6 +5,7 @@ pub mod config;
 pub mod engine;
 pub mod experiments;
 pub mod fabric;
+pub mod fault;
 pub mod protocols;
 pub mod replication;
 pub mod rng;

@@ -253,7 +253,7 @@ fn passive_rpc_then_read_sees_the_write(latency: LatencyConfig) {
                     let payload = batch.payload();
                     batch.call(1, GET, payload, false)
                 };
-                worker.submit(0).await;
+                worker.submit(0).await.expect("no peer fails here");
                 let seen = worker.slot(0).batch.borrow().reply(call)[0];
                 assert_eq!(seen, i, "the read overtook the passive write");
             }

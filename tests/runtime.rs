@@ -141,7 +141,7 @@ fn deferred_completions_reach_the_right_coroutine() {
                         batch.clear();
                         (batch.cas(1, 0, seen, seen + 1), batch.read(1, 16, 8))
                     };
-                    worker_ref.submit(co).await;
+                    worker_ref.submit(co).await.expect("no peer fails here");
                     let (previous, pattern) = {
                         let batch = worker_ref.slot(co).batch.borrow();
                         (batch.result_word(cas), batch.result(read).to_vec())
@@ -236,7 +236,7 @@ fn a_waiting_request_is_answered_once_it_can_be_served() {
                 payload.push(42);
                 batch.call(1, ENTER, payload, false)
             };
-            worker_ref.submit(0).await;
+            worker_ref.submit(0).await.expect("no peer fails here");
             let answered_at = worker_ref.now_ns();
             assert_eq!(worker_ref.slot(0).batch.borrow().reply(call), [43]);
             let opened = opened_at.load(Ordering::SeqCst);
@@ -254,7 +254,7 @@ fn a_waiting_request_is_answered_once_it_can_be_served() {
                 batch.call(1, OPEN, payload, false);
             }
             opened_at.store(worker_ref.now_ns(), Ordering::SeqCst);
-            worker_ref.submit(1).await;
+            worker_ref.submit(1).await.expect("no peer fails here");
         };
         let mut coroutines: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> =
             vec![Box::pin(enter), Box::pin(open)];
@@ -302,7 +302,7 @@ fn one_thread_drives_several_workers_turn_by_turn() {
                         let call = batch.call(1, 1, payload, false);
                         (call, batch.faa(1, co as u64, 1))
                     };
-                    client_ref.submit(co).await;
+                    client_ref.submit(co).await.expect("no peer fails here");
                     let batch = client_ref.slot(co).batch.borrow();
                     assert_eq!(batch.reply(call), [3 * i + co as u64]);
                     assert_eq!(batch.result_word(faa), i);

@@ -240,6 +240,8 @@ fn worker_thread<P: Protocol, W: Workload>(
         warmup_end_ns: start + warmup_ns,
         end_ns: start + warmup_ns + duration_ns,
         log: log_writer.as_ref(),
+        fault_at_ns: u64::MAX,
+        record_at_commit_point: false,
     };
     let mut coroutines: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = (0..config.coroutines as u16)
         .map(|co| {

@@ -201,6 +201,9 @@ pub fn encode_stats(enc: &mut Enc, stats: &WorkerStats) {
         m.handler_ns,
         stats.cache_hits,
         stats.cache_misses,
+        stats.fault_commits.before_fault,
+        stats.fault_commits.after_fault,
+        stats.fault_commits.after_detection,
     ]);
     enc.words(&words);
     enc.words(&stats.latency_ns.to_words());
@@ -209,7 +212,7 @@ pub fn encode_stats(enc: &mut Enc, stats: &WorkerStats) {
 pub fn decode_stats(dec: &mut Dec) -> Result<WorkerStats, String> {
     let words = dec.words("worker statistics")?;
     let mut stats = WorkerStats::new();
-    let expected = 3 + stats.aborts.len() + stats.stage_ns.len() + 9 + 5;
+    let expected = 3 + stats.aborts.len() + stats.stage_ns.len() + 9 + 5 + 3;
     if words.len() != expected {
         return Err(format!(
             "worker statistics have {} fields, expected {expected} (a different verbena version?)",
@@ -246,6 +249,9 @@ pub fn decode_stats(dec: &mut Dec) -> Result<WorkerStats, String> {
     };
     stats.cache_hits = next();
     stats.cache_misses = next();
+    stats.fault_commits.before_fault = next();
+    stats.fault_commits.after_fault = next();
+    stats.fault_commits.after_detection = next();
     stats.latency_ns = Histogram::from_words(&dec.words("latency histogram")?)
         .ok_or("malformed latency histogram")?;
     Ok(stats)

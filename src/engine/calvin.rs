@@ -399,6 +399,7 @@ fn run_sim<W: Workload>(
         .map(|(((stats, history), calvin_stats), cache)| close(stats, history, calvin_stats, cache))
         .collect();
     let run = SimRun {
+        abandoned_rounds: 0,
         simulated_ns,
         wall_s: wall.elapsed().as_secs_f64(),
         events: fabric.events_processed(),

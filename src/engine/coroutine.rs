@@ -45,6 +45,14 @@ pub struct CoroutineEnv<'a, P: Protocol, W: Workload> {
     /// This worker's side of the coordinator log (`replication`); `None`
     /// without replication.
     pub log: Option<&'a LogWriter>,
+    /// When the first injected fault strikes (`u64::MAX`: none), on the
+    /// worker's clock: splits the commits for the report's `recovery`.
+    pub fault_at_ns: u64,
+    /// Record a commit in the history at its commit point rather than once
+    /// acknowledged (runs with failure detection: a coordinator that dies
+    /// past its commit point leaves writes on the survivors, which the
+    /// checker must be able to account for).
+    pub record_at_commit_point: bool,
 }
 
 impl<P: Protocol, W: Workload> CoroutineEnv<'_, P, W> {
@@ -116,6 +124,7 @@ async fn attempt<P: Protocol, W: Workload>(
     cx: &mut TxnCx<'_>,
     request: &W::Request,
     log: Option<&LogWriter>,
+    at_commit_point: impl FnOnce(&TxnCx<'_>),
 ) -> TxnResult<()> {
     {
         let mut txn = Txn::new(cx, protocol);
@@ -131,6 +140,12 @@ async fn attempt<P: Protocol, W: Workload>(
         protocol.log(cx).await?;
         replication::log::log(cx, log).await
     })?;
+    // No attempt that saw a round fail may commit, whatever the protocol
+    // made of the failure.
+    if cx.worker.take_attempt_failed(cx.co) {
+        return Err(AbortReason::PeerFailed);
+    }
+    at_commit_point(cx);
     // The commit point: ordered-index changes take effect now, before the
     // write-back releases anything (see `store::ordered`).
     if !cx.index_ops.is_empty() {
@@ -206,10 +221,24 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
         let mut retries = 0u32;
         loop {
             counter += 1;
+            worker.take_attempt_failed(co);
             cx.begin(ids::txn_id(coroutine, counter), retries);
             env.protocol.begin(&mut cx);
             let attempt_start_ns = worker.now_ns();
-            let outcome = attempt(env.protocol, env.workload, &mut cx, &request, env.log).await;
+            let early = env.record_at_commit_point;
+            let outcome = attempt(
+                env.protocol,
+                env.workload,
+                &mut cx,
+                &request,
+                env.log,
+                |cx| {
+                    if let (true, Some(history)) = (early, env.history) {
+                        record_history(cx, kind, history, &mut history_reads, &mut history_writes);
+                    }
+                },
+            )
+            .await;
             match outcome {
                 Ok(()) => {
                     debug_assert!(
@@ -217,7 +246,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                         "commit left a lock held"
                     );
                     let commit_ns = worker.now_ns();
-                    if let Some(history) = env.history {
+                    if let (false, Some(history)) = (early, env.history) {
                         record_history(&cx, kind, history, &mut history_reads, &mut history_writes);
                     }
                     if env.measured(commit_ns) {
@@ -233,10 +262,23 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                         }
                         stats.execution_ns +=
                             (commit_ns - attempt_start_ns).saturating_sub(in_stages);
+                        if commit_ns < env.fault_at_ns {
+                            stats.fault_commits.before_fault += 1;
+                        } else {
+                            stats.fault_commits.after_fault += 1;
+                            if worker.membership().is_some_and(|m| m.epoch() > 0) {
+                                stats.fault_commits.after_detection += 1;
+                            }
+                        }
                     }
                     break;
                 }
-                Err(reason) => {
+                Err(mut reason) => {
+                    if worker.take_attempt_failed(co) {
+                        // Whatever the protocol concluded from a failed
+                        // round, the cause is the failed peer.
+                        reason = AbortReason::PeerFailed;
+                    }
                     timed_stage!(cx, Stage::Release, env.protocol.release(&mut cx));
                     debug_assert!(
                         cx.accesses.iter().all(|a| !a.locked),
@@ -247,6 +289,9 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                         reason,
                         AbortReason::User | AbortReason::NotFound | AbortReason::TableFull
                     );
+                    // A request that needs a dead node is dropped: with
+                    // replication 1 it could never commit (not a user abort).
+                    let dropped = reason == AbortReason::PeerFailed;
                     if env.measured(now) {
                         let mut stats = env.stats.borrow_mut();
                         // Only the part inside the measured interval.
@@ -258,7 +303,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                             stats.per_type[kind].user_aborted += 1;
                         }
                     }
-                    if gives_up || now >= env.end_ns {
+                    if gives_up || dropped || now >= env.end_ns {
                         break;
                     }
                     retries += 1;

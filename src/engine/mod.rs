@@ -305,33 +305,36 @@ fn run_workload<P: Protocol, W: Workload>(
     protocol: &P,
     workload: &W,
 ) -> Result<RunOutput, RunError> {
-    let (layout, replication) = replicated_layout(
-        config,
-        StoreLayout::with_copies(
-            &workload.tables(),
-            |r| protocol.header_words_of(r),
-            config.replication,
-        )
-        .with_txn_meta(
-            config.workers as u16,
-            config.coroutines as u16,
-            P::txn_meta_words(),
-        ),
+    let faults = crate::fault::FaultRun::new(config);
+    let mut layout = StoreLayout::with_copies(
+        &workload.tables(),
+        |r| protocol.header_words_of(r),
+        config.replication,
+    )
+    .with_txn_meta(
+        config.workers as u16,
+        config.coroutines as u16,
+        P::txn_meta_words(),
     );
+    if faults.is_some() {
+        layout = layout.with_heartbeat();
+    }
+    let (layout, replication) = replicated_layout(config, layout);
     let stores =
         load_stores(config, workload, &layout, replication.as_deref()).map_err(RunError::Load)?;
-    let (results, sim_run) = match config.fabric {
-        FabricKind::Threads => (
-            run_threads(
+    let (results, sim_run, fault_out) = match config.fabric {
+        FabricKind::Threads => {
+            let (results, fault_out) = run_threads(
                 config,
                 protocol,
                 workload,
                 &layout,
                 &stores,
                 replication.as_ref(),
-            ),
-            None,
-        ),
+                faults.as_ref(),
+            );
+            (results, None, fault_out)
+        }
         FabricKind::Sim => {
             let (results, sim_run) = sim::run_sim(
                 config,
@@ -340,8 +343,13 @@ fn run_workload<P: Protocol, W: Workload>(
                 &layout,
                 &stores,
                 replication.as_ref(),
+                faults.as_ref(),
             );
-            (results, Some(sim_run))
+            let fault_out = FaultOutcome {
+                start_ns: sim::START_NS,
+                abandoned_rounds: sim_run.abandoned_rounds,
+            };
+            (results, Some(sim_run), fault_out)
         }
         FabricKind::Ucx => unreachable!("run_validated refuses the ucx fabric"),
     };
@@ -354,8 +362,23 @@ fn run_workload<P: Protocol, W: Workload>(
     }
     let check = config.check.then(|| {
         let verdict = check_serializable(&history);
-        let mut invariants = workload.check_invariants(&stores, &history);
-        let mismatches = store_matches_history(&history, &stores);
+        let crashed = |node: usize| faults.as_ref().is_some_and(|f| f.crashed(node));
+        let any_crashed = (0..stores.len()).any(crashed);
+        let mut invariants = if any_crashed {
+            // With replication 1 a crashed node's partition is lost, and
+            // with it what the invariants sum over.
+            crate::workloads::InvariantReport {
+                ok: true,
+                details: vec!["workload invariants not checked: a node crashed and its partition is lost (replication 1)".into()],
+            }
+        } else {
+            workload.check_invariants(&stores, &history)
+        };
+        let mismatches = if any_crashed {
+            crate::fault::survivors_match_history(&history, &stores, crashed)
+        } else {
+            store_matches_history(&history, &stores)
+        };
         if mismatches.is_empty() {
             invariants
                 .details
@@ -364,8 +387,12 @@ fn run_workload<P: Protocol, W: Workload>(
             invariants.ok = false;
             invariants.details.extend(mismatches);
         }
-        if let Some(replication) = &replication {
-            replication::check_backups(replication, &stores, &mut invariants);
+        match &replication {
+            Some(_) if any_crashed => invariants.details.push(
+                "backup copies not compared: a node crashed (see `replication::recovery`)".into(),
+            ),
+            Some(replication) => replication::check_backups(replication, &stores, &mut invariants),
+            None => {}
         }
         CheckSummary::new(verdict, invariants)
     });
@@ -379,6 +406,14 @@ fn run_workload<P: Protocol, W: Workload>(
     );
     report.set_txn_types(workload.txn_types(), &total);
     report.sim = sim_run.map(|run| run.summary(&history, &stores));
+    report.recovery = faults.as_ref().map(|f| {
+        f.report(
+            config,
+            total.fault_commits,
+            fault_out.abandoned_rounds,
+            fault_out.start_ns,
+        )
+    });
     report.txn_types = report::txn_type_summaries(workload.txn_types(), &total, config.duration_s);
     Ok(RunOutput {
         report,
@@ -404,6 +439,14 @@ pub(crate) fn replicated_layout(
     (Arc::new(layout), replication)
 }
 
+/// What a driver tells the report's `recovery` about its run.
+#[derive(Default)]
+struct FaultOutcome {
+    /// The fabric time the run started at.
+    start_ns: u64,
+    abandoned_rounds: u64,
+}
+
 /// Runs every worker on an OS thread of its own, in wall time.
 fn run_threads<P: Protocol, W: Workload>(
     config: &Config,
@@ -412,12 +455,14 @@ fn run_threads<P: Protocol, W: Workload>(
     layout: &Arc<StoreLayout>,
     stores: &[Arc<NodeStore>],
     replication: Option<&Arc<Replication>>,
-) -> Vec<(WorkerStats, History)> {
+    faults: Option<&crate::fault::FaultRun>,
+) -> (Vec<(WorkerStats, History)>, FaultOutcome) {
     let fabric = ThreadsFabric::new(
         stores.iter().map(|s| s.region.clone()).collect(),
         config.workers as u16,
         config.threads_latency(),
     );
+    let abandoned = AtomicU64::new(0);
     let total_workers = config.total_workers() as usize;
     let ready = Barrier::new(total_workers + 1);
     let go = Barrier::new(total_workers + 1);
@@ -432,11 +477,13 @@ fn run_threads<P: Protocol, W: Workload>(
             for worker_index in 0..config.workers as u16 {
                 let fabric = &fabric;
                 let (ready, go, start_ns, finished) = (&ready, &go, &start_ns, &finished);
+                let abandoned = &abandoned;
                 let handle = std::thread::Builder::new()
                     .name(format!("verbena-n{node}-w{worker_index}"))
                     .spawn_scoped(scope, move || {
                         let endpoint = fabric.endpoint(node, worker_index);
-                        let worker = Worker::new(Box::new(endpoint), config.coroutines as usize);
+                        let mut worker =
+                            Worker::new(Box::new(endpoint), config.coroutines as usize);
                         let cache = RefCell::new(LocationCache::new(config.location_cache_entries));
                         let stats = RefCell::new(WorkerStats::new());
                         let history = RefCell::new(History::new());
@@ -450,6 +497,18 @@ fn run_threads<P: Protocol, W: Workload>(
                         ready.wait();
                         go.wait();
                         let start = start_ns.load(Ordering::SeqCst);
+                        let end = start + warmup_ns + duration_ns;
+                        if let Some(faults) = faults {
+                            worker = faults.attach(
+                                worker,
+                                layout
+                                    .heartbeat_addr
+                                    .expect("a detector run has a heartbeat"),
+                                config.nodes,
+                                duration_ns,
+                                end,
+                            );
+                        }
                         let env = CoroutineEnv {
                             worker: &worker,
                             layout,
@@ -463,8 +522,11 @@ fn run_threads<P: Protocol, W: Workload>(
                             backoff: config.backoff,
                             seed: config.seed,
                             warmup_end_ns: start + warmup_ns,
-                            end_ns: start + warmup_ns + duration_ns,
+                            end_ns: end,
                             log: log_writer.as_ref(),
+                            fault_at_ns: faults
+                                .map_or(u64::MAX, |f| start.saturating_add(f.first_fault_ns)),
+                            record_at_commit_point: faults.is_some(),
                         };
                         let mut coroutines: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = (0
                             ..config.coroutines as u16)
@@ -475,6 +537,7 @@ fn run_threads<P: Protocol, W: Workload>(
                             .collect();
                         worker.run(&mut coroutines, &service, finished, total_workers);
                         drop(coroutines);
+                        abandoned.fetch_add(worker.abandoned_rounds(), Ordering::Relaxed);
                         let mut stats = stats.into_inner();
                         stats.close();
                         let cache = cache.into_inner();
@@ -487,11 +550,24 @@ fn run_threads<P: Protocol, W: Workload>(
             }
         }
         ready.wait();
-        start_ns.store(fabric.now_ns(), Ordering::SeqCst);
+        let start = fabric.now_ns();
+        start_ns.store(start, Ordering::SeqCst);
+        if let Some(faults) = faults {
+            for (node, &after) in faults.crash_after_ns.iter().enumerate() {
+                if after != u64::MAX {
+                    fabric.crash_node(node as NodeId, start + after);
+                }
+            }
+        }
         go.wait();
-        handles
+        let results = handles
             .into_iter()
             .map(|h| h.join().expect("a worker thread panicked"))
-            .collect()
+            .collect();
+        let outcome = FaultOutcome {
+            start_ns: start,
+            abandoned_rounds: abandoned.load(Ordering::Relaxed),
+        };
+        (results, outcome)
     })
 }

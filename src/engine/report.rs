@@ -187,6 +187,9 @@ pub struct Report {
     pub sim: Option<SimSummary>,
     /// The processes of a `ucx` run; null on other fabrics.
     pub cluster: Option<ClusterSummary>,
+    /// Injected faults, their detection and the recovery (`fault`); null
+    /// when the run ran no failure detector.
+    pub recovery: Option<crate::fault::RecoveryReport>,
 }
 
 /// What a multi-process (`ucx`) run adds to its report.
@@ -407,6 +410,7 @@ impl Report {
             },
             sim: None,
             cluster: None,
+            recovery: None,
         }
     }
 

@@ -46,6 +46,8 @@ pub(crate) struct SimRun {
     pub(crate) events: u64,
     pub(crate) lost: u64,
     pub(crate) stuck_workers: usize,
+    /// Rounds workers abandoned at their give-up time (`fault`).
+    pub(crate) abandoned_rounds: u64,
 }
 
 impl SimRun {
@@ -124,6 +126,7 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
     layout: &Arc<StoreLayout>,
     stores: &[Arc<NodeStore>],
     replication: Option<&Arc<Replication>>,
+    faults: Option<&crate::fault::FaultRun>,
 ) -> (Vec<(WorkerStats, History)>, SimRun) {
     let wall = Instant::now();
     let workers_per_node = config.workers as u16;
@@ -136,11 +139,39 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
     );
     let total = config.total_workers() as usize;
     let node_of = |index: usize| (index / workers_per_node as usize) as NodeId;
+    let warmup_end_ns = START_NS + (config.warmup_s * 1e9) as u64;
+    let end_ns = warmup_end_ns + (config.duration_s * 1e9) as u64;
+    if let Some(faults) = faults {
+        for fault in &config.faults {
+            let at_ns = START_NS + (fault.at_s() * 1e9) as u64;
+            match *fault {
+                crate::fault::RunFault::Crash { node, .. } => {
+                    fabric.crash_node(node as NodeId, at_ns)
+                }
+                crate::fault::RunFault::Pause { node, for_s, .. } => {
+                    fabric.pause_node(node as NodeId, at_ns, (for_s * 1e9) as u64)
+                }
+            }
+        }
+        debug_assert_eq!(faults.memberships.len(), config.nodes as usize);
+    }
     let workers: Vec<Worker> = (0..total)
         .map(|index| {
             let endpoint =
                 fabric.endpoint(node_of(index), (index % workers_per_node as usize) as u16);
-            Worker::new(Box::new(endpoint), config.coroutines as usize)
+            let worker = Worker::new(Box::new(endpoint), config.coroutines as usize);
+            match faults {
+                Some(faults) => faults.attach(
+                    worker,
+                    layout
+                        .heartbeat_addr
+                        .expect("a detector run has a heartbeat"),
+                    config.nodes,
+                    (config.duration_s * 1e9) as u64,
+                    end_ns,
+                ),
+                None => worker,
+            }
         })
         .collect();
     let caches: Vec<RefCell<LocationCache>> = (0..total)
@@ -166,8 +197,6 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
             })
         })
         .collect();
-    let warmup_end_ns = START_NS + (config.warmup_s * 1e9) as u64;
-    let end_ns = warmup_end_ns + (config.duration_s * 1e9) as u64;
     let envs: Vec<CoroutineEnv<P, W>> = (0..total)
         .map(|index| CoroutineEnv {
             worker: &workers[index],
@@ -184,6 +213,8 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
             warmup_end_ns,
             end_ns,
             log: log_writers[index].as_ref(),
+            fault_at_ns: faults.map_or(u64::MAX, |f| START_NS.saturating_add(f.first_fault_ns)),
+            record_at_commit_point: faults.is_some(),
         })
         .collect();
     let mut coroutines: Vec<Vec<Pin<Box<dyn Future<Output = ()> + '_>>>> = envs
@@ -205,6 +236,7 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
         drive(&fabric, &workers, &mut coroutines, &service_refs, end_ns);
     drop(coroutines);
     drop(envs);
+    let abandoned_rounds = workers.iter().map(|w| w.abandoned_rounds()).sum();
     let results = stats
         .into_iter()
         .zip(histories)
@@ -224,6 +256,7 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
         events: fabric.events_processed(),
         lost: fabric.lost_count(),
         stuck_workers: total - done_count,
+        abandoned_rounds,
     };
     (results, run)
 }
@@ -246,6 +279,15 @@ pub(crate) fn drive<'a>(
     let deadline_ns = end_ns + (end_ns - START_NS).max(1_000_000_000);
     let mut done = vec![false; total];
     let mut done_count = 0;
+    // A crashed node's workers count as done once it crashed (in crash
+    // order): they will never run again.
+    let workers_per_node = total / fabric.nodes().max(1);
+    let mut crashes: Vec<(u64, usize)> = (0..fabric.nodes())
+        .map(|node| (fabric.crash_at_ns(node as NodeId), node))
+        .filter(|&(at, _)| at != u64::MAX)
+        .collect();
+    crashes.sort_unstable();
+    let mut next_crash = 0;
     let mut idle_since: Vec<Option<Turn>> = vec![None; total];
     while done_count < total {
         let Some(index) = fabric.next_run() else {
@@ -254,6 +296,17 @@ pub(crate) fn drive<'a>(
         if fabric.now_ns() > deadline_ns {
             break;
         }
+        while next_crash < crashes.len() && crashes[next_crash].0 <= fabric.now_ns() {
+            let node = crashes[next_crash].1;
+            for finished in &mut done[node * workers_per_node..(node + 1) * workers_per_node] {
+                if !*finished {
+                    *finished = true;
+                    done_count += 1;
+                }
+            }
+            next_crash += 1;
+        }
+
         let worker = &workers[index];
         if let Some(turn) = idle_since[index].take() {
             worker.idle(&turn);

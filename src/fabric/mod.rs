@@ -39,7 +39,9 @@ pub mod verbs;
 
 pub use profile::NetworkProfile;
 pub use region::Region;
-pub use verbs::{Batch, CallId, Message, Verb, VerbCounters, VerbId, VerbKind, MSG_COMPLETION};
+pub use verbs::{
+    Batch, CallId, Message, Verb, VerbCounters, VerbId, VerbKind, MSG_COMPLETION, MSG_FAILED,
+};
 
 /// When a posted doorbell batch completes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,4 +119,19 @@ pub trait Endpoint {
     fn idle(&mut self, wake_at_ns: Option<u64>);
 
     fn counters(&self) -> &VerbCounters;
+
+    /// This endpoint's own node has crashed (an injected fault): its worker
+    /// must stop running coroutines. Until then, and on backends without
+    /// fault injection, `false`.
+    ///
+    /// The failure contract every backend keeps towards the survivors: a
+    /// verb batch or RPC that cannot reach a crashed node never completes
+    /// normally; the backend hands it back to the poster or sender as a
+    /// message flagged [`verbs::MSG_FAILED`] (or loses it), and the runtime
+    /// turns that into a failed round once the membership declares the
+    /// node dead (`fault`, `runtime`).
+    #[inline]
+    fn crashed(&self) -> bool {
+        false
+    }
 }

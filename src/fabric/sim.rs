@@ -37,7 +37,12 @@
 //! Faults, all deterministic given the seed: pause a node's CPUs for an
 //! interval (its memory still serves one-sided verbs, as a NIC would),
 //! crash a node (its workers stop, verbs and messages to it are lost), delay
-//! or drop messages and verbs on a link for an interval.
+//! or drop messages and verbs on a link for an interval. What a crash
+//! loses comes back to a surviving poster or sender as a `MSG_FAILED`
+//! message (a batch at its modeled completion time, an RPC request when it
+//! would have been delivered), which the runtime holds until the failure
+//! detector declares the node dead (see `fault`). What a dropped link
+//! loses never comes back.
 //!
 //! Invariants: virtual time never goes backwards (`now_ns` only grows, every
 //! event is scheduled at or after it); verbs of one queue pair apply in
@@ -55,7 +60,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::profile::NetworkProfile;
-use super::verbs::{VerbKind, MSG_COMPLETION, MSG_REPLY};
+use super::verbs::{VerbKind, MSG_COMPLETION, MSG_FAILED, MSG_REPLY};
 use super::{CpuOp, Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
 use crate::rng::Rng;
 
@@ -237,6 +242,9 @@ struct InFlight {
     results: Vec<u64>,
     /// A verb of it was lost (crash, drop): it never completes.
     lost: bool,
+    /// It was lost to its target's crash: its poster hears of it
+    /// (`MSG_FAILED`) at its completion time.
+    target_crashed: bool,
 }
 
 enum Event {
@@ -402,6 +410,7 @@ impl SimState {
             write_data: Vec::new(),
             results: Vec::new(),
             lost: false,
+            target_crashed: false,
         };
         let batch_id = match self.free_batches.pop() {
             Some(id) => id,
@@ -487,6 +496,7 @@ impl SimState {
         };
         if self.now_ns >= self.crash_at_ns[batch.target as usize] {
             batch.lost = true;
+            batch.target_crashed = true;
             return;
         }
         let region = &self.regions[batch.target as usize];
@@ -534,25 +544,53 @@ impl SimState {
             .expect("a batch completes once");
         self.free_batches.push(batch_id);
         let initiator_node = self.node_of(batch.initiator);
-        if batch.lost || self.crashed(initiator_node, self.now_ns) {
+        if (batch.lost && !batch.target_crashed) || self.crashed(initiator_node, self.now_ns) {
             self.lost_count += 1;
             return;
         }
+        let failed = batch.lost;
+        if failed {
+            self.lost_count += 1;
+        }
         let worker = batch.initiator;
         let msg = Message {
-            src_node: initiator_node,
+            // A failed batch names the crashed node as its source.
+            src_node: if failed { batch.target } else { initiator_node },
             src_worker: (worker % self.workers_per_node as u32) as u16,
             dst_node: initiator_node,
             dst_worker: (worker % self.workers_per_node as u32) as u16,
             coroutine: batch.coroutine,
             call: batch.tag,
             kind: batch.verbs.len() as u16,
-            flags: MSG_COMPLETION,
+            flags: if failed {
+                MSG_COMPLETION | MSG_FAILED
+            } else {
+                MSG_COMPLETION
+            },
             deliver_at_ns: self.now_ns,
             payload: batch.results,
         };
         self.mailboxes[worker as usize].push(msg);
         self.wake(worker, self.now_ns);
+    }
+
+    /// Hands a request that reached a crashed node back to its sender as
+    /// `MSG_FAILED` (source and destination swapped); replies and
+    /// completions for a crashed node, and anything whose sender crashed
+    /// too, are just lost.
+    fn bounce(&mut self, mut msg: Message) {
+        if msg.flags & (MSG_REPLY | MSG_COMPLETION) != 0 || self.crashed(msg.src_node, self.now_ns)
+        {
+            return;
+        }
+        std::mem::swap(&mut msg.src_node, &mut msg.dst_node);
+        std::mem::swap(&mut msg.src_worker, &mut msg.dst_worker);
+        msg.flags |= MSG_REPLY | MSG_FAILED;
+        msg.deliver_at_ns = self.now_ns;
+        let sender = msg.dst_node as u32 * self.workers_per_node as u32 + msg.dst_worker as u32;
+        self.mailboxes[sender as usize].push(msg);
+        let now = self.now_ns;
+        self.wake(sender, now);
     }
 
     fn send(&mut self, sender: u32, mut msg: Message) {
@@ -751,6 +789,7 @@ impl SimFabric {
                 Event::Deliver { worker, msg } => {
                     if state.crashed(state.node_of(worker), at_ns) {
                         state.lost_count += 1;
+                        state.bounce(msg);
                         continue;
                     }
                     state.mailboxes[worker as usize].push(msg);
@@ -797,6 +836,16 @@ impl SimFabric {
         let mut state = self.state.borrow_mut();
         let at = &mut state.crash_at_ns[node as usize];
         *at = (*at).min(at_ns);
+    }
+
+    /// Nodes of the cluster.
+    pub fn nodes(&self) -> usize {
+        self.state.borrow().regions.len()
+    }
+
+    /// When `node` crashes (`u64::MAX`: never).
+    pub fn crash_at_ns(&self, node: NodeId) -> u64 {
+        self.state.borrow().crash_at_ns[node as usize]
     }
 
     /// Whether `node` has crashed by `at_ns`.

@@ -10,18 +10,27 @@
 //! receiver `rtt / 2` after it was sent. Accesses of a node to itself take no
 //! injected latency.
 //!
+//! Crash faults (`crash_node`, wall time): from its crash time on, a node's
+//! workers stop (`Endpoint::crashed`), and its memory and handlers are
+//! unreachable: a verb batch posted to it has no effect and is handed back
+//! to the poster as a `MSG_FAILED` completion, a request sent to it (or
+//! still in its mailbox) is bounced back to the sender as `MSG_FAILED` —
+//! the crashed node's thread keeps bouncing until the run ends, so nothing
+//! sent to it is lost in a race with its crash. The runtime holds those
+//! until the failure detector declares the node dead, exactly as on `sim`.
+//!
 //! Idle workers spin for a short while, then yield, then park until a message
 //! arrives or their next timer is due (ARCHITECTURE.md, honest on small
 //! machines). The mailbox's `parked` flag and `has_mail` flag are both
 //! `SeqCst`, so a sender either sees the receiver parked and unparks it, or
 //! the receiver sees the mail before parking.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use super::verbs::{VerbKind, MSG_REPLY};
+use super::verbs::{VerbKind, MSG_COMPLETION, MSG_FAILED, MSG_REPLY};
 use super::{Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
 
 /// Injected latency of the `threads` fabric, per verb class, in ns (from
@@ -69,12 +78,52 @@ struct Shared {
     epoch: Instant,
     /// More worker threads than the host has cores (see `MAX_PARK`).
     oversubscribed: bool,
+    /// Some node has a crash time (skips the per-verb check otherwise).
+    faults_armed: AtomicBool,
+    /// Per node: its crash time on the fabric's clock (`u64::MAX`: never).
+    crash_at_ns: Vec<AtomicU64>,
 }
 
 impl Shared {
     #[inline]
     fn now_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
+    }
+
+    #[inline]
+    fn crashed(&self, node: NodeId) -> bool {
+        self.faults_armed.load(Ordering::Relaxed)
+            && self.now_ns() >= self.crash_at_ns[node as usize].load(Ordering::Acquire)
+    }
+
+    /// Puts `msg` in worker `index`'s mailbox and wakes it if parked.
+    fn deliver(&self, index: usize, msg: Message) {
+        let mailbox = &self.mailboxes[index];
+        mailbox
+            .queue
+            .lock()
+            .expect("a worker panicked while holding a mailbox")
+            .push(msg);
+        mailbox.has_mail.store(true, Ordering::SeqCst);
+        if mailbox.parked.load(Ordering::SeqCst) {
+            if let Some(thread) = mailbox.thread.get() {
+                thread.unpark();
+            }
+        }
+    }
+
+    /// Hands a request that a crashed node will never serve back to its
+    /// sender (see the module docs); other messages are dropped.
+    fn bounce(&self, mut msg: Message) {
+        if msg.flags & (MSG_REPLY | MSG_COMPLETION) != 0 || self.crashed(msg.src_node) {
+            return;
+        }
+        std::mem::swap(&mut msg.src_node, &mut msg.dst_node);
+        std::mem::swap(&mut msg.src_worker, &mut msg.dst_worker);
+        msg.flags |= MSG_REPLY | MSG_FAILED;
+        msg.deliver_at_ns = 0;
+        let index = msg.dst_node as usize * self.workers as usize + msg.dst_worker as usize;
+        self.deliver(index, msg);
     }
 }
 
@@ -87,6 +136,7 @@ pub struct ThreadsFabric {
 
 impl ThreadsFabric {
     pub fn new(regions: Vec<Arc<Region>>, workers: u16, latency: LatencyConfig) -> ThreadsFabric {
+        let regions_len = regions.len();
         let mailboxes = (0..regions.len() * workers as usize)
             .map(|_| Mailbox {
                 queue: Mutex::new(Vec::new()),
@@ -105,8 +155,16 @@ impl ThreadsFabric {
                 latency,
                 epoch: Instant::now(),
                 oversubscribed,
+                faults_armed: AtomicBool::new(false),
+                crash_at_ns: (0..regions_len).map(|_| AtomicU64::new(u64::MAX)).collect(),
             }),
         }
+    }
+
+    /// Crashes `node` at `at_ns` on the fabric's clock ([`Self::now_ns`]).
+    pub fn crash_node(&self, node: NodeId, at_ns: u64) {
+        self.shared.crash_at_ns[node as usize].fetch_min(at_ns, Ordering::AcqRel);
+        self.shared.faults_armed.store(true, Ordering::Release);
     }
 
     /// The endpoint of worker `worker` of `node`. Call it on the thread that
@@ -175,8 +233,8 @@ impl Endpoint for ThreadsEndpoint {
 
     fn post(
         &mut self,
-        _coroutine: u16,
-        _tag: u16,
+        coroutine: u16,
+        tag: u16,
         verbs: &[Verb],
         write_data: &[u64],
         results: &mut [u64],
@@ -185,6 +243,28 @@ impl Endpoint for ThreadsEndpoint {
             return Posted::At(0);
         };
         let target = first.node;
+        if target != self.node && self.shared.crashed(target) {
+            for verb in verbs {
+                self.counters.count(verb);
+            }
+            self.counters.doorbells += 1;
+            self.shared.deliver(
+                self.mailbox,
+                Message {
+                    src_node: target,
+                    src_worker: self.worker,
+                    dst_node: self.node,
+                    dst_worker: self.worker,
+                    coroutine,
+                    call: tag,
+                    kind: verbs.len() as u16,
+                    flags: MSG_COMPLETION | MSG_FAILED,
+                    deliver_at_ns: 0,
+                    payload: Vec::new(),
+                },
+            );
+            return Posted::Deferred;
+        }
         let region = &self.shared.regions[target as usize];
         let mut rtt_ns = 0;
         for verb in verbs {
@@ -228,22 +308,36 @@ impl Endpoint for ThreadsEndpoint {
         } else {
             self.now_ns() + self.shared.latency.rpc_ns / 2
         };
-        let index = msg.dst_node as usize * self.shared.workers as usize + msg.dst_worker as usize;
-        let mailbox = &self.shared.mailboxes[index];
-        mailbox
-            .queue
-            .lock()
-            .expect("a worker panicked while holding a mailbox")
-            .push(msg);
-        mailbox.has_mail.store(true, Ordering::SeqCst);
-        if mailbox.parked.load(Ordering::SeqCst) {
-            if let Some(thread) = mailbox.thread.get() {
-                thread.unpark();
-            }
+        if msg.dst_node != self.node && self.shared.crashed(msg.dst_node) {
+            self.shared.bounce(msg);
+            return;
         }
+        let index = msg.dst_node as usize * self.shared.workers as usize + msg.dst_worker as usize;
+        self.shared.deliver(index, msg);
+    }
+
+    fn crashed(&self) -> bool {
+        self.shared.crashed(self.node)
     }
 
     fn receive(&mut self, out: &mut Vec<Message>) {
+        if self.shared.crashed(self.node) {
+            // A crashed node serves nothing: hand back what reached it.
+            let mut arrived = std::mem::take(&mut self.delayed);
+            let mailbox = &self.shared.mailboxes[self.mailbox];
+            if mailbox.has_mail.swap(false, Ordering::SeqCst) {
+                arrived.append(
+                    &mut mailbox
+                        .queue
+                        .lock()
+                        .expect("a worker panicked while holding a mailbox"),
+                );
+            }
+            for msg in arrived {
+                self.shared.bounce(msg);
+            }
+            return;
+        }
         if !self.delayed.is_empty() {
             let now = self.now_ns();
             let mut i = 0;

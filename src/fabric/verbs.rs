@@ -56,6 +56,14 @@ pub const MSG_PASSIVE: u8 = 2;
 /// The deferred completion of a doorbell batch (`Posted::Deferred`), sent
 /// by a backend to the posting worker itself.
 pub const MSG_COMPLETION: u8 = 4;
+/// A completion or RPC that did not reach its peer because the peer has
+/// failed (`fault`): set by a backend on a deferred completion whose verbs
+/// were lost to a crashed node (`src_node` is that node), or on a request
+/// bounced back to its sender (`MSG_REPLY` also set, source and destination
+/// swapped, so `src_node` is again the failed node). The runtime holds it
+/// until its node's membership declares that peer dead, then fails the
+/// waiting round (see `runtime`).
+pub const MSG_FAILED: u8 = 8;
 
 /// An RPC request or reply between two workers.
 #[derive(Debug)]

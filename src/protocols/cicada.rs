@@ -336,7 +336,7 @@ impl Cicada {
                 table.tuple_addr(access.slot),
                 table.tuple_words,
             );
-            cx.submit().await;
+            cx.submit().await?;
             let retry = {
                 let batch = cx.batch();
                 let words = batch.result(read);
@@ -383,7 +383,7 @@ impl Cicada {
                 kind::CICADA_READ,
                 &[access.table as u64, access.key, cx.timestamp, write as u64],
             );
-            cx.submit().await;
+            cx.submit().await?;
             if cx.batch().reply(call)[0] != READ_AGAIN {
                 break;
             }
@@ -444,7 +444,7 @@ impl Cicada {
                     entry.1 = cas.0;
                 }
             }
-            cx.submit().await;
+            cx.submit().await?;
             // Decisions go to `scratch` as [index, len, words…] records, so
             // that the next round can be built after the results are read.
             cx.scratch.clear();
@@ -634,7 +634,7 @@ impl Cicada {
                 batch.call(node, kind::CICADA_INSTALL, payload, false);
             }
         }
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         let mut outcome = Ok(());
         for n in 0..cx.nodes.len() {
@@ -675,7 +675,7 @@ impl Cicada {
                 batch.call(node, kind::CICADA_VALIDATE, payload, false);
             }
         }
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         for n in 0..cx.nodes.len() {
             if batch.reply(CallId(n as u16))[0] != status::OK {

@@ -121,7 +121,7 @@ pub async fn locate_onesided(cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> 
             .candidates(access.key)
             .map(|bucket| batch.read(access.node, bucket, BUCKET_WORDS as u32))
     };
-    cx.submit().await;
+    cx.submit().await?;
     let found = {
         let batch = cx.batch();
         reads

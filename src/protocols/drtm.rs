@@ -251,7 +251,7 @@ impl Drtm {
                 );
                 (cas, read)
             };
-            cx.submit().await;
+            cx.submit().await?;
             let batch = cx.batch();
             match self.step(now, expected, desired, batch.result_word(cas)) {
                 Step::Acquired(end) => {
@@ -286,7 +286,7 @@ impl Drtm {
             kind::DRTM_ACCESS,
             &[access.table as u64, access.key, desired, now],
         );
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
         if reply[0] != status::NOT_FOUND {

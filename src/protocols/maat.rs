@@ -338,7 +338,7 @@ impl Maat {
                 );
                 (cas, read)
             };
-            cx.submit().await;
+            cx.submit().await?;
             if init {
                 cx.scratch.push(0);
             }
@@ -420,7 +420,7 @@ impl Maat {
             ]);
             batch.call(access.node, kind::MAAT_REGISTER, payload, false)
         };
-        cx.submit().await;
+        cx.submit().await?;
         if init {
             cx.scratch.push(0);
         }
@@ -461,7 +461,7 @@ impl Maat {
                     }
                     batch.read(own_node, own_slot + LOWER, 2)
                 };
-                cx.submit().await;
+                cx.submit().await?;
                 let batch = cx.batch();
                 let bounds = batch.result(own_read);
                 *own = (bounds[0], bounds[1]);
@@ -514,7 +514,7 @@ impl Maat {
                         batch.call(node, kind::MAAT_META_READ, payload, false);
                     }
                 }
-                cx.submit().await;
+                cx.submit().await?;
                 let batch = cx.batch();
                 let mine = batch.reply(CallId(0));
                 *own = (mine[LOWER as usize], mine[UPPER as usize]);
@@ -571,7 +571,7 @@ impl Maat {
                         cx.queued.push((e, first.unwrap_or(faa)));
                     }
                 }
-                cx.submit().await;
+                cx.submit().await?;
                 let batch = cx.batch();
                 let mut again = false;
                 for &(e, first) in &cx.queued {
@@ -650,7 +650,7 @@ impl Maat {
                         batch.call(node, kind::MAAT_PUSH, payload, false);
                     }
                 }
-                cx.submit().await;
+                cx.submit().await?;
                 let batch = cx.batch();
                 let mut again = false;
                 for &(e, place) in &cx.queued {
@@ -708,7 +708,7 @@ impl Maat {
                     batch.faa(node, slot + UPPER, 0);
                     cas
                 };
-                cx.submit().await;
+                cx.submit().await.ok()?;
                 let verdict = {
                     let batch = cx.batch();
                     debug_assert_eq!(batch.result_word(cas), RUNNING, "only the owner freezes");
@@ -724,7 +724,7 @@ impl Maat {
             }
             Primitive::Rpc => {
                 let call = common::call_one(cx, node, kind::MAAT_FREEZE, &[slot, lb, ub]);
-                cx.submit().await;
+                cx.submit().await.ok()?;
                 let batch = cx.batch();
                 let reply = batch.reply(call);
                 (reply[0] == status::OK).then_some(reply[1])
@@ -754,12 +754,26 @@ impl Maat {
                     entry.1 = cas.0;
                 }
             }
-            cx.submit().await;
+            if cx.submit().await.is_err() {
+                // A peer failed: its entries are gone with it; finish the
+                // survivors' (or stop, if the worker gave up on everything).
+                let before = cx.queued.len();
+                let (worker, accesses) = (cx.worker, &cx.accesses);
+                cx.queued
+                    .retain(|&(index, _)| worker.peer_alive(accesses[index].node));
+                if cx.queued.len() == before {
+                    return;
+                }
+                continue;
+            }
             {
                 let batch = cx.batch();
                 cx.scratch.clear();
                 for &(index, cas) in &cx.queued {
-                    if batch.result_word(VerbId(cas)) == 0 {
+                    // Latched now, or by a round that failed on another
+                    // (dead) node after this CAS took effect here.
+                    let previous = batch.result_word(VerbId(cas));
+                    if previous == 0 || previous == cx.owner {
                         let stamps = batch.result(VerbId(cas + 1));
                         cx.scratch
                             .extend_from_slice(&[index as u64, stamps[0], stamps[1]]);

@@ -215,7 +215,7 @@ impl Mvcc {
                 table.tuple_addr(access.slot),
                 table.tuple_words,
             );
-            cx.submit().await;
+            cx.submit().await?;
             let (choice, rts) = {
                 let batch = cx.batch();
                 let words = batch.result(read);
@@ -268,7 +268,7 @@ impl Mvcc {
             kind::MVCC_READ,
             &[access.table as u64, access.key, cx.timestamp, 0],
         );
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
         if reply[0] != status::NOT_FOUND {
@@ -305,7 +305,7 @@ impl Mvcc {
             );
             (cas, read)
         };
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         if batch.result_word(cas) != 0 {
             return Err(AbortReason::LockConflict);
@@ -392,7 +392,7 @@ impl Mvcc {
                 }
             }
         }
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         let mut outcome = Ok(());
         for &(index, cas) in &cx.queued {
@@ -429,7 +429,7 @@ impl Mvcc {
                 batch.call(node, kind::MVCC_LOCK, payload, false);
             }
         }
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         let mut outcome = Ok(());
         for &(index, at) in &cx.queued {

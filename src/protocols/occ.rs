@@ -70,7 +70,7 @@ impl Occ {
             table.tuple_addr(access.slot),
             table.tuple_words,
         );
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         let tuple = common::decode(table, batch.result(read));
         debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
@@ -92,7 +92,7 @@ impl Occ {
             kind::OCC_READ,
             &[access.table as u64, access.key],
         );
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
         if reply[0] != status::NOT_FOUND {
@@ -126,7 +126,7 @@ impl Occ {
                 }
             }
         }
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         let mut outcome = Ok(());
         for &(index, cas) in &cx.queued {
@@ -164,7 +164,7 @@ impl Occ {
                 batch.call(node, kind::OCC_LOCK, payload, false);
             }
         }
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         let mut outcome = Ok(());
         for &(index, at) in &cx.queued {
@@ -203,7 +203,7 @@ impl Occ {
                 }
             }
         }
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         for &(index, lock) in &cx.queued {
             let seq = batch.result_word(VerbId(lock + 1));
@@ -229,7 +229,7 @@ impl Occ {
                 batch.call(node, kind::OCC_VALIDATE, payload, false);
             }
         }
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         for n in 0..cx.nodes.len() {
             if batch.reply(CallId(n as u16))[0] != status::OK {

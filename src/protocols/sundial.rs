@@ -170,7 +170,7 @@ impl Sundial {
                 table.tuple_addr(access.slot),
                 table.tuple_words,
             );
-            cx.submit().await;
+            cx.submit().await?;
             let batch = cx.batch();
             let words = batch.result(read);
             let tuple = common::decode(table, words);
@@ -193,7 +193,7 @@ impl Sundial {
             kind::SUNDIAL_READ,
             &[access.table as u64, access.key],
         );
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
         if reply[0] != status::NOT_FOUND {
@@ -239,7 +239,7 @@ impl Sundial {
                     }
                 }
             }
-            cx.submit().await;
+            cx.submit().await?;
             let batch = cx.batch();
             let mut outcome = Ok(());
             for &(index, cas) in &cx.queued {
@@ -295,7 +295,7 @@ impl Sundial {
                 batch.call(node, kind::SUNDIAL_LOCK, payload, false);
             }
         }
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         let mut outcome = Ok(());
         for &(index, at) in &cx.queued {
@@ -342,7 +342,7 @@ impl Sundial {
                     }
                 }
             }
-            cx.submit().await;
+            cx.submit().await?;
             let batch = cx.batch();
             for &(index, cas) in &cx.queued {
                 let previous = batch.result_word(VerbId(cas));
@@ -387,7 +387,7 @@ impl Sundial {
                 batch.call(node, kind::SUNDIAL_RENEW, payload, false);
             }
         }
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         for n in 0..cx.nodes.len() {
             if batch.reply(CallId(n as u16))[0] != status::OK {

@@ -207,7 +207,7 @@ pub(super) async fn lock_read_rpc(
         kind,
         &[access.table as u64, access.key, cx.timestamp],
     );
-    cx.submit().await;
+    cx.submit().await?;
     let batch = cx.batch();
     let reply = batch.reply(call);
     if reply[0] != status::NOT_FOUND {
@@ -378,7 +378,9 @@ pub(super) async fn raise_rts_onesided(
             batch.read(access.node, table.seq_addr(access.slot), 1);
             (cas, lock)
         };
-        cx.submit().await;
+        if cx.submit().await.is_err() {
+            return false;
+        }
         let batch = cx.batch();
         if let Some(cas) = cas {
             let previous = batch.result_word(cas);
@@ -493,7 +495,7 @@ impl Timestamp {
                 table.tuple_addr(access.slot),
                 table.tuple_words,
             );
-            cx.submit().await;
+            cx.submit().await?;
             let (verdict, seq, lock, wts, rts) = {
                 let batch = cx.batch();
                 let words = batch.result(read);
@@ -554,7 +556,7 @@ impl Timestamp {
                 0,
             ],
         );
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
         if reply[0] != status::NOT_FOUND {
@@ -592,7 +594,7 @@ impl Timestamp {
             );
             (cas, read)
         };
-        cx.submit().await;
+        cx.submit().await?;
         let batch = cx.batch();
         if batch.result_word(cas) != 0 {
             return Err(AbortReason::LockConflict);
@@ -650,7 +652,7 @@ impl Timestamp {
                 }
             }
         }
-        cx.submit().await;
+        cx.submit().await?;
         let mut outcome = Ok(());
         for q in 0..cx.queued.len() {
             let (index, read) = cx.queued[q];
@@ -726,7 +728,7 @@ impl Timestamp {
                 batch.call(node, kind, payload, false);
             }
         }
-        cx.submit().await;
+        cx.submit().await?;
         let mut outcome = Ok(());
         for q in 0..cx.queued.len() {
             let (index, at) = cx.queued[q];
@@ -757,12 +759,12 @@ impl Timestamp {
     /// write (record, `wts = ts`, `seq + 1`, lock flagged installed) where
     /// readers younger than `ts` may read it. Awaited, so the commit's or
     /// release's unlock follows it whatever primitives the stages use.
-    async fn install(&self, cx: &mut TxnCx<'_>) {
+    async fn install(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         let ts = cx.timestamp;
         let node = cx.worker.node;
         let meta = cx.txn_meta_addr();
         cx.round().write_word(node, meta, ts | META_RUNNING);
-        cx.submit().await;
+        cx.submit().await?;
         cx.collect_nodes(|a| a.write);
         let primitive = cx.primitive(Stage::Lock);
         {
@@ -807,7 +809,7 @@ impl Timestamp {
         let at = Backups::marker(cx);
         cx.data[at] = 1;
         cx.owner = ts | LOCK_INSTALLED;
-        cx.submit().await;
+        cx.submit().await
     }
 
     /// Cascading variant: waits until every writer whose uncommitted write
@@ -840,7 +842,7 @@ impl Timestamp {
                     cx.queued.push((i, id));
                 }
             }
-            cx.submit().await;
+            cx.submit().await?;
             let mut still = 0;
             {
                 let batch = cx.batch();
@@ -1147,7 +1149,7 @@ impl Protocol for Timestamp {
                 Primitive::Rpc => self.lock_rpc(cx).await?,
             }
             if self.cascading {
-                self.install(cx).await;
+                self.install(cx).await?;
                 if self.abort_after_install && (cx.timestamp >> FLAG_BITS).count_ones() % 2 == 1 {
                     return Err(AbortReason::User);
                 }

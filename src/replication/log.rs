@@ -273,7 +273,7 @@ async fn log_to(
                 break;
             };
             writer.ring_full_waits.set(writer.ring_full_waits.get() + 1);
-            refresh_head(cx, writer, backup, words).await;
+            refresh_head(cx, writer, backup, words).await?;
         }
     }
     {
@@ -304,7 +304,9 @@ async fn log_to(
             }
         }
     }
-    cx.submit().await;
+    // A backup that failed fails the round: the attempt aborts before its
+    // commit point, which is what "commit only when all acknowledged" asks.
+    cx.submit().await?;
     Ok(())
 }
 
@@ -312,18 +314,23 @@ async fn log_to(
 /// if that is still too little for `words`, a `LOG_DRAIN` RPC that makes
 /// the backup apply what has arrived; if even that is too little (the
 /// records are still in flight), a short sleep.
-async fn refresh_head(cx: &mut TxnCx<'_>, writer: &LogWriter, backup: NodeId, words: u64) {
+async fn refresh_head(
+    cx: &mut TxnCx<'_>,
+    writer: &LogWriter,
+    backup: NodeId,
+    words: u64,
+) -> TxnResult<()> {
     let rings = writer.replication.rings;
     let head_addr = rings.head_addr(writer.node, writer.worker);
     let read = {
         let mut batch = cx.round();
         batch.read(backup, head_addr, 1)
     };
-    cx.submit().await;
+    cx.submit().await?;
     let head = cx.batch().result_word(read);
     note_head(writer, backup, head);
     if writer.free_words(backup) >= words {
-        return;
+        return Ok(());
     }
     let call = {
         let mut batch = cx.round();
@@ -331,12 +338,13 @@ async fn refresh_head(cx: &mut TxnCx<'_>, writer: &LogWriter, backup: NodeId, wo
         payload.extend_from_slice(&[writer.node as u64, writer.worker as u64]);
         batch.call(backup, kind::LOG_DRAIN, payload, false)
     };
-    cx.submit().await;
+    cx.submit().await?;
     let head = cx.batch().reply(call)[0];
     note_head(writer, backup, head);
     if writer.free_words(backup) < words {
         cx.worker.sleep(cx.co, FULL_RING_RETRY_NS).await;
     }
+    Ok(())
 }
 
 fn note_head(writer: &LogWriter, backup: NodeId, head: u64) {

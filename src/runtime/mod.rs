@@ -18,10 +18,27 @@
 //! coroutine's batch. The worker accounts its time in handlers and idle, so
 //! a report can say what RPC stages cost the serving side.
 //!
+//! Failed peers (`fault`): a worker given a [`Membership`] view fails the
+//! rounds that cannot complete because a peer died. A round posted to a
+//! peer already declared dead posts nothing and fails at once; a verb or
+//! RPC already outstanding to a peer that then crashes comes back from the
+//! backend as a `MSG_FAILED` message, which the worker holds until its
+//! node's membership declares that peer dead (until then the failure looks
+//! like a slow network, as it would on real hardware) and then files as a
+//! failure. [`Worker::submit`] then returns `Err(RoundFailed)` once the
+//! whole round is in. A worker of a crashed node (`Endpoint::crashed`)
+//! stops polling its coroutines; its turns only let the backend bounce what
+//! still arrives. Past the give-up time ([`Worker::set_give_up_at`]) a
+//! worker abandons whatever its coroutines still wait for and fails every
+//! later round, so a run ends even when a survivor waits on something only
+//! the dead could have given (a lock its coordinator held, with
+//! replication 1).
+//!
 //! Invariants: a `RefCell` borrow of a slot's batch or of the endpoint is
 //! never held across an await; `pending` counts exactly the awaited
 //! replies and deferred verb completions not yet filed, `unacked` the
-//! passive ones.
+//! passive ones; a round's `failed` flag is consumed by the `Round` future
+//! that awaits it.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -29,9 +46,18 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 
-use crate::fabric::verbs::{MSG_COMPLETION, MSG_PASSIVE, MSG_REPLY};
+use std::sync::Arc;
+
+use crate::fabric::verbs::{MSG_COMPLETION, MSG_FAILED, MSG_PASSIVE, MSG_REPLY};
 use crate::fabric::{Batch, CpuOp, Endpoint, Message, NodeId, Posted, VerbKind};
+use crate::fault::detector::{Detector, DETECTOR_CO};
+use crate::fault::Membership;
 use crate::stats::WorkerSnapshot;
+
+/// A round that could not complete: a peer it needed has failed (or the
+/// worker gave up on it at the end of the run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoundFailed;
 
 /// The `tag` of a passive round's doorbell batches (see `Posted::Deferred`).
 const PASSIVE_TAG: u16 = u16::MAX;
@@ -49,6 +75,11 @@ pub struct CoSlot {
     /// Waiting for `unacked` to reach 0 (draining at the end of the run).
     draining: Cell<bool>,
     done: Cell<bool>,
+    /// Part of the current round failed (a dead peer): taken by `Round`.
+    failed: Cell<bool>,
+    /// A round of the current attempt failed (cleared by
+    /// [`Worker::take_attempt_failed`]): the commit point's last check.
+    attempt_failed: Cell<bool>,
 }
 
 impl CoSlot {
@@ -109,6 +140,24 @@ pub struct Worker {
     inbox: RefCell<Vec<Message>>,
     /// Requests whose handler answered `Served::Wait`, in arrival order.
     waiting: RefCell<Vec<Message>>,
+    /// Failure detection and failed peers (see the module docs).
+    faults: Option<FaultState>,
+}
+
+/// A worker's part in failure handling.
+struct FaultState {
+    membership: Arc<Membership>,
+    /// The membership epoch when `parked` was last looked through.
+    seen_epoch: Cell<u64>,
+    /// `MSG_FAILED` messages whose peer is not declared dead yet.
+    parked: RefCell<Vec<Message>>,
+    /// Run on worker 0 of each node.
+    detector: Option<RefCell<Detector>>,
+    /// How often a worker holding parked failures looks at the membership.
+    poll_ns: u64,
+    give_up_at_ns: Cell<u64>,
+    gave_up: Cell<bool>,
+    abandoned_rounds: Cell<u64>,
 }
 
 impl Worker {
@@ -123,7 +172,67 @@ impl Worker {
             handler_ns: Cell::new(0),
             inbox: RefCell::new(Vec::with_capacity(64)),
             waiting: RefCell::new(Vec::with_capacity(16)),
+            faults: None,
         }
+    }
+
+    /// Makes the worker handle failed peers as its node's `membership`
+    /// sees them; `detector` on the one worker per node that runs it.
+    /// `poll_ns`: how often a worker holding failures of a peer not yet
+    /// declared dead looks at the membership again.
+    pub fn with_membership(
+        mut self,
+        membership: Arc<Membership>,
+        detector: Option<Detector>,
+        poll_ns: u64,
+    ) -> Worker {
+        self.faults = Some(FaultState {
+            membership,
+            seen_epoch: Cell::new(0),
+            parked: RefCell::new(Vec::new()),
+            detector: detector.map(RefCell::new),
+            poll_ns: poll_ns.max(1),
+            give_up_at_ns: Cell::new(u64::MAX),
+            gave_up: Cell::new(false),
+            abandoned_rounds: Cell::new(0),
+        });
+        self
+    }
+
+    /// Past `at_ns` the worker abandons every round still outstanding and
+    /// fails every later one (with a membership only).
+    pub fn set_give_up_at(&self, at_ns: u64) {
+        if let Some(faults) = &self.faults {
+            faults.give_up_at_ns.set(at_ns);
+        }
+    }
+
+    /// Rounds abandoned at the give-up time.
+    pub fn abandoned_rounds(&self) -> u64 {
+        self.faults
+            .as_ref()
+            .map_or(0, |faults| faults.abandoned_rounds.get())
+    }
+
+    /// The node's membership view, when the worker has one.
+    pub fn membership(&self) -> Option<&Arc<Membership>> {
+        self.faults.as_ref().map(|faults| &faults.membership)
+    }
+
+    /// Whether `node` is alive as this worker's node sees it (always, for a
+    /// worker without a membership view).
+    #[inline]
+    pub fn peer_alive(&self, node: NodeId) -> bool {
+        self.faults
+            .as_ref()
+            .is_none_or(|faults| faults.membership.is_alive(node))
+    }
+
+    /// Whether a round of `co` failed since the last call (the attempt's
+    /// last check before its commit point).
+    #[inline]
+    pub fn take_attempt_failed(&self, co: u16) -> bool {
+        self.slots[co as usize].attempt_failed.replace(false)
     }
 
     pub fn coroutines(&self) -> usize {
@@ -169,6 +278,18 @@ impl Worker {
     /// complete, and whether the round left this node.
     fn post(&self, co: u16, passive: bool) -> (u64, bool) {
         let slot = &self.slots[co as usize];
+        if self.round_cannot_reach(co) {
+            let mut batch = slot.batch.borrow_mut();
+            let Batch { calls, pool, .. } = &mut *batch;
+            for call in calls.drain(..) {
+                pool.push(call.payload);
+            }
+            if !passive {
+                slot.failed.set(true);
+                slot.attempt_failed.set(true);
+            }
+            return (0, false);
+        }
         let mut batch = slot.batch.borrow_mut();
         let mut endpoint = self.endpoint.borrow_mut();
         let Batch {
@@ -223,19 +344,41 @@ impl Worker {
         (ready_at, remote)
     }
 
+    /// Whether `co`'s queued round needs a peer declared dead (or the
+    /// worker gave up): then it is not posted at all.
+    fn round_cannot_reach(&self, co: u16) -> bool {
+        let Some(faults) = &self.faults else {
+            return false;
+        };
+        if faults.gave_up.get() {
+            return true;
+        }
+        if faults.membership.epoch() == 0 {
+            return false;
+        }
+        let batch = self.slots[co as usize].batch.borrow();
+        let membership = &faults.membership;
+        batch.verbs.iter().any(|v| !membership.is_alive(v.node))
+            || batch.calls.iter().any(|c| !membership.is_alive(c.node))
+    }
+
     /// Posts `co`'s round and waits until every verb has completed and every
-    /// awaited reply has arrived. A round that left the node yields at least
-    /// once, as a coroutine does after posting to a real NIC, so the other
-    /// coroutines and the event loop run even when the fabric completes
-    /// verbs at once; a purely local round completes without yielding
-    /// (DrTM+H §4.1: local accesses bypass the NIC).
-    pub fn submit(&self, co: u16) -> Wait<'_> {
+    /// awaited reply has arrived; `Err` when part of it could not complete
+    /// because a peer failed (its results are then meaningless). A round
+    /// that left the node yields at least once, as a coroutine does after
+    /// posting to a real NIC, so the other coroutines and the event loop
+    /// run even when the fabric completes verbs at once; a purely local
+    /// round completes without yielding (DrTM+H §4.1: local accesses
+    /// bypass the NIC).
+    pub fn submit(&self, co: u16) -> Round<'_> {
         let (ready_at, remote) = self.post(co, false);
         self.slots[co as usize].ready_at_ns.set(ready_at);
-        Wait {
-            worker: self,
-            co,
-            must_yield: remote,
+        Round {
+            wait: Wait {
+                worker: self,
+                co,
+                must_yield: remote,
+            },
         }
     }
 
@@ -314,6 +457,113 @@ impl Worker {
         }
     }
 
+    /// Files a `MSG_FAILED` message whose peer is declared dead: the
+    /// operation it stands for completes, as a failure.
+    fn file_failed(&self, msg: Message) {
+        if msg.coroutine as usize >= self.slots.len() {
+            return; // the detector's: it judged the peer already
+        }
+        let slot = &self.slots[msg.coroutine as usize];
+        let mut batch = slot.batch.borrow_mut();
+        let passive = if msg.flags & MSG_COMPLETION != 0 {
+            msg.call == PASSIVE_TAG
+        } else {
+            msg.flags & MSG_PASSIVE != 0
+        };
+        if passive {
+            debug_assert!(slot.unacked.get() > 0);
+            slot.unacked.set(slot.unacked.get().saturating_sub(1));
+            batch.pool.push(msg.payload);
+            return;
+        }
+        debug_assert!(slot.pending.get() > 0, "failure nobody waits for");
+        slot.pending.set(slot.pending.get().saturating_sub(1));
+        slot.failed.set(true);
+        slot.attempt_failed.set(true);
+        if msg.flags & MSG_COMPLETION != 0 {
+            batch.pool.push(msg.payload);
+        } else {
+            // A bounced request: its buffer returns through the round's
+            // replies, as a reply's would.
+            let call = msg.call as usize;
+            debug_assert!(batch.replies[call].is_none());
+            batch.replies[call] = Some(msg.payload);
+        }
+    }
+
+    /// Handles a `MSG_FAILED` message: filed at once if its peer is
+    /// declared dead, held until then otherwise. A worker without a
+    /// membership view drops it (the operation never completes, as before
+    /// failures were handled).
+    fn on_failed(&self, msg: Message) {
+        let Some(faults) = &self.faults else {
+            return;
+        };
+        if faults.gave_up.get() {
+            return;
+        }
+        if msg.coroutine == DETECTOR_CO {
+            if let Some(detector) = &faults.detector {
+                let now = self.now_ns();
+                detector.borrow_mut().on_completion(&msg, now);
+            }
+            return;
+        }
+        if faults.membership.is_alive(msg.src_node) {
+            faults.parked.borrow_mut().push(msg);
+        } else {
+            self.file_failed(msg);
+        }
+    }
+
+    /// After the membership changed: files the held failures of peers now
+    /// declared dead. Returns whether any was.
+    fn file_parked(&self) -> bool {
+        let Some(faults) = &self.faults else {
+            return false;
+        };
+        let epoch = faults.membership.epoch();
+        if epoch == faults.seen_epoch.get() {
+            return false;
+        }
+        faults.seen_epoch.set(epoch);
+        let mut parked = faults.parked.borrow_mut();
+        let mut filed = false;
+        let mut index = 0;
+        while index < parked.len() {
+            if faults.membership.is_alive(parked[index].src_node) {
+                index += 1;
+            } else {
+                self.file_failed(parked.remove(index));
+                filed = true;
+            }
+        }
+        filed
+    }
+
+    /// At the give-up time: every awaited and passive operation of every
+    /// coroutine is abandoned (counted), and every later round fails.
+    fn give_up(&self) {
+        let Some(faults) = &self.faults else {
+            return;
+        };
+        if faults.gave_up.replace(true) {
+            return;
+        }
+        for slot in self.slots.iter() {
+            if slot.pending.get() > 0 {
+                faults
+                    .abandoned_rounds
+                    .set(faults.abandoned_rounds.get() + 1);
+                slot.pending.set(0);
+                slot.failed.set(true);
+                slot.attempt_failed.set(true);
+            }
+            slot.unacked.set(0);
+        }
+        faults.parked.borrow_mut().clear();
+    }
+
     /// Answers a served request with its own message and buffer.
     fn send_reply(&self, mut msg: Message) {
         std::mem::swap(&mut msg.src_node, &mut msg.dst_node);
@@ -350,9 +600,22 @@ impl Worker {
         service: &dyn RpcService,
     ) -> Turn {
         debug_assert_eq!(coroutines.len(), self.slots.len());
+        if self.endpoint.borrow().crashed() {
+            return self.crashed_turn();
+        }
         let mut served = false;
         let mut serve_start_ns = None;
         self.charge(CpuOp::Turn, 1);
+        if let Some(faults) = &self.faults {
+            if let Some(detector) = &faults.detector {
+                let now = self.now_ns();
+                let mut endpoint = self.endpoint.borrow_mut();
+                served |= detector.borrow_mut().tick(&mut **endpoint, now);
+            }
+            if faults.give_up_at_ns.get() <= self.now_ns() {
+                self.give_up();
+            }
+        }
         {
             // Requests that had to wait are offered again first, in order,
             // and again before each new request whenever something was
@@ -374,6 +637,22 @@ impl Worker {
             }
             let mut changed = false;
             for mut msg in inbox.drain(..) {
+                if msg.flags & MSG_FAILED != 0 {
+                    self.on_failed(msg);
+                    continue;
+                }
+                if msg.coroutine == DETECTOR_CO && msg.flags & MSG_COMPLETION != 0 {
+                    if let Some(detector) = self.faults.as_ref().and_then(|f| f.detector.as_ref()) {
+                        let now = self.now_ns();
+                        detector.borrow_mut().on_completion(&msg, now);
+                    }
+                    continue;
+                }
+                if self.faults.as_ref().is_some_and(|f| f.gave_up.get())
+                    && msg.flags & (MSG_REPLY | MSG_COMPLETION) != 0
+                {
+                    continue; // for a round abandoned at the give-up time
+                }
                 if msg.flags & (MSG_REPLY | MSG_COMPLETION) != 0 {
                     self.file_reply(msg);
                     continue;
@@ -391,6 +670,7 @@ impl Worker {
             }
         }
 
+        served |= self.file_parked();
         let now = self.now_ns();
         self.scheduled_at_ns.set(now);
         if let Some(start) = serve_start_ns {
@@ -423,10 +703,37 @@ impl Worker {
             let retry_at = now + WAITING_RETRY_NS;
             wake_at_ns = Some(wake_at_ns.map_or(retry_at, |w| w.min(retry_at)));
         }
+        if let Some(faults) = &self.faults {
+            let mut due = |at: u64| wake_at_ns = Some(wake_at_ns.map_or(at, |w| w.min(at)));
+            if let Some(detector) = &faults.detector {
+                due(detector.borrow().next_tick_ns());
+            }
+            if !faults.parked.borrow().is_empty() {
+                due(now + faults.poll_ns);
+            }
+            if live > 0 && !faults.gave_up.get() && faults.give_up_at_ns.get() != u64::MAX {
+                due(faults.give_up_at_ns.get().max(now));
+            }
+        }
         Turn {
             progressed: polled || served,
             coroutines_done: live == 0,
             wake_at_ns,
+            now_ns: now,
+        }
+    }
+
+    /// The turn of a worker whose node has crashed: its coroutines never
+    /// run again; the backend may still bounce what arrives for it.
+    fn crashed_turn(&self) -> Turn {
+        let mut inbox = self.inbox.borrow_mut();
+        self.endpoint.borrow_mut().receive(&mut inbox);
+        inbox.clear();
+        let now = self.now_ns();
+        Turn {
+            progressed: false,
+            coroutines_done: true,
+            wake_at_ns: None,
             now_ns: now,
         }
     }
@@ -483,7 +790,30 @@ pub struct Turn {
     pub now_ns: u64,
 }
 
-/// Future of [`Worker::submit`], [`Worker::sleep`] and [`Worker::drain`].
+/// Future of [`Worker::submit`]: the round's [`Wait`], then whether it
+/// failed.
+pub struct Round<'w> {
+    wait: Wait<'w>,
+}
+
+impl Future for Round<'_> {
+    type Output = Result<(), RoundFailed>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match Pin::new(&mut self.wait).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(()) => {
+                let slot = &self.wait.worker.slots[self.wait.co as usize];
+                Poll::Ready(if slot.failed.replace(false) {
+                    Err(RoundFailed)
+                } else {
+                    Ok(())
+                })
+            }
+        }
+    }
+}
+
+/// Future of [`Worker::sleep`] and [`Worker::drain`] (and inside [`Round`]).
 pub struct Wait<'w> {
     worker: &'w Worker,
     co: u16,

@@ -90,6 +90,18 @@ pub struct WorkerStats {
     pub cache_misses: u64,
     /// Per transaction type (index `Workload::txn_type`).
     pub per_type: [TypeCounts; crate::workloads::MAX_TXN_TYPES],
+    /// Runs with an injected fault (`fault`): commits in the measured
+    /// interval before the first fault and at or after it, and of those
+    /// after, the ones made once this worker's node had declared a peer dead.
+    pub fault_commits: FaultCommits,
+}
+
+/// Commits around an injected fault (the report's `recovery`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultCommits {
+    pub before_fault: u64,
+    pub after_fault: u64,
+    pub after_detection: u64,
 }
 
 impl WorkerStats {
@@ -132,6 +144,9 @@ impl WorkerStats {
         self.backoff_ns += other.backoff_ns;
         self.cache_hits += other.cache_hits;
         self.cache_misses += other.cache_misses;
+        self.fault_commits.before_fault += other.fault_commits.before_fault;
+        self.fault_commits.after_fault += other.fault_commits.after_fault;
+        self.fault_commits.after_detection += other.fault_commits.after_detection;
         for (a, b) in self.per_type.iter_mut().zip(other.per_type.iter()) {
             a.aborted += b.aborted;
             a.user_aborted += b.user_aborted;

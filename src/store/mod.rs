@@ -194,6 +194,9 @@ pub struct StoreLayout {
     pub region_words: u64,
     /// Per-transaction global metadata (see [`StoreLayout::with_txn_meta`]).
     pub txn_meta: TxnMetaLayout,
+    /// The word a node's failure detector bumps as its heartbeat and peers
+    /// READ (`fault::detector`); `None` when the run detects no failures.
+    pub heartbeat_addr: Option<u64>,
 }
 
 /// Where each coroutine's per-transaction global metadata lives: a fixed
@@ -266,6 +269,7 @@ impl StoreLayout {
                 base: next,
                 ..TxnMetaLayout::default()
             },
+            heartbeat_addr: None,
         }
     }
 
@@ -294,6 +298,14 @@ impl StoreLayout {
     /// Copies of every table per node (the replication factor).
     pub fn copies(&self) -> u32 {
         self.tables.first().map_or(1, |t| t.copies)
+    }
+
+    /// Reserves the heartbeat word of the failure detector (one word at
+    /// the end of the region, zero at start).
+    pub fn with_heartbeat(mut self) -> StoreLayout {
+        self.heartbeat_addr = Some(self.region_words);
+        self.region_words += 1;
+        self
     }
 
     #[inline]

@@ -80,10 +80,13 @@ pub enum AbortReason {
     /// CALVIN: the program accessed (or wrote) a record its declared
     /// read/write set lacks, so its nodes hold no lock on it.
     Undeclared,
+    /// A node the attempt needed was declared dead by the failure detector
+    /// (`fault`): a round to it failed. The request is dropped, not retried.
+    PeerFailed,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 20] = [
+    pub const ALL: [AbortReason; 21] = [
         AbortReason::LockConflict,
         AbortReason::ReadLocked,
         AbortReason::ReadInconsistent,
@@ -104,6 +107,7 @@ impl AbortReason {
         AbortReason::LeaseConflict,
         AbortReason::LeaseExpired,
         AbortReason::Undeclared,
+        AbortReason::PeerFailed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -128,6 +132,7 @@ impl AbortReason {
             AbortReason::LeaseConflict => "lease_conflict",
             AbortReason::LeaseExpired => "lease_expired",
             AbortReason::Undeclared => "undeclared_access",
+            AbortReason::PeerFailed => "peer_failed",
         }
     }
 
@@ -321,8 +326,14 @@ impl<'w> TxnCx<'w> {
         self.worker.slot(self.co).batch.borrow_mut()
     }
 
-    pub async fn submit(&self) {
-        self.worker.submit(self.co).await
+    /// Posts the round and waits for it; `Err(PeerFailed)` when a peer it
+    /// needed has failed (its results are then meaningless: the caller
+    /// aborts the attempt, which `?` does).
+    pub async fn submit(&self) -> TxnResult<()> {
+        self.worker
+            .submit(self.co)
+            .await
+            .map_err(|_| AbortReason::PeerFailed)
     }
 
     pub fn submit_passive(&self) {

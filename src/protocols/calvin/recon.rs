@@ -53,7 +53,7 @@ impl Protocol for Recon<'_> {
                 payload.extend_from_slice(&[access.table as u64, access.key]);
                 batch.call(access.node, RPC_READ, payload, false)
             };
-            cx.submit().await;
+            cx.submit().await?;
             let reply = cx.batch().reply(call).to_vec();
             if reply[0] != MISSING {
                 cx.record_mut(index).copy_from_slice(&reply[1..1 + words]);
