@@ -63,6 +63,25 @@ fn drawn(protocol: ProtocolKind, seed: u64) -> Config {
     config
 }
 
+/// Runs `config` and asserts its history serializable and its invariants
+/// held.
+fn run_checked(config: &Config) -> verbena::engine::Report {
+    let (seed, protocol) = (config.seed, config.protocol.name());
+    let report = engine::run(config)
+        .unwrap_or_else(|e| panic!("seed {seed} {protocol}: {e}"))
+        .report;
+    let check = report.check.as_ref().expect("check on");
+    assert!(
+        check.passed(),
+        "seed {seed} {protocol} {:?}: cycle {:?}, anomalies {:?}, invariants {:?}",
+        report.config,
+        check.cycle,
+        check.anomalies,
+        check.invariants
+    );
+    report
+}
+
 #[test]
 #[ignore = "heavy: run by .ci/run"]
 fn many_seeds_every_protocol_random_shapes_and_plans() {
@@ -99,19 +118,7 @@ fn many_seeds_every_protocol_random_shapes_and_plans() {
                 LockMode::Exclusive
             };
             options.wait_die_starvation_fix = seed % 3 == 0;
-            let report = engine::run(&config)
-                .unwrap_or_else(|e| panic!("seed {seed}: {e}"))
-                .report;
-            let check = report.check.as_ref().expect("check on");
-            assert!(
-                check.passed(),
-                "seed {seed} {} {:?}: cycle {:?}, anomalies {:?}, invariants {:?}",
-                protocol.name(),
-                report.config,
-                check.cycle,
-                check.anomalies,
-                check.invariants
-            );
+            let report = run_checked(&config);
             // WOUND_WAIT's liveness on `threads` is not asserted: under the
             // hottest drawn shapes on a loaded 2-core host it can commit
             // nothing for seconds (seeds 11 and 23 in CI; release builds on
@@ -128,15 +135,7 @@ fn many_seeds_every_protocol_random_shapes_and_plans() {
                 // RPC lock only when the park times out). Ten times longer
                 // must commit something, or the protocol is stuck.
                 config.duration_s = 3.0;
-                let again = engine::run(&config)
-                    .unwrap_or_else(|e| panic!("seed {seed} (3 s): {e}"))
-                    .report;
-                let check = again.check.as_ref().expect("check on");
-                assert!(
-                    check.passed(),
-                    "seed {seed} {} (3 s): {check:?}",
-                    protocol.name()
-                );
+                let again = run_checked(&config);
                 assert!(
                     again.committed > 0,
                     "seed {seed} {}: nothing committed in 3 s; aborts {:?}; {:?}",

@@ -76,8 +76,11 @@ struct Shared {
     mailboxes: Vec<Mailbox>,
     latency: LatencyConfig,
     epoch: Instant,
-    /// More worker threads than the host has cores (see `MAX_PARK`).
-    oversubscribed: bool,
+    /// How long an idle worker spins, then yields, before it parks: both
+    /// zero with more worker threads than the host has cores (see
+    /// `MAX_PARK`).
+    spin_rounds: u32,
+    yield_budget_ns: u64,
     /// Some node has a crash time (skips the per-verb check otherwise).
     faults_armed: AtomicBool,
     /// Per node: its crash time on the fabric's clock (`u64::MAX`: never).
@@ -146,7 +149,11 @@ impl ThreadsFabric {
             })
             .collect::<Vec<_>>();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let oversubscribed = mailboxes.len() > cores;
+        let (spin_rounds, yield_budget_ns) = if mailboxes.len() > cores {
+            (0, 0)
+        } else {
+            (SPIN_ROUNDS, YIELD_BUDGET_NS)
+        };
         ThreadsFabric {
             shared: Arc::new(Shared {
                 regions,
@@ -154,7 +161,8 @@ impl ThreadsFabric {
                 mailboxes,
                 latency,
                 epoch: Instant::now(),
-                oversubscribed,
+                spin_rounds,
+                yield_budget_ns,
                 faults_armed: AtomicBool::new(false),
                 crash_at_ns: (0..regions_len).map(|_| AtomicU64::new(u64::MAX)).collect(),
             }),
@@ -396,18 +404,13 @@ impl Endpoint for ThreadsEndpoint {
             (a, b) => a.or(b),
         };
         let due = |endpoint: &Self| wake_at.is_some_and(|t| endpoint.now_ns() >= t);
-        let (spin_rounds, yield_budget_ns) = if self.shared.oversubscribed {
-            (0, 0)
-        } else {
-            (SPIN_ROUNDS, YIELD_BUDGET_NS)
-        };
-        for _ in 0..spin_rounds {
+        for _ in 0..self.shared.spin_rounds {
             if self.mailbox().has_mail.load(Ordering::Relaxed) || due(self) {
                 return;
             }
             std::hint::spin_loop();
         }
-        let yield_until = self.now_ns() + yield_budget_ns;
+        let yield_until = self.now_ns() + self.shared.yield_budget_ns;
         while self.now_ns() < yield_until {
             std::thread::yield_now();
             if self.mailbox().has_mail.load(Ordering::Relaxed) || due(self) {
