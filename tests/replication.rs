@@ -60,7 +60,7 @@ fn assert_replicated(config: &Config, what: &str) -> Report {
     assert!(report.committed > 0, "{what}: nothing committed");
     // The engine's check drained the rings; compare once more directly.
     let placement = Placement::new(config.nodes, config.replication);
-    let problems = backups_match_primaries(&output.stores, &placement);
+    let problems = backups_match_primaries(&output.stores, &placement, &[]);
     assert!(problems.is_empty(), "{what}: {problems:?}");
     report
 }

@@ -622,7 +622,7 @@ fn drive<W: Workload>(
             invariants.details.extend(mismatches);
         }
         if let Some(replication) = &replication {
-            crate::replication::check_backups(replication, &stores, &mut invariants);
+            crate::replication::check_backups(replication, &stores, &[], &mut invariants);
         }
         CheckSummary::new(verdict, invariants)
     });

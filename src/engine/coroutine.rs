@@ -135,17 +135,29 @@ async fn attempt<P: Protocol, W: Workload>(
     commit_stage!(cx, mark, Stage::Validate, protocol.validate(cx))?;
     commit_stage!(cx, mark, Stage::Renew, protocol.renew(cx))?;
     // The protocol's own step of the log stage (its commit point, where it
-    // has one), then the coordinator log to the backups (`replication`).
+    // has one), then the coordinator log to the backups (`replication`),
+    // whose post is the attempt's commit point.
     commit_stage!(cx, mark, Stage::Log, async {
         protocol.log(cx).await?;
-        replication::log::log(cx, log).await
+        // No attempt that saw a round fail may commit, whatever the
+        // protocol made of the failure.
+        if cx.worker.take_attempt_failed(cx.co) {
+            return Err(AbortReason::PeerFailed);
+        }
+        // Committing first, then the pause check: a failover's recovery
+        // waits for every committing attempt, so no attempt can slip past
+        // a pause that began in between (`replication::failover`).
+        cx.worker.set_committing(cx.co, true);
+        if cx.worker.failover().is_some_and(|f| f.paused()) {
+            cx.worker.set_committing(cx.co, false);
+            return Err(AbortReason::PeerFailed);
+        }
+        let logged = replication::log::log(cx, log, at_commit_point).await;
+        if logged.is_err() {
+            cx.worker.set_committing(cx.co, false);
+        }
+        logged
     })?;
-    // No attempt that saw a round fail may commit, whatever the protocol
-    // made of the failure.
-    if cx.worker.take_attempt_failed(cx.co) {
-        return Err(AbortReason::PeerFailed);
-    }
-    at_commit_point(cx);
     // The commit point: ordered-index changes take effect now, before the
     // write-back releases anything (see `store::ordered`).
     if !cx.index_ops.is_empty() {
@@ -153,6 +165,7 @@ async fn attempt<P: Protocol, W: Workload>(
     }
     // Past the commit point: commit cannot fail, and every protocol has it.
     protocol.commit(cx).await;
+    cx.worker.set_committing(cx.co, false);
     let elapsed = cx.now_ns() - mark;
     cx.add_stage_time(Stage::Commit, elapsed);
     Ok(())
@@ -220,6 +233,14 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
         );
         let mut retries = 0u32;
         loop {
+            if let Some(failover) = worker.failover() {
+                // A failover pauses the cluster: no attempt starts until
+                // the failed partitions are served again.
+                failover.park(worker, co, env.end_ns).await;
+                if worker.now_ns() >= env.end_ns {
+                    break;
+                }
+            }
             counter += 1;
             worker.take_attempt_failed(co);
             cx.begin(ids::txn_id(coroutine, counter), retries);
@@ -291,7 +312,9 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     );
                     // A request that needs a dead node is dropped: with
                     // replication 1 it could never commit (not a user abort).
-                    let dropped = reason == AbortReason::PeerFailed;
+                    // With a failover it is retried once the failed
+                    // partitions are served again.
+                    let dropped = reason == AbortReason::PeerFailed && worker.failover().is_none();
                     if env.measured(now) {
                         let mut stats = env.stats.borrow_mut();
                         // Only the part inside the measured interval.
@@ -322,6 +345,9 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
     }
     env.note_boundaries(worker.now_ns());
     worker.drain(co).await;
+    if let Some(failover) = worker.failover() {
+        failover.finished(worker.node);
+    }
 }
 
 #[cfg(test)]

@@ -305,7 +305,7 @@ fn run_workload<P: Protocol, W: Workload>(
     protocol: &P,
     workload: &W,
 ) -> Result<RunOutput, RunError> {
-    let faults = crate::fault::FaultRun::new(config);
+    let mut faults = crate::fault::FaultRun::new(config);
     let mut layout = StoreLayout::with_copies(
         &workload.tables(),
         |r| protocol.header_words_of(r),
@@ -322,6 +322,16 @@ fn run_workload<P: Protocol, W: Workload>(
     let (layout, replication) = replicated_layout(config, layout);
     let stores =
         load_stores(config, workload, &layout, replication.as_deref()).map_err(RunError::Load)?;
+    if let (Some(faults), Some(replication)) = (faults.as_mut(), &replication) {
+        let poll_ns = faults.settings.heartbeat_interval_ns / 4;
+        faults.set_failover(Arc::new(replication::Failover::new(
+            replication.clone(),
+            stores.clone(),
+            config.workers * config.coroutines,
+            poll_ns,
+            P::recovered_header,
+        )));
+    }
     let (results, sim_run, fault_out) = match config.fabric {
         FabricKind::Threads => {
             let (results, fault_out) = run_threads(
@@ -360,8 +370,18 @@ fn run_workload<P: Protocol, W: Workload>(
         total.merge(stats);
         history.append(worker_history);
     }
+    let failover = faults.as_ref().and_then(|f| f.failover.clone());
+    if let Some(failover) = &failover {
+        failover.finish();
+    }
     let check = config.check.then(|| {
         let verdict = check_serializable(&history);
+        if let (Some(failover), Some(replication)) = (&failover, &replication) {
+            return CheckSummary::new(
+                verdict,
+                check_after_failover(workload, &history, &stores, replication, failover),
+            );
+        }
         let crashed = |node: usize| faults.as_ref().is_some_and(|f| f.crashed(node));
         let any_crashed = (0..stores.len()).any(crashed);
         let mut invariants = if any_crashed {
@@ -387,12 +407,8 @@ fn run_workload<P: Protocol, W: Workload>(
             invariants.ok = false;
             invariants.details.extend(mismatches);
         }
-        match &replication {
-            Some(_) if any_crashed => invariants.details.push(
-                "backup copies not compared: a node crashed (see `replication::recovery`)".into(),
-            ),
-            Some(replication) => replication::check_backups(replication, &stores, &mut invariants),
-            None => {}
+        if let Some(replication) = &replication {
+            replication::check_backups(replication, &stores, &[], &mut invariants);
         }
         CheckSummary::new(verdict, invariants)
     });
@@ -421,6 +437,58 @@ fn run_workload<P: Protocol, W: Workload>(
         stores,
         replication,
     })
+}
+
+/// The checks of a replicated run with failure handling: every failed
+/// partition is read from its promoted copy, so the whole cluster's state
+/// is checked against the history of acknowledged commits exactly (every
+/// acknowledged commit's writes present, nothing uncommitted visible), the
+/// workload invariants hold over every partition, and every remaining
+/// backup copy equals the copy that now serves its partition.
+fn check_after_failover<W: Workload>(
+    workload: &W,
+    history: &History,
+    stores: &[Arc<NodeStore>],
+    replication: &Replication,
+    failover: &replication::Failover,
+) -> crate::workloads::InvariantReport {
+    let failed = failover.failed_nodes();
+    let placement = replication.placement;
+    let mut serving_stores = Vec::with_capacity(stores.len());
+    for store in stores {
+        let partition = store.node;
+        if !failed.contains(&partition) {
+            serving_stores.push(store.clone());
+            continue;
+        }
+        let node = failover.serving(partition);
+        let copy = placement
+            .copy_on(node, partition)
+            .expect("a partition is served by a node holding a copy of it");
+        match stores[node as usize].extract_copy(partition, copy) {
+            Ok(copy) => serving_stores.push(Arc::new(copy)),
+            Err(e) => {
+                return crate::workloads::InvariantReport {
+                    ok: false,
+                    details: vec![format!(
+                    "partition {partition}'s promoted copy on node {node} could not be read: {e}"
+                )],
+                }
+            }
+        }
+    }
+    let mut invariants = workload.check_invariants(&serving_stores, history);
+    let mismatches = store_matches_history(history, &serving_stores);
+    if mismatches.is_empty() {
+        invariants.details.push(format!(
+            "every tuple's version is the one its last committed write installed (failed nodes {failed:?}: their partitions read from the promoted copies)"
+        ));
+    } else {
+        invariants.ok = false;
+        invariants.details.extend(mismatches);
+    }
+    replication::check_backups(replication, &serving_stores, &failed, &mut invariants);
+    invariants
 }
 
 /// `layout` with the replication rings reserved when `config` replicates,

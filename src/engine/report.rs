@@ -592,6 +592,42 @@ impl Report {
             100.0 * b.backoff,
             100.0 * b.other
         );
+        if let Some(recovery) = &self.recovery {
+            for fault in &recovery.faults {
+                let detected = match fault.detection_s {
+                    Some(s) => format!("detected after {:.1} µs", s * 1e6),
+                    None => "not detected".into(),
+                };
+                let _ = writeln!(
+                    out,
+                    "  fault           {} node {} at {:.6} s, {detected}",
+                    fault.kind, fault.node, fault.crash_at_s
+                );
+            }
+            if let Some(s) = recovery.recovery_time_s {
+                let promoted: Vec<String> = recovery
+                    .promoted
+                    .iter()
+                    .map(|(p, n)| format!("partition {p} → node {n}"))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "  failover        survivors paused {:.1} µs; {}; {} log records of dead coordinators ({} rolled forward), {} versions synced",
+                    s * 1e6,
+                    promoted.join(", "),
+                    recovery.resolved_from_log_count,
+                    recovery.resolved_committed_count,
+                    recovery.versions_rolled_forward
+                );
+            }
+            let _ = writeln!(
+                out,
+                "  commits         {} before the fault, {} after ({} once detected)",
+                recovery.committed_before_fault,
+                recovery.committed_after_fault,
+                recovery.committed_after_detection
+            );
+        }
         match &self.check {
             None => {
                 let _ = writeln!(out, "  check           off (--check turns it on)");

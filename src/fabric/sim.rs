@@ -248,10 +248,26 @@ struct InFlight {
 }
 
 enum Event {
-    RunWorker { worker: u32 },
-    Step { batch: u32, verb: u16, word: u32 },
-    Complete { batch: u32 },
-    Deliver { worker: u32, msg: Message },
+    RunWorker {
+        worker: u32,
+    },
+    /// A crashed worker's last turn, at its crash: the runtime hands back
+    /// the requests it still held (`runtime::Worker`'s crashed turn).
+    CrashTurn {
+        worker: u32,
+    },
+    Step {
+        batch: u32,
+        verb: u16,
+        word: u32,
+    },
+    Complete {
+        batch: u32,
+    },
+    Deliver {
+        worker: u32,
+        msg: Message,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -340,6 +356,20 @@ impl SimState {
     }
 
     /// Queues `worker`'s next turn at `at_ns` unless one is queued earlier.
+    /// Crashes `node` at `at_ns` (the earliest crash counts), with a last
+    /// turn for each of its workers then.
+    fn set_crash(&mut self, node: NodeId, at_ns: u64) {
+        let at = &mut self.crash_at_ns[node as usize];
+        if at_ns >= *at {
+            return;
+        }
+        *at = at_ns;
+        let per_node = self.workers_per_node as u32;
+        for worker in node as u32 * per_node..(node as u32 + 1) * per_node {
+            self.schedule(at_ns, Event::CrashTurn { worker });
+        }
+    }
+
     fn wake(&mut self, worker: u32, at_ns: u64) {
         let node = self.node_of(worker);
         let at_ns = self.unpaused(node, at_ns.max(self.clock_ns[worker as usize]));
@@ -691,8 +721,7 @@ impl SimFabric {
                     .pauses
                     .push((node as NodeId, us(at_us), us(at_us) + us(for_us))),
                 FaultSpec::Crash { node, at_us } => {
-                    let at = &mut state.crash_at_ns[node as usize];
-                    *at = (*at).min(us(at_us));
+                    state.set_crash(node as NodeId, us(at_us));
                 }
                 FaultSpec::Delay {
                     from,
@@ -784,6 +813,11 @@ impl SimFabric {
                     state.clock_ns[index] = state.clock_ns[index].max(at_ns);
                     return Some(index);
                 }
+                Event::CrashTurn { worker } => {
+                    let index = worker as usize;
+                    state.clock_ns[index] = state.clock_ns[index].max(at_ns);
+                    return Some(index);
+                }
                 Event::Step { batch, verb, word } => state.step(batch, verb, word),
                 Event::Complete { batch } => state.complete(batch),
                 Event::Deliver { worker, msg } => {
@@ -833,9 +867,7 @@ impl SimFabric {
 
     /// Crashes `node` at `at_ns`.
     pub fn crash_node(&self, node: NodeId, at_ns: u64) {
-        let mut state = self.state.borrow_mut();
-        let at = &mut state.crash_at_ns[node as usize];
-        *at = (*at).min(at_ns);
+        self.state.borrow_mut().set_crash(node, at_ns);
     }
 
     /// Nodes of the cluster.
@@ -872,6 +904,11 @@ impl SimEndpoint {
 impl Endpoint for SimEndpoint {
     fn node(&self) -> NodeId {
         self.node
+    }
+
+    fn crashed(&self) -> bool {
+        let state = self.state.borrow();
+        state.crashed(self.node, state.clock_ns[self.index as usize])
     }
 
     fn worker(&self) -> u16 {

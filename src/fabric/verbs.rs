@@ -64,6 +64,11 @@ pub const MSG_COMPLETION: u8 = 4;
 /// until its node's membership declares that peer dead, then fails the
 /// waiting round (see `runtime`).
 pub const MSG_FAILED: u8 = 8;
+/// With `MSG_FAILED | MSG_REPLY`: a request its server refused to keep
+/// waiting (a replicated run pausing for a failover, `replication::failover`)
+/// rather than one bounced by a dead peer; the requester fails the round at
+/// once.
+pub const MSG_REFUSED: u8 = 16;
 
 /// An RPC request or reply between two workers.
 #[derive(Debug)]

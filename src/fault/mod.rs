@@ -294,6 +294,22 @@ pub fn validate(config: &Config) -> Result<(), String> {
             config.nodes
         ));
     }
+    if config.replication > 1 && config.replication <= config.nodes {
+        // Every partition must keep a live copy to fail over to.
+        let placement = crate::replication::Placement::new(config.nodes, config.replication);
+        for partition in 0..config.nodes {
+            let lost = (0..config.replication)
+                .all(|copy| crashed[placement.node_of(partition as NodeId, copy) as usize]);
+            if lost {
+                return Err(format!(
+                    "--fault crashes every node holding partition {partition} (replication {}); allowed: at most {} crashed node(s) among any {} consecutive nodes",
+                    config.replication,
+                    config.replication - 1,
+                    config.replication
+                ));
+            }
+        }
+    }
     Ok(())
 }
 
@@ -416,12 +432,19 @@ pub struct RecoveryReport {
     /// Of those after: commits once every survivor knew of every crash.
     pub committed_after_detection: u64,
     /// Replication fills these: the time from detection until the failed
-    /// partitions were served again, and the dead coordinators'
-    /// transactions it resolved from the logs.
+    /// partitions were served again (the survivors' pause; null: no
+    /// failover completed during the run), each failed partition and the
+    /// node whose backup copy was promoted to serve it, the dead
+    /// coordinators' log records found in the survivors' rings (rolled
+    /// forward when whole, discarded when partial), and the tuples whose
+    /// protocol headers the recovery reset.
     pub recovery_time_s: Option<f64>,
+    pub promoted: Vec<(u32, u32)>,
     pub resolved_from_log_count: u64,
     pub resolved_committed_count: u64,
     pub resolved_aborted_count: u64,
+    pub versions_rolled_forward: u64,
+    pub headers_reset: u64,
     /// Rounds a worker abandoned at the end of the run because what they
     /// waited for never came (e.g. a lock a dead coordinator left behind
     /// with replication 1). Zero in a run whose survivors all finished.
@@ -489,6 +512,8 @@ pub struct FaultRun {
     pub crash_after_ns: Vec<u64>,
     /// The first injected fault, ns since the run's start.
     pub first_fault_ns: u64,
+    /// A replicated run's failover (`replication::failover`), also the hook.
+    pub failover: Option<Arc<crate::replication::Failover>>,
 }
 
 impl FaultRun {
@@ -509,7 +534,15 @@ impl FaultRun {
             hook: failure_hook(config),
             crash_after_ns: crash_times_ns(&config.faults, config.nodes),
             first_fault_ns,
+            failover: None,
         })
+    }
+
+    /// Makes `failover` the run's recovery: the detectors tell it, and the
+    /// workers attached from now on take part in it.
+    pub fn set_failover(&mut self, failover: Arc<crate::replication::Failover>) {
+        self.hook = failover.clone();
+        self.failover = Some(failover);
     }
 
     /// Gives `worker` its node's membership view (and the detector, on
@@ -533,11 +566,14 @@ impl FaultRun {
                 nodes,
             )
         });
-        let worker = worker.with_membership(
+        let mut worker = worker.with_membership(
             membership,
             detector,
             self.settings.heartbeat_interval_ns / 4,
         );
+        if let Some(failover) = &self.failover {
+            worker = worker.with_failover(failover.clone());
+        }
         worker.set_give_up_at(end_ns.saturating_add(self.settings.give_up_after_ns(duration_ns)));
         worker
     }
@@ -568,6 +604,22 @@ impl FaultRun {
         report.committed_after_fault = commits.after_fault;
         report.committed_after_detection = commits.after_detection;
         report.abandoned_rounds = abandoned_rounds;
+        if let Some(failover) = &self.failover {
+            let done = failover.report();
+            if done.recoveries > 0 {
+                report.recovery_time_s = Some(done.recovery_ns as f64 / 1e9);
+            }
+            report.promoted = done
+                .promoted
+                .iter()
+                .map(|&(p, n)| (p as u32, n as u32))
+                .collect();
+            report.resolved_from_log_count = done.resolved_from_log_count;
+            report.resolved_committed_count = done.resolved_committed_count;
+            report.resolved_aborted_count = done.resolved_aborted_count;
+            report.headers_reset = done.headers_reset;
+            report.versions_rolled_forward = done.versions_rolled_forward;
+        }
         report
     }
 }

@@ -71,6 +71,18 @@ pub trait Protocol: Sync {
     /// The stage that [`Protocol::access`] performs.
     const ACCESS_STAGE: Stage;
 
+    /// Rewrites the header of `tuple` (a whole tuple of `table`, whose
+    /// `seq` and record hold its latest committed version) to the state of
+    /// a tuple nobody is accessing: what a failover's recovery installs on
+    /// every live copy once the cluster is quiet (`replication::failover`),
+    /// releasing whatever a dead coordinator held. Default: every header
+    /// word 0, the state the loader leaves. Multi-version protocols whose
+    /// latest version must also sit in a version slot put it there.
+    fn recovered_header(table: &crate::store::TableLayout, tuple: &mut [u64]) {
+        let start = crate::store::HEADER_WORD as usize;
+        tuple[start..start + table.header_words as usize].fill(0);
+    }
+
     /// Starts an attempt: `cx.attempt` is 0 for a request's first attempt
     /// and counts its retries. Timestamp protocols set `cx.timestamp` here
     /// (WAIT_DIE keeps its first one across retries so a restarted

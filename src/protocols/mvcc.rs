@@ -580,6 +580,27 @@ impl Protocol for Mvcc {
         FIRST_SLOT_WORD + self.versions * Self::slot_words(record_words)
     }
 
+    /// Unlocked, `rts` 0, and only the latest version readable: in its
+    /// slot with `wts` 1 (below every timestamp a transaction takes) and
+    /// as the record (the module doc's invariant for `seq > 0`).
+    fn recovered_header(table: &TableLayout, tuple: &mut [u64]) {
+        let header = HEADER_WORD as usize;
+        tuple[header..header + table.header_words as usize].fill(0);
+        let seq = tuple[crate::store::SEQ_WORD as usize];
+        if seq == 0 {
+            return;
+        }
+        let slot_words = Self::slot_words(table.record_words);
+        let versions = (table.header_words - FIRST_SLOT_WORD) / slot_words;
+        let slot =
+            header + (FIRST_SLOT_WORD + (seq % versions as u64) as u32 * slot_words) as usize;
+        let record = table.record_offset() as usize;
+        tuple[slot] = 1;
+        tuple[slot + 1] = seq + 1;
+        let words = table.record_words as usize;
+        tuple.copy_within(record..record + words, slot + 2);
+    }
+
     fn begin(&self, cx: &mut TxnCx<'_>) {
         cx.timestamp = self.clock.next(cx);
         cx.owner = cx.timestamp;

@@ -27,6 +27,18 @@
 //!
 //! A read-only transaction logs nothing; with replication factor 1 the
 //! stage costs nothing.
+//!
+//! The post of the records is the attempt's commit point (the history
+//! records a commit there when failures are handled): once posted, the
+//! records reach every live backup, so a backup that fails before
+//! acknowledging does not fail the attempt — its copies are gone, and the
+//! failover (`failover`) drops it from the configuration. In a run with
+//! failure handling, the targets follow the configuration
+//! (`Failover::log_targets`): failed backups and the node now serving a
+//! partition are skipped, and a coordinator that is the only live backup of
+//! a partition it writes also sends the record to the partition's serving
+//! node, which holds those writes aside as redo ([`RedoWrite`]) — otherwise
+//! its own crash would take the only copy of a committed write with it.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -35,10 +47,11 @@ use crate::fabric::NodeId;
 use crate::protocols::{Primitive, Stage};
 use crate::runtime::Served;
 use crate::store::NodeStore;
-use crate::txn::{TxnCx, TxnResult};
+use crate::txn::{Access, TxnCx, TxnResult};
 
+use super::failover::Failover;
 use super::placement::Placement;
-use super::ring::{self, RingLayout, RECORD_FIXED_WORDS, WRITE_FIXED_WORDS};
+use super::ring::{self, LoggedWrite, RingLayout, RECORD_FIXED_WORDS, WRITE_FIXED_WORDS};
 
 /// RPC kinds of the replication layer (outside every protocol's range).
 pub mod kind {
@@ -61,6 +74,33 @@ const FULL_RING_RETRY_NS: u64 = 2_000;
 pub struct Replication {
     pub placement: Placement,
     pub rings: RingLayout,
+    /// Held for reading by background apply, for writing by a failover's
+    /// recovery (`failover`), which must be the rings' only consumer while
+    /// it runs.
+    pub apply_gate: std::sync::RwLock<()>,
+    /// Per partition: the node serving it (its primary until a failover
+    /// promotes a backup; `failover`).
+    pub serving: Box<[std::sync::atomic::AtomicU32]>,
+    /// Per node: redo writes it holds for partitions it serves
+    /// ([`RedoWrite`]).
+    pub redo: Box<[std::sync::Mutex<Vec<RedoWrite>>]>,
+}
+
+/// A committed write that a coordinator also sent to the node serving its
+/// partition, because no live node other than the coordinator holds a
+/// backup of that partition (`failover::Failover::log_targets`): should
+/// the coordinator die before installing it there, the recovery installs
+/// it from here. Held aside, never installed early (the coordinator's own
+/// commit stage does that, under its protocol's rules), and dropped once
+/// the serving copy holds its version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedoWrite {
+    pub coordinator: NodeId,
+    pub table: crate::store::TableId,
+    pub partition: NodeId,
+    pub key: u64,
+    pub seq: u64,
+    pub record: Vec<u64>,
 }
 
 /// Per-node counters of what the backup side did.
@@ -71,14 +111,67 @@ pub struct BackupCounters {
 }
 
 impl Replication {
+    /// The replication of `placement` with rings `rings`, every partition
+    /// served by its primary.
+    pub fn new(placement: Placement, rings: RingLayout) -> Replication {
+        Replication {
+            placement,
+            rings,
+            apply_gate: std::sync::RwLock::new(()),
+            serving: (0..placement.nodes)
+                .map(std::sync::atomic::AtomicU32::new)
+                .collect(),
+            redo: (0..placement.nodes)
+                .map(|_| std::sync::Mutex::new(Vec::new()))
+                .collect(),
+        }
+    }
+
+    /// The node serving `partition` now.
+    #[inline]
+    pub fn serving(&self, partition: NodeId) -> NodeId {
+        self.serving[partition as usize].load(std::sync::atomic::Ordering::Acquire) as NodeId
+    }
+
+    /// Holds `write` from `coordinator` aside on `store`'s node if that
+    /// node serves its partition (a redo write); returns whether it did.
+    /// Writes whose version the serving copy already holds are dropped.
+    fn take_redo(&self, store: &NodeStore, coordinator: NodeId, write: &LoggedWrite<'_>) -> bool {
+        if self.serving(write.partition) != store.node {
+            return false;
+        }
+        let installed = |redo: &RedoWrite| {
+            store
+                .lookup(redo.table, redo.key)
+                .is_some_and(|slot| store.seq(redo.table, slot) >= redo.seq)
+        };
+        let mut held = self.redo[store.node as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        held.retain(|redo| !installed(redo));
+        held.push(RedoWrite {
+            coordinator,
+            table: write.table,
+            partition: write.partition,
+            key: write.key,
+            seq: write.seq,
+            record: write.record.to_vec(),
+        });
+        true
+    }
+
     /// Serves a replication RPC on `store`'s node; `None` if `kind` is
     /// not one.
     pub fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Option<Served> {
         match kind {
             kind::LOG_APPEND => {
                 let mut installed = 0u64;
-                if let Some((_, writes)) = ring::parse_record(payload) {
+                if let Some((txn_id, writes)) = ring::parse_record(payload) {
+                    let coordinator = crate::txn::ids::node_of_txn(txn_id);
                     for write in &writes {
+                        if self.take_redo(store, coordinator, write) {
+                            continue;
+                        }
                         match ring::apply_write(store, &self.placement, write) {
                             Ok(true) => installed += 1,
                             Ok(false) => {}
@@ -101,6 +194,7 @@ impl Replication {
                     node,
                     worker,
                     &mut scratch,
+                    &|coordinator, write| self.take_redo(store, coordinator, write),
                 );
                 payload.clear();
                 payload.push(drained.head);
@@ -114,13 +208,23 @@ impl Replication {
     /// rings of every coordinator worker with the same index (one consumer
     /// per ring). Returns whether anything was applied.
     pub fn poll(&self, store: &NodeStore, worker: u16, scratch: &mut Vec<u64>) -> bool {
+        let Ok(_gate) = self.apply_gate.try_read() else {
+            return false; // a recovery is draining the rings
+        };
         let mut applied = false;
         for node in 0..self.rings.nodes as NodeId {
             if node == store.node {
                 continue;
             }
-            let drained =
-                ring::drain_ring(store, &self.rings, &self.placement, node, worker, scratch);
+            let drained = ring::drain_ring(
+                store,
+                &self.rings,
+                &self.placement,
+                node,
+                worker,
+                scratch,
+                &|coordinator, write| self.take_redo(store, coordinator, write),
+            );
             applied |= drained.records > 0;
         }
         applied
@@ -140,6 +244,7 @@ impl Replication {
                     node,
                     worker,
                     &mut scratch,
+                    &|coordinator, write| self.take_redo(store, coordinator, write),
                 )
                 .records;
             }
@@ -192,13 +297,36 @@ impl LogWriter {
     }
 }
 
+/// Whether `access` is a write that the record for `backup` carries:
+/// `backup` holds a backup copy of its partition, and (after a failover)
+/// is alive and not the node that now serves the partition.
+#[inline]
+fn logged_to(
+    access: &Access,
+    placement: &Placement,
+    failover: Option<&Failover>,
+    coordinator: NodeId,
+    backup: NodeId,
+) -> bool {
+    access.write
+        && match failover {
+            Some(f) => f
+                .log_targets(access.partition, coordinator)
+                .any(|b| b == backup),
+            None => matches!(placement.copy_on(backup, access.partition), Some(c) if c > 0),
+        }
+}
+
 /// Words of the record `cx` sends to `backup` (0: nothing to log there).
 fn record_words(cx: &TxnCx<'_>, placement: &Placement, backup: NodeId) -> u64 {
+    let failover = cx.worker.failover().map(|f| &**f);
     let mut words = 0u64;
-    for access in cx.accesses.iter().filter(|a| a.write) {
-        if matches!(placement.copy_on(backup, access.node), Some(c) if c > 0) {
-            words += (WRITE_FIXED_WORDS + cx.table(access.table).record_words as usize) as u64;
-        }
+    for access in cx
+        .accesses
+        .iter()
+        .filter(|a| logged_to(a, placement, failover, cx.worker.node, backup))
+    {
+        words += (WRITE_FIXED_WORDS + cx.table(access.table).record_words as usize) as u64;
     }
     if words == 0 {
         0
@@ -209,13 +337,14 @@ fn record_words(cx: &TxnCx<'_>, placement: &Placement, backup: NodeId) -> u64 {
 
 /// Builds the record for `backup` into `out`.
 fn build_record(cx: &TxnCx<'_>, placement: &Placement, backup: NodeId, out: &mut Vec<u64>) {
+    let failover = cx.worker.failover().map(|f| &**f);
     ring::start_record(out, cx.txn_id);
     for (index, access) in cx.accesses.iter().enumerate() {
-        if access.write && matches!(placement.copy_on(backup, access.node), Some(c) if c > 0) {
+        if logged_to(access, placement, failover, cx.worker.node, backup) {
             ring::push_write(
                 out,
                 access.table,
-                access.node,
+                access.partition,
                 access.key,
                 access.seq + 1,
                 cx.record(index),
@@ -225,30 +354,48 @@ fn build_record(cx: &TxnCx<'_>, placement: &Placement, backup: NodeId, out: &mut
     ring::finish_record(out);
 }
 
-/// The `log` stage: replicates the attempt's writes to every backup of
-/// every written partition and returns once all acknowledged. Never aborts
-/// (the transaction is past its commit point); `Ok` always.
-pub async fn log(cx: &mut TxnCx<'_>, writer: Option<&LogWriter>) -> TxnResult<()> {
+/// The `log` stage: replicates the attempt's writes to every live backup
+/// of every written partition and returns once all acknowledged.
+/// `at_commit_point` runs once the records are sure to go out (after any
+/// wait for ring space, right before they are posted, without yielding in
+/// between) — or at once when there is nothing to log: from then on the
+/// attempt is committed. `Err` only before that point (a ring that could
+/// not be made room in); a backup that fails once the records are posted
+/// does not matter (its copies are gone; `failover`).
+pub async fn log(
+    cx: &mut TxnCx<'_>,
+    writer: Option<&LogWriter>,
+    at_commit_point: impl FnOnce(&TxnCx<'_>),
+) -> TxnResult<()> {
     let Some(writer) = writer else {
+        at_commit_point(cx);
         return Ok(());
     };
     if !cx.accesses.iter().any(|a| a.write) {
+        at_commit_point(cx);
         return Ok(());
     }
     let placement = writer.replication.placement;
     let onesided = cx.primitive(Stage::Log) == Primitive::OneSided;
-    // Backups to log to and the words each record takes: the backups of
-    // the written partitions.
+    // Backups to log to and the words each record takes: the live backups
+    // of the written partitions.
     let mut targets = std::mem::take(&mut *writer.targets.borrow_mut());
     targets.clear();
+    let failover = cx.worker.failover();
     for access in cx.accesses.iter().filter(|a| a.write) {
-        for backup in placement.backups(access.node) {
+        let mut add = |backup: NodeId| {
             if !targets.iter().any(|&(b, _)| b == backup) {
                 targets.push((backup, record_words(cx, &placement, backup)));
             }
+        };
+        match failover {
+            Some(failover) => failover
+                .log_targets(access.partition, cx.worker.node)
+                .for_each(&mut add),
+            None => placement.backups(access.partition).for_each(&mut add),
         }
     }
-    let result = log_to(cx, writer, &targets, onesided).await;
+    let result = log_to(cx, writer, &targets, onesided, at_commit_point).await;
     *writer.targets.borrow_mut() = targets;
     result
 }
@@ -258,6 +405,7 @@ async fn log_to(
     writer: &LogWriter,
     targets: &[(NodeId, u64)],
     onesided: bool,
+    at_commit_point: impl FnOnce(&TxnCx<'_>),
 ) -> TxnResult<()> {
     let placement = writer.replication.placement;
     let rings = writer.replication.rings;
@@ -276,6 +424,7 @@ async fn log_to(
             refresh_head(cx, writer, backup, words).await?;
         }
     }
+    at_commit_point(cx);
     {
         let mut batch = cx.round();
         let mut record = writer.scratch.borrow_mut();
@@ -304,9 +453,12 @@ async fn log_to(
             }
         }
     }
-    // A backup that failed fails the round: the attempt aborts before its
-    // commit point, which is what "commit only when all acknowledged" asks.
-    cx.submit().await?;
+    // Past the commit point: a backup that failed meanwhile is dropped
+    // from the configuration (`failover`), so its failure is not the
+    // attempt's.
+    if cx.submit().await.is_err() {
+        cx.worker.take_attempt_failed(cx.co);
+    }
     Ok(())
 }
 

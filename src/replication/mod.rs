@@ -18,6 +18,7 @@
 //! a backup copy only ever moves to a newer version of a tuple; after the
 //! rings are drained, every backup copy equals its primary.
 
+pub mod failover;
 pub mod log;
 pub mod placement;
 pub mod recovery;
@@ -29,7 +30,8 @@ use crate::fabric::NodeId;
 use crate::store::{NodeStore, StoreError, StoreLayout, KEY_WORD};
 use crate::workloads::Workload;
 
-pub use log::{LogWriter, Replication};
+pub use failover::Failover;
+pub use log::{LogWriter, RedoWrite, Replication};
 pub use placement::Placement;
 pub use ring::RingLayout;
 
@@ -49,10 +51,10 @@ pub fn setup(
     }
     debug_assert_eq!(layout.copies(), factor);
     let rings = RingLayout::reserve(layout, nodes, workers, ring_words);
-    Some(Arc::new(Replication {
-        placement: Placement::new(nodes, factor),
+    Some(Arc::new(Replication::new(
+        Placement::new(nodes, factor),
         rings,
-    }))
+    )))
 }
 
 /// Loads the backup copies `store`'s node holds, with the workload's own
@@ -70,12 +72,23 @@ pub fn load_backups<W: Workload>(
 
 /// Differences between every backup copy and its primary (key set,
 /// version and record of every row); empty when they agree. Quiescent use,
-/// after the rings were drained.
-pub fn backups_match_primaries(stores: &[Arc<NodeStore>], placement: &Placement) -> Vec<String> {
+/// after the rings were drained. `stores[p]` is partition `p`'s serving
+/// copy; the copies held by the nodes in `failed` are not compared (they
+/// are gone), nor are the copies a promoted node serves.
+pub fn backups_match_primaries(
+    stores: &[Arc<NodeStore>],
+    placement: &Placement,
+    failed: &[NodeId],
+) -> Vec<String> {
     let mut problems = Vec::new();
     let (mut primary_record, mut backup_record) = (Vec::new(), Vec::new());
-    for backup in stores {
+    for backup in stores.iter().filter(|s| !failed.contains(&s.node)) {
         for (partition, copy) in placement.backed_up_by(backup.node) {
+            if failed.contains(&partition)
+                && serving_node(placement, partition, failed) == Some(backup.node)
+            {
+                continue;
+            }
             let primary = &stores[partition as usize];
             for table in &backup.layout.tables {
                 let rows = primary.rows(table.id);
@@ -140,15 +153,26 @@ pub fn serving_node(placement: &Placement, partition: NodeId, failed: &[NodeId])
 pub fn check_backups(
     replication: &Replication,
     stores: &[Arc<NodeStore>],
+    failed: &[NodeId],
     invariants: &mut crate::workloads::InvariantReport,
 ) {
-    let drained: u64 = stores.iter().map(|s| replication.drain_all(s)).sum();
-    let problems = backups_match_primaries(stores, &replication.placement);
+    let drained: u64 = stores
+        .iter()
+        .filter(|s| !failed.contains(&s.node))
+        .map(|s| replication.drain_all(s))
+        .sum();
+    let problems = backups_match_primaries(stores, &replication.placement, failed);
     if problems.is_empty() {
-        invariants.details.push(format!(
-            "every backup copy ({} per partition) equals its primary ({drained} log records were still in the rings at the end)",
-            replication.placement.factor - 1
-        ));
+        invariants.details.push(if failed.is_empty() {
+            format!(
+                "every backup copy ({} per partition) equals its primary ({drained} log records were still in the rings at the end)",
+                replication.placement.factor - 1
+            )
+        } else {
+            format!(
+                "every live backup copy equals the copy serving its partition (nodes {failed:?} failed; {drained} log records were still in the rings at the end)"
+            )
+        });
     } else {
         invariants.ok = false;
         invariants

@@ -41,7 +41,7 @@ impl Placement {
     }
 
     /// Backups of `partition`, in promotion order.
-    pub fn backups(&self, partition: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+    pub fn backups(&self, partition: NodeId) -> impl Iterator<Item = NodeId> + Clone + '_ {
         (1..self.factor).map(move |copy| self.node_of(partition, copy))
     }
 

@@ -5,19 +5,29 @@
 //! coordinator's transactions from the log records it left in the
 //! survivors' rings.
 //!
-//! What this module does today, and its limits (see the branch report):
+//! The steps, each run on a quiet cluster (no transaction before its
+//! commit point; `failover` drives them during a run, a test may call
+//! [`recover`] after one), with direct access to the survivors' memory:
 //!
-//! * it runs on a **quiescent** cluster (after a `sim` run in which a node
-//!   crashed), with direct access to the survivors' memory — the shape of
-//!   the `FailureHook` the fault-detection side calls, minus the in-run
-//!   pause/resume and re-routing of accesses to the promoted copy, which
-//!   are not implemented;
-//! * a whole record of the failed coordinator found in a survivor's ring
-//!   is rolled forward onto every live copy of every partition it names;
-//!   a partial record (its trailer never landed) is discarded. Records a
-//!   backup already applied in the background are in its copy already;
-//! * it does not release the failed coordinators' locks (each protocol's
-//!   header would need an orphan-release function).
+//! * [`recover`]: a whole record of a failed coordinator found in a
+//!   survivor's ring is rolled forward onto every live copy of every
+//!   partition it names; a partial one (its trailer never landed: the
+//!   coordinator died while posting, before its commit point) is
+//!   discarded; every other ring is drained into its backup copy;
+//! * [`redo_failed_coordinators`]: the redo writes a serving node holds
+//!   for a failed coordinator that was its partition's only other backup
+//!   are installed where the serving copy lacks them;
+//! * [`sync_copies`]: every live copy of a partition is brought to the
+//!   newest version of each tuple among them, which finishes the installs
+//!   a dead coordinator left undone on live primaries even when the
+//!   backups applied its records long before the failure.
+//!
+//! Releasing the dead coordinators' locks is the header reset that
+//! `failover` runs after these steps (`Protocol::recovered_header`).
+//!
+//! Invariant: every version installed here was committed (its record was
+//! posted at its coordinator's commit point), and a copy only moves to a
+//! newer version.
 
 use std::sync::Arc;
 
@@ -40,6 +50,9 @@ pub struct RecoveryOutcome {
     /// Of those, rolled forward (whole) and discarded (partial).
     pub resolved_committed_count: u64,
     pub resolved_aborted_count: u64,
+    /// Tuple versions a live copy lacked and took from a newer live copy
+    /// of the same partition ([`sync_copies`]).
+    pub versions_rolled_forward: u64,
 }
 
 /// Installs `write` on node `store`'s copy of its partition (the primary
@@ -120,5 +133,115 @@ pub fn recover(
         }
         replication.drain_all(backup);
     }
+    outcome.versions_rolled_forward = sync_copies(replication, stores, failed);
     outcome
+}
+
+/// Installs, on the node serving each partition, the redo writes it holds
+/// from the coordinators in `failed` (`RedoWrite`: writes whose only other
+/// record died with their coordinator) that its copy lacks, and drops every
+/// redo write (those of live coordinators are installed by now: the
+/// recovery runs on a quiet cluster). Returns the writes installed.
+pub fn redo_failed_coordinators(
+    replication: &Replication,
+    stores: &[Arc<NodeStore>],
+    failed: &[NodeId],
+) -> u64 {
+    let placement = replication.placement;
+    let mut installed = 0;
+    for store in stores.iter().filter(|s| !failed.contains(&s.node)) {
+        let held = std::mem::take(
+            &mut *replication.redo[store.node as usize]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        for redo in held {
+            let Some(copy) = placement.copy_on(store.node, redo.partition) else {
+                continue;
+            };
+            let handle = copy_handle(store, redo.partition, copy);
+            if let Ok(slot) = handle.ensure_row(redo.table, redo.key) {
+                if ring::install_if_newer(&handle, redo.table, slot, redo.seq, &redo.record) {
+                    debug_assert!(
+                        failed.contains(&redo.coordinator),
+                        "a live coordinator's committed write missing at a quiet recovery"
+                    );
+                    installed += 1;
+                }
+            }
+        }
+    }
+    installed
+}
+
+/// Brings every live copy of every partition to the newest version of
+/// each tuple found among them (newest wins; run-time inserts a copy lacks
+/// are created). Run after the rings are drained, on a quiet cluster: a
+/// backup copy then holds exactly the writes of committed transactions
+/// (records are posted at the commit point), so a newer version on a
+/// backup than on the primary is a committed write whose coordinator died
+/// before installing it there — including records the backup had applied
+/// long before the failure, which are no longer in its ring. Returns the
+/// versions installed.
+pub fn sync_copies(replication: &Replication, stores: &[Arc<NodeStore>], failed: &[NodeId]) -> u64 {
+    let placement = replication.placement;
+    let alive = |n: NodeId| !failed.contains(&n);
+    let mut installed = 0;
+    let mut record = Vec::new();
+    for partition in 0..placement.nodes as NodeId {
+        // The live holders of the partition: (node, copy).
+        let holders: Vec<(NodeId, u32)> = (0..placement.factor)
+            .map(|copy| (placement.node_of(partition, copy), copy))
+            .filter(|&(node, _)| alive(node))
+            .collect();
+        if holders.len() < 2 {
+            continue;
+        }
+        let handles: Vec<NodeStore> = holders
+            .iter()
+            .map(|&(node, copy)| copy_handle(&stores[node as usize], partition, copy))
+            .collect();
+        for (from, source) in handles.iter().enumerate() {
+            for table in &source.layout.tables {
+                let base = table.copy_base(source.copy);
+                for slot in base..base + source.rows_in_copy(table.id, source.copy) {
+                    let key = source
+                        .region
+                        .load(table.tuple_addr(slot) + crate::store::KEY_WORD as u64);
+                    let seq = source.seq(table.id, slot);
+                    if seq == 0 {
+                        continue;
+                    }
+                    source.record(table.id, slot, &mut record);
+                    for (to, target) in handles.iter().enumerate() {
+                        if to == from {
+                            continue;
+                        }
+                        let behind = target
+                            .lookup(table.id, key)
+                            .is_none_or(|s| target.seq(table.id, s) < seq);
+                        if !behind {
+                            continue;
+                        }
+                        if let Ok(target_slot) = target.ensure_row(table.id, key) {
+                            if ring::install_if_newer(target, table.id, target_slot, seq, &record) {
+                                installed += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    installed
+}
+
+/// A handle on `store`'s copy `copy` of `partition` (copy 0: the node's
+/// own rows), whose inserts go to that copy.
+fn copy_handle(store: &Arc<NodeStore>, partition: NodeId, copy: u32) -> NodeStore {
+    if copy == 0 {
+        store.backup_view_of_own()
+    } else {
+        store.backup_view(partition, copy)
+    }
 }

@@ -261,6 +261,7 @@ pub fn drain_ring(
     node: NodeId,
     worker: u16,
     scratch: &mut Vec<u64>,
+    redo: &dyn Fn(NodeId, &LoggedWrite<'_>) -> bool,
 ) -> Drained {
     let region = &store.region;
     let head_addr = rings.head_addr(node, worker);
@@ -289,6 +290,9 @@ pub fn drain_ring(
         match parse_record(scratch) {
             Some((_, writes)) => {
                 for write in &writes {
+                    if redo(node, write) {
+                        continue;
+                    }
                     match apply_write(store, placement, write) {
                         Ok(true) => drained.writes_installed += 1,
                         Ok(false) => {}
@@ -367,12 +371,16 @@ mod tests {
         // A record whose trailer has not landed is not applied.
         let first = record(1, 5, 2, 20);
         store.region.write(ring, &first[..first.len() - 1]);
-        let drained = drain_ring(&store, &rings, &placement, 0, 0, &mut scratch);
+        let drained = drain_ring(&store, &rings, &placement, 0, 0, &mut scratch, &|_, _| {
+            false
+        });
         assert_eq!(drained.records, 0);
         store
             .region
             .store(ring + first.len() as u64 - 1, *first.last().unwrap());
-        let drained = drain_ring(&store, &rings, &placement, 0, 0, &mut scratch);
+        let drained = drain_ring(&store, &rings, &placement, 0, 0, &mut scratch, &|_, _| {
+            false
+        });
         assert_eq!((drained.records, drained.writes_installed), (1, 1));
         let slot = store.lookup(0, 5).unwrap();
         assert_eq!(store.seq(0, slot), 2);
@@ -384,7 +392,9 @@ mod tests {
                 .region
                 .store(ring + (head + offset as u64) % 16, *word);
         }
-        let drained = drain_ring(&store, &rings, &placement, 0, 0, &mut scratch);
+        let drained = drain_ring(&store, &rings, &placement, 0, 0, &mut scratch, &|_, _| {
+            false
+        });
         assert_eq!((drained.records, drained.writes_installed), (1, 0));
         let mut value = Vec::new();
         store.record(0, slot, &mut value);
@@ -399,7 +409,9 @@ mod tests {
                 .region
                 .store(ring + (head + offset as u64) % 16, *word);
         }
-        drain_ring(&store, &rings, &placement, 0, 0, &mut scratch);
+        drain_ring(&store, &rings, &placement, 0, 0, &mut scratch, &|_, _| {
+            false
+        });
         assert_eq!(store.rows(0), 0, "copy 0 has no rows");
         assert_eq!(store.rows_in_copy(0, 1), 2);
     }

@@ -48,10 +48,11 @@ use std::task::{Context, Poll, Waker};
 
 use std::sync::Arc;
 
-use crate::fabric::verbs::{MSG_COMPLETION, MSG_FAILED, MSG_PASSIVE, MSG_REPLY};
+use crate::fabric::verbs::{MSG_COMPLETION, MSG_FAILED, MSG_PASSIVE, MSG_REFUSED, MSG_REPLY};
 use crate::fabric::{Batch, CpuOp, Endpoint, Message, NodeId, Posted, VerbKind};
 use crate::fault::detector::{Detector, DETECTOR_CO};
 use crate::fault::Membership;
+use crate::replication::Failover;
 use crate::stats::WorkerSnapshot;
 
 /// A round that could not complete: a peer it needed has failed (or the
@@ -80,6 +81,9 @@ pub struct CoSlot {
     /// A round of the current attempt failed (cleared by
     /// [`Worker::take_attempt_failed`]): the commit point's last check.
     attempt_failed: Cell<bool>,
+    /// Past its commit point: its rounds go out even while a failover
+    /// pauses the cluster (see [`Worker::set_committing`]).
+    committing: Cell<bool>,
 }
 
 impl CoSlot {
@@ -158,6 +162,8 @@ struct FaultState {
     give_up_at_ns: Cell<u64>,
     gave_up: Cell<bool>,
     abandoned_rounds: Cell<u64>,
+    /// A replicated run's failover (`replication::failover`).
+    failover: Option<Arc<Failover>>,
 }
 
 impl Worker {
@@ -195,8 +201,45 @@ impl Worker {
             give_up_at_ns: Cell::new(u64::MAX),
             gave_up: Cell::new(false),
             abandoned_rounds: Cell::new(0),
+            failover: None,
         });
         self
+    }
+
+    /// Makes the worker take part in a replicated run's failover: route
+    /// accesses to the node serving each partition, fail the rounds of
+    /// attempts before their commit point while the cluster pauses (and
+    /// refuse the requests waiting on this worker), and stop for good once
+    /// its own node is declared failed. Needs a membership first.
+    pub fn with_failover(mut self, failover: Arc<Failover>) -> Worker {
+        let faults = self
+            .faults
+            .as_mut()
+            .expect("a failover worker has a membership view");
+        faults.failover = Some(failover);
+        self
+    }
+
+    /// The run's failover, when it has one.
+    pub fn failover(&self) -> Option<&Arc<Failover>> {
+        self.faults.as_ref().and_then(|f| f.failover.as_ref())
+    }
+
+    /// The node that serves `partition`: the partition's own node, or after
+    /// a failover its promoted backup.
+    #[inline]
+    pub fn serving(&self, partition: NodeId) -> NodeId {
+        match self.failover() {
+            Some(failover) => failover.serving(partition),
+            None => partition,
+        }
+    }
+
+    /// Marks `co`'s attempt as past (or no longer past) its commit point:
+    /// a committing attempt's rounds go out even while the cluster pauses
+    /// for a failover, so it can finish.
+    pub fn set_committing(&self, co: u16, committing: bool) {
+        self.slots[co as usize].committing.set(committing);
     }
 
     /// Past `at_ns` the worker abandons every round still outstanding and
@@ -292,11 +335,20 @@ impl Worker {
         }
         let mut batch = slot.batch.borrow_mut();
         let mut endpoint = self.endpoint.borrow_mut();
+        // A committing attempt's round (`round_cannot_reach` lets it
+        // through) skips only its verbs and calls to peers declared dead:
+        // its writes to the live ones must land.
+        let dead = |node: NodeId| {
+            self.faults
+                .as_ref()
+                .is_some_and(|f| f.membership.epoch() > 0 && !f.membership.is_alive(node))
+        };
         let Batch {
             verbs,
             write_data,
             results,
             calls,
+            pool,
             ..
         } = &mut *batch;
         let mut ready_at = 0;
@@ -308,6 +360,14 @@ impl Worker {
             let mut end = start + 1;
             while end < verbs.len() && verbs[end].node == node {
                 end += 1;
+            }
+            if dead(node) {
+                if !passive {
+                    slot.failed.set(true);
+                    slot.attempt_failed.set(true);
+                }
+                start = end;
+                continue;
             }
             // A passive round's completion only acknowledges: its results
             // (if any) are not awaited, and its batch may be reused first.
@@ -321,6 +381,14 @@ impl Worker {
             start = end;
         }
         for (index, call) in calls.drain(..).enumerate() {
+            if dead(call.node) {
+                pool.push(call.payload);
+                if !passive {
+                    slot.failed.set(true);
+                    slot.attempt_failed.set(true);
+                }
+                continue;
+            }
             let flags = if call.passive {
                 slot.unacked.set(slot.unacked.get() + 1);
                 MSG_PASSIVE
@@ -353,7 +421,12 @@ impl Worker {
         if faults.gave_up.get() {
             return true;
         }
-        if faults.membership.epoch() == 0 {
+        if let Some(failover) = &faults.failover {
+            if failover.paused() && !self.slots[co as usize].committing.get() {
+                return true;
+            }
+        }
+        if faults.membership.epoch() == 0 || self.slots[co as usize].committing.get() {
             return false;
         }
         let batch = self.slots[co as usize].batch.borrow();
@@ -509,7 +582,7 @@ impl Worker {
             }
             return;
         }
-        if faults.membership.is_alive(msg.src_node) {
+        if faults.membership.is_alive(msg.src_node) && msg.flags & MSG_REFUSED == 0 {
             faults.parked.borrow_mut().push(msg);
         } else {
             self.file_failed(msg);
@@ -564,6 +637,28 @@ impl Worker {
         faults.parked.borrow_mut().clear();
     }
 
+    /// Whether a failover declared this worker's node failed: it must not
+    /// run a coroutine again (a paused node that comes back is fenced).
+    fn fenced(&self) -> bool {
+        self.failover().is_some_and(|f| f.is_failed(self.node))
+    }
+
+    /// While the cluster pauses for a failover, answers every waiting
+    /// request as refused: what it waits for may be a lock of the failed
+    /// coordinator, which only the recovery releases, and the recovery
+    /// waits for every attempt to end. Returns whether any was refused.
+    fn refuse_waiting_if_paused(&self, waiting: &mut Vec<Message>) -> bool {
+        if !self.failover().is_some_and(|f| f.paused()) {
+            return false;
+        }
+        let refused = !waiting.is_empty();
+        for mut msg in waiting.drain(..) {
+            msg.flags |= MSG_FAILED | MSG_REFUSED;
+            self.send_reply(msg);
+        }
+        refused
+    }
+
     /// Answers a served request with its own message and buffer.
     fn send_reply(&self, mut msg: Message) {
         std::mem::swap(&mut msg.src_node, &mut msg.dst_node);
@@ -600,7 +695,7 @@ impl Worker {
         service: &dyn RpcService,
     ) -> Turn {
         debug_assert_eq!(coroutines.len(), self.slots.len());
-        if self.endpoint.borrow().crashed() {
+        if self.endpoint.borrow().crashed() || self.fenced() {
             return self.crashed_turn();
         }
         let mut served = false;
@@ -626,6 +721,7 @@ impl Worker {
             let mut waiting = self.waiting.borrow_mut();
             if !waiting.is_empty() {
                 serve_start_ns = Some(self.now_ns());
+                served |= self.refuse_waiting_if_paused(&mut waiting);
             }
             served |= self.offer_waiting(&mut waiting, service);
             served |= service.background(self.worker);
@@ -724,12 +820,25 @@ impl Worker {
     }
 
     /// The turn of a worker whose node has crashed: its coroutines never
-    /// run again; the backend may still bounce what arrives for it.
+    /// run again; every request it still holds (arrived, or waiting for a
+    /// lock) goes back to its sender as failed — a real node's crash drops
+    /// them, and its peers time the requests out — so no survivor waits
+    /// for a reply that can never come.
     fn crashed_turn(&self) -> Turn {
         let mut inbox = self.inbox.borrow_mut();
-        self.endpoint.borrow_mut().receive(&mut inbox);
-        inbox.clear();
-        let now = self.now_ns();
+        let mut endpoint = self.endpoint.borrow_mut();
+        endpoint.receive(&mut inbox);
+        let mut waiting = self.waiting.borrow_mut();
+        for mut msg in waiting.drain(..).chain(inbox.drain(..)) {
+            if msg.flags & (MSG_REPLY | MSG_COMPLETION) != 0 {
+                continue;
+            }
+            std::mem::swap(&mut msg.src_node, &mut msg.dst_node);
+            std::mem::swap(&mut msg.src_worker, &mut msg.dst_worker);
+            msg.flags |= MSG_REPLY | MSG_FAILED;
+            endpoint.send(msg);
+        }
+        let now = endpoint.now_ns();
         Turn {
             progressed: false,
             coroutines_done: true,

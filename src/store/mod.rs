@@ -407,6 +407,19 @@ impl NodeStore {
         }
     }
 
+    /// Another handle on this node's own rows (copy 0), sharing everything
+    /// with `self`.
+    pub fn backup_view_of_own(&self) -> NodeStore {
+        NodeStore {
+            node: self.node,
+            layout: self.layout.clone(),
+            region: self.region.clone(),
+            copy: 0,
+            next_free: self.next_free.clone(),
+            insert_locks: self.insert_locks.clone(),
+        }
+    }
+
     #[inline]
     fn counter(&self, table: TableId, copy: u32) -> usize {
         table as usize * self.layout.copies() as usize + copy as usize
@@ -547,6 +560,56 @@ impl NodeStore {
 
     pub fn seq(&self, table: TableId, slot: u64) -> u64 {
         self.region.load(self.layout.table(table).seq_addr(slot))
+    }
+
+    /// Rewrites the protocol header of every tuple in use, in every copy,
+    /// with `recovered` (the protocol's `Protocol::recovered_header`: no
+    /// lock, no reader, the latest version only), keeping each tuple's key,
+    /// `seq` and record. Quiescent use only (a failover's recovery,
+    /// `replication::failover`). Returns the tuples reset.
+    pub fn reset_headers(&self, recovered: fn(&TableLayout, &mut [u64])) -> u64 {
+        let mut reset = 0;
+        for table in &self.layout.tables {
+            if table.header_words == 0 {
+                continue;
+            }
+            let mut tuple = vec![0u64; table.tuple_words as usize];
+            let header = HEADER_WORD as usize..(HEADER_WORD + table.header_words) as usize;
+            for copy in 0..table.copies {
+                let base = table.copy_base(copy);
+                for slot in base..base + self.rows_in_copy(table.id, copy) {
+                    self.region.read(table.tuple_addr(slot), &mut tuple);
+                    recovered(table, &mut tuple);
+                    self.region
+                        .write(table.header_addr(slot, 0), &tuple[header.clone()]);
+                    reset += 1;
+                }
+            }
+        }
+        reset
+    }
+
+    /// A store of `partition` alone, rebuilt from this node's copy `copy`
+    /// of it (a promoted backup), as copy 0 of a fresh region in the same
+    /// layout: what the checker and the workload invariants read for a
+    /// partition whose primary failed. Quiescent use.
+    pub fn extract_copy(&self, partition: NodeId, copy: u32) -> Result<NodeStore, StoreError> {
+        let out = NodeStore::new(partition, self.layout.clone());
+        for table in &self.layout.tables {
+            let base = table.copy_base(copy);
+            let mut words = vec![0u64; table.tuple_words as usize];
+            for slot in base..base + self.rows_in_copy(table.id, copy) {
+                self.region.read(table.tuple_addr(slot), &mut words);
+                let key = words[KEY_WORD as usize];
+                let row = out.next_free[out.counter(table.id, 0)].fetch_add(1, Ordering::Relaxed);
+                out.region.write(table.tuple_addr(row), &words);
+                table
+                    .index
+                    .insert(&out.region, key, row)
+                    .map_err(|_| StoreError::IndexFull { table: table.name })?;
+            }
+        }
+        Ok(out)
     }
 }
 

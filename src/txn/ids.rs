@@ -27,6 +27,12 @@ pub fn txn_id(coroutine: u32, counter: u64) -> u64 {
     ((coroutine as u64) << COUNTER_BITS) | counter
 }
 
+/// The node whose coroutine ran transaction `txn_id`.
+#[inline]
+pub fn node_of_txn(txn_id: u64) -> NodeId {
+    (txn_id >> (COUNTER_BITS + 16)) as NodeId
+}
+
 /// `(node, worker, coroutine)` of a lock word's owner value.
 #[inline]
 pub fn split_owner(owner: u64) -> (NodeId, u16, u16) {
@@ -48,6 +54,8 @@ mod tests {
         for (node, worker, co) in [(0, 0, 0), (4095, 255, 255), (17, 3, 200)] {
             let owner = lock_owner(coroutine_id(node, worker, co));
             assert_eq!(split_owner(owner), (node, worker, co));
+            let txn = txn_id(coroutine_id(node, worker, co), (1 << COUNTER_BITS) - 1);
+            assert_eq!(node_of_txn(txn), node);
         }
     }
 }

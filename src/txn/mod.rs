@@ -150,7 +150,12 @@ pub const NO_SLOT: u64 = u64::MAX;
 #[derive(Clone, Copy, Debug)]
 pub struct Access {
     pub table: TableId,
+    /// The node the access goes to: the one serving `partition`
+    /// (`Worker::serving`), which differs from it only after a failover
+    /// promoted the partition's backup (`replication::failover`).
     pub node: NodeId,
+    /// The partition the program named (the node whose rows it is).
+    pub partition: NodeId,
     pub key: u64,
     /// Tuple slot on `node`, or `NO_SLOT`.
     pub slot: u64,
@@ -388,19 +393,20 @@ impl<'w> TxnCx<'w> {
             .put(access.table, access.node, access.key, slot);
     }
 
-    fn find(&self, table: TableId, node: NodeId, key: u64) -> Option<usize> {
+    fn find(&self, table: TableId, partition: NodeId, key: u64) -> Option<usize> {
         self.accesses
             .iter()
-            .position(|a| a.key == key && a.table == table && a.node == node)
+            .position(|a| a.key == key && a.table == table && a.partition == partition)
     }
 
-    fn push_access(&mut self, table: TableId, node: NodeId, key: u64, write: bool) -> usize {
+    fn push_access(&mut self, table: TableId, partition: NodeId, key: u64, write: bool) -> usize {
         let words = self.table(table).record_words as usize;
         let data = self.data.len() as u32;
         self.data.resize(self.data.len() + words, 0);
         self.accesses.push(Access {
             table,
-            node,
+            node: self.worker.serving(partition),
+            partition,
             key,
             slot: NO_SLOT,
             seq: 0,

@@ -1,0 +1,291 @@
+//! In-run failover (issue 8 item 3): when the failure detector declares a
+//! node dead in a replicated run, the survivors stop starting transactions,
+//! finish the ones past their commit point, and once the cluster is quiet
+//! one of them recovers — every whole log record the dead coordinator left
+//! in a survivor's ring is rolled forward onto every live copy of the
+//! partitions it names (a partial one is discarded), every ring is drained
+//! into its backup copy, each of the dead node's partitions is promoted to
+//! its first live backup (`Placement::primary_given`), and every live
+//! copy's protocol headers are reset to the loaded state, which releases the
+//! locks, leases, reader lists and versions the dead coordinator held.
+//! Then the clients of the survivors resume, and the programs' accesses to
+//! the failed partitions go to the promoted copies ([`Failover::serving`]).
+//!
+//! The model is FaRM's reconfiguration (DrTM+H §5.4 names FaRM's recovery
+//! and leaves it unimplemented; RCC §6.1 runs 3-way replication without
+//! failures): detection by leases (here the heartbeat detector of `fault`),
+//! a pause while the configuration changes, recovery from the backups' logs.
+//! The pause is what lets one generic step serve every protocol: with no
+//! transaction in flight, a tuple's header holds nothing a later
+//! transaction needs, so resetting it to the state the loader leaves (all
+//! words 0) is safe — every transaction that ends before the pause precedes,
+//! in real time and in every conflict, every transaction that starts after
+//! it, so the whole history is serializable iff both halves are.
+//!
+//! The commit point of a replicated run is the post of its log records
+//! (`engine::coroutine`): from then on the transaction is committed (the
+//! history records it there), its log round ignores backups that died
+//! (their copies are gone), and its commit stage's writes to a dead primary
+//! are superseded by the promoted backup, which holds them through the log.
+//! A coordinator's records to all its backups leave in one round, so a
+//! coordinator that dies after its commit point has its records on every
+//! live backup; one that dies before posted nothing.
+//!
+//! Where it runs: `sim` and `threads`, whose nodes share one address space —
+//! the recovering worker reads the survivors' rings and writes their tuples
+//! directly (what one-sided READs and WRITEs would do on a real network; on
+//! `sim` the recovery takes no virtual time). `ucx` refuses `--fault`.
+//!
+//! Invariants: a partition is served by exactly one node at a time, which
+//! holds an up-to-date copy of it before serving it; no transaction is
+//! before its commit point while a recovery runs (`Failover::recover` only
+//! runs with every live coroutine parked, and a parked coroutine has
+//! nothing outstanding); background apply never runs during a recovery
+//! (`Replication::apply_gate`); a node declared failed never runs a
+//! coroutine again (fenced), even a paused one that comes back.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use std::sync::{Arc, Mutex};
+
+use crate::fabric::NodeId;
+use crate::fault::FailureHook;
+use crate::runtime::Worker;
+use crate::store::{NodeStore, TableLayout};
+
+use super::{recovery, Replication};
+
+/// What the failovers of a run did, for the report's `recovery`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FailoverReport {
+    /// Failovers completed (one per group of failures recovered together).
+    pub recoveries: u32,
+    /// From the first declaration of a failure to the survivors resuming,
+    /// ns, summed over the recoveries (a single crash: its recovery time).
+    pub recovery_ns: u64,
+    /// `(partition, node now serving it)`.
+    pub promoted: Vec<(NodeId, NodeId)>,
+    pub resolved_from_log_count: u64,
+    pub resolved_committed_count: u64,
+    pub resolved_aborted_count: u64,
+    /// Tuple versions a live copy took from a newer copy of its partition
+    /// (committed writes a dead coordinator had not installed everywhere).
+    pub versions_rolled_forward: u64,
+    /// Tuples whose headers the recoveries reset.
+    pub headers_reset: u64,
+}
+
+/// A replicated run's failover state, shared by every worker of every node
+/// (one per run, passed explicitly; see the module doc).
+pub struct Failover {
+    replication: Arc<Replication>,
+    stores: Vec<Arc<NodeStore>>,
+    /// Per node: declared failed by some survivor.
+    failed: Box<[AtomicBool]>,
+    /// Per node: whether its partitions and logs were recovered.
+    recovered: Box<[AtomicBool]>,
+    /// A failure is declared and not yet recovered.
+    paused: AtomicBool,
+    /// When the current pause began (fabric clock, ns).
+    paused_at_ns: AtomicU64,
+    /// Per node: coroutines neither parked nor finished.
+    active: Box<[AtomicU32]>,
+    /// Taken by the one worker that runs a recovery.
+    recovering: AtomicBool,
+    /// How often a parked coroutine looks again, ns.
+    poll_ns: u64,
+    /// The protocol's `Protocol::recovered_header`.
+    recovered_header: fn(&TableLayout, &mut [u64]),
+    report: Mutex<FailoverReport>,
+}
+
+impl Failover {
+    /// The failover of a run over `stores` (every node's, in node order)
+    /// whose nodes run `coroutines_per_node` coroutines each.
+    pub fn new(
+        replication: Arc<Replication>,
+        stores: Vec<Arc<NodeStore>>,
+        coroutines_per_node: u32,
+        poll_ns: u64,
+        recovered_header: fn(&TableLayout, &mut [u64]),
+    ) -> Failover {
+        let nodes = stores.len();
+        debug_assert_eq!(nodes as u32, replication.placement.nodes);
+        Failover {
+            replication,
+            stores,
+            failed: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
+            recovered: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
+            paused: AtomicBool::new(false),
+            paused_at_ns: AtomicU64::new(0),
+            active: (0..nodes)
+                .map(|_| AtomicU32::new(coroutines_per_node))
+                .collect(),
+            recovering: AtomicBool::new(false),
+            poll_ns: poll_ns.max(1),
+            recovered_header,
+            report: Mutex::new(FailoverReport::default()),
+        }
+    }
+
+    /// The node that serves `partition` now.
+    #[inline]
+    pub fn serving(&self, partition: NodeId) -> NodeId {
+        self.replication.serving(partition)
+    }
+
+    /// Whether `node` was declared failed (it is then fenced).
+    #[inline]
+    pub fn is_failed(&self, node: NodeId) -> bool {
+        self.failed[node as usize].load(Ordering::Acquire)
+    }
+
+    /// Whether the survivors are paused for a recovery.
+    #[inline]
+    pub fn paused(&self) -> bool {
+        self.paused.load(Ordering::Acquire)
+    }
+
+    /// The nodes a record of `coordinator`'s writes to `partition` goes
+    /// to: the partition's backups by placement, less failed nodes and the
+    /// node now serving it — and when none of those is a node other than
+    /// the coordinator (a coordinator that is its partition's only backup
+    /// would lose the only copy of its record with itself), the serving
+    /// node too, which holds it as a redo write (`RedoWrite`).
+    pub fn log_targets(
+        &self,
+        partition: NodeId,
+        coordinator: NodeId,
+    ) -> impl Iterator<Item = NodeId> + '_ {
+        let serving = self.serving(partition);
+        let backups = self
+            .replication
+            .placement
+            .backups(partition)
+            .filter(move |&b| b != serving && !self.is_failed(b));
+        let durable_elsewhere = backups.clone().any(|b| b != coordinator);
+        let redo = (!durable_elsewhere && serving != coordinator && !self.is_failed(serving))
+            .then_some(serving);
+        backups.chain(redo)
+    }
+
+    /// Declares `node` failed at `at_ns` (the first survivor to detect it):
+    /// the survivors pause until it is recovered.
+    pub fn fail(&self, node: NodeId, at_ns: u64) {
+        if self.failed[node as usize].swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if !self.paused.swap(true, Ordering::AcqRel) {
+            self.paused_at_ns.store(at_ns, Ordering::Release);
+        }
+    }
+
+    /// Parks coroutine `co` of `worker` while a recovery is pending, after
+    /// its passive operations are acknowledged; the last coroutine to park
+    /// runs the recovery. Returns at once when not paused; returns early
+    /// (still paused) once the worker's clock reaches `end_ns`.
+    pub async fn park(&self, worker: &Worker, co: u16, end_ns: u64) {
+        if !self.paused() {
+            return;
+        }
+        worker.drain(co).await;
+        let node = worker.node as usize;
+        self.active[node].fetch_sub(1, Ordering::AcqRel);
+        while self.paused() && worker.now_ns() < end_ns {
+            self.try_recover(worker.now_ns());
+            if !self.paused() {
+                break;
+            }
+            worker.sleep(co, self.poll_ns).await;
+        }
+        self.active[node].fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A coroutine of `node` has finished for good.
+    pub fn finished(&self, node: NodeId) {
+        self.active[node as usize].fetch_sub(1, Ordering::AcqRel);
+        self.try_recover(u64::MAX);
+    }
+
+    /// Runs the pending recovery if every live coroutine is parked or
+    /// finished. `now_ns`: the fabric clock (`u64::MAX`: unknown, the run's
+    /// end).
+    fn try_recover(&self, now_ns: u64) {
+        if !self.paused() {
+            return;
+        }
+        let quiet = (0..self.active.len())
+            .all(|n| self.is_failed(n as NodeId) || self.active[n].load(Ordering::Acquire) == 0);
+        if !quiet || self.recovering.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.recover(now_ns);
+        self.recovering.store(false, Ordering::Release);
+    }
+
+    /// After the run (every worker stopped): a recovery still pending runs
+    /// now, so the final state has every failed partition on its promoted
+    /// copy.
+    pub fn finish(&self) {
+        if self.paused() {
+            self.recover(u64::MAX);
+        }
+    }
+
+    fn recover(&self, now_ns: u64) {
+        let _gate = self
+            .replication
+            .apply_gate
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let failed: Vec<NodeId> = (0..self.failed.len() as NodeId)
+            .filter(|&n| self.is_failed(n))
+            .collect();
+        let mut outcome = recovery::recover(&self.replication, &self.stores, &failed);
+        outcome.resolved_committed_count +=
+            recovery::redo_failed_coordinators(&self.replication, &self.stores, &failed);
+        let mut headers_reset = 0;
+        for store in self.stores.iter().filter(|s| !self.is_failed(s.node)) {
+            headers_reset += store.reset_headers(self.recovered_header);
+        }
+        let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
+        for &(partition, node) in &outcome.promoted {
+            self.replication.serving[partition as usize].store(node as u32, Ordering::Release);
+            if !self.recovered[partition as usize].swap(true, Ordering::AcqRel) {
+                report.promoted.push((partition, node));
+            }
+        }
+        report.recoveries += 1;
+        if now_ns != u64::MAX {
+            report.recovery_ns += now_ns.saturating_sub(self.paused_at_ns.load(Ordering::Acquire));
+        }
+        report.resolved_from_log_count += outcome.resolved_from_log_count;
+        report.resolved_committed_count += outcome.resolved_committed_count;
+        report.resolved_aborted_count += outcome.resolved_aborted_count;
+        report.versions_rolled_forward += outcome.versions_rolled_forward;
+        report.headers_reset += headers_reset;
+        drop(report);
+        self.paused.store(false, Ordering::Release);
+    }
+
+    /// What the recoveries did.
+    pub fn report(&self) -> FailoverReport {
+        self.report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The nodes declared failed.
+    pub fn failed_nodes(&self) -> Vec<NodeId> {
+        (0..self.failed.len() as NodeId)
+            .filter(|&n| self.is_failed(n))
+            .collect()
+    }
+}
+
+impl FailureHook for Failover {
+    fn on_node_failed(&self, _observer: NodeId, failed: NodeId, detected_at_ns: u64) {
+        self.fail(failed, detected_at_ns);
+    }
+}
