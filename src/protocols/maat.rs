@@ -741,15 +741,24 @@ impl Maat {
                 cx.queued.push((index, 0));
             }
         }
+        // Per queued access: the latch value to CAS from — 0, or the owner
+        // found holding it when that owner's node has failed (see below).
+        // Empty (no allocation) until a failover needs it.
+        let mut expected: Vec<u64> = Vec::new();
         while !cx.queued.is_empty() {
             {
                 let mut batch = cx.round();
-                for entry in cx.queued.iter_mut() {
+                for (position, entry) in cx.queued.iter_mut().enumerate() {
+                    let from = expected.get(position).copied().unwrap_or(0);
                     let access = cx.accesses[entry.0];
                     let table = cx.layout.table(access.table);
                     let words = Words::of(table);
-                    let cas =
-                        batch.cas(access.node, table.header_addr(access.slot, 0), 0, cx.owner);
+                    let cas = batch.cas(
+                        access.node,
+                        table.header_addr(access.slot, 0),
+                        from,
+                        cx.owner,
+                    );
                     batch.read(access.node, table.header_addr(access.slot, words.wts()), 2);
                     entry.1 = cas.0;
                 }
@@ -759,6 +768,13 @@ impl Maat {
                 // survivors' (or stop, if the worker gave up on everything).
                 let before = cx.queued.len();
                 let (worker, accesses) = (cx.worker, &cx.accesses);
+                if !expected.is_empty() {
+                    let mut keep = cx
+                        .queued
+                        .iter()
+                        .map(|&(index, _)| worker.peer_alive(accesses[index].node));
+                    expected.retain(|_| keep.next().unwrap_or(false));
+                }
                 cx.queued
                     .retain(|&(index, _)| worker.peer_alive(accesses[index].node));
                 if cx.queued.len() == before {
@@ -769,14 +785,31 @@ impl Maat {
             {
                 let batch = cx.batch();
                 cx.scratch.clear();
-                for &(index, cas) in &cx.queued {
+                for (position, &(index, cas)) in cx.queued.iter().enumerate() {
+                    let from = expected.get(position).copied().unwrap_or(0);
                     // Latched now, or by a round that failed on another
                     // (dead) node after this CAS took effect here.
                     let previous = batch.result_word(VerbId(cas));
-                    if previous == 0 || previous == cx.owner {
+                    if previous == from || previous == cx.owner {
                         let stamps = batch.result(VerbId(cas + 1));
                         cx.scratch
                             .extend_from_slice(&[index as u64, stamps[0], stamps[1]]);
+                    } else {
+                        // A failover takes over the latch of a coordinator
+                        // on a failed node: the recovery that would free it
+                        // waits for this committing attempt. Its latching
+                        // round and its install round are separate and a
+                        // posted round lands whole, so a latch it still
+                        // holds covers no write of its own (and MAAT lets
+                        // no two writers of one version commit).
+                        let dead = previous != 0
+                            && cx.worker.failover().is_some_and(|f| {
+                                f.is_failed(crate::txn::ids::split_owner(previous).0)
+                            });
+                        if dead || from != 0 {
+                            expected.resize(cx.queued.len(), 0);
+                            expected[position] = if dead { previous } else { 0 };
+                        }
                     }
                 }
             }
@@ -821,6 +854,13 @@ impl Maat {
             }
             cx.submit_passive();
             let done = &cx.scratch;
+            if !expected.is_empty() {
+                let mut keep = cx
+                    .queued
+                    .iter()
+                    .map(|&(index, _)| !done.chunks_exact(3).any(|l| l[0] == index as u64));
+                expected.retain(|_| keep.next().unwrap_or(false));
+            }
             cx.queued
                 .retain(|&(index, _)| !done.chunks_exact(3).any(|l| l[0] == index as u64));
             if !cx.queued.is_empty() {

@@ -27,6 +27,11 @@
 //! history records it there), its log round ignores backups that died
 //! (their copies are gone), and its commit stage's writes to a dead primary
 //! are superseded by the promoted backup, which holds them through the log.
+//! A committing attempt that finds a latch the failed coordinator held
+//! (MAAT's commit latches each tuple) leaves those installs to the
+//! recovery rather than wait for it: every committed write is in a log
+//! (a backup's copy, or a redo write on the serving node), from which
+//! the recovery installs it.
 //! A coordinator's records to all its backups leave in one round, so a
 //! coordinator that dies after its commit point has its records on every
 //! live backup; one that dies before posted nothing.
@@ -243,7 +248,7 @@ impl Failover {
             .collect();
         let mut outcome = recovery::recover(&self.replication, &self.stores, &failed);
         outcome.resolved_committed_count +=
-            recovery::redo_failed_coordinators(&self.replication, &self.stores, &failed);
+            recovery::redo_writes(&self.replication, &self.stores, &failed);
         let mut headers_reset = 0;
         for store in self.stores.iter().filter(|s| !self.is_failed(s.node)) {
             headers_reset += store.reset_headers(self.recovered_header);

@@ -14,9 +14,9 @@
 //!   partition it names; a partial one (its trailer never landed: the
 //!   coordinator died while posting, before its commit point) is
 //!   discarded; every other ring is drained into its backup copy;
-//! * [`redo_failed_coordinators`]: the redo writes a serving node holds
-//!   for a failed coordinator that was its partition's only other backup
-//!   are installed where the serving copy lacks them;
+//! * [`redo_writes`]: the redo writes a serving node holds (from a
+//!   coordinator that was its partition's only other backup) are installed
+//!   where the serving copy lacks them;
 //! * [`sync_copies`]: every live copy of a partition is brought to the
 //!   newest version of each tuple among them, which finishes the installs
 //!   a dead coordinator left undone on live primaries even when the
@@ -138,15 +138,12 @@ pub fn recover(
 }
 
 /// Installs, on the node serving each partition, the redo writes it holds
-/// from the coordinators in `failed` (`RedoWrite`: writes whose only other
-/// record died with their coordinator) that its copy lacks, and drops every
-/// redo write (those of live coordinators are installed by now: the
-/// recovery runs on a quiet cluster). Returns the writes installed.
-pub fn redo_failed_coordinators(
-    replication: &Replication,
-    stores: &[Arc<NodeStore>],
-    failed: &[NodeId],
-) -> u64 {
+/// (`RedoWrite`: committed writes whose only other record is on their
+/// coordinator's own node) that its copy lacks — a failed coordinator's, or
+/// a live one's that left installs to the recovery (a committing attempt
+/// that found a latch of the failed coordinator) — and drops them all.
+/// Returns the writes installed.
+pub fn redo_writes(replication: &Replication, stores: &[Arc<NodeStore>], failed: &[NodeId]) -> u64 {
     let placement = replication.placement;
     let mut installed = 0;
     for store in stores.iter().filter(|s| !failed.contains(&s.node)) {
@@ -162,10 +159,6 @@ pub fn redo_failed_coordinators(
             let handle = copy_handle(store, redo.partition, copy);
             if let Ok(slot) = handle.ensure_row(redo.table, redo.key) {
                 if ring::install_if_newer(&handle, redo.table, slot, redo.seq, &redo.record) {
-                    debug_assert!(
-                        failed.contains(&redo.coordinator),
-                        "a live coordinator's committed write missing at a quiet recovery"
-                    );
                     installed += 1;
                 }
             }
