@@ -612,7 +612,7 @@ impl Report {
                     .collect();
                 let _ = writeln!(
                     out,
-                    "  failover        survivors paused {:.1} µs; {}; {} log records of dead coordinators ({} rolled forward), {} versions synced",
+                    "  failover        survivors paused {:.1} µs; {}; {} log records of dead coordinators in the rings ({} whole: rolled forward); {} versions installed from redo writes and newer copies",
                     s * 1e6,
                     promoted.join(", "),
                     recovery.resolved_from_log_count,

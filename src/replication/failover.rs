@@ -74,7 +74,8 @@ pub struct FailoverReport {
     pub resolved_committed_count: u64,
     pub resolved_aborted_count: u64,
     /// Tuple versions a live copy took from a newer copy of its partition
-    /// (committed writes a dead coordinator had not installed everywhere).
+    /// or from a redo write (committed writes a dead coordinator had not
+    /// installed everywhere).
     pub versions_rolled_forward: u64,
     /// Tuples whose headers the recoveries reset.
     pub headers_reset: u64,
