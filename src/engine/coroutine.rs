@@ -152,17 +152,23 @@ async fn attempt<P: Protocol, W: Workload>(
             cx.worker.set_committing(cx.co, false);
             return Err(AbortReason::PeerFailed);
         }
-        let logged = replication::log::log(cx, log, at_commit_point).await;
+        // The commit point (right before the log records are posted, with
+        // no yield in between): the history records the commit, and
+        // ordered-index changes take effect, before the write-back releases
+        // anything (see `store::ordered`) — and before a coordinator that
+        // dies once its records are out could miss them.
+        let commit_point = |cx: &TxnCx<'_>| {
+            at_commit_point(cx);
+            if !cx.index_ops.is_empty() {
+                workload.at_commit_point(cx.worker.node, &cx.index_ops);
+            }
+        };
+        let logged = replication::log::log(cx, log, commit_point).await;
         if logged.is_err() {
             cx.worker.set_committing(cx.co, false);
         }
         logged
     })?;
-    // The commit point: ordered-index changes take effect now, before the
-    // write-back releases anything (see `store::ordered`).
-    if !cx.index_ops.is_empty() {
-        workload.at_commit_point(cx.worker.node, &cx.index_ops);
-    }
     // Past the commit point: commit cannot fail, and every protocol has it.
     protocol.commit(cx).await;
     cx.worker.set_committing(cx.co, false);

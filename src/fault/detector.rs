@@ -10,14 +10,21 @@
 //! * on the same tick it READs every live peer's heartbeat word
 //!   (one-sided: no peer CPU involved, one READ per peer per interval, at
 //!   most one outstanding per peer);
-//! * a peer whose word has not advanced for `timeout` is declared dead in
-//!   the node's [`Membership`], and the [`FailureHook`] is told.
+//! * a peer is declared dead in the node's [`Membership`], and the
+//!   [`FailureHook`] is told, once a READ posted more than `timeout` after
+//!   the READ that last saw its word advance has come back without an
+//!   advance (or has not come back for `timeout`).
 //!
-//! A READ to a crashed peer never brings news (the backend bounces it as
-//! `MSG_FAILED`, or it never completes), so detection takes between
-//! `timeout` and `timeout + interval` after the last heartbeat the peer
-//! wrote. On `sim` all of it runs in virtual time, so detection is
-//! deterministic given the seed.
+//! Silence is measured between the *posts* of answered READs, not by the
+//! observer's clock alone: an observer whose own turns are slow (a loaded
+//! worker on `sim`, whose turn can take a heartbeat or two) or whose READs
+//! queue behind a busy NIC does not mistake the delay for a death — it
+//! only declares one when a question asked well after the last sign of
+//! life has been answered with none. A READ to a crashed peer brings no
+//! news (the backend bounces it as `MSG_FAILED`), so detection takes
+//! between `timeout` and `timeout + interval` plus one round trip after
+//! the last heartbeat the peer wrote. On `sim` all of it runs in virtual
+//! time, so detection is deterministic given the seed.
 //!
 //! Self-stall guard: if this worker itself did not tick for more than half
 //! the timeout (an OS that descheduled the thread, a paused node), it saw
@@ -42,7 +49,12 @@ const BEAT_TAG: u16 = u16::MAX;
 #[derive(Clone, Copy, Debug)]
 struct Peer {
     last_value: u64,
+    /// Post time of the READ that last saw the heartbeat advance.
     last_advance_ns: u64,
+    /// Post time of the latest READ that came back (with news or not).
+    answered_ns: u64,
+    /// Post time of the outstanding READ, if `outstanding`.
+    posted_ns: u64,
     outstanding: bool,
 }
 
@@ -84,6 +96,8 @@ impl Detector {
                 Peer {
                     last_value: 0,
                     last_advance_ns: 0,
+                    answered_ns: 0,
+                    posted_ns: 0,
                     outstanding: false,
                 };
                 nodes as usize
@@ -115,6 +129,7 @@ impl Detector {
         if stalled {
             for peer in &mut self.peers {
                 peer.last_advance_ns = now_ns;
+                peer.answered_ns = now_ns;
             }
         }
         self.last_tick_ns = Some(now_ns);
@@ -154,6 +169,7 @@ impl Detector {
                 compare: 0,
                 swap: 0,
             };
+            self.peers[peer as usize].posted_ns = now_ns;
             match endpoint.post(DETECTOR_CO, peer, &[read], &[], &mut self.results) {
                 Posted::At(_) => {
                     let value = self.results[peer as usize];
@@ -174,28 +190,42 @@ impl Detector {
             return;
         }
         let peer = msg.call;
-        self.peers[peer as usize].outstanding = false;
-        if msg.flags & MSG_FAILED == 0 {
-            self.observe(peer, msg.payload[0], now_ns);
-        }
-    }
-
-    fn observe(&mut self, peer: NodeId, value: u64, now_ns: u64) {
         let state = &mut self.peers[peer as usize];
         state.outstanding = false;
+        let posted_ns = state.posted_ns;
+        if msg.flags & MSG_FAILED == 0 {
+            self.observe(peer, msg.payload[0], posted_ns);
+        } else {
+            state.answered_ns = state.answered_ns.max(posted_ns);
+        }
+        self.judge(now_ns);
+    }
+
+    /// The READ posted at `posted_ns` to `peer` came back with `value`.
+    fn observe(&mut self, peer: NodeId, value: u64, posted_ns: u64) {
+        let state = &mut self.peers[peer as usize];
+        state.outstanding = false;
+        state.answered_ns = state.answered_ns.max(posted_ns);
         if value != state.last_value {
             state.last_value = value;
-            state.last_advance_ns = now_ns;
+            state.last_advance_ns = state.last_advance_ns.max(posted_ns);
         }
     }
 
     fn judge(&mut self, now_ns: u64) {
+        let timeout = self.settings.timeout_ns;
         for peer in 0..self.peers.len() as NodeId {
             if peer == self.node || !self.membership.is_alive(peer) {
                 continue;
             }
-            let silent_ns = now_ns.saturating_sub(self.peers[peer as usize].last_advance_ns);
-            if silent_ns > self.settings.timeout_ns && self.membership.declare_dead(peer, now_ns) {
+            let state = &self.peers[peer as usize];
+            let answered_silence = state.answered_ns.saturating_sub(state.last_advance_ns);
+            let unanswered = state.outstanding
+                && state.posted_ns > state.last_advance_ns
+                && now_ns.saturating_sub(state.posted_ns) > timeout;
+            if (answered_silence > timeout || unanswered)
+                && self.membership.declare_dead(peer, now_ns)
+            {
                 self.hook.on_node_failed(self.node, peer, now_ns);
             }
         }

@@ -165,8 +165,11 @@ pub struct DetectorSettings {
 
 impl DetectorSettings {
     /// Defaults: on `sim`, 20 network round trips (at least 20 µs) between
-    /// heartbeats and 5 intervals to declare a death — fast enough for
-    /// millisecond-long simulated runs, far above the modeled jitter. On
+    /// heartbeats and 10 intervals to declare a death — fast enough for
+    /// millisecond-long simulated runs, far above the modeled jitter, and
+    /// above the longest stretch a loaded worker's event loop goes without
+    /// a turn in the modeled CPU (TPC-C's local scans; 5 intervals let a
+    /// survivor that had taken over a failed partition be suspected). On
     /// `threads`, 2 ms and 50 ms: worker threads time-share the cores, and
     /// an OS scheduler may hold a runnable thread back for tens of ms on a
     /// loaded host, which must not count as a death. On `ucx`, 5 ms and
@@ -182,7 +185,7 @@ impl DetectorSettings {
                 let interval = (20 * rtt).max(20_000);
                 DetectorSettings {
                     heartbeat_interval_ns: interval,
-                    timeout_ns: 5 * interval,
+                    timeout_ns: 10 * interval,
                 }
             }
             FabricKind::Threads => DetectorSettings {
@@ -445,6 +448,10 @@ pub struct RecoveryReport {
     pub resolved_aborted_count: u64,
     pub versions_rolled_forward: u64,
     pub headers_reset: u64,
+    /// Declarations of death the failover did not act on because the
+    /// node holds the last live copy of a partition (it is then only
+    /// unreachable from the survivors that declared it; nothing is lost).
+    pub suspicions_ignored: u64,
     /// Rounds a worker abandoned at the end of the run because what they
     /// waited for never came (e.g. a lock a dead coordinator left behind
     /// with replication 1). Zero in a run whose survivors all finished.
@@ -619,6 +626,7 @@ impl FaultRun {
             report.resolved_aborted_count = done.resolved_aborted_count;
             report.headers_reset = done.headers_reset;
             report.versions_rolled_forward = done.versions_rolled_forward;
+            report.suspicions_ignored = done.suspicions_ignored;
         }
         report
     }
@@ -786,6 +794,8 @@ mod tests {
         let settings = DetectorSettings::of(&faulty).unwrap();
         assert_eq!(settings.timeout_ns, 300_000);
         assert_eq!(settings.heartbeat_interval_ns, 20_000);
+        faulty.failure_detector.timeout_us = None;
+        assert_eq!(DetectorSettings::of(&faulty).unwrap().timeout_ns, 200_000);
     }
 
     #[test]

@@ -79,6 +79,9 @@ pub struct FailoverReport {
     pub versions_rolled_forward: u64,
     /// Tuples whose headers the recoveries reset.
     pub headers_reset: u64,
+    /// Declarations not acted on: the node holds a partition's last live
+    /// copy (see [`Failover::fail`]).
+    pub suspicions_ignored: u64,
 }
 
 /// A replicated run's failover state, shared by every worker of every node
@@ -176,8 +179,27 @@ impl Failover {
     }
 
     /// Declares `node` failed at `at_ns` (the first survivor to detect it):
-    /// the survivors pause until it is recovered.
+    /// the survivors pause until it is recovered. A node whose loss would
+    /// leave a partition without a live copy is not failed over (it can
+    /// only be a false suspicion, or a failure beyond what the replication
+    /// factor tolerates): fencing it would lose committed data, so it
+    /// stays in the configuration, unreachable from the survivors that
+    /// declared it, and the report counts the suspicion.
     pub fn fail(&self, node: NodeId, at_ns: u64) {
+        if self.is_failed(node) {
+            return;
+        }
+        let placement = self.replication.placement;
+        let last_copy = (0..placement.nodes as NodeId).any(|partition| {
+            placement
+                .primary_given(partition, |n| n != node && !self.is_failed(n))
+                .is_none()
+        });
+        if last_copy {
+            let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
+            report.suspicions_ignored += 1;
+            return;
+        }
         if self.failed[node as usize].swap(true, Ordering::AcqRel) {
             return;
         }
