@@ -233,7 +233,7 @@ pub fn sync_copies(replication: &Replication, stores: &[Arc<NodeStore>], failed:
 /// own rows), whose inserts go to that copy.
 fn copy_handle(store: &Arc<NodeStore>, partition: NodeId, copy: u32) -> NodeStore {
     if copy == 0 {
-        store.backup_view_of_own()
+        store.own_view()
     } else {
         store.backup_view(partition, copy)
     }

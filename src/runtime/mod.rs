@@ -32,7 +32,12 @@
 //! worker abandons whatever its coroutines still wait for and fails every
 //! later round, so a run ends even when a survivor waits on something only
 //! the dead could have given (a lock its coordinator held, with
-//! replication 1).
+//! replication 1). In a replicated run's failover (`replication::failover`)
+//! the worker routes accesses to the node serving each partition, fails at
+//! once the rounds of attempts before their commit point while the cluster
+//! pauses (a committing attempt's rounds still go out, less their parts for
+//! dead peers), refuses the requests waiting on it, and never runs again
+//! once its own node is declared failed.
 //!
 //! Invariants: a `RefCell` borrow of a slot's batch or of the endpoint is
 //! never held across an await; `pending` counts exactly the awaited
@@ -87,6 +92,12 @@ pub struct CoSlot {
 }
 
 impl CoSlot {
+    /// Part of the current round could not go out or complete.
+    fn fail_round(&self) {
+        self.failed.set(true);
+        self.attempt_failed.set(true);
+    }
+
     #[inline]
     fn runnable(&self, now_ns: u64) -> bool {
         self.pending.get() == 0
@@ -328,8 +339,7 @@ impl Worker {
                 pool.push(call.payload);
             }
             if !passive {
-                slot.failed.set(true);
-                slot.attempt_failed.set(true);
+                slot.fail_round();
             }
             return (0, false);
         }
@@ -363,8 +373,7 @@ impl Worker {
             }
             if dead(node) {
                 if !passive {
-                    slot.failed.set(true);
-                    slot.attempt_failed.set(true);
+                    slot.fail_round();
                 }
                 start = end;
                 continue;
@@ -384,8 +393,7 @@ impl Worker {
             if dead(call.node) {
                 pool.push(call.payload);
                 if !passive {
-                    slot.failed.set(true);
-                    slot.attempt_failed.set(true);
+                    slot.fail_round();
                 }
                 continue;
             }
@@ -551,8 +559,7 @@ impl Worker {
         }
         debug_assert!(slot.pending.get() > 0, "failure nobody waits for");
         slot.pending.set(slot.pending.get().saturating_sub(1));
-        slot.failed.set(true);
-        slot.attempt_failed.set(true);
+        slot.fail_round();
         if msg.flags & MSG_COMPLETION != 0 {
             batch.pool.push(msg.payload);
         } else {
@@ -629,8 +636,7 @@ impl Worker {
                     .abandoned_rounds
                     .set(faults.abandoned_rounds.get() + 1);
                 slot.pending.set(0);
-                slot.failed.set(true);
-                slot.attempt_failed.set(true);
+                slot.fail_round();
             }
             slot.unacked.set(0);
         }

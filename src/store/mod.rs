@@ -409,7 +409,7 @@ impl NodeStore {
 
     /// Another handle on this node's own rows (copy 0), sharing everything
     /// with `self`.
-    pub fn backup_view_of_own(&self) -> NodeStore {
+    pub fn own_view(&self) -> NodeStore {
         NodeStore {
             node: self.node,
             layout: self.layout.clone(),
