@@ -160,6 +160,27 @@ impl Replication {
         true
     }
 
+    /// Applies what has arrived in coordinator `node`'s worker `worker`'s
+    /// ring on `store`'s node (its only consumer), holding redo writes
+    /// aside.
+    fn drain_ring(
+        &self,
+        store: &NodeStore,
+        node: NodeId,
+        worker: u16,
+        scratch: &mut Vec<u64>,
+    ) -> ring::Drained {
+        ring::drain_ring(
+            store,
+            &self.rings,
+            &self.placement,
+            node,
+            worker,
+            scratch,
+            &|coordinator, write| self.take_redo(store, coordinator, write),
+        )
+    }
+
     /// Serves a replication RPC on `store`'s node; `None` if `kind` is
     /// not one.
     pub fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Option<Served> {
@@ -187,15 +208,7 @@ impl Replication {
             kind::LOG_DRAIN => {
                 let (node, worker) = (payload[0] as NodeId, payload[1] as u16);
                 let mut scratch = Vec::new();
-                let drained = ring::drain_ring(
-                    store,
-                    &self.rings,
-                    &self.placement,
-                    node,
-                    worker,
-                    &mut scratch,
-                    &|coordinator, write| self.take_redo(store, coordinator, write),
-                );
+                let drained = self.drain_ring(store, node, worker, &mut scratch);
                 payload.clear();
                 payload.push(drained.head);
             }
@@ -216,15 +229,7 @@ impl Replication {
             if node == store.node {
                 continue;
             }
-            let drained = ring::drain_ring(
-                store,
-                &self.rings,
-                &self.placement,
-                node,
-                worker,
-                scratch,
-                &|coordinator, write| self.take_redo(store, coordinator, write),
-            );
+            let drained = self.drain_ring(store, node, worker, scratch);
             applied |= drained.records > 0;
         }
         applied
@@ -237,16 +242,7 @@ impl Replication {
         let mut records = 0;
         for node in 0..self.rings.nodes as NodeId {
             for worker in 0..self.rings.workers {
-                records += ring::drain_ring(
-                    store,
-                    &self.rings,
-                    &self.placement,
-                    node,
-                    worker,
-                    &mut scratch,
-                    &|coordinator, write| self.take_redo(store, coordinator, write),
-                )
-                .records;
+                records += self.drain_ring(store, node, worker, &mut scratch).records;
             }
         }
         records
