@@ -28,10 +28,8 @@
 //! (their copies are gone), and its commit stage's writes to a dead primary
 //! are superseded by the promoted backup, which holds them through the log.
 //! A committing attempt that finds a latch the failed coordinator held
-//! (MAAT's commit latches each tuple) leaves those installs to the
-//! recovery rather than wait for it: every committed write is in a log
-//! (a backup's copy, or a redo write on the serving node), from which
-//! the recovery installs it.
+//! (MAAT's commit latches each tuple) takes it over rather than wait for
+//! the recovery, which waits for the attempt (`protocols::maat`).
 //! A coordinator's records to all its backups leave in one round, so a
 //! coordinator that dies after its commit point has its records on every
 //! live backup; one that dies before posted nothing.
