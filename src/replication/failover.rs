@@ -268,7 +268,8 @@ impl Failover {
             .filter(|&n| self.is_failed(n))
             .collect();
         let mut outcome = recovery::recover(&self.replication, &self.stores, &failed);
-        outcome.resolved_committed_count +=
+        // Redo writes are versions installed, not log records found.
+        outcome.versions_rolled_forward +=
             recovery::redo_writes(&self.replication, &self.stores, &failed);
         let mut headers_reset = 0;
         for store in self.stores.iter().filter(|s| !self.is_failed(s.node)) {
