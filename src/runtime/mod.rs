@@ -35,8 +35,9 @@
 //! replication 1). In a replicated run's failover (`replication::failover`)
 //! the worker routes accesses to the node serving each partition, fails at
 //! once the rounds of attempts before their commit point while the cluster
-//! pauses (a committing attempt's rounds still go out, less their parts for
-//! dead peers), refuses the requests waiting on it, and never runs again
+//! pauses (a committing attempt's rounds, and every passive round — they
+//! release what an attempt holds — still go out, less their parts for dead
+//! peers), refuses the requests waiting on it, and never runs again
 //! once its own node is declared failed.
 //!
 //! Invariants: a `RefCell` borrow of a slot's batch or of the endpoint is
@@ -332,7 +333,7 @@ impl Worker {
     /// complete, and whether the round left this node.
     fn post(&self, co: u16, passive: bool) -> (u64, bool) {
         let slot = &self.slots[co as usize];
-        if self.round_cannot_reach(co) {
+        if self.round_cannot_reach(co, passive) {
             let mut batch = slot.batch.borrow_mut();
             let Batch { calls, pool, .. } = &mut *batch;
             for call in calls.drain(..) {
@@ -345,9 +346,10 @@ impl Worker {
         }
         let mut batch = slot.batch.borrow_mut();
         let mut endpoint = self.endpoint.borrow_mut();
-        // A committing attempt's round (`round_cannot_reach` lets it
-        // through) skips only its verbs and calls to peers declared dead:
-        // its writes to the live ones must land.
+        // A committing attempt's round, or a passive one while paused
+        // (`round_cannot_reach` lets them through), skips only its verbs
+        // and calls to peers declared dead: its writes to the live ones
+        // must land.
         let dead = |node: NodeId| {
             self.faults
                 .as_ref()
@@ -422,19 +424,23 @@ impl Worker {
 
     /// Whether `co`'s queued round needs a peer declared dead (or the
     /// worker gave up): then it is not posted at all.
-    fn round_cannot_reach(&self, co: u16) -> bool {
+    fn round_cannot_reach(&self, co: u16, passive: bool) -> bool {
         let Some(faults) = &self.faults else {
             return false;
         };
         if faults.gave_up.get() {
             return true;
         }
-        if let Some(failover) = &faults.failover {
-            if failover.paused() && !self.slots[co as usize].committing.get() {
-                return true;
-            }
+        let committing = self.slots[co as usize].committing.get();
+        let paused = faults.failover.as_ref().is_some_and(|f| f.paused());
+        // While paused, an attempt before its commit point still posts its
+        // passive rounds (less their parts for dead peers): they release
+        // what it holds — a latch or lock left held would stall a
+        // committing attempt, which the recovery waits for.
+        if paused && !committing && !passive {
+            return true;
         }
-        if faults.membership.epoch() == 0 || self.slots[co as usize].committing.get() {
+        if faults.membership.epoch() == 0 || committing || (paused && passive) {
             return false;
         }
         let batch = self.slots[co as usize].batch.borrow();
