@@ -34,10 +34,15 @@
 //! coordinator that dies after its commit point has its records on every
 //! live backup; one that dies before posted nothing.
 //!
-//! Where it runs: `sim` and `threads`, whose nodes share one address space —
-//! the recovering worker reads the survivors' rings and writes their tuples
+//! Where it runs: on `sim` and `threads`, whose nodes share one address
+//! space, one `Failover` serves the whole cluster ([`Failover::new`]): the
+//! recovering worker reads the survivors' rings and writes their tuples
 //! directly (what one-sided READs and WRITEs would do on a real network; on
-//! `sim` the recovery takes no virtual time). `ucx` refuses `--fault`.
+//! `sim` the recovery takes no virtual time). On `ucx` each process has
+//! its own ([`Failover::for_node`]): the pause and the parking are the
+//! same, but the steps run on each survivor's own memory and are
+//! sequenced across the processes by `cluster::failover` (quiet → recover
+//! locally → exchange and install the newest versions → reset → resume).
 //!
 //! Invariants: a partition is served by exactly one node at a time, which
 //! holds an up-to-date copy of it before serving it; no transaction is
@@ -104,6 +109,9 @@ pub struct Failover {
     /// The protocol's `Protocol::recovered_header`.
     recovered_header: fn(&TableLayout, &mut [u64]),
     report: Mutex<FailoverReport>,
+    /// `Some(node)`: this failover is one process's (`for_node`; `stores`
+    /// holds that node's store only) and the cluster driver recovers.
+    local: Option<NodeId>,
 }
 
 impl Failover {
@@ -132,7 +140,154 @@ impl Failover {
             poll_ns: poll_ns.max(1),
             recovered_header,
             report: Mutex::new(FailoverReport::default()),
+            local: None,
         }
+    }
+
+    /// The failover of one process of a multi-process run (`ucx`): it
+    /// hosts `store`'s node of a `nodes`-node cluster (from the placement);
+    /// the recovery steps are run by the cluster driver through
+    /// [`Failover::recover_locally`] and the methods after it.
+    pub fn for_node(
+        replication: Arc<Replication>,
+        store: Arc<NodeStore>,
+        coroutines_per_node: u32,
+        poll_ns: u64,
+        recovered_header: fn(&TableLayout, &mut [u64]),
+    ) -> Failover {
+        let nodes = replication.placement.nodes as usize;
+        let node = store.node;
+        Failover {
+            replication,
+            stores: vec![store],
+            failed: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
+            recovered: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
+            paused: AtomicBool::new(false),
+            paused_at_ns: AtomicU64::new(0),
+            active: (0..nodes)
+                .map(|_| AtomicU32::new(coroutines_per_node))
+                .collect(),
+            recovering: AtomicBool::new(false),
+            poll_ns: poll_ns.max(1),
+            recovered_header,
+            report: Mutex::new(FailoverReport::default()),
+            local: Some(node),
+        }
+    }
+
+    /// The one store of a per-process failover.
+    fn local_store(&self) -> &Arc<NodeStore> {
+        debug_assert!(self.local.is_some());
+        &self.stores[0]
+    }
+
+    /// Per process: paused, and every coroutine of this node parked or
+    /// finished (nothing of its own before its commit point, nothing of its
+    /// own outstanding).
+    pub fn quiet_locally(&self) -> bool {
+        let node = self.local.expect("a per-process failover") as usize;
+        self.paused() && self.active[node].load(Ordering::Acquire) == 0
+    }
+
+    /// Per process, once every survivor is quiet: rolls the failed
+    /// coordinators' decided records in this node's rings forward onto its
+    /// copies, drains its other rings, and reports the undecided ones
+    /// (`recovery::recover_local`).
+    pub fn recover_locally(&self) -> (recovery::RecoveryOutcome, recovery::Doubts) {
+        let _gate = self
+            .replication
+            .apply_gate
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        recovery::recover_local(&self.replication, self.local_store(), &self.failed_nodes())
+    }
+
+    /// Per process, once the cluster decided the doubts: applies the
+    /// failed coordinators' remaining records whose transaction is in
+    /// `committed` (sorted), drops the others, installs the redo writes
+    /// (`recovery::resolve_local`).
+    pub fn resolve_locally(&self, committed: &[u64]) -> recovery::RecoveryOutcome {
+        let _gate = self
+            .replication
+            .apply_gate
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        recovery::resolve_local(
+            &self.replication,
+            self.local_store(),
+            &self.failed_nodes(),
+            committed,
+        )
+    }
+
+    /// Per process, after [`Failover::recover_locally`] everywhere: this
+    /// node's versions of the partitions it shares with another survivor
+    /// (`recovery::sync_digest`).
+    pub fn sync_digest(&self) -> Vec<u64> {
+        recovery::sync_digest(&self.replication, self.local_store(), &self.failed_nodes())
+    }
+
+    /// Per process: installs the versions the merge of every survivor's
+    /// digest found this node lacking. Returns how many.
+    pub fn install_sync(&self, entries: &[u64]) -> Result<u64, String> {
+        let _gate = self
+            .replication
+            .apply_gate
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        recovery::install_sync(&self.replication, self.local_store(), entries)
+    }
+
+    /// Per process, the last step before resuming: resets this node's
+    /// protocol headers (releasing what the dead coordinators held) and
+    /// routes each failed partition to its promoted copy. Returns the
+    /// headers reset and the promotions.
+    pub fn reset_locally(&self) -> (u64, Vec<(NodeId, NodeId)>) {
+        let failed = self.failed_nodes();
+        let headers_reset = self.local_store().reset_headers(self.recovered_header);
+        let placement = self.replication.placement;
+        let mut promoted = Vec::new();
+        for &partition in &failed {
+            if let Some(node) = placement.primary_given(partition, |n| !failed.contains(&n)) {
+                self.replication.serving[partition as usize].store(node as u32, Ordering::Release);
+                promoted.push((partition, node));
+            }
+        }
+        (headers_reset, promoted)
+    }
+
+    /// Per process, once every survivor has reset: the clients resume.
+    /// `cluster`: what the whole recovery did (rank 0 reports it; others
+    /// may pass their own part).
+    pub fn resume(&self, recovery_ns: u64, cluster: &FailoverReport) {
+        let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
+        for &(partition, node) in &cluster.promoted {
+            if !self.recovered[partition as usize].swap(true, Ordering::AcqRel) {
+                report.promoted.push((partition, node));
+            }
+        }
+        report.recoveries += 1;
+        report.recovery_ns += recovery_ns;
+        report.resolved_from_log_count += cluster.resolved_from_log_count;
+        report.resolved_committed_count += cluster.resolved_committed_count;
+        report.resolved_aborted_count += cluster.resolved_aborted_count;
+        report.versions_rolled_forward += cluster.versions_rolled_forward;
+        report.headers_reset += cluster.headers_reset;
+        drop(report);
+        self.paused.store(false, Ordering::Release);
+    }
+
+    /// Counts a declaration the cluster did not act on.
+    pub fn ignore_suspicion(&self) {
+        self.report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .suspicions_ignored += 1;
+    }
+
+    /// Where every partition's copies live.
+    pub fn placement(&self) -> super::Placement {
+        self.replication.placement
     }
 
     /// The node that serves `partition` now.
@@ -237,7 +392,7 @@ impl Failover {
     /// finished. `now_ns`: the fabric clock (`u64::MAX`: unknown, the run's
     /// end).
     fn try_recover(&self, now_ns: u64) {
-        if !self.paused() {
+        if !self.paused() || self.local.is_some() {
             return;
         }
         let quiet = (0..self.active.len())
@@ -253,7 +408,7 @@ impl Failover {
     /// now, so the final state has every failed partition on its promoted
     /// copy.
     pub fn finish(&self) {
-        if self.paused() {
+        if self.paused() && self.local.is_none() {
             self.recover(u64::MAX);
         }
     }

@@ -23,7 +23,13 @@
 //!   what has arrived and answer its head. A record larger than the whole
 //!   ring goes by RPC.
 //! * **RPC** (`log = rpc`): a `LOG_APPEND` message per backup, which the
-//!   backup's event loop applies at once and answers.
+//!   backup's event loop stores and answers at once.
+//!
+//! Either way a backup applies a record only once the coordinator's
+//! watermark says every backup acknowledged it (`ring`'s "Apply only what
+//! is decided"): the watermark rides on the coordinator's next post to
+//! that backup (a one-word WRITE in the same doorbell batch, or the
+//! `LOG_APPEND`'s first word) and on `LOG_DRAIN` — off the critical path.
 //!
 //! A read-only transaction logs nothing; with replication factor 1 the
 //! stage costs nothing.
@@ -51,13 +57,13 @@ use crate::txn::{Access, TxnCx, TxnResult};
 
 use super::failover::Failover;
 use super::placement::Placement;
-use super::ring::{self, LoggedWrite, RingLayout, RECORD_FIXED_WORDS, WRITE_FIXED_WORDS};
+use super::ring::{self, Decided, LoggedWrite, RingLayout, RECORD_FIXED_WORDS, WRITE_FIXED_WORDS};
 
 /// RPC kinds of the replication layer (outside every protocol's range).
 pub mod kind {
-    /// `[record…]` → `[writes installed]`.
+    /// `[watermark, record…]` → `[writes installed]`.
     pub const LOG_APPEND: u16 = 0xF001;
-    /// `[coordinator node, coordinator worker]` → `[head]`.
+    /// `[coordinator node, coordinator worker, watermark]` → `[head]`.
     pub const LOG_DRAIN: u16 = 0xF002;
 
     pub fn owned(kind: u16) -> bool {
@@ -84,6 +90,25 @@ pub struct Replication {
     /// Per node: redo writes it holds for partitions it serves
     /// ([`RedoWrite`]).
     pub redo: Box<[std::sync::Mutex<Vec<RedoWrite>>]>,
+    /// Per node: the records that came by `LOG_APPEND`, until decided.
+    pub rpc_log: Box<[std::sync::Mutex<RpcLog>]>,
+}
+
+/// A backup node's records that came by RPC and are not applied yet, and
+/// each coordinator worker's latest watermark.
+#[derive(Debug, Default)]
+pub struct RpcLog {
+    pub pending: Vec<PendingRecord>,
+    pub watermarks: std::collections::HashMap<(NodeId, u16), u64>,
+}
+
+/// A record that came by RPC, from coordinator `(node, worker)`.
+#[derive(Clone, Debug)]
+pub struct PendingRecord {
+    pub node: NodeId,
+    pub worker: u16,
+    pub round: u64,
+    pub words: Vec<u64>,
 }
 
 /// A committed write that a coordinator also sent to the node serving its
@@ -124,7 +149,86 @@ impl Replication {
             redo: (0..placement.nodes)
                 .map(|_| std::sync::Mutex::new(Vec::new()))
                 .collect(),
+            rpc_log: (0..placement.nodes)
+                .map(|_| std::sync::Mutex::new(RpcLog::default()))
+                .collect(),
         }
+    }
+
+    /// Applies the records that came by RPC to `store`'s node: those of
+    /// coordinator workers `worker` (all: `None`) that `decided` admits
+    /// (below their coordinator's watermark, or all). Returns the writes
+    /// installed.
+    pub fn apply_rpc_log(&self, store: &NodeStore, worker: Option<u16>, decided: Decided) -> u64 {
+        let mut log = self.rpc_log[store.node as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if log.pending.is_empty() {
+            return 0;
+        }
+        let RpcLog {
+            pending,
+            watermarks,
+        } = &mut *log;
+        let mut installed = 0;
+        pending.retain(|record| {
+            let ready = worker.is_none_or(|w| w == record.worker)
+                && (decided == Decided::All
+                    || record.round
+                        < watermarks
+                            .get(&(record.node, record.worker))
+                            .copied()
+                            .unwrap_or(0));
+            if !ready {
+                return true;
+            }
+            installed += self.apply_record(store, &record.words);
+            false
+        });
+        installed
+    }
+
+    /// Applies (and drops) the records that came by RPC to `store`'s node
+    /// for which `take` holds (a recovery's own choice). Returns the
+    /// writes installed.
+    pub fn apply_rpc_log_where(
+        &self,
+        store: &NodeStore,
+        take: &dyn Fn(&PendingRecord) -> bool,
+    ) -> u64 {
+        let mut log = self.rpc_log[store.node as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut installed = 0;
+        log.pending.retain(|record| {
+            if !take(record) {
+                return true;
+            }
+            installed += self.apply_record(store, &record.words);
+            false
+        });
+        installed
+    }
+
+    /// Applies one whole record on `store`'s node (redo writes held aside).
+    fn apply_record(&self, store: &NodeStore, words: &[u64]) -> u64 {
+        let mut installed = 0u64;
+        let Some((txn_id, writes)) = ring::parse_record(words) else {
+            debug_assert!(false, "malformed log record");
+            return 0;
+        };
+        let coordinator = crate::txn::ids::node_of_txn(txn_id);
+        for write in &writes {
+            if self.take_redo(store, coordinator, write) {
+                continue;
+            }
+            match ring::apply_write(store, &self.placement, write) {
+                Ok(true) => installed += 1,
+                Ok(false) => {}
+                Err(problem) => debug_assert!(false, "{problem}"),
+            }
+        }
+        installed
     }
 
     /// The node serving `partition` now.
@@ -163,11 +267,12 @@ impl Replication {
     /// Applies what has arrived in coordinator `node`'s worker `worker`'s
     /// ring on `store`'s node (its only consumer), holding redo writes
     /// aside.
-    fn drain_ring(
+    pub fn drain_ring(
         &self,
         store: &NodeStore,
         node: NodeId,
         worker: u16,
+        decided: Decided,
         scratch: &mut Vec<u64>,
     ) -> ring::Drained {
         ring::drain_ring(
@@ -176,6 +281,7 @@ impl Replication {
             &self.placement,
             node,
             worker,
+            decided,
             scratch,
             &|coordinator, write| self.take_redo(store, coordinator, write),
         )
@@ -186,29 +292,47 @@ impl Replication {
     pub fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Option<Served> {
         match kind {
             kind::LOG_APPEND => {
-                let mut installed = 0u64;
-                if let Some((txn_id, writes)) = ring::parse_record(payload) {
-                    let coordinator = crate::txn::ids::node_of_txn(txn_id);
-                    for write in &writes {
-                        if self.take_redo(store, coordinator, write) {
-                            continue;
+                let watermark = payload.first().copied().unwrap_or(0);
+                let record = payload.get(1..).unwrap_or(&[]);
+                let installed = match ring::parse_record(record) {
+                    Some((txn_id, _)) => {
+                        let (round, _) = ring::record_meta(record);
+                        let node = crate::txn::ids::node_of_txn(txn_id);
+                        let worker =
+                            ((txn_id >> (crate::txn::ids::COUNTER_BITS + 8)) & 0xff) as u16;
+                        {
+                            let mut log = self.rpc_log[store.node as usize]
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner());
+                            let mark = log.watermarks.entry((node, worker)).or_insert(0);
+                            *mark = (*mark).max(watermark);
+                            log.pending.push(PendingRecord {
+                                node,
+                                worker,
+                                round,
+                                words: record.to_vec(),
+                            });
                         }
-                        match ring::apply_write(store, &self.placement, write) {
-                            Ok(true) => installed += 1,
-                            Ok(false) => {}
-                            Err(problem) => debug_assert!(false, "{problem}"),
-                        }
+                        self.apply_rpc_log(store, Some(worker), Decided::BelowWatermark)
                     }
-                } else {
-                    debug_assert!(false, "malformed LOG_APPEND");
-                }
+                    None => {
+                        debug_assert!(false, "malformed LOG_APPEND");
+                        0
+                    }
+                };
                 payload.clear();
                 payload.push(installed);
             }
             kind::LOG_DRAIN => {
                 let (node, worker) = (payload[0] as NodeId, payload[1] as u16);
+                let watermark = payload.get(2).copied().unwrap_or(0);
+                let mark_addr = self.rings.watermark_addr(node, worker);
+                if store.region.load(mark_addr) < watermark {
+                    store.region.store(mark_addr, watermark);
+                }
                 let mut scratch = Vec::new();
-                let drained = self.drain_ring(store, node, worker, &mut scratch);
+                let drained =
+                    self.drain_ring(store, node, worker, Decided::BelowWatermark, &mut scratch);
                 payload.clear();
                 payload.push(drained.head);
             }
@@ -229,9 +353,10 @@ impl Replication {
             if node == store.node {
                 continue;
             }
-            let drained = self.drain_ring(store, node, worker, scratch);
+            let drained = self.drain_ring(store, node, worker, Decided::BelowWatermark, scratch);
             applied |= drained.records > 0;
         }
+        applied |= self.apply_rpc_log(store, Some(worker), Decided::BelowWatermark) > 0;
         applied
     }
 
@@ -242,9 +367,12 @@ impl Replication {
         let mut records = 0;
         for node in 0..self.rings.nodes as NodeId {
             for worker in 0..self.rings.workers {
-                records += self.drain_ring(store, node, worker, &mut scratch).records;
+                records += self
+                    .drain_ring(store, node, worker, Decided::All, &mut scratch)
+                    .records;
             }
         }
+        self.apply_rpc_log(store, None, Decided::All);
         records
     }
 }
@@ -268,6 +396,10 @@ pub struct LogWriter {
     pub records_onesided: Cell<u64>,
     pub records_rpc: Cell<u64>,
     pub ring_full_waits: Cell<u64>,
+    /// The next log round's number, and the rounds posted and not yet
+    /// acknowledged by every backup (see `ring`'s watermark).
+    next_round: Cell<u64>,
+    outstanding: RefCell<Vec<u64>>,
 }
 
 impl LogWriter {
@@ -284,7 +416,19 @@ impl LogWriter {
             records_onesided: Cell::new(0),
             records_rpc: Cell::new(0),
             ring_full_waits: Cell::new(0),
+            next_round: Cell::new(0),
+            outstanding: RefCell::new(Vec::new()),
         }
+    }
+
+    /// Every round below this one was acknowledged by all its backups.
+    fn watermark(&self) -> u64 {
+        let outstanding = self.outstanding.borrow();
+        outstanding
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(self.next_round.get())
     }
 
     fn free_words(&self, backup: NodeId) -> u64 {
@@ -332,9 +476,15 @@ fn record_words(cx: &TxnCx<'_>, placement: &Placement, backup: NodeId) -> u64 {
 }
 
 /// Builds the record for `backup` into `out`.
-fn build_record(cx: &TxnCx<'_>, placement: &Placement, backup: NodeId, out: &mut Vec<u64>) {
+fn build_record(
+    cx: &TxnCx<'_>,
+    placement: &Placement,
+    backup: NodeId,
+    (round, targets): (u64, u32),
+    out: &mut Vec<u64>,
+) {
     let failover = cx.worker.failover().map(|f| &**f);
-    ring::start_record(out, cx.txn_id);
+    ring::start_record(out, cx.txn_id, round, targets);
     for (index, access) in cx.accesses.iter().enumerate() {
         if logged_to(access, placement, failover, cx.worker.node, backup) {
             ring::push_write(
@@ -405,13 +555,19 @@ async fn log_to(
 ) -> TxnResult<()> {
     let placement = writer.replication.placement;
     let rings = writer.replication.rings;
+    // A backup declared failed while this attempt waited is dropped: its
+    // copies are gone (`failover`), and the records to the others do not
+    // change (which nodes serve a partition changes only once no attempt
+    // is committing).
+    let failover = cx.worker.failover().cloned();
+    let failed = |backup: NodeId| failover.as_ref().is_some_and(|f| f.is_failed(backup));
     // One-sided: make room in every ring first (the only waits), then
     // reserve and write without yielding, so coroutines of this worker
     // never interleave inside one ring.
     if onesided {
         loop {
             let short = targets.iter().find(|&&(backup, words)| {
-                words <= rings.ring_words && writer.free_words(backup) < words
+                !failed(backup) && words <= rings.ring_words && writer.free_words(backup) < words
             });
             let Some(&(backup, words)) = short else {
                 break;
@@ -421,12 +577,30 @@ async fn log_to(
         }
     }
     at_commit_point(cx);
+    let round = writer.next_round.get();
+    writer.next_round.set(round + 1);
+    writer.outstanding.borrow_mut().push(round);
+    let watermark = writer.watermark();
+    let remote_targets = targets
+        .iter()
+        .filter(|&&(backup, _)| backup != writer.node && !failed(backup))
+        .count() as u32;
     {
         let mut batch = cx.round();
         let mut record = writer.scratch.borrow_mut();
         for &(backup, words) in targets {
-            build_record(cx, &placement, backup, &mut record);
+            if failed(backup) {
+                continue;
+            }
+            build_record(cx, &placement, backup, (round, remote_targets), &mut record);
             debug_assert_eq!(record.len() as u64, words);
+            // The ring space was made for `words`; a record of another
+            // size would break the ring's framing.
+            assert_eq!(
+                record.len() as u64,
+                words,
+                "a log record changed size between its reservation and its post"
+            );
             if onesided && words <= rings.ring_words {
                 let mut tails = writer.tails.borrow_mut();
                 let tail = tails[backup as usize];
@@ -434,6 +608,12 @@ async fn log_to(
                 let ring = rings.ring_addr(writer.node, writer.worker);
                 let at = tail % rings.ring_words;
                 let first = (rings.ring_words - at).min(words) as usize;
+                // The lazy notification: what earlier rounds are decided.
+                batch.write(
+                    backup,
+                    rings.watermark_addr(writer.node, writer.worker),
+                    &[watermark],
+                );
                 batch.write(backup, ring + at, &record[..first]);
                 if first < record.len() {
                     batch.write(backup, ring, &record[first..]);
@@ -443,6 +623,7 @@ async fn log_to(
                     .set(writer.records_onesided.get() + 1);
             } else {
                 let mut payload = batch.payload();
+                payload.push(watermark);
                 payload.extend_from_slice(&record);
                 batch.call(backup, kind::LOG_APPEND, payload, false);
                 writer.records_rpc.set(writer.records_rpc.get() + 1);
@@ -455,6 +636,7 @@ async fn log_to(
     if cx.submit().await.is_err() {
         cx.worker.take_attempt_failed(cx.co);
     }
+    writer.outstanding.borrow_mut().retain(|&r| r != round);
     Ok(())
 }
 
@@ -483,7 +665,7 @@ async fn refresh_head(
     let call = {
         let mut batch = cx.round();
         let mut payload = batch.payload();
-        payload.extend_from_slice(&[writer.node as u64, writer.worker as u64]);
+        payload.extend_from_slice(&[writer.node as u64, writer.worker as u64, writer.watermark()]);
         batch.call(backup, kind::LOG_DRAIN, payload, false)
     };
     cx.submit().await?;

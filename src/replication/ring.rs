@@ -6,7 +6,8 @@
 //! ## Rings
 //!
 //! Every node's region ends with one ring per coordinator *worker* of the
-//! cluster, `(node, worker)`: a head word then `ring_words` words. Per
+//! cluster, `(node, worker)`: a head word, a watermark word, then
+//! `ring_words` words. Per
 //! worker, not per coroutine: the coroutines of a worker run on one thread,
 //! so reserving ring space is a local counter bump, and one ring per worker
 //! keeps the region small (`nodes × workers` rings). The coordinator owns the
@@ -15,11 +16,31 @@
 //! applies and the coordinator READs lazily, only when its own view says the
 //! ring is full).
 //!
+//! ## Apply only what is decided
+//!
+//! A coordinator's records to its several backups leave one WRITE after
+//! another; a coordinator killed between two of them (a real `kill -9`,
+//! unlike a crash between the simulator's turns) leaves its record on some
+//! backups only. Such a transaction never committed (no backup
+//! acknowledged all), so no backup may have applied it: each record
+//! carries the coordinator worker's *round* (a counter of its log rounds),
+//! and the coordinator writes, with each post, the *watermark* — every
+//! round below it has been acknowledged by all its backups — into the
+//! word after the head. The backup applies a record only once its round
+//! is below the watermark; the rest wait (the next post, or a `LOG_DRAIN`,
+//! carries a newer watermark: the lazy notification). Quiescent drains (a
+//! run's end, a recovery once every coordinator is quiet) apply every
+//! whole record; a dead coordinator's records above its watermark are in
+//! doubt, and the recovery decides them (`recovery`).
+//!
 //! ## Records
 //!
 //! ```text
-//! [len][txn_id][writes] ( [table:16|partition:16|record_words:32][key][seq][record…] )* [len ^ txn_id]
+//! [len][txn_id][writes | targets << 32][round] ( [table:16|partition:16|record_words:32][key][seq][record…] )* [len ^ txn_id]
 //! ```
+//!
+//! `targets`: how many nodes other than the coordinator's got a record of
+//! this transaction (its recovery counts them).
 //!
 //! `len` counts every word, both ends included. A record may wrap around
 //! the end of the ring (it is then written by two WRITEs, in order). The
@@ -46,8 +67,11 @@ use crate::store::{NodeStore, StoreLayout, TableId};
 
 use super::placement::Placement;
 
-/// Words of a record's fixed part (len, txn id, write count, trailer).
-pub const RECORD_FIXED_WORDS: usize = 4;
+/// Words of a record's fixed part (len, txn id, write and target counts,
+/// round, trailer).
+pub const RECORD_FIXED_WORDS: usize = 5;
+/// Words of a record before its first write.
+const RECORD_HEAD_WORDS: usize = 4;
 /// Words per write besides the record (descriptor, key, seq).
 pub const WRITE_FIXED_WORDS: usize = 3;
 /// `seq` while a tuple's backup copy is being installed.
@@ -67,7 +91,7 @@ impl RingLayout {
     /// `layout`'s region.
     pub fn reserve(layout: &mut StoreLayout, nodes: u32, workers: u16, ring_words: u64) -> Self {
         let rings = nodes as u64 * workers as u64;
-        let base = layout.reserve(rings * (ring_words + 1));
+        let base = layout.reserve(rings * (ring_words + 2));
         RingLayout {
             base,
             ring_words,
@@ -81,20 +105,33 @@ impl RingLayout {
     #[inline]
     pub fn head_addr(&self, node: NodeId, worker: u16) -> u64 {
         debug_assert!((node as u32) < self.nodes && worker < self.workers);
-        self.base + (node as u64 * self.workers as u64 + worker as u64) * (self.ring_words + 1)
+        self.base + (node as u64 * self.workers as u64 + worker as u64) * (self.ring_words + 2)
+    }
+
+    /// The watermark word of coordinator `(node, worker)`'s ring: records
+    /// of rounds below it are decided (see the module doc).
+    #[inline]
+    pub fn watermark_addr(&self, node: NodeId, worker: u16) -> u64 {
+        self.head_addr(node, worker) + 1
     }
 
     #[inline]
     pub fn ring_addr(&self, node: NodeId, worker: u16) -> u64 {
-        self.head_addr(node, worker) + 1
+        self.head_addr(node, worker) + 2
     }
 }
 
-/// Appends the header of a record to `out` (its length is patched by
-/// [`finish_record`]).
-pub fn start_record(out: &mut Vec<u64>, txn_id: u64) {
+/// Appends the header of a record of log round `round`, one of
+/// `targets` records of its transaction to nodes other than the
+/// coordinator's, to `out` (its length is patched by [`finish_record`]).
+pub fn start_record(out: &mut Vec<u64>, txn_id: u64, round: u64, targets: u32) {
     out.clear();
-    out.extend_from_slice(&[0, txn_id, 0]);
+    out.extend_from_slice(&[0, txn_id, (targets as u64) << 32, round]);
+}
+
+/// `(round, targets)` of a whole record's words.
+pub fn record_meta(words: &[u64]) -> (u64, u32) {
+    (words[3], (words[2] >> 32) as u32)
 }
 
 /// Appends one write to a record started with [`start_record`].
@@ -141,9 +178,9 @@ pub fn parse_record(words: &[u64]) -> Option<(u64, Vec<LoggedWrite<'_>>)> {
     if words[words.len() - 1] != words[0] ^ txn_id {
         return None;
     }
-    let count = words[2] as usize;
+    let count = words[2] as u32 as usize;
     let mut writes = Vec::with_capacity(count);
-    let mut at = 3;
+    let mut at = RECORD_HEAD_WORDS;
     for _ in 0..count {
         let descriptor = *words.get(at)?;
         let record_words = (descriptor & 0xffff_ffff) as usize;
@@ -250,16 +287,28 @@ pub struct Drained {
     pub head: u64,
 }
 
-/// Applies every whole record at the head of coordinator `(node, worker)`'s
-/// ring in `store`'s region (the backup's own), zeroes them and publishes
-/// the new head. Stops at the first record not yet whole. `scratch` is
-/// reused between calls.
+/// Which records [`drain_ring`] applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decided {
+    /// Those below the ring's watermark word (background apply).
+    BelowWatermark,
+    /// Every whole record (quiescent: every coordinator of the ring is
+    /// alive and done, or the recovery decided them all).
+    All,
+}
+
+/// Applies the decided whole records at the head of coordinator `(node,
+/// worker)`'s ring in `store`'s region (the backup's own), zeroes them
+/// and publishes the new head. Stops at the first record not yet whole or
+/// not yet decided. `scratch` is reused between calls.
+#[allow(clippy::too_many_arguments)]
 pub fn drain_ring(
     store: &NodeStore,
     rings: &RingLayout,
     placement: &Placement,
     node: NodeId,
     worker: u16,
+    decided: Decided,
     scratch: &mut Vec<u64>,
     redo: &dyn Fn(NodeId, &LoggedWrite<'_>) -> bool,
 ) -> Drained {
@@ -282,6 +331,12 @@ pub fn drain_ring(
         let txn_id = region.load(ring + (at + 1) % size);
         if region.load(ring + (at + len - 1) % size) != len ^ txn_id {
             break; // still arriving
+        }
+        if decided == Decided::BelowWatermark
+            && region.load(ring + (at + 3) % size)
+                >= region.load(rings.watermark_addr(node, worker))
+        {
+            break; // not yet acknowledged by every backup
         }
         scratch.clear();
         for offset in 0..len {
@@ -337,7 +392,7 @@ mod tests {
 
     fn record(txn_id: u64, key: u64, seq: u64, value: u64) -> Vec<u64> {
         let mut out = Vec::new();
-        start_record(&mut out, txn_id);
+        start_record(&mut out, txn_id, 0, 1);
         push_write(&mut out, 0, 0, key, seq, &[value, value + 1]);
         finish_record(&mut out);
         out
@@ -361,6 +416,53 @@ mod tests {
     }
 
     #[test]
+    fn background_apply_waits_for_the_watermark() {
+        let placement = Placement::new(2, 2);
+        let (store, rings) = replicated_store(1);
+        store.backup_view(0, 1).insert(0, 5, &[0, 0]).unwrap();
+        let ring = rings.ring_addr(0, 0);
+        let mut words = Vec::new();
+        start_record(&mut words, 1, 7, 2);
+        push_write(&mut words, 0, 0, 5, 1, &[3, 4]);
+        finish_record(&mut words);
+        assert_eq!(record_meta(&words), (7, 2));
+        store.region.write(ring, &words);
+        let drain = |decided| {
+            drain_ring(
+                &store,
+                &rings,
+                &placement,
+                0,
+                0,
+                decided,
+                &mut Vec::new(),
+                &|_, _| false,
+            )
+        };
+        // Round 7 is whole but not below the watermark (0, then 7).
+        assert_eq!(drain(Decided::BelowWatermark).records, 0);
+        store.region.store(rings.watermark_addr(0, 0), 7);
+        assert_eq!(drain(Decided::BelowWatermark).records, 0);
+        store.region.store(rings.watermark_addr(0, 0), 8);
+        assert_eq!(drain(Decided::BelowWatermark).records, 1);
+        // A quiescent drain does not wait for it.
+        let mut next = Vec::new();
+        start_record(&mut next, 2, 9, 1);
+        push_write(&mut next, 0, 0, 5, 2, &[5, 6]);
+        finish_record(&mut next);
+        let head = store.region.load(rings.head_addr(0, 0));
+        for (offset, word) in next.iter().enumerate() {
+            store
+                .region
+                .store(ring + (head + offset as u64) % 16, *word);
+        }
+        assert_eq!(drain(Decided::BelowWatermark).records, 0);
+        assert_eq!(drain(Decided::All).records, 1);
+        let slot = store.lookup(0, 5).unwrap();
+        assert_eq!(store.seq(0, slot), 2);
+    }
+
+    #[test]
     fn the_ring_applies_whole_records_only_newest_wins_and_wraps() {
         let placement = Placement::new(2, 2);
         let (store, rings) = replicated_store(1);
@@ -371,16 +473,30 @@ mod tests {
         // A record whose trailer has not landed is not applied.
         let first = record(1, 5, 2, 20);
         store.region.write(ring, &first[..first.len() - 1]);
-        let drained = drain_ring(&store, &rings, &placement, 0, 0, &mut scratch, &|_, _| {
-            false
-        });
+        let drained = drain_ring(
+            &store,
+            &rings,
+            &placement,
+            0,
+            0,
+            Decided::All,
+            &mut scratch,
+            &|_, _| false,
+        );
         assert_eq!(drained.records, 0);
         store
             .region
             .store(ring + first.len() as u64 - 1, *first.last().unwrap());
-        let drained = drain_ring(&store, &rings, &placement, 0, 0, &mut scratch, &|_, _| {
-            false
-        });
+        let drained = drain_ring(
+            &store,
+            &rings,
+            &placement,
+            0,
+            0,
+            Decided::All,
+            &mut scratch,
+            &|_, _| false,
+        );
         assert_eq!((drained.records, drained.writes_installed), (1, 1));
         let slot = store.lookup(0, 5).unwrap();
         assert_eq!(store.seq(0, slot), 2);
@@ -392,9 +508,16 @@ mod tests {
                 .region
                 .store(ring + (head + offset as u64) % 16, *word);
         }
-        let drained = drain_ring(&store, &rings, &placement, 0, 0, &mut scratch, &|_, _| {
-            false
-        });
+        let drained = drain_ring(
+            &store,
+            &rings,
+            &placement,
+            0,
+            0,
+            Decided::All,
+            &mut scratch,
+            &|_, _| false,
+        );
         assert_eq!((drained.records, drained.writes_installed), (1, 0));
         let mut value = Vec::new();
         store.record(0, slot, &mut value);
@@ -409,9 +532,16 @@ mod tests {
                 .region
                 .store(ring + (head + offset as u64) % 16, *word);
         }
-        drain_ring(&store, &rings, &placement, 0, 0, &mut scratch, &|_, _| {
-            false
-        });
+        drain_ring(
+            &store,
+            &rings,
+            &placement,
+            0,
+            0,
+            Decided::All,
+            &mut scratch,
+            &|_, _| false,
+        );
         assert_eq!(store.rows(0), 0, "copy 0 has no rows");
         assert_eq!(store.rows_in_copy(0, 1), 2);
     }
