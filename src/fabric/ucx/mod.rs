@@ -70,6 +70,18 @@
 //! `cluster`). Failed operations still complete their batch (with zeroed
 //! results) so no worker waits forever; the run is then abandoned.
 //!
+//! In a fault-tolerant run (replicated, failure detector on;
+//! [`PeerFailure::tolerate`]) a UCX error only makes its peer suspected,
+//! and each endpoint tracks its outstanding flights and awaited requests.
+//! Once the cluster declares a peer dead (`cluster::failover`,
+//! [`PeerFailure::mark_dead`]) they complete at once as `MSG_FAILED` —
+//! what the `sim` and `threads` fabrics deliver for a crashed node — for
+//! the runtime to fail their rounds, whether or not UCX would ever have
+//! completed them (over shared memory it does not: the dead process's
+//! mapped segment stays readable, its receive queue just fills); no
+//! endpoint waits on a dead peer again (flushes and immediate verbs give
+//! up), and later operations to it fail at once.
+//!
 //! Idle: a worker progresses UCX while it spins, then yields, then sleeps in
 //! growing steps of at most 200 µs (UCX's wake-up feature would narrow the
 //! transports UCX may choose, so it is not requested).
@@ -83,12 +95,12 @@ pub mod ffi;
 
 use std::ffi::{c_void, CString};
 use std::ptr::{null, null_mut};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use self::ffi::*;
-use super::verbs::{VerbKind, MSG_COMPLETION, MSG_REPLY};
+use super::verbs::{VerbKind, MSG_COMPLETION, MSG_FAILED, MSG_PASSIVE, MSG_REPLY};
 use super::{Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
 
 /// Active-message id of verbena RPCs.
@@ -133,15 +145,88 @@ impl TransportChoice {
     }
 }
 
-/// Set once by the first endpoint whose peer failed: `node + 1` (0 = none).
-#[derive(Default)]
+/// Peer failures as this process's endpoints see them.
+///
+/// Without fault tolerance, set once by the first endpoint whose peer
+/// failed (`node + 1`, 0 = none) and the run is abandoned. In a
+/// fault-tolerant run ([`PeerFailure::tolerate`]) a UCX error only makes
+/// its peer *suspected* (the cluster decides; see `cluster::failover`),
+/// and once the cluster declares a peer dead ([`PeerFailure::mark_dead`])
+/// every endpoint fails what it still has outstanding to it and never
+/// waits on it again.
 pub struct PeerFailure {
     node_plus_one: AtomicU32,
     status: AtomicU32,
     abandoned: AtomicBool,
+    tolerant: AtomicBool,
+    /// Per node (bit `node % 64` of word `node / 64`): declared dead.
+    dead: Box<[AtomicU64]>,
+    /// Bumped by every `mark_dead`; endpoints compare it with what they saw.
+    dead_epoch: AtomicU64,
+    /// Per node: a UCX error named it (tolerant mode).
+    suspected: Box<[AtomicU64]>,
+}
+
+/// Nodes a [`PeerFailure`] can name (`config::MAX_NODES`).
+const DEAD_WORDS: usize = 64;
+
+impl Default for PeerFailure {
+    fn default() -> PeerFailure {
+        PeerFailure {
+            node_plus_one: AtomicU32::new(0),
+            status: AtomicU32::new(0),
+            abandoned: AtomicBool::new(false),
+            tolerant: AtomicBool::new(false),
+            dead: (0..DEAD_WORDS).map(|_| AtomicU64::new(0)).collect(),
+            dead_epoch: AtomicU64::new(0),
+            suspected: (0..DEAD_WORDS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
 }
 
 impl PeerFailure {
+    /// Makes UCX errors suspicions rather than the end of the run.
+    pub fn tolerate(&self) {
+        self.tolerant.store(true, Ordering::SeqCst);
+    }
+
+    pub fn tolerant(&self) -> bool {
+        self.tolerant.load(Ordering::Relaxed)
+    }
+
+    /// The cluster declared `node` dead: endpoints fail what they have
+    /// outstanding to it and stop waiting on it.
+    pub fn mark_dead(&self, node: NodeId) {
+        let (word, bit) = (node as usize / 64, node as u64 % 64);
+        self.dead[word].fetch_or(1 << bit, Ordering::SeqCst);
+        self.dead_epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    #[inline]
+    pub fn is_dead(&self, node: NodeId) -> bool {
+        let (word, bit) = (node as usize / 64, node as u64 % 64);
+        self.dead[word].load(Ordering::Relaxed) & (1 << bit) != 0
+    }
+
+    fn dead_epoch(&self) -> u64 {
+        self.dead_epoch.load(Ordering::Acquire)
+    }
+
+    /// The nodes a UCX error named (tolerant mode), not yet declared dead.
+    pub fn suspected(&self) -> Vec<NodeId> {
+        let mut nodes = Vec::new();
+        for (word, bits) in self.suspected.iter().enumerate() {
+            let bits = bits.load(Ordering::SeqCst);
+            for bit in 0..64 {
+                let node = (word * 64 + bit) as NodeId;
+                if bits & (1 << bit) != 0 && !self.is_dead(node) {
+                    nodes.push(node);
+                }
+            }
+        }
+        nodes
+    }
+
     /// The run is off: no worker may wait on UCX any more.
     pub fn abandon(&self) {
         self.abandoned.store(true, Ordering::SeqCst);
@@ -161,6 +246,11 @@ impl PeerFailure {
     }
 
     fn set(&self, node: NodeId, status: ucs_status_t) {
+        if self.tolerant() {
+            let (word, bit) = (node as usize / 64, node as u64 % 64);
+            self.suspected[word].fetch_or(1 << bit, Ordering::SeqCst);
+            return;
+        }
         if self
             .node_plus_one
             .compare_exchange(0, node as u32 + 1, Ordering::SeqCst, Ordering::SeqCst)
@@ -385,6 +475,11 @@ struct LinkOrder {
 /// One doorbell batch in flight.
 struct Flight {
     state: *mut CbState,
+    /// The node its verbs go to.
+    target: NodeId,
+    /// Failed by `fail_dead_peers` while UCX still held it: leaked, never
+    /// delivered again.
+    abandoned: bool,
     coroutine: u16,
     tag: u16,
     verbs: u16,
@@ -394,6 +489,15 @@ struct Flight {
     results: Vec<u64>,
     /// WRITE payloads and atomic operands.
     staging: Vec<u64>,
+}
+
+/// What the fast path of a single verb did.
+enum Immediate {
+    Done,
+    /// Not taken: the general path posts the verb.
+    NotTaken,
+    /// Its peer failed (fault-tolerant run): the batch completes as failed.
+    Failed,
 }
 
 /// One AM send whose buffers UCX still uses.
@@ -424,7 +528,7 @@ unsafe extern "C" fn on_verb_done(request: *mut c_void, status: ucs_status_t, us
         flight.failed = true;
     }
     flight.remaining -= 1;
-    if flight.remaining == 0 {
+    if flight.remaining == 0 && !flight.abandoned {
         (*flight.state).done.push(flight);
     }
     ucp_request_free(request);
@@ -582,6 +686,10 @@ impl UcxWorkerHost {
             outstanding: 0,
             links: vec![LinkOrder::default(); peers.len()],
             immediate: vec![0; peers.len()],
+            track: context.failure.tolerant(),
+            in_flight: Vec::new(),
+            awaiting: Vec::new(),
+            seen_dead_epoch: 0,
         };
         std::mem::forget(self);
         for (peer, info) in peers.iter().enumerate() {
@@ -664,6 +772,25 @@ pub struct UcxEndpoint {
     /// Per target node: single verbs to skip before trying the fast path
     /// again (0: try it).
     immediate: Vec<u32>,
+    /// Fault-tolerant run: flights and awaited requests are tracked so
+    /// that a peer declared dead fails them (`fail_dead_peers`).
+    track: bool,
+    /// Flights posted and not yet delivered (with `track`).
+    in_flight: Vec<*mut Flight>,
+    /// Requests sent and not yet answered (with `track`).
+    awaiting: Vec<Awaited>,
+    /// `PeerFailure::dead_epoch` as last handled.
+    seen_dead_epoch: u64,
+}
+
+/// A request sent to a peer whose reply has not come yet.
+#[derive(Clone, Copy, Debug)]
+struct Awaited {
+    node: NodeId,
+    coroutine: u16,
+    call: u16,
+    kind: u16,
+    flags: u8,
 }
 
 // SAFETY: an endpoint is created on its worker's thread and used there only;
@@ -753,6 +880,11 @@ impl UcxEndpoint {
     /// writes (WRITE, CAS, FAA), the endpoint is flushed and the flush
     /// awaited first (see the module docs). READs after READs never wait.
     fn order(&mut self, node: NodeId, writes: bool) {
+        if self.track && self.failure.is_dead(node) {
+            // Nothing to it will ever complete; nothing to order behind.
+            self.links[node as usize] = LinkOrder::default();
+            return;
+        }
         let link = self.links[node as usize];
         if link.pending && (link.writes || writes) {
             self.flush_and_wait(node);
@@ -782,7 +914,7 @@ impl UcxEndpoint {
                 StatusPtr::Error(code) => self.failure.set(node, code),
                 StatusPtr::Request(request) => {
                     while ucp_request_check_status(request) == UCS_INPROGRESS {
-                        if self.failure.abandoned() {
+                        if self.failure.abandoned() || self.failure.is_dead(node) {
                             break;
                         }
                         ucp_worker_progress(self.worker);
@@ -819,17 +951,17 @@ impl UcxEndpoint {
     /// completes later), it is awaited here — the caller's buffer must not
     /// outlive the call — and the fast path rests for that node for the
     /// next `IMMEDIATE_BACKOFF` single verbs.
-    fn try_immediate(&mut self, verb: &Verb, results: &mut [u64]) -> bool {
+    fn try_immediate(&mut self, verb: &Verb, results: &mut [u64]) -> Immediate {
         let node = verb.node as usize;
         if verb.kind == VerbKind::Write
             || self.links[node].pending
             || (verb.node == self.node && self.local_atomics_cpu)
         {
-            return false;
+            return Immediate::NotTaken;
         }
         if self.immediate[node] > 0 {
             self.immediate[node] -= 1;
-            return false;
+            return Immediate::NotTaken;
         }
         let ep = self.eps[node];
         let rkey = self.rkeys[node];
@@ -883,29 +1015,130 @@ impl UcxEndpoint {
         match classify(status) {
             StatusPtr::Done => {}
             // Cannot complete at once now: take the general path.
-            StatusPtr::Error(code) if code == UCS_ERR_NO_RESOURCE => return false,
+            StatusPtr::Error(code) if code == UCS_ERR_NO_RESOURCE => return Immediate::NotTaken,
             // Anything else (e.g. the flag unsupported on this transport):
             // the general path, from now on; it reports real failures.
             StatusPtr::Error(_) => {
                 self.immediate[node] = IMMEDIATE_BACKOFF;
-                return false;
+                return Immediate::NotTaken;
             }
             StatusPtr::Request(request) => {
                 self.immediate[node] = IMMEDIATE_BACKOFF;
-                // SAFETY: polled to completion on this thread, freed once.
+                let mut code = UCS_INPROGRESS;
+                // SAFETY: polled to completion on this thread, freed once
+                // (a request given up on a dead peer is freed in progress:
+                // UCX completes it, into a result slot the round no longer
+                // reads, since the round fails).
                 unsafe {
-                    while ucp_request_check_status(request) == UCS_INPROGRESS
+                    while code == UCS_INPROGRESS
                         && !self.failure.abandoned()
+                        && !self.failure.is_dead(verb.node)
                     {
                         ucp_worker_progress(self.worker);
+                        code = ucp_request_check_status(request);
                     }
                     ucp_request_free(request);
+                }
+                if self.track && code != UCS_OK {
+                    self.counters.count(verb);
+                    return Immediate::Failed;
                 }
             }
         }
         self.counters.count(verb);
         self.counters.doorbells += 1;
-        true
+        Immediate::Done
+    }
+
+    /// Completes a batch to a dead (or failing) `target` as failed.
+    fn fail_now(&mut self, coroutine: u16, tag: u16, verbs: usize, target: NodeId) {
+        let message = self.failed_completion(coroutine, tag, verbs as u16, target);
+        self.state().inbox.push(message);
+    }
+
+    fn failed_completion(
+        &mut self,
+        coroutine: u16,
+        tag: u16,
+        verbs: u16,
+        target: NodeId,
+    ) -> Message {
+        let payload = self.state().pool.pop().unwrap_or_default();
+        Message {
+            src_node: target,
+            src_worker: self.worker_index,
+            dst_node: self.node,
+            dst_worker: self.worker_index,
+            coroutine,
+            call: tag,
+            kind: verbs,
+            flags: MSG_COMPLETION | MSG_FAILED,
+            deliver_at_ns: 0,
+            payload: {
+                let mut payload = payload;
+                payload.clear();
+                payload
+            },
+        }
+    }
+
+    /// After the cluster declared peers dead: every request still awaiting
+    /// their reply and every flight still outstanding to them completes
+    /// now, as failed (the runtime then fails the rounds); a flight UCX
+    /// still holds is leaked rather than recycled under it.
+    fn fail_dead_peers(&mut self) {
+        let epoch = self.failure.dead_epoch();
+        if !self.track || epoch == self.seen_dead_epoch {
+            return;
+        }
+        self.seen_dead_epoch = epoch;
+        let mut index = 0;
+        while index < self.awaiting.len() {
+            let awaited = self.awaiting[index];
+            if !self.failure.is_dead(awaited.node) {
+                index += 1;
+                continue;
+            }
+            self.awaiting.swap_remove(index);
+            let mut payload = self.state().pool.pop().unwrap_or_default();
+            payload.clear();
+            let message = Message {
+                src_node: awaited.node,
+                src_worker: self.worker_index,
+                dst_node: self.node,
+                dst_worker: self.worker_index,
+                coroutine: awaited.coroutine,
+                call: awaited.call,
+                kind: awaited.kind,
+                flags: awaited.flags | MSG_REPLY | MSG_FAILED,
+                deliver_at_ns: 0,
+                payload,
+            };
+            self.state().inbox.push(message);
+        }
+        let mut index = 0;
+        while index < self.in_flight.len() {
+            let raw = self.in_flight[index];
+            // SAFETY: a tracked flight is live until delivered or abandoned
+            // (callbacks only run inside `progress`, not now).
+            let (target, coroutine, tag, verbs) =
+                unsafe { ((*raw).target, (*raw).coroutine, (*raw).tag, (*raw).verbs) };
+            if !self.failure.is_dead(target) {
+                index += 1;
+                continue;
+            }
+            self.in_flight.swap_remove(index);
+            // SAFETY: as above; from now on its callbacks never deliver it.
+            unsafe { (*raw).abandoned = true };
+            self.outstanding -= 1;
+            let message = self.failed_completion(coroutine, tag, verbs, target);
+            self.state().inbox.push(message);
+        }
+        for node in 0..self.links.len() {
+            if self.failure.is_dead(node as NodeId) {
+                self.links[node] = LinkOrder::default();
+            }
+        }
     }
 
     /// Runs a batch to this node on the region itself (`local_atomics = cpu`).
@@ -958,12 +1191,25 @@ impl Endpoint for UcxEndpoint {
             self.post_local(verbs, write_data, results);
             return Posted::At(0);
         }
-        if verbs.len() == 1 && self.try_immediate(&verbs[0], results) {
-            return Posted::At(0);
+        if self.track && self.failure.is_dead(target) {
+            self.fail_now(coroutine, tag, verbs.len(), target);
+            return Posted::Deferred;
+        }
+        if verbs.len() == 1 {
+            match self.try_immediate(&verbs[0], results) {
+                Immediate::Done => return Posted::At(0),
+                Immediate::Failed => {
+                    self.fail_now(coroutine, tag, 1, target);
+                    return Posted::Deferred;
+                }
+                Immediate::NotTaken => {}
+            }
         }
         let mut flight = self.flights.pop().unwrap_or_else(|| {
             Box::new(Flight {
                 state: self.state,
+                target,
+                abandoned: false,
                 coroutine: 0,
                 tag: 0,
                 verbs: 0,
@@ -991,6 +1237,8 @@ impl Endpoint for UcxEndpoint {
                 }
             }
         }
+        flight.target = target;
+        flight.abandoned = false;
         flight.coroutine = coroutine;
         flight.tag = tag;
         flight.verbs = verbs.len() as u16;
@@ -1107,6 +1355,9 @@ impl Endpoint for UcxEndpoint {
         }
         self.outstanding += 1;
         let raw = Box::into_raw(flight);
+        if self.track {
+            self.in_flight.push(raw);
+        }
         // SAFETY: raw is a live flight; if it already completed (all
         // immediate but failed) deliver it through the done list.
         unsafe {
@@ -1130,6 +1381,31 @@ impl Endpoint for UcxEndpoint {
             msg.dst_worker, self.worker_index,
             "RPCs go to the worker of the same index"
         );
+        let request = msg.flags & MSG_REPLY == 0;
+        if self.track {
+            if self.failure.is_dead(msg.dst_node) {
+                if request {
+                    // Bounced at once, as a dead peer's would be.
+                    let mut msg = msg;
+                    std::mem::swap(&mut msg.src_node, &mut msg.dst_node);
+                    std::mem::swap(&mut msg.src_worker, &mut msg.dst_worker);
+                    msg.flags |= MSG_REPLY | MSG_FAILED;
+                    self.state().inbox.push(msg);
+                } else {
+                    self.state().pool.push(msg.payload);
+                }
+                return;
+            }
+            if request {
+                self.awaiting.push(Awaited {
+                    node: msg.dst_node,
+                    coroutine: msg.coroutine,
+                    call: msg.call,
+                    kind: msg.kind,
+                    flags: msg.flags & (MSG_PASSIVE | MSG_COMPLETION),
+                });
+            }
+        }
         let mut send = self.sends.pop().unwrap_or_else(|| {
             Box::new(SendFlight {
                 state: self.state,
@@ -1186,11 +1462,50 @@ impl Endpoint for UcxEndpoint {
         let state = self.state;
         // SAFETY: see `state`; no callback runs during this block.
         unsafe {
+            let first_new = out.len();
             out.append(&mut (*state).inbox);
+            if self.track {
+                for msg in &out[first_new..] {
+                    if msg.flags & MSG_REPLY != 0 && msg.src_node != self.node {
+                        if let Some(index) = self.awaiting.iter().position(|a| {
+                            a.node == msg.src_node
+                                && a.coroutine == msg.coroutine
+                                && a.call == msg.call
+                        }) {
+                            self.awaiting.swap_remove(index);
+                        }
+                    }
+                }
+            }
             for raw in (*state).done.drain(..) {
+                if self.track {
+                    if let Some(index) = self.in_flight.iter().position(|&f| f == raw) {
+                        self.in_flight.swap_remove(index);
+                    }
+                }
                 let mut flight = Box::from_raw(raw);
                 let mut payload = (*state).pool.pop().unwrap_or_default();
                 payload.clear();
+                if flight.failed && self.track {
+                    // Fault-tolerant: the runtime holds it until the peer
+                    // is declared dead, then fails the round.
+                    out.push(Message {
+                        src_node: flight.target,
+                        src_worker: self.worker_index,
+                        dst_node: self.node,
+                        dst_worker: self.worker_index,
+                        coroutine: flight.coroutine,
+                        call: flight.tag,
+                        kind: flight.verbs,
+                        flags: MSG_COMPLETION | MSG_FAILED,
+                        deliver_at_ns: 0,
+                        payload,
+                    });
+                    flight.remaining = 0;
+                    self.flights.push(flight);
+                    self.outstanding -= 1;
+                    continue;
+                }
                 if flight.failed {
                     // The run is being abandoned (PeerFailure is set); zeros
                     // keep the worker from waiting forever meanwhile.
@@ -1214,6 +1529,10 @@ impl Endpoint for UcxEndpoint {
                 self.flights.push(flight);
                 self.outstanding -= 1;
             }
+        }
+        if self.track {
+            self.fail_dead_peers();
+            out.append(&mut self.state().inbox);
         }
         if self.outstanding == 0 {
             // Every operation posted so far has completed (PUTs included:
@@ -1242,6 +1561,7 @@ impl Endpoint for UcxEndpoint {
                 || !state.inbox.is_empty()
                 || !state.done.is_empty()
                 || wake_at_ns.is_some_and(|t| endpoint.now_ns() >= t)
+                || (endpoint.track && endpoint.failure.dead_epoch() != endpoint.seen_dead_epoch)
         };
         for _ in 0..SPIN_ROUNDS {
             if ready(self) {
