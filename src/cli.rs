@@ -111,11 +111,15 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
                               [0.1]
     --swarm                   sim: scale each latency class per seed
     --fault crash:N@S         crash node N S seconds into the run (virtual on
-                              sim, wall on threads); repeatable; also
+                              sim, wall on threads and ucx, where rank N
+                              kills itself with SIGKILL); repeatable; also
                               pause:N@S+D on sim. Turns on the failure
                               detector; the report gains `recovery`
     --heartbeat-interval-us U failure detector heartbeat [per fabric]
     --detector-timeout-us U   silence before a peer is dead [per fabric]
+    --failure-detector on|off run the detector without a planned fault; on
+                              ucx with --replication >= 2 the survivors then
+                              fail over a rank that is killed [on with --fault]
     --backoff-base-ns N       abort back-off base [1000]
     --replication R           copies of every partition, primary included: 1..=3, <= nodes [1]
     --log-ring-bytes N        coordinator log ring per worker per backup, bytes [65536]
@@ -615,6 +619,17 @@ fn apply_fault_flag(config: &mut Config, flag: &str, value: &str) -> Result<bool
         }
         "--detector-timeout-us" => {
             config.failure_detector.timeout_us = Some(parse_number(flag, value, real)?)
+        }
+        "--failure-detector" => {
+            config.failure_detector.enabled = Some(match value {
+                "on" => true,
+                "off" => false,
+                other => {
+                    return Err(usage(format!(
+                        "--failure-detector `{other}`; allowed: on, off"
+                    )))
+                }
+            })
         }
         _ => return Ok(false),
     }
@@ -1344,7 +1359,8 @@ fn command_launch(args: &[String]) -> Result<i32, CliError> {
     let grace = std::time::Duration::from_secs_f64(
         config.ucx.join_timeout_s + 3.0 * config.ucx.stall_timeout_s,
     );
-    Ok(wait_all(children, grace))
+    let tolerant = config.replication > 1 && crate::fault::DetectorSettings::of(&config).is_some();
+    Ok(wait_all(children, grace, tolerant))
 }
 
 /// `verbena fabric-bench`: starts two local processes (or, with the
@@ -1445,6 +1461,7 @@ fn command_fabric_bench(args: &[String]) -> Result<i32, CliError> {
             Ok(crate::cluster::launch::wait_all(
                 children,
                 std::time::Duration::from_secs(30),
+                false,
             ))
         }
     }

@@ -341,3 +341,132 @@ fn fabric_bench_reports_a_rate_and_the_chosen_transports() {
         );
     }
 }
+
+/// Asserts the report of a run in which rank `killed` died mid-run: the
+/// survivors detected it, promoted a backup of its partition, resumed and
+/// kept committing, and the checker passed on the whole run — the dead
+/// rank's history read back from its journal.
+fn assert_failed_over(report: &serde_json::Value, killed: u64) {
+    let check = &report["check"];
+    assert_eq!(check["serializable"], true, "{check}");
+    assert_eq!(check["invariants_ok"], true, "{check}");
+    let details = check["invariants"].as_array().unwrap();
+    assert!(
+        details
+            .iter()
+            .any(|d| d.as_str().unwrap().contains(&format!(
+                "rank {killed} failed: its history read back from its journal"
+            ))),
+        "the dead rank's history is checked too: {check}"
+    );
+    let recovery = &report["recovery"];
+    let recovery_s = recovery["recovery_time_s"]
+        .as_f64()
+        .expect("a recovery completed");
+    assert!(recovery_s > 0.0 && recovery_s < 5.0, "{recovery}");
+    let promoted = recovery["promoted"].as_array().unwrap();
+    assert_eq!(promoted.len(), 1, "{recovery}");
+    assert_eq!(promoted[0][0], killed, "{recovery}");
+    assert_ne!(promoted[0][1], killed, "{recovery}");
+    assert!(
+        recovery["committed_after_detection"].as_u64().unwrap() > 0,
+        "the survivors went on: {recovery}"
+    );
+}
+
+#[test]
+fn a_rank_killed_mid_run_fails_over_and_the_survivors_go_on() {
+    // --fault crash:N@S makes rank N SIGKILL itself: kill -9 from within.
+    for (protocol, log, replication, killed, transport) in [
+        ("no_wait", "onesided", "2", 2, "shm"),
+        ("occ", "rpc", "2", 1, "shm"),
+        ("mvcc", "onesided", "3", 1, "shm"),
+        ("maat", "rpc", "2", 2, "tcp"),
+    ] {
+        let crash = format!("crash:{killed}@1.0");
+        let (output, report) = launch(&[
+            "--local",
+            "3",
+            "--transport",
+            transport,
+            "--protocol",
+            protocol,
+            "--stages",
+            &format!("log={log}"),
+            "--replication",
+            replication,
+            "--fault",
+            &crash,
+            "--workers",
+            "1",
+            "--coroutines",
+            "4",
+            "--rows-per-node",
+            "2000",
+            "--duration",
+            "2.5",
+            "--warmup",
+            "0.2",
+            "--check",
+        ]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!("rank {killed} was killed by signal 9")),
+            "{protocol}: {stderr}"
+        );
+        assert_failed_over(&report, killed);
+        let fault = &report["recovery"]["faults"][0];
+        assert_eq!(fault["node"], killed);
+        let detection = fault["detection_s"].as_f64().expect("detected");
+        assert!((0.0..2.0).contains(&detection), "{fault}");
+        let recovery = &report["recovery"];
+        assert!(
+            recovery["committed_before_fault"].as_u64().unwrap() > 0,
+            "{recovery}"
+        );
+    }
+}
+
+#[test]
+fn an_external_kill_9_of_a_rank_is_failed_over() {
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("verbena-ucx-kill9-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let report_path = dir.join("report.json");
+    let report_arg = report_path.display().to_string();
+    let common = [
+        "--replication",
+        "2",
+        "--failure-detector",
+        "on",
+        "--duration",
+        "4",
+        "--warmup",
+        "0.2",
+        "--workers",
+        "1",
+        "--coroutines",
+        "4",
+        "--check",
+    ];
+    let mut rank0_args = common.to_vec();
+    rank0_args.extend(["--json", report_arg.as_str()]);
+    let rank0 = start_node(0, 3, port, &rank0_args);
+    let mut rank1 = start_node(1, 3, port, &common);
+    let rank2 = start_node(2, 3, port, &common);
+    std::thread::sleep(Duration::from_secs(2));
+    let killed = Command::new("kill")
+        .args(["-9", &rank1.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let _ = rank1.wait();
+    let (code, stderr) = finish_within(rank2, Duration::from_secs(60));
+    assert_eq!(code, 0, "rank 2 goes on and finishes: {stderr}");
+    let (code, stderr) = finish_within(rank0, Duration::from_secs(60));
+    assert_eq!(code, 0, "rank 0 goes on and reports: {stderr}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report_path).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_failed_over(&report, 1);
+}

@@ -10,6 +10,7 @@
 //! records the version it saw; a write records the version it installed.
 
 use std::io::{self, Write};
+use std::sync::Arc;
 
 /// One access of a committed transaction: `(table, key, seq)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -47,11 +48,108 @@ pub const SECONDARY_ENTRY: u8 = u8::MAX;
 pub struct History {
     pub txns: Vec<TxnEntry>,
     pub items: Vec<Item>,
+    /// Where each entry is also written as it is recorded (see
+    /// [`History::journaled`]).
+    journal: Option<Arc<std::fs::File>>,
 }
+
+/// Words of a journal entry before its items: length, id, node | kind <<
+/// 16, reads << 32 | writes, note.
+const JOURNAL_HEAD_WORDS: usize = 5;
 
 impl History {
     pub fn new() -> History {
         History::default()
+    }
+
+    /// A history that also appends every entry to `journal` as it is
+    /// recorded, in one `write(2)` each, so that what a process recorded
+    /// survives the process (`kill -9` included: the kernel holds what was
+    /// written). A multi-process run that loses a rank reads the dead
+    /// rank's journal back ([`History::read_journal`]). A journal that
+    /// cannot be written is dropped with a warning; the reader then finds
+    /// its history short, and says so.
+    pub fn journaled(journal: std::fs::File) -> History {
+        History {
+            journal: Some(Arc::new(journal)),
+            ..History::default()
+        }
+    }
+
+    fn write_journal(&mut self, entry: &TxnEntry) {
+        let Some(file) = &self.journal else {
+            return;
+        };
+        let items = &self.items[entry.first..entry.first + (entry.reads + entry.writes) as usize];
+        let mut bytes = Vec::with_capacity(8 * (JOURNAL_HEAD_WORDS + 3 * items.len()));
+        let words = JOURNAL_HEAD_WORDS + 3 * items.len();
+        for word in [
+            words as u64,
+            entry.id,
+            entry.node as u64 | (entry.kind as u64) << 16,
+            ((entry.reads as u64) << 32) | entry.writes as u64,
+            entry.note as u64,
+        ] {
+            bytes.extend_from_slice(&word.to_le_bytes());
+        }
+        for item in items {
+            for word in [item.table as u64, item.key, item.seq] {
+                bytes.extend_from_slice(&word.to_le_bytes());
+            }
+        }
+        if let Err(e) = (&**file).write_all(&bytes) {
+            eprintln!("verbena: the history journal could not be written ({e}); it stops here");
+            self.journal = None;
+        }
+    }
+
+    /// The entries of a journal [`History::journaled`] wrote; a last entry
+    /// cut short (the writer died in the middle) is left out. Errors name
+    /// what is malformed.
+    pub fn read_journal(bytes: &[u8]) -> Result<History, String> {
+        let words: Vec<u64> = bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        let mut history = History::new();
+        let mut at = 0usize;
+        let mut reads = Vec::new();
+        let mut writes = Vec::new();
+        while at + JOURNAL_HEAD_WORDS <= words.len() {
+            let len = words[at] as usize;
+            if len < JOURNAL_HEAD_WORDS || (len - JOURNAL_HEAD_WORDS) % 3 != 0 {
+                return Err(format!("journal entry at word {at} has length {len}"));
+            }
+            if at + len > words.len() {
+                break; // cut short
+            }
+            let entry = &words[at..at + len];
+            let (read_count, write_count) = ((entry[3] >> 32) as usize, entry[3] as u32 as usize);
+            if JOURNAL_HEAD_WORDS + 3 * (read_count + write_count) != len {
+                return Err(format!(
+                    "journal entry at word {at}: {read_count} reads and {write_count} writes do not fill {len} words"
+                ));
+            }
+            let item = |i: usize| Item {
+                table: entry[JOURNAL_HEAD_WORDS + 3 * i] as u32,
+                key: entry[JOURNAL_HEAD_WORDS + 3 * i + 1],
+                seq: entry[JOURNAL_HEAD_WORDS + 3 * i + 2],
+            };
+            reads.clear();
+            writes.clear();
+            reads.extend((0..read_count).map(item));
+            writes.extend((read_count..read_count + write_count).map(item));
+            history.push_noted(
+                entry[1],
+                entry[2] as u16,
+                (entry[2] >> 16) as u8,
+                entry[4] as i64,
+                &reads,
+                &writes,
+            );
+            at += len;
+        }
+        Ok(history)
     }
 
     pub fn len(&self) -> usize {
@@ -81,7 +179,7 @@ impl History {
         let first = self.items.len();
         self.items.extend_from_slice(reads);
         self.items.extend_from_slice(writes);
-        self.txns.push(TxnEntry {
+        let entry = TxnEntry {
             id,
             node,
             first,
@@ -89,7 +187,11 @@ impl History {
             writes: writes.len() as u32,
             kind,
             note,
-        });
+        };
+        self.txns.push(entry);
+        if self.journal.is_some() {
+            self.write_journal(&entry);
+        }
     }
 
     pub fn reads(&self, txn: &TxnEntry) -> &[Item] {
@@ -157,4 +259,37 @@ fn write_items<W: Write>(out: &mut W, items: &[Item]) -> io::Result<()> {
         write!(out, "[{},{},{}]", item.table, item.key, item.seq)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_journal_reads_back_every_whole_entry() {
+        let path =
+            std::env::temp_dir().join(format!("verbena-journal-test-{}", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        let mut history = History::journaled(file);
+        let item = |key, seq| Item { table: 1, key, seq };
+        history.push_noted(7, 2, 3, -40, &[item(5, 1)], &[item(5, 2), item(6, 1)]);
+        history.push(8, 2, &[item(9, 0)], &[]);
+        let mut bytes = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let back = History::read_journal(&bytes).unwrap();
+        assert_eq!(back.txns, history.txns);
+        assert_eq!(back.items, history.items);
+        // A writer killed in the middle of its last entry: that entry is
+        // left out, the rest read back.
+        bytes.truncate(bytes.len() - 8);
+        let cut = History::read_journal(&bytes).unwrap();
+        assert_eq!(cut.len(), 1);
+        assert_eq!(cut.writes(&cut.txns[0]), &[item(5, 2), item(6, 1)]);
+        assert_eq!(cut.txns[0].note, -40);
+        // Garbage is named, not misread.
+        bytes[0] = 2;
+        assert!(History::read_journal(&bytes)
+            .unwrap_err()
+            .contains("length 2"));
+    }
 }

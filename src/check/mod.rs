@@ -12,4 +12,4 @@ pub mod state;
 
 pub use graph::{check_serializable, CheckReport};
 pub use history::{History, Item, TxnEntry};
-pub use state::store_matches_history;
+pub use state::{store_holds_history_writes, store_matches_history};

@@ -91,6 +91,51 @@ pub fn store_matches_history(history: &History, stores: &[Arc<NodeStore>]) -> Ve
     problems
 }
 
+/// The half of [`store_matches_history`] that a partial history supports
+/// (a multi-process run that lost a rank loses that rank's history with
+/// it): every tuple `history` wrote exists in `stores` at the version its
+/// last write in `history` installed or a later one (versions count up by
+/// one per write). Nothing a listed transaction committed is lost; what
+/// unlisted transactions installed is not judged. Empty when it holds.
+pub fn store_holds_history_writes(history: &History, stores: &[Arc<NodeStore>]) -> Vec<String> {
+    let mut written: std::collections::HashMap<(u32, u64), u64> = std::collections::HashMap::new();
+    for item in history.txns.iter().flat_map(|txn| history.writes(txn)) {
+        let last = written.entry((item.table, item.key)).or_insert(0);
+        *last = (*last).max(item.seq);
+    }
+    let mut stored: std::collections::HashMap<(u32, u64), u64> = std::collections::HashMap::new();
+    for store in stores {
+        for table in &store.layout.tables {
+            for slot in 0..store.rows(table.id) {
+                let key = store.region.load(table.tuple_addr(slot) + KEY_WORD as u64);
+                stored.insert((table.id, key), store.seq(table.id, slot));
+            }
+        }
+    }
+    let mut keys: Vec<_> = written.keys().copied().collect();
+    keys.sort_unstable();
+    let mut problems = Vec::new();
+    let mut count = 0usize;
+    for (table, key) in keys {
+        let last = written[&(table, key)];
+        let problem = match stored.get(&(table, key)) {
+            None => format!("table {table} key {key}: a committed write installed version {last} but no node holds the key"),
+            Some(&seq) if seq < last => format!(
+                "table {table} key {key}: the store holds version {seq}, older than the committed version {last}"
+            ),
+            Some(_) => continue,
+        };
+        count += 1;
+        if problems.len() < MAX_LISTED {
+            problems.push(problem);
+        }
+    }
+    if count > problems.len() {
+        problems.push(format!("{count} lost writes in all"));
+    }
+    problems
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +178,22 @@ mod tests {
         set_seq(&store, 1, 2);
         set_seq(&store, 3, 1);
         assert!(store_matches_history(&history, &[store]).is_empty());
+    }
+
+    #[test]
+    fn a_partial_history_judges_only_lost_writes() {
+        let store = store_with(&[1, 2, 3]);
+        let mut history = History::new();
+        history.push(10, 0, &[], &[write(0, 1, 1), write(0, 2, 3)]);
+        history.push(11, 0, &[], &[write(0, 9, 1)]);
+        set_seq(&store, 1, 4); // later writes by transactions not listed
+        set_seq(&store, 2, 2); // the write of version 3 was lost
+        set_seq(&store, 3, 7); // never written by a listed transaction
+        let problems = store_holds_history_writes(&history, &[store]);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0]
+            .contains("key 2: the store holds version 2, older than the committed version 3"));
+        assert!(problems[1].contains("key 9") && problems[1].contains("no node holds the key"));
     }
 
     #[test]

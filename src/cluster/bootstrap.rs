@@ -12,6 +12,12 @@
 //! forwards the error to every other rank, so all stop with a message that
 //! names the rank and host at fault.
 //!
+//! A fault-tolerant run ([`Bootstrap::tolerate_loss`], rank 0) instead
+//! reports a rank whose connection closed, or that went silent, as a
+//! [`Kind::Lost`] frame and carries on without it: it is left out of
+//! every later broadcast and gather, and whatever it still sends is
+//! ignored (`cluster::failover` fails it over).
+//!
 //! Invariants: every wait has a deadline; frames that arrive ahead of the
 //! phase that consumes them are kept in order (`backlog`); a rank's closed
 //! connection is an error unless it already sent its result.
@@ -118,6 +124,10 @@ pub struct Bootstrap {
     last_beat_sent: Instant,
     /// Ranks whose connection may close without it being a fault.
     finished: Vec<bool>,
+    /// Rank 0 of a fault-tolerant run: a lost rank is reported, not fatal.
+    tolerate_loss: bool,
+    /// Ranks reported lost (never heard from again).
+    lost: Vec<bool>,
 }
 
 /// This host's name (for messages naming a rank).
@@ -394,6 +404,8 @@ impl Bootstrap {
             stall_timeout: options.stall_timeout,
             last_heard: vec![now; ranks.len()],
             finished: vec![false; ranks.len()],
+            tolerate_loss: false,
+            lost: vec![false; ranks.len()],
             ranks,
             writers,
             events,
@@ -410,12 +422,59 @@ impl Bootstrap {
         }
     }
 
-    /// The ranks this one talks to: all others on rank 0, rank 0 elsewhere.
+    /// The ranks this one talks to: all others on rank 0, rank 0 elsewhere
+    /// (less the ranks lost).
     fn peers(&self) -> Vec<u32> {
         if self.rank == 0 {
-            (1..self.nodes).collect()
+            (1..self.nodes)
+                .filter(|&r| !self.lost[r as usize])
+                .collect()
         } else {
             vec![0]
+        }
+    }
+
+    /// Rank 0 of a fault-tolerant run: a rank that dies or goes silent
+    /// becomes a [`Kind::Lost`] frame instead of an error.
+    pub fn tolerate_loss(&mut self) {
+        self.tolerate_loss = self.rank == 0;
+    }
+
+    /// Whether `rank` was lost.
+    pub fn is_lost(&self, rank: u32) -> bool {
+        self.lost[rank as usize]
+    }
+
+    /// Sends to one rank (rank 0 only; a lost rank is skipped).
+    pub fn send_to(&mut self, rank: u32, kind: Kind, body: &[u8]) -> Result<(), String> {
+        if self.lost[rank as usize] {
+            return Ok(());
+        }
+        let who = self.describe(rank);
+        match self.writers[rank as usize].as_mut() {
+            Some(stream) => write_frame(stream, kind, body)
+                .map_err(|e| format!("{who} is unreachable: {e} (the process died or was killed)")),
+            None => Err(format!("no connection to {who}")),
+        }
+    }
+
+    /// Rank 0: stops talking to `rank` (declared failed while it may still
+    /// be alive): it is left out from now on, as a lost rank is.
+    pub fn expel(&mut self, rank: u32) {
+        self.lost[rank as usize] = true;
+    }
+
+    /// Marks `rank` lost and queues the [`Kind::Lost`] frame that says so.
+    fn lose(&mut self, rank: u32) {
+        if !self.lost[rank as usize] {
+            self.lost[rank as usize] = true;
+            self.backlog.push_back((
+                rank,
+                Frame {
+                    kind: Kind::Lost,
+                    body: Vec::new(),
+                },
+            ));
         }
     }
 
@@ -509,6 +568,10 @@ impl Bootstrap {
         for rank in self.peers() {
             let silent = now.duration_since(self.last_heard[rank as usize]);
             if !self.finished[rank as usize] && silent > self.stall_timeout {
+                if self.tolerate_loss {
+                    self.lose(rank);
+                    continue;
+                }
                 return Err(format!(
                     "{} stopped responding: nothing heard from it for {:.1} s (hung, stopped, or its network is down)",
                     self.describe(rank),
@@ -528,6 +591,7 @@ impl Bootstrap {
             self.events.recv_timeout(wait)
         };
         match event {
+            Ok((rank, Event::Frame(_))) if self.lost[rank as usize] => Ok(true),
             Ok((rank, Event::Frame(frame))) => {
                 self.last_heard[rank as usize] = Instant::now();
                 match frame.kind {
@@ -542,6 +606,12 @@ impl Bootstrap {
                         });
                     }
                     _ => self.backlog.push_back((rank, frame)),
+                }
+                Ok(true)
+            }
+            Ok((rank, Event::Closed(_))) if self.tolerate_loss && rank != 0 => {
+                if !self.finished[rank as usize] {
+                    self.lose(rank);
                 }
                 Ok(true)
             }
@@ -567,10 +637,15 @@ impl Bootstrap {
         deadline: Instant,
         what: &str,
     ) -> Result<Vec<(u32, Frame)>, String> {
-        let peers = self.peers();
-        let mut got: Vec<(u32, Frame)> = Vec::with_capacity(peers.len());
+        let mut got: Vec<(u32, Frame)> = Vec::new();
         let mut deferred = Vec::new();
-        while got.len() < peers.len() {
+        loop {
+            // Recomputed: a rank lost meanwhile is no longer waited for.
+            let peers = self.peers();
+            got.retain(|(rank, _)| peers.contains(rank));
+            if got.len() >= peers.len() {
+                break;
+            }
             let now = Instant::now();
             if now >= deadline {
                 let missing: Vec<String> = peers

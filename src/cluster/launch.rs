@@ -178,7 +178,11 @@ pub fn spawn_rank(
 /// Waits for every child; returns rank 0's exit code, or the first
 /// failure's if rank 0 succeeded but another rank did not. Once a rank has
 /// failed, the rest get `grace` to stop by themselves, then are killed.
-pub fn wait_all(mut children: Vec<(u32, Child)>, grace: Duration) -> i32 {
+/// In a fault-tolerant run (`tolerant`: the survivors fail a dead rank
+/// over) a rank other than 0 may die — killed, or told it was declared
+/// failed — and the run goes on: rank 0's exit code is the run's.
+pub fn wait_all(mut children: Vec<(u32, Child)>, grace: Duration, tolerant: bool) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
     let mut codes: Vec<Option<i32>> = vec![None; children.len()];
     let mut kill_at: Option<Instant> = None;
     loop {
@@ -188,6 +192,17 @@ pub fn wait_all(mut children: Vec<(u32, Child)>, grace: Duration) -> i32 {
             }
             if let Ok(Some(status)) = child.try_wait() {
                 let code = status.code().unwrap_or(1);
+                if code != 0 && tolerant && *rank != 0 {
+                    let how = match status.signal() {
+                        Some(signal) => format!("was killed by signal {signal}"),
+                        None => format!("exited with code {code}"),
+                    };
+                    eprintln!(
+                        "verbena launch: rank {rank} {how}; the run fails it over and goes on"
+                    );
+                    codes[index] = Some(0);
+                    continue;
+                }
                 if code != 0 && kill_at.is_none() {
                     eprintln!("verbena launch: rank {rank} exited with code {code}");
                     kill_at = Some(Instant::now() + grace);

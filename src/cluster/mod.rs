@@ -12,6 +12,10 @@
 //!   node, the others are remote; rank 0 gathers every rank's results and
 //!   reports them as a `threads` run reports its own, checker included.
 //!
+//! * `failover` (feature `ucx`) — a replicated run's failover across the
+//!   processes: a rank killed mid-run is failed over to the survivors'
+//!   backups and the run goes on.
+//!
 //! * `fabric_bench` (feature `ucx`) — `verbena fabric-bench`: one verb
 //!   type's rate through the fabric, to compare with `ucx_perftest`.
 //!
@@ -21,6 +25,8 @@
 pub mod bootstrap;
 #[cfg(feature = "ucx")]
 pub mod fabric_bench;
+#[cfg(feature = "ucx")]
+pub mod failover;
 pub mod launch;
 #[cfg(feature = "ucx")]
 pub mod node;

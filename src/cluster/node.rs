@@ -23,6 +23,16 @@
 //!
 //! Endpoints are torn down only after the results are in, so a rank that
 //! finished early never looks like a failed peer to one still finishing.
+//!
+//! A replicated run with the failure detector on (`--replication` ≥ 2 and
+//! `--fault`, or `--failure-detector on`) tolerates the death of a rank
+//! other than 0: the survivors fail it over (`cluster::failover`) and go
+//! on; rank 0 gathers the survivors' results, and the report's `recovery`
+//! gives the detection and recovery times and the commits before and
+//! after. The dead rank's history died with it, so the checker judges the
+//! survivors' history: serializable, every write it committed present on
+//! the node now serving its partition, every backup equal to its serving
+//! copy.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -33,20 +43,26 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::bootstrap::{hostname, Bootstrap, BootstrapOptions, RankInfo};
+use super::failover::ClusterFailover;
 use super::wire::{self, Dec, Enc, Kind};
-use crate::check::{check_serializable, store_matches_history, History};
+use crate::check::{
+    check_serializable, store_holds_history_writes, store_matches_history, History, Item,
+};
 use crate::config::{Config, ConfigError, FabricKind, LocalAtomics, UcxTransport};
 use crate::engine::coroutine::{self, CoroutineEnv};
 use crate::engine::report::{ClusterSummary, RankSummary};
 use crate::engine::{self, CheckSummary, Report, RunError, RunOutput, WithProtocol, WithWorkload};
 use crate::fabric::ucx::{ucx_version, PeerInfo, TransportChoice, UcxContext, UcxWorkerHost};
 use crate::fabric::NodeId;
+use crate::fault::{DetectorSettings, FaultRun, Membership, NoRecovery, RecoveryReport};
 use crate::protocols::Protocol;
+use crate::replication::Failover;
 use crate::replication::{LogWriter, Replication};
 use crate::runtime::{RpcService, Served, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreLayout};
 use crate::workloads::Workload;
+use std::sync::atomic::AtomicU64;
 
 /// Which node this process is, and where rank 0 listens.
 #[derive(Clone, Debug)]
@@ -173,6 +189,9 @@ fn worker_thread<P: Protocol, W: Workload>(
     stop: &AtomicBool,
     local_done: &AtomicUsize,
     replication: Option<&Arc<Replication>>,
+    faults: Option<&FaultRun>,
+    abandoned: &AtomicU64,
+    journal_prefix: Option<&str>,
 ) {
     let node = store.node;
     let host = match UcxWorkerHost::new(context, node, worker_index) {
@@ -212,10 +231,37 @@ fn worker_thread<P: Protocol, W: Workload>(
     let Ok(start) = links.go.recv() else {
         return;
     };
-    let worker = Worker::new(Box::new(endpoint), config.coroutines as usize);
+    let warmup_ns = (config.warmup_s * 1e9) as u64;
+    let duration_ns = (config.duration_s * 1e9) as u64;
+    let mut worker = Worker::new(Box::new(endpoint), config.coroutines as usize);
+    if let Some(faults) = faults {
+        worker = faults.attach(
+            worker,
+            layout
+                .heartbeat_addr
+                .expect("a detector run has a heartbeat"),
+            config.nodes,
+            duration_ns,
+            start + warmup_ns + duration_ns,
+        );
+    }
     let cache = RefCell::new(LocationCache::new(config.location_cache_entries));
     let stats = RefCell::new(WorkerStats::new());
-    let history = RefCell::new(History::new());
+    let history = RefCell::new(match journal_prefix {
+        Some(prefix) => {
+            let path = journal_path(prefix, node as u32, worker_index);
+            match std::fs::File::create(&path) {
+                Ok(file) => History::journaled(file),
+                Err(e) => {
+                    eprintln!(
+                        "verbena: rank {node}: cannot create the history journal {path}: {e}; should this rank die, its history is lost"
+                    );
+                    History::new()
+                }
+            }
+        }
+        None => History::new(),
+    });
     let service = NodeService {
         protocol,
         store,
@@ -223,8 +269,6 @@ fn worker_thread<P: Protocol, W: Workload>(
         scratch: RefCell::new(Vec::new()),
     };
     let log_writer = replication.map(|r| LogWriter::new(r.clone(), store.node, worker_index));
-    let warmup_ns = (config.warmup_s * 1e9) as u64;
-    let duration_ns = (config.duration_s * 1e9) as u64;
     let env = CoroutineEnv {
         worker: &worker,
         layout,
@@ -240,8 +284,8 @@ fn worker_thread<P: Protocol, W: Workload>(
         warmup_end_ns: start + warmup_ns,
         end_ns: start + warmup_ns + duration_ns,
         log: log_writer.as_ref(),
-        fault_at_ns: u64::MAX,
-        record_at_commit_point: false,
+        fault_at_ns: faults.map_or(u64::MAX, |f| start.saturating_add(f.first_fault_ns)),
+        record_at_commit_point: faults.is_some(),
     };
     let mut coroutines: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = (0..config.coroutines as u16)
         .map(|co| {
@@ -264,6 +308,7 @@ fn worker_thread<P: Protocol, W: Workload>(
         }
     }
     drop(coroutines);
+    abandoned.fetch_add(worker.abandoned_rounds(), Ordering::Relaxed);
     let mut stats = stats.into_inner();
     stats.close();
     let cache = cache.into_inner();
@@ -290,11 +335,17 @@ fn run_protocol<P: Protocol, W: Workload>(
     let rank = options.rank;
     let nodes = config.nodes;
     let workers = config.workers as u16;
-    let (layout, replication) = crate::engine::replicated_layout(
-        config,
+    let settings = DetectorSettings::of(config);
+    // Fault tolerance needs a detector and a copy of every partition to
+    // fail over to; otherwise a dead rank ends the run with an error.
+    let tolerant = settings.is_some() && config.replication > 1;
+    let mut layout =
         StoreLayout::with_copies(&workload.tables(), P::header_words, config.replication)
-            .with_txn_meta(workers, config.coroutines as u16, P::txn_meta_words()),
-    );
+            .with_txn_meta(workers, config.coroutines as u16, P::txn_meta_words());
+    if tolerant {
+        layout = layout.with_heartbeat();
+    }
+    let (layout, replication) = crate::engine::replicated_layout(config, layout);
     let transport = match config.ucx.transport {
         UcxTransport::Shm => TransportChoice::Shm,
         UcxTransport::Tcp => TransportChoice::Tcp,
@@ -317,6 +368,31 @@ fn run_protocol<P: Protocol, W: Workload>(
         crate::replication::load_backups(workload, &store, &replication.placement)
             .map_err(RunError::Load)?;
     }
+    let faults = match (&replication, tolerant) {
+        (Some(replication), true) => {
+            context.failure.tolerate();
+            let mut faults = FaultRun::new(config).expect("a detector run");
+            let failover = Arc::new(Failover::for_node(
+                replication.clone(),
+                store.clone(),
+                config.workers * config.coroutines,
+                faults.settings.heartbeat_interval_ns / 4,
+                P::recovered_header,
+            ));
+            faults.set_failover(failover);
+            // Rank 0 decides failures (`cluster::failover`); the detector
+            // only declares them in this process's membership.
+            faults.hook = Arc::new(NoRecovery);
+            Some(faults)
+        }
+        _ => None,
+    };
+    let abandoned = AtomicU64::new(0);
+    let config_digest = wire::digest(serde_json::to_string(config).map_err(cluster)?.as_bytes());
+    // A checked fault-tolerant run journals each rank's history, so a
+    // rank that dies leaves it behind for the checker.
+    let journal_prefix = (faults.is_some() && config.check)
+        .then(|| journal_prefix(config_digest, &options.bootstrap));
     let config_json = serde_json::to_string(config).map_err(cluster)?;
     let stall = Duration::from_secs_f64(config.ucx.stall_timeout_s);
     let boot_options = BootstrapOptions {
@@ -356,6 +432,8 @@ fn run_protocol<P: Protocol, W: Workload>(
             let (context, store, layout, stop, local_done) =
                 (&context, &store, &layout, &stop, &local_done);
             let replication = replication.as_ref();
+            let (faults, abandoned) = (faults.as_ref(), &abandoned);
+            let journal_prefix = journal_prefix.as_deref();
             std::thread::Builder::new()
                 .name(format!("verbena-n{rank}-w{worker_index}"))
                 .spawn_scoped(scope, move || {
@@ -371,6 +449,9 @@ fn run_protocol<P: Protocol, W: Workload>(
                         stop,
                         local_done,
                         replication,
+                        faults,
+                        abandoned,
+                        journal_prefix,
                     )
                 })
                 .map_err(|e| cluster(format!("starting a worker thread: {e}")))?;
@@ -410,6 +491,9 @@ fn run_protocol<P: Protocol, W: Workload>(
             &local_done,
             stall,
             replication.clone(),
+            faults.as_ref(),
+            &abandoned,
+            journal_prefix.as_deref(),
         );
         match outcome {
             Ok(output) => {
@@ -445,6 +529,9 @@ fn drive<W: Workload>(
     local_done: &AtomicUsize,
     stall: Duration,
     replication: Option<Arc<Replication>>,
+    faults: Option<&FaultRun>,
+    abandoned: &AtomicU64,
+    journal_prefix: Option<&str>,
 ) -> Result<Option<RunOutput>, String> {
     let rank = boot.rank;
     let nodes = boot.nodes;
@@ -496,15 +583,52 @@ fn drive<W: Workload>(
         tx.send(start_ns)
             .map_err(|_| format!("{me}: a worker thread stopped"))?;
     }
+    if let Some(at_s) = crash_time_of(config, rank) {
+        // `--fault crash:RANK@S` on ucx: this process dies as `kill -9`
+        // kills it — no cleanup, no goodbye.
+        std::thread::Builder::new()
+            .name("verbena-crash".into())
+            .spawn(move || {
+                std::thread::sleep(Duration::from_secs_f64(at_s));
+                kill_self();
+            })
+            .map_err(|e| format!("{me}: starting the crash timer: {e}"))?;
+    }
+    let mut cluster_failover = match (faults, &faults.and_then(|f| f.failover.clone())) {
+        (Some(faults), Some(failover)) => {
+            if rank == 0 {
+                boot.tolerate_loss();
+            }
+            Some(ClusterFailover::new(
+                failover.clone(),
+                faults.memberships[rank as usize].clone(),
+                &context.failure,
+                context.epoch,
+                rank,
+                nodes,
+            ))
+        }
+        _ => None,
+    };
 
     // The run: watch workers, peers and UCX until every rank is done.
     let run_for = Duration::from_secs_f64(config.warmup_s + config.duration_s);
     // Rank 0 judges first; the others wait longer, to hear its verdict.
     let grace = if rank == 0 { stall } else { stall * 2 };
-    let deadline = Instant::now() + run_for + grace;
+    let mut deadline = Instant::now() + run_for + grace;
     let mut done = vec![false; nodes as usize];
     let mut sent_done = false;
     loop {
+        if let Some(driver) = cluster_failover.as_mut() {
+            driver.poll(boot)?;
+            if driver.recovering() {
+                // A recovery may outlast the run; its end restarts the clock.
+                deadline = deadline.max(Instant::now() + grace);
+            }
+            for failed in driver.failed() {
+                done[failed as usize] = true;
+            }
+        }
         if let Some((node, why)) = context.failure.get() {
             return Err(format!(
                 "{me}: UCX reports {} failed: {why}",
@@ -518,7 +642,8 @@ fn drive<W: Workload>(
                 boot.send(Kind::Done, &[])?;
             }
         }
-        if rank == 0 && done.iter().all(|&d| d) {
+        let recovering = cluster_failover.as_ref().is_some_and(|d| d.recovering());
+        if rank == 0 && !recovering && done.iter().all(|&d| d) {
             boot.send(Kind::AllDone, &[])?;
             break;
         }
@@ -543,6 +668,12 @@ fn drive<W: Workload>(
         match boot.next(Duration::from_millis(5))? {
             Some((from, frame)) if frame.kind == Kind::Done => done[from as usize] = true,
             Some((_, frame)) if frame.kind == Kind::AllDone => break,
+            Some((from, frame))
+                if cluster_failover.is_some()
+                    && cluster_failover
+                        .as_mut()
+                        .expect("checked")
+                        .on_frame(boot, from, &frame)? => {}
             Some((from, frame)) => {
                 return Err(format!(
                     "{} sent {:?} during the run",
@@ -561,9 +692,11 @@ fn drive<W: Workload>(
     }
     let results: Vec<WorkerResult> = results.into_iter().map(|r| r.expect("all")).collect();
 
+    let fault_words = fault_section(faults, rank, abandoned, start_ns);
     if rank != 0 {
         let mut enc = Enc::default();
         encode_rank_result(&mut enc, &transports, &results);
+        enc.words(&fault_words);
         if config.check {
             let words: Vec<u64> = (0..layout.region_words)
                 .map(|w| store.region.load(w))
@@ -573,6 +706,7 @@ fn drive<W: Workload>(
             enc.words(&rows);
         }
         boot.send(Kind::Result, &enc.bytes)?;
+        remove_journals(journal_prefix, rank, workers);
         return Ok(None);
     }
 
@@ -580,16 +714,21 @@ fn drive<W: Workload>(
     let deadline = Instant::now() + stall * 6;
     let frames = boot.gather(Kind::Result, deadline, "send its results")?;
     let mut all_results: Vec<WorkerResult> = results;
-    let mut rank_transports = vec![transports];
+    let mut rank_transports = vec![(0u32, transports)];
     let mut stores = vec![store.clone()];
+    let mut fault_sections = vec![(0u32, fault_words)];
     for (from, frame) in frames {
         boot.mark_finished(from);
         let who = boot.describe(from);
         let mut dec = Dec::new(&frame.body);
         let (chosen, results) =
             decode_rank_result(&mut dec, workers).map_err(|e| format!("{who}: {e}"))?;
-        rank_transports.push(chosen);
+        rank_transports.push((from, chosen));
         all_results.extend(results);
+        let section = dec
+            .words("failure detections")
+            .map_err(|e| format!("{who}: {e}"))?;
+        fault_sections.push((from, section));
         if config.check {
             let words = dec
                 .words("region image")
@@ -608,7 +747,24 @@ fn drive<W: Workload>(
         total.merge(stats);
         history.append(worker_history);
     }
+    let failed: Vec<NodeId> = cluster_failover
+        .as_ref()
+        .map(|driver| driver.failed())
+        .unwrap_or_default();
+    remove_journals(journal_prefix, 0, workers);
     let check = config.check.then(|| {
+        if let (false, Some(replication)) = (failed.is_empty(), &replication) {
+            let (verdict, invariants) = check_after_lost_rank(
+                workload,
+                &mut history,
+                &stores,
+                replication,
+                &failed,
+                journal_prefix,
+                workers,
+            );
+            return CheckSummary::new(verdict, invariants);
+        }
         let verdict = check_serializable(&history);
         let mut invariants = workload.check_invariants(&stores, &history);
         let mismatches = store_matches_history(&history, &stores);
@@ -643,15 +799,21 @@ fn drive<W: Workload>(
         ranks: boot
             .ranks
             .iter()
-            .zip(rank_transports)
-            .map(|(info, transports)| RankSummary {
+            .map(|info| RankSummary {
                 rank: info.rank,
                 host: info.host.clone(),
                 pid: info.pid,
-                transports,
+                transports: rank_transports
+                    .iter()
+                    .find(|(rank, _)| *rank == info.rank)
+                    .map(|(_, names)| names.clone())
+                    .unwrap_or_default(),
             })
             .collect(),
     });
+    if let Some(faults) = faults {
+        report.recovery = Some(recovery_report(config, faults, &total, &fault_sections)?);
+    }
     Ok(Some(RunOutput {
         report,
         history: config.check.then_some(history),
@@ -659,6 +821,326 @@ fn drive<W: Workload>(
         stores,
         replication,
     }))
+}
+
+/// When `config` crashes `rank` (`--fault crash:RANK@S`), seconds after
+/// the start.
+fn crash_time_of(config: &Config, rank: u32) -> Option<f64> {
+    config.faults.iter().find_map(|fault| match *fault {
+        crate::fault::RunFault::Crash { node, at_s } if node == rank => Some(at_s),
+        _ => None,
+    })
+}
+
+extern "C" {
+    fn kill(pid: i32, signal: i32) -> i32;
+}
+
+/// Ends this process as `kill -9` would.
+fn kill_self() -> ! {
+    const SIGKILL: i32 = 9;
+    // SAFETY: kill(2) on this process's own pid.
+    unsafe {
+        kill(std::process::id() as i32, SIGKILL);
+    }
+    // SIGKILL cannot be caught; should delivery lag, do not run on.
+    loop {
+        std::thread::park();
+    }
+}
+
+/// What a rank tells rank 0 of failures: `[abandoned rounds, then per
+/// peer it declared dead: node, ns after the start]`.
+fn fault_section(
+    faults: Option<&FaultRun>,
+    rank: u32,
+    abandoned: &AtomicU64,
+    start_ns: u64,
+) -> Vec<u64> {
+    let mut words = vec![abandoned.load(Ordering::Relaxed)];
+    if let Some(membership) = faults.and_then(|f| f.memberships.get(rank as usize)) {
+        for (node, at_ns) in membership.failed_nodes() {
+            words.push(node as u64);
+            words.push(at_ns.saturating_sub(start_ns));
+        }
+    }
+    words
+}
+
+/// The report's `recovery` of a fault-tolerant multi-process run, from
+/// every surviving rank's detections and rank 0's failover.
+fn recovery_report(
+    config: &Config,
+    faults: &FaultRun,
+    total: &WorkerStats,
+    sections: &[(u32, Vec<u64>)],
+) -> Result<RecoveryReport, String> {
+    let mut views = Vec::new();
+    let mut abandoned_rounds = 0;
+    for (rank, words) in sections {
+        let (&abandoned, pairs) = words
+            .split_first()
+            .ok_or_else(|| format!("rank {rank}: an empty failure section"))?;
+        abandoned_rounds += abandoned;
+        let view = Membership::new(*rank as NodeId, config.nodes);
+        for pair in pairs.chunks(2) {
+            if let [node, at_ns] = *pair {
+                if node < config.nodes as u64 && node != *rank as u64 {
+                    view.declare_dead(node as NodeId, at_ns);
+                }
+            }
+        }
+        views.push(view);
+    }
+    let view_refs: Vec<&Membership> = views.iter().collect();
+    let mut report = RecoveryReport::build(&config.faults, faults.settings, &view_refs, 0);
+    // Ranks that died without a planned fault (`kill -9` from outside).
+    let failed = faults
+        .failover
+        .as_ref()
+        .map(|f| f.failed_nodes())
+        .unwrap_or_default();
+    for node in failed {
+        if report.faults.iter().any(|f| f.node == node as u32) {
+            continue;
+        }
+        let mut detected_by: Vec<(u32, f64)> = views
+            .iter()
+            .filter_map(|view| {
+                view.failed_nodes()
+                    .into_iter()
+                    .find(|&(n, _)| n == node)
+                    .map(|(_, at)| (view.node() as u32, at as f64 / 1e9))
+            })
+            .collect();
+        detected_by.sort_by_key(|d| d.0);
+        let detected_at_s = detected_by.iter().map(|d| d.1).reduce(f64::min);
+        report.faults.push(crate::fault::FaultRecord {
+            node: node as u32,
+            kind: "lost",
+            crash_at_s: detected_at_s.unwrap_or(0.0),
+            detected_at_s,
+            detection_s: None,
+            detected_by,
+        });
+    }
+    report.committed_before_fault = total.fault_commits.before_fault;
+    report.committed_after_fault = total.fault_commits.after_fault;
+    report.committed_after_detection = total.fault_commits.after_detection;
+    report.abandoned_rounds = abandoned_rounds;
+    if let Some(failover) = &faults.failover {
+        let done = failover.report();
+        if done.recoveries > 0 {
+            report.recovery_time_s = Some(done.recovery_ns as f64 / 1e9);
+        }
+        report.promoted = done
+            .promoted
+            .iter()
+            .map(|&(p, n)| (p as u32, n as u32))
+            .collect();
+        report.resolved_from_log_count = done.resolved_from_log_count;
+        report.resolved_committed_count = done.resolved_committed_count;
+        report.resolved_aborted_count = done.resolved_aborted_count;
+        report.headers_reset = done.headers_reset;
+        report.versions_rolled_forward = done.versions_rolled_forward;
+        report.suspicions_ignored = done.suspicions_ignored;
+    }
+    Ok(report)
+}
+
+/// The checks of a multi-process run that lost ranks (`failed`), as
+/// thorough as a `threads` run's after a failover: the survivors' `stores`
+/// (node order) give every partition — a failed one from its promoted
+/// copy; the history is the survivors' plus each dead rank's, read back
+/// from its journal (`History::journaled`) and appended to `history`; on
+/// it the serializability verdict, the exact store check (every committed
+/// write present, nothing uncommitted visible), the workload invariants,
+/// and every backup against the copy serving its partition.
+///
+/// A dead rank's journal records each transaction at its commit point, the
+/// post of its log records; the kill may have fallen between the two. So
+/// the last entry of each of its coroutines is in doubt (every earlier one
+/// was acknowledged: a coroutine starts its next transaction only after
+/// its log round returned), and it counts as committed iff its first
+/// write's version is on the serving copy (or a later one) and no other
+/// transaction installed that same version.
+fn check_after_lost_rank<W: Workload>(
+    workload: &W,
+    history: &mut History,
+    stores: &[Arc<NodeStore>],
+    replication: &Replication,
+    failed: &[NodeId],
+    journal_prefix: Option<&str>,
+    workers: u16,
+) -> (crate::check::CheckReport, crate::workloads::InvariantReport) {
+    let placement = replication.placement;
+    let mut serving_stores = Vec::with_capacity(placement.nodes as usize);
+    let mut problems = Vec::new();
+    for partition in 0..placement.nodes as NodeId {
+        let served_by = crate::replication::serving_node(&placement, partition, failed);
+        let copy = served_by.and_then(|node| {
+            let store = stores.iter().find(|s| s.node == node)?;
+            let copy = placement.copy_on(node, partition)?;
+            if copy == 0 {
+                Some(Ok(store.clone()))
+            } else {
+                Some(store.extract_copy(partition, copy).map(Arc::new))
+            }
+        });
+        match copy {
+            Some(Ok(store)) => serving_stores.push(store),
+            Some(Err(e)) => problems.push(format!(
+                "partition {partition}'s serving copy could not be read: {e}"
+            )),
+            None => problems.push(format!(
+                "partition {partition} has no live copy among the ranks that reported"
+            )),
+        }
+    }
+    let mut details = Vec::new();
+    let mut journals_whole = journal_prefix.is_some();
+    for &rank in failed {
+        let Some(prefix) = journal_prefix else {
+            break;
+        };
+        let mut journal = History::new();
+        for worker in 0..workers {
+            let path = journal_path(prefix, rank as u32, worker);
+            match std::fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|b| History::read_journal(&b))
+            {
+                Ok(part) => journal.append(&part),
+                Err(e) => {
+                    journals_whole = false;
+                    problems.push(format!(
+                        "rank {rank}'s history journal {path} could not be read ({e}): with ranks on several hosts, set TMPDIR to a directory they share"
+                    ));
+                }
+            }
+            let _ = std::fs::remove_file(&path);
+        }
+        let (kept, in_doubt, dropped) = resolve_in_doubt(&journal, history, &serving_stores);
+        details.push(format!(
+            "rank {rank} failed: its history read back from its journal, {} transaction(s); {in_doubt} in doubt at its death (recorded at the commit point), of which {dropped} had not committed",
+            kept.len() + dropped
+        ));
+        history.append(&kept);
+    }
+    let verdict = check_serializable(history);
+    let mut invariants = if problems.is_empty() && journals_whole {
+        workload.check_invariants(&serving_stores, history)
+    } else {
+        crate::workloads::InvariantReport {
+            ok: problems.is_empty(),
+            details: vec![
+                "workload invariants not checked: a dead rank's history is incomplete".into(),
+            ],
+        }
+    };
+    invariants.ok &= problems.is_empty();
+    invariants.details.extend(details);
+    invariants.details.extend(problems);
+    if serving_stores.len() == placement.nodes as usize {
+        let mismatches = if journals_whole {
+            store_matches_history(history, &serving_stores)
+        } else {
+            store_holds_history_writes(history, &serving_stores)
+        };
+        if mismatches.is_empty() {
+            invariants.details.push(format!(
+                "every tuple's version is the one its last committed write installed (failed rank(s) {failed:?}: their partitions read from the promoted copies)"
+            ));
+        } else {
+            invariants.ok = false;
+            invariants.details.extend(mismatches);
+        }
+        crate::replication::check_backups(replication, &serving_stores, failed, &mut invariants);
+    }
+    (verdict, invariants)
+}
+
+/// Splits a dead rank's `journal` into the transactions that committed
+/// and counts those in doubt and those dropped (see
+/// `check_after_lost_rank`). `others`: everyone else's history.
+fn resolve_in_doubt(
+    journal: &History,
+    others: &History,
+    serving: &[Arc<NodeStore>],
+) -> (History, usize, usize) {
+    use std::collections::{HashMap, HashSet};
+    let coroutine_of = |id: u64| id >> crate::txn::ids::COUNTER_BITS;
+    let mut last: HashMap<u64, usize> = HashMap::new();
+    for (index, txn) in journal.txns.iter().enumerate() {
+        last.insert(coroutine_of(txn.id), index);
+    }
+    let in_doubt: HashSet<usize> = last.values().copied().collect();
+    // Every version and the transactions that claim to have installed it.
+    let mut installed: HashMap<Item, Vec<u64>> = HashMap::new();
+    for history in [others, journal] {
+        for txn in &history.txns {
+            for item in history.writes(txn) {
+                installed.entry(*item).or_default().push(txn.id);
+            }
+        }
+    }
+    let mut kept = History::new();
+    let mut dropped = 0;
+    for (index, txn) in journal.txns.iter().enumerate() {
+        let writes = journal.writes(txn);
+        if in_doubt.contains(&index) {
+            if let Some(first) = writes.first() {
+                let taken_by_another = installed
+                    .get(first)
+                    .is_some_and(|ids| ids.iter().any(|&id| id != txn.id));
+                let on_store = serving.iter().find_map(|store| {
+                    store
+                        .lookup(first.table, first.key)
+                        .map(|slot| store.seq(first.table, slot))
+                });
+                let committed = !taken_by_another && on_store.is_some_and(|seq| seq >= first.seq);
+                if !committed {
+                    dropped += 1;
+                    continue;
+                }
+            }
+        }
+        kept.push_noted(
+            txn.id,
+            txn.node,
+            txn.kind,
+            txn.note,
+            journal.reads(txn),
+            writes,
+        );
+    }
+    (kept, in_doubt.len(), dropped)
+}
+
+/// Where the history journals of the run with this configuration digest
+/// and bootstrap address live (`std::env::temp_dir`, i.e. `TMPDIR`).
+fn journal_prefix(digest: u64, bootstrap: &str) -> String {
+    let address: String = bootstrap
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    std::env::temp_dir()
+        .join(format!("verbena-journal-{digest:016x}-{address}"))
+        .display()
+        .to_string()
+}
+
+fn journal_path(prefix: &str, rank: u32, worker: u16) -> String {
+    format!("{prefix}-r{rank}-w{worker}")
+}
+
+/// Removes this rank's journals (its history reached rank 0 another way).
+fn remove_journals(prefix: Option<&str>, rank: u32, workers: u16) {
+    if let Some(prefix) = prefix {
+        for worker in 0..workers {
+            let _ = std::fs::remove_file(journal_path(prefix, rank, worker));
+        }
+    }
 }
 
 /// Waits for a local worker thread's message while keeping the bootstrap

@@ -26,6 +26,29 @@ pub enum Kind {
     AllDone = 6,
     Result = 7,
     Abort = 8,
+    /// Failover (`cluster::failover`): a rank suspects a peer dead.
+    Suspect = 9,
+    /// Rank 0: the peer is declared failed; pause.
+    Fail = 10,
+    /// A rank's coroutines are all parked.
+    Quiet = 11,
+    /// Rank 0: every survivor is quiet; recover locally, send the digest.
+    Drain = 12,
+    /// A rank's local recovery counts and sync digest.
+    Synced = 13,
+    /// Rank 0: the versions this rank's copies lack.
+    Install = 14,
+    /// A rank installed them and reset its headers.
+    Recovered = 15,
+    /// Rank 0: every survivor recovered; resume.
+    Resume = 16,
+    /// Never sent: what rank 0's bootstrap reports when a rank's
+    /// connection is lost in a run that tolerates it.
+    Lost = 17,
+    /// A rank's decided-record counts and its doubts (`recovery::Doubts`).
+    Doubts = 18,
+    /// Rank 0: the dead coordinators' transactions that committed.
+    Decide = 19,
 }
 
 impl Kind {
@@ -39,6 +62,16 @@ impl Kind {
             6 => Kind::AllDone,
             7 => Kind::Result,
             8 => Kind::Abort,
+            9 => Kind::Suspect,
+            10 => Kind::Fail,
+            11 => Kind::Quiet,
+            12 => Kind::Drain,
+            13 => Kind::Synced,
+            14 => Kind::Install,
+            15 => Kind::Recovered,
+            16 => Kind::Resume,
+            18 => Kind::Doubts,
+            19 => Kind::Decide,
             _ => return None,
         })
     }

@@ -149,8 +149,10 @@ impl From<RunFault> for String {
 #[serde(deny_unknown_fields, default)]
 pub struct FailureDetectorConfig {
     /// Run the detector. Unset: on exactly when the run injects a fault
-    /// (replication may also turn it on). Off, a crashed peer is waited
-    /// for forever (`sim`) or stops the run with an error (`ucx`).
+    /// (`--failure-detector on` turns it on without one). Off, a crashed
+    /// peer is waited for forever (`sim`) or stops the run with an error
+    /// (`ucx`); on, with replication ≥ 2, a `ucx` run fails a dead rank
+    /// over and goes on.
     pub enabled: Option<bool>,
     pub heartbeat_interval_us: Option<f64>,
     pub timeout_us: Option<f64>,
@@ -259,7 +261,18 @@ pub fn validate(config: &Config) -> Result<(), String> {
         );
     }
     if config.fabric == FabricKind::Ucx {
-        return Err("--fault is not supported on the ucx fabric yet (a node process that dies still stops the run with an error naming its rank and host); allowed: --fabric sim or threads".into());
+        if config.replication < 2 {
+            return Err("--fault on the ucx fabric needs --replication 2 or 3: a killed process's memory dies with it, so its partitions must fail over to backups on the survivors (sim and threads also run --fault with replication 1)".into());
+        }
+        if config.faults.len() > 1 {
+            return Err(format!(
+                "--fault is given {} times; allowed on ucx: one crash (the survivors recover from one failure at a time)",
+                config.faults.len()
+            ));
+        }
+        if config.faults.iter().any(|f| f.node() == 0) {
+            return Err("--fault crash:0@… on ucx: rank 0 runs the bootstrap and gathers the results, so it must survive; allowed: a node in 1..nodes".into());
+        }
     }
     if config.protocol == crate::protocols::ProtocolKind::Calvin {
         return Err("--fault is not supported with protocol calvin (its sequencer needs every node; run another protocol)".into());
@@ -407,7 +420,10 @@ impl FailureHook for NoRecovery {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FaultRecord {
     pub node: u32,
-    /// `crash` or `pause`.
+    /// `crash` or `pause`; `lost`: a rank of a `ucx` run that died without
+    /// a planned fault (killed from outside) — its `crash_at_s` is then
+    /// when it was first declared dead, an upper bound, and its
+    /// `detection_s` null.
     pub kind: &'static str,
     /// When the fault struck, seconds since the run's start.
     pub crash_at_s: f64,
@@ -760,7 +776,17 @@ mod tests {
         ucx.fabric = FabricKind::Ucx;
         assert!(validate(&ucx)
             .unwrap_err()
-            .contains("not supported on the ucx fabric"));
+            .contains("needs --replication 2 or 3"));
+        ucx.replication = 2;
+        assert!(validate(&ucx).is_ok());
+        let mut ucx_rank0 = ucx.clone();
+        ucx_rank0.faults = vec![RunFault::parse("crash:0@1").unwrap()];
+        assert!(validate(&ucx_rank0)
+            .unwrap_err()
+            .contains("rank 0 runs the bootstrap"));
+        let mut ucx_two = ucx.clone();
+        ucx_two.faults.push(RunFault::parse("crash:2@1").unwrap());
+        assert!(validate(&ucx_two).unwrap_err().contains("one crash"));
         let mut calvin = config_with(&["crash:1@1"]);
         calvin.protocol = crate::protocols::ProtocolKind::Calvin;
         assert!(validate(&calvin).unwrap_err().contains("calvin"));
