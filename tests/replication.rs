@@ -359,7 +359,8 @@ fn calvin_seeds(default: u64) -> u64 {
 }
 
 /// CALVIN × workload × log primitive × r on `fabric`, `seeds` seeds each;
-/// the other stages' primitive alternates with the seed.
+/// the other stages' primitive alternates with the seed, and every third
+/// seed runs with small rings.
 fn calvin_matrix(fabric: FabricKind, seeds: u64) {
     for workload in [
         WorkloadKind::Ycsb,
@@ -374,14 +375,21 @@ fn calvin_matrix(fabric: FabricKind, seeds: u64) {
                     } else {
                         Primitive::OneSided
                     };
-                    let config =
+                    let mut config =
                         calvin_replicated(fabric, workload, log, others, replication, seed);
+                    // Every third seed, rings of a few records: one-sided
+                    // participants wrap and reclaim space often (and a
+                    // record larger than the ring goes by RPC).
+                    if seed % 3 == 0 {
+                        config.replication_options.ring_bytes = 2048;
+                    }
                     let what = format!(
-                        "calvin {} {} log={} others={} r={replication} seed {seed}",
+                        "calvin {} {} log={} others={} r={replication} seed {seed} ring {} B",
                         fabric.name(),
                         workload.name(),
                         log.name(),
-                        others.name()
+                        others.name(),
+                        config.replication_options.ring_bytes
                     );
                     let report = assert_replicated(&config, &what);
                     assert!(
@@ -402,7 +410,7 @@ fn calvin_keeps_its_backups_equal_to_its_primaries_on_sim_seeds() {
 
 #[test]
 fn calvin_keeps_its_backups_equal_to_its_primaries_on_threads() {
-    calvin_matrix(FabricKind::Threads, calvin_seeds(2));
+    calvin_matrix(FabricKind::Threads, calvin_seeds(3));
 }
 
 /// Every active participant logs one record to each backup of its own
@@ -465,4 +473,34 @@ fn calvin_participants_log_their_own_partitions_writes_only_when_replicated() {
         (b.verbs_per_txn.write, b.verbs_per_txn.rpc),
         "a read-only CALVIN transaction logged something"
     );
+}
+
+/// CALVIN replicates but has no failover: a run with a crash is refused
+/// before it starts, saying so and what runs instead.
+#[test]
+fn calvin_with_a_fault_is_refused_with_what_is_missing() {
+    for replication in [1, 2, 3] {
+        let mut config = calvin_replicated(
+            FabricKind::Sim,
+            WorkloadKind::Ycsb,
+            Primitive::OneSided,
+            Primitive::OneSided,
+            replication,
+            1,
+        );
+        config.faults = vec![verbena::fault::RunFault::Crash {
+            node: 1,
+            at_s: 0.002,
+        }];
+        let error = engine::run(&config)
+            .err()
+            .expect("calvin with --fault")
+            .to_string();
+        assert!(
+            error.contains("--fault is not supported with protocol calvin")
+                && error.contains("--replication 2 or 3")
+                && error.contains("run calvin without --fault"),
+            "r={replication}: {error}"
+        );
+    }
 }

@@ -85,13 +85,31 @@
 //! of the same record is logged before it (a backup would install either
 //! order correctly anyway: only newer versions apply).
 //!
-//! What this does not give: a run with failures (`--fault`) is refused.
-//! A crash leaves CALVIN without a sequencer (every node's scheduler waits
-//! for a sub-batch from every node every epoch) and without the dead
-//! node's executors for the transactions already sequenced; recovering
-//! needs an agreed last epoch for the dead node, re-routing of its
-//! partition's parts to the promoted backup, and replay of sequenced but
-//! unfinished transactions there — none of which exists yet.
+//! What this does not give: failover. A run with `--fault` is refused
+//! (`fault::validate`), replicated or not, because a crash leaves the
+//! survivors unable to go on soundly, and what recovering needs is not
+//! built:
+//! * *the dead sequencer's last epoch, agreed*: its sequencer writes each
+//!   epoch's sub-batches node by node, so survivors can hold different
+//!   prefixes of its input; one that scheduled epoch `e` may have run its
+//!   part of a transaction whose other part another survivor never
+//!   received. The survivors must agree on a last epoch and pass each
+//!   other the dead node's sub-batches up to it (Calvin replicates the
+//!   input, by Paxos, for exactly this), and the schedulers then count
+//!   sub-batches from live sequencers only;
+//! * *partitions apart from nodes*: `Declared::node` is both the record's
+//!   partition and the node that locks, reads and installs it (the
+//!   scheduler's lock table, `access.node == node` in the executor, the
+//!   forward-block addressing); a promoted backup serving two partitions
+//!   needs every one of those to go through the serving map;
+//! * *replay of the dead node's unfinished parts* on the promoted backup,
+//!   in the global order: which parts were logged cannot be told from the
+//!   backup's versions (a log record would have to carry the transaction's
+//!   place in the order), and the records the other participants forwarded
+//!   to the dead node are lost with it, while those participants finished
+//!   and released their locks — they would have to forward again values
+//!   they may since have overwritten;
+//! * completion reports the dead node owed to survivors' clients.
 //!
 //! Choices where the papers are silent, and why:
 //! * Clients: each node runs `workers × coroutines` closed-loop clients,
