@@ -409,6 +409,12 @@ fn calvin_keeps_its_backups_equal_to_its_primaries_on_sim_seeds() {
 }
 
 #[test]
+#[ignore = "the calvin replication matrix on 24 sim seeds (run by .ci/run)"]
+fn calvin_keeps_its_backups_equal_to_its_primaries_on_many_sim_seeds() {
+    calvin_matrix(FabricKind::Sim, calvin_seeds(24));
+}
+
+#[test]
 fn calvin_keeps_its_backups_equal_to_its_primaries_on_threads() {
     calvin_matrix(FabricKind::Threads, calvin_seeds(3));
 }
