@@ -9,7 +9,12 @@
 //! run is as deterministic as any other), the runtime, the workload's
 //! generator and program, the stats, the report and the checker. The
 //! history each participant records for its own records is merged per
-//! transaction before it is checked.
+//! transaction before it is checked. With `--replication R` the store
+//! holds backup copies and log rings as for every protocol
+//! (`engine::replicated_layout`, `replication`), each worker's executors
+//! log through a `LogWriter::for_partition` of the node's own partition,
+//! the CALVIN service serves the log messages and applies ring records in
+//! the background, and `--check` compares every backup with its primary.
 //!
 //! A run: clients submit until `warmup + duration`; every epoch up to the
 //! one holding that instant is sequenced and then executed to the end on
