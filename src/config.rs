@@ -948,11 +948,6 @@ impl Config {
                 1u64 << 30
             )));
         }
-        if self.replication > 1 && self.protocol == ProtocolKind::Calvin {
-            return Err(ConfigError(
-                "replication > 1 with protocol calvin is not supported in this build: CALVIN would replicate its sequenced input (Calvin's design), which is not implemented; every other protocol replicates its writes through the coordinator log".into(),
-            ));
-        }
         Ok(())
     }
 

@@ -4,7 +4,9 @@
 //! after the run (rings drained) every backup copy equals its primary, and
 //! the serializability checker and workload invariants still pass. Bad
 //! replication settings get a clear error, and `r = 1` stays the
-//! unreplicated system.
+//! unreplicated system. CALVIN has no coordinator: each active participant
+//! logs its own partition's writes to that partition's backups before it
+//! installs them (`protocols::calvin`), through the same `log` stage.
 
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine::{self, Report};
@@ -65,6 +67,9 @@ fn assert_replicated(config: &Config, what: &str) -> Report {
     report
 }
 
+/// The protocols with a coordinator per transaction. CALVIN, whose
+/// participants each log their own partition's writes, has tests of its
+/// own below (`calvin_*`).
 fn protocols() -> Vec<ProtocolKind> {
     ProtocolKind::ALL
         .into_iter()
@@ -304,5 +309,204 @@ fn no_acknowledged_commit_is_lost_when_a_node_crashes_many_seeds() {
                 }
             }
         }
+    }
+}
+
+/// A replicated CALVIN run: several epochs in the run's time, the TPC-C
+/// scale small. On `threads`, wall time: a longer run, longer epochs.
+fn calvin_replicated(
+    fabric: FabricKind,
+    workload: WorkloadKind,
+    log: Primitive,
+    others: Primitive,
+    replication: u32,
+    seed: u64,
+) -> Config {
+    let mut config = replicated(
+        ProtocolKind::Calvin,
+        workload,
+        log,
+        others,
+        replication,
+        seed,
+    );
+    config.fabric = fabric;
+    config.protocol_options.calvin_epoch_us = 250;
+    let t = &mut config.tpcc;
+    t.warehouses_per_node = 1;
+    t.items = 200;
+    t.customers_per_district = 30;
+    t.insert_headroom_per_district = 200;
+    // Far above the specification's rates: most transactions write on
+    // two partitions, so several participants log.
+    t.remote_item_probability = 0.2;
+    t.payment_remote_probability = 0.5;
+    if fabric == FabricKind::Threads {
+        config.profile = NetworkProfile::none();
+        config.duration_s = 0.03;
+        config.warmup_s = 0.005;
+        config.protocol_options.calvin_epoch_us = 1_000;
+    }
+    config
+}
+
+/// Seeds per CALVIN case: `VERBENA_CALVIN_SEEDS`, or `default`.
+fn calvin_seeds(default: u64) -> u64 {
+    std::env::var("VERBENA_CALVIN_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// CALVIN × workload × log primitive × r on `fabric`, `seeds` seeds each;
+/// the other stages' primitive alternates with the seed, and every third
+/// seed runs with small rings.
+fn calvin_matrix(fabric: FabricKind, seeds: u64) {
+    for workload in [
+        WorkloadKind::Ycsb,
+        WorkloadKind::SmallBank,
+        WorkloadKind::Tpcc,
+    ] {
+        for log in [Primitive::OneSided, Primitive::Rpc] {
+            for replication in [2, 3] {
+                for seed in 1..=seeds {
+                    let others = if seed % 2 == 0 {
+                        Primitive::Rpc
+                    } else {
+                        Primitive::OneSided
+                    };
+                    let mut config =
+                        calvin_replicated(fabric, workload, log, others, replication, seed);
+                    // Every third seed, rings of a few records: one-sided
+                    // participants wrap and reclaim space often (and a
+                    // record larger than the ring goes by RPC).
+                    if seed % 3 == 0 {
+                        config.replication_options.ring_bytes = 2048;
+                    }
+                    let what = format!(
+                        "calvin {} {} log={} others={} r={replication} seed {seed} ring {} B",
+                        fabric.name(),
+                        workload.name(),
+                        log.name(),
+                        others.name(),
+                        config.replication_options.ring_bytes
+                    );
+                    let report = assert_replicated(&config, &what);
+                    assert!(
+                        report.stages.0.iter().any(|(name, _)| *name == "log"),
+                        "{what}: no log stage in {:?}",
+                        report.stages
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn calvin_keeps_its_backups_equal_to_its_primaries_on_sim_seeds() {
+    calvin_matrix(FabricKind::Sim, calvin_seeds(6));
+}
+
+#[test]
+#[ignore = "the calvin replication matrix on 24 sim seeds (run by .ci/run)"]
+fn calvin_keeps_its_backups_equal_to_its_primaries_on_many_sim_seeds() {
+    calvin_matrix(FabricKind::Sim, calvin_seeds(24));
+}
+
+#[test]
+fn calvin_keeps_its_backups_equal_to_its_primaries_on_threads() {
+    calvin_matrix(FabricKind::Threads, calvin_seeds(3));
+}
+
+/// Every active participant logs one record to each backup of its own
+/// partition — not the whole write set its program computed — and only
+/// when the run replicates; read-only transactions log nothing.
+#[test]
+fn calvin_participants_log_their_own_partitions_writes_only_when_replicated() {
+    let write_all = |replication, log| {
+        let mut config = calvin_replicated(
+            FabricKind::Sim,
+            WorkloadKind::Ycsb,
+            log,
+            Primitive::OneSided,
+            replication,
+            7,
+        );
+        // Every transaction writes on exactly two partitions.
+        config.ycsb.write_ratio = 1.0;
+        config.ycsb.partitions_per_txn = Some(2);
+        config
+    };
+    for replication in [2u32, 3] {
+        // By RPC (the other stages one-sided, so every RPC is a log
+        // record): two participants × (r − 1) backups each. Were each to
+        // log the whole write set, r = 2 would send 4 and r = 3 would send 6.
+        let config = write_all(replication, Primitive::Rpc);
+        let report = assert_replicated(&config, &format!("calvin write-all r={replication}"));
+        let expected = 2.0 * (replication - 1) as f64;
+        let rpc = report.verbs_per_txn.rpc;
+        assert!(
+            (rpc - expected).abs() <= 0.1 * expected,
+            "r={replication}: {rpc} log RPCs per transaction, expected {expected}"
+        );
+    }
+    let plain = engine::run(&write_all(1, Primitive::OneSided))
+        .expect("r = 1")
+        .report;
+    let logged = assert_replicated(&write_all(3, Primitive::OneSided), "calvin write-all r=3");
+    assert!(
+        logged.verbs_per_txn.write > plain.verbs_per_txn.write,
+        "r=3 must WRITE log records: {} vs {}",
+        logged.verbs_per_txn.write,
+        plain.verbs_per_txn.write
+    );
+    assert!(
+        !plain.stages.0.iter().any(|(name, _)| *name == "log"),
+        "r = 1 reports no log stage: {:?}",
+        plain.stages
+    );
+    let mut read_only = write_all(1, Primitive::OneSided);
+    read_only.ycsb.write_ratio = 0.0;
+    let mut read_only3 = read_only.clone();
+    read_only3.replication = 3;
+    let (a, b) = (
+        engine::run(&read_only).expect("r = 1").report,
+        assert_replicated(&read_only3, "calvin read-only r=3"),
+    );
+    assert_eq!(
+        (a.verbs_per_txn.write, a.verbs_per_txn.rpc),
+        (b.verbs_per_txn.write, b.verbs_per_txn.rpc),
+        "a read-only CALVIN transaction logged something"
+    );
+}
+
+/// CALVIN replicates but has no failover: a run with a crash is refused
+/// before it starts, saying so and what runs instead.
+#[test]
+fn calvin_with_a_fault_is_refused_with_what_is_missing() {
+    for replication in [1, 2, 3] {
+        let mut config = calvin_replicated(
+            FabricKind::Sim,
+            WorkloadKind::Ycsb,
+            Primitive::OneSided,
+            Primitive::OneSided,
+            replication,
+            1,
+        );
+        config.faults = vec![verbena::fault::RunFault::Crash {
+            node: 1,
+            at_s: 0.002,
+        }];
+        let error = engine::run(&config)
+            .err()
+            .expect("calvin with --fault")
+            .to_string();
+        assert!(
+            error.contains("--fault is not supported with protocol calvin")
+                && error.contains("--replication 2 or 3")
+                && error.contains("run calvin without --fault"),
+            "r={replication}: {error}"
+        );
     }
 }

@@ -9,7 +9,12 @@
 //! run is as deterministic as any other), the runtime, the workload's
 //! generator and program, the stats, the report and the checker. The
 //! history each participant records for its own records is merged per
-//! transaction before it is checked.
+//! transaction before it is checked. With `--replication R` the store
+//! holds backup copies and log rings as for every protocol
+//! (`engine::replicated_layout`, `replication`), each worker's executors
+//! log through a `LogWriter::for_partition` of the node's own partition,
+//! the CALVIN service serves the log messages and applies ring records in
+//! the background, and `--check` compares every backup with its primary.
 //!
 //! A run: clients submit until `warmup + duration`; every epoch up to the
 //! one holding that instant is sequenced and then executed to the end on
@@ -25,7 +30,7 @@ use std::time::Instant;
 
 use super::report::{self, OrderedMap};
 use super::sim::{self as simdrv, Coroutines, SimRun, START_NS};
-use super::{load_stores, RunError, RunOutput};
+use super::{load_stores, replicated_layout, RunError, RunOutput};
 use crate::check::{check_serializable, store_matches_history, History};
 use crate::config::{Config, ConfigError, FabricKind, MAX_REGION_BYTES};
 use crate::engine::{CheckSummary, Report};
@@ -34,8 +39,9 @@ use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
 use crate::protocols::calvin::{
     executor, final_epoch, merge_partial_history, scheduler, sequencer, CalvinEnv, CalvinLayout,
-    CalvinService, CalvinStats, NodeShared, STAGE_NAMES, ST_SEQUENCE,
+    CalvinService, CalvinStats, NodeShared, STAGE_NAMES, ST_LOG, ST_SEQUENCE,
 };
+use crate::replication::{self, LogWriter, Replication};
 use crate::runtime::{RpcService, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreLayout};
@@ -67,7 +73,10 @@ pub(crate) fn run_calvin<W: Workload>(
 ) -> Result<RunOutput, RunError> {
     check_workload(workload)?;
     let clients = config.workers * config.coroutines;
-    let mut layout = StoreLayout::new(&workload.tables(), |_| 0);
+    // With replication, every node also holds backup copies of other
+    // partitions (`replication::placement`) and, after CALVIN's buffers,
+    // the log rings of every coordinator worker.
+    let mut layout = StoreLayout::with_copies(&workload.tables(), |_| 0, config.replication);
     let calvin = CalvinLayout::reserve(
         &mut layout,
         config.nodes,
@@ -86,16 +95,33 @@ pub(crate) fn run_calvin<W: Workload>(
             MAX_REGION_BYTES >> 20
         ))));
     }
-    let layout = Arc::new(layout);
-    let stores = load_stores(config, workload, &layout, None).map_err(RunError::Load)?;
+    let (layout, replication) = replicated_layout(config, layout);
+    let stores =
+        load_stores(config, workload, &layout, replication.as_deref()).map_err(RunError::Load)?;
     let shared: Vec<NodeShared> = (0..config.nodes as NodeId).map(NodeShared::new).collect();
     let (results, sim_run) = match config.fabric {
         FabricKind::Threads => (
-            run_threads(config, workload, &layout, &calvin, &stores, &shared),
+            run_threads(
+                config,
+                workload,
+                &layout,
+                &calvin,
+                &stores,
+                &shared,
+                replication.as_ref(),
+            ),
             None,
         ),
         FabricKind::Sim => {
-            let (results, run) = run_sim(config, workload, &layout, &calvin, &stores, &shared);
+            let (results, run) = run_sim(
+                config,
+                workload,
+                &layout,
+                &calvin,
+                &stores,
+                &shared,
+                replication.as_ref(),
+            );
             (results, Some(run))
         }
         FabricKind::Ucx => {
@@ -139,6 +165,12 @@ pub(crate) fn run_calvin<W: Workload>(
             invariants.ok = false;
             invariants.details.extend(mismatches);
         }
+        // Every participant logged its writes to its partition's backups
+        // before installing them: after the rings drain, every backup copy
+        // must equal its primary.
+        if let Some(replication) = &replication {
+            replication::check_backups(replication, &stores, &[], &mut invariants);
+        }
         CheckSummary::new(verdict, invariants)
     });
     let per_worker_committed: Vec<u64> = results.iter().map(|(s, _, _)| s.committed).collect();
@@ -149,7 +181,7 @@ pub(crate) fn run_calvin<W: Workload>(
         &per_worker_committed,
         check,
     );
-    report.stages = calvin_stages(&calvin_total, total.committed);
+    report.stages = calvin_stages(&calvin_total, total.committed, replication.is_some());
     report.sim = sim_run.map(|run| run.summary(&history, &stores));
     report.set_txn_types(workload.txn_types(), &total);
     report.txn_types = report::txn_type_summaries(workload.txn_types(), &total, config.duration_s);
@@ -157,13 +189,14 @@ pub(crate) fn run_calvin<W: Workload>(
         report,
         history: config.check.then_some(history),
         stores,
-        replication: None,
+        replication,
     })
 }
 
 /// CALVIN's stage breakdown, µs: `sequence` per committed transaction (at
-/// its origin), the others per participant part.
-fn calvin_stages(stats: &CalvinStats, committed: u64) -> OrderedMap<f64> {
+/// its origin), the others per participant part; `log` only when the run
+/// replicated.
+fn calvin_stages(stats: &CalvinStats, committed: u64, replicated: bool) -> OrderedMap<f64> {
     let per = |ns: u64, count: u64| {
         if count == 0 {
             0.0
@@ -175,6 +208,7 @@ fn calvin_stages(stats: &CalvinStats, committed: u64) -> OrderedMap<f64> {
         STAGE_NAMES
             .iter()
             .enumerate()
+            .filter(|&(index, _)| replicated || index != ST_LOG)
             .map(|(index, &name)| {
                 let count = if index == ST_SEQUENCE {
                     committed
@@ -229,6 +263,7 @@ fn run_threads<W: Workload>(
     calvin: &CalvinLayout,
     stores: &[Arc<NodeStore>],
     shared: &[NodeShared],
+    replication: Option<&Arc<Replication>>,
 ) -> Vec<WorkerResult> {
     let fabric = ThreadsFabric::new(
         stores.iter().map(|s| s.region.clone()).collect(),
@@ -261,11 +296,14 @@ fn run_threads<W: Workload>(
                         let calvin_stats = RefCell::new(CalvinStats::default());
                         let history = RefCell::new(History::new());
                         let store = &stores[node as usize];
-                        let service = CalvinService {
-                            shared: &shared[node as usize],
+                        let service = CalvinService::new(
+                            &shared[node as usize],
                             store,
                             calvin,
-                        };
+                            replication.map(|r| &**r),
+                        );
+                        let log = replication
+                            .map(|r| LogWriter::for_partition(r.clone(), node, worker_index, node));
                         ready.wait();
                         go.wait();
                         let start = start_ns.load(Ordering::SeqCst);
@@ -281,6 +319,7 @@ fn run_threads<W: Workload>(
                             cache: &cache,
                             stats: &stats,
                             calvin_stats: &calvin_stats,
+                            log: log.as_ref(),
                             history: config.check.then_some(&history),
                             seed: config.seed,
                             start_ns: start,
@@ -317,6 +356,7 @@ fn run_sim<W: Workload>(
     calvin: &CalvinLayout,
     stores: &[Arc<NodeStore>],
     shared: &[NodeShared],
+    replication: Option<&Arc<Replication>>,
 ) -> (Vec<WorkerResult>, SimRun) {
     let wall = Instant::now();
     let workers_per_node = config.workers as u16;
@@ -348,10 +388,21 @@ fn run_sim<W: Workload>(
     let histories: Vec<RefCell<History>> =
         (0..total).map(|_| RefCell::new(History::new())).collect();
     let services: Vec<CalvinService> = (0..config.nodes as usize)
-        .map(|node| CalvinService {
-            shared: &shared[node],
-            store: &stores[node],
-            calvin,
+        .map(|node| {
+            CalvinService::new(
+                &shared[node],
+                &stores[node],
+                calvin,
+                replication.map(|r| &**r),
+            )
+        })
+        .collect();
+    let log_writers: Vec<Option<LogWriter>> = (0..total)
+        .map(|index| {
+            replication.map(|r| {
+                let node = node_of(index);
+                LogWriter::for_partition(r.clone(), node, worker_of(index), node)
+            })
         })
         .collect();
     let warmup_end_ns = START_NS + (config.warmup_s * 1e9) as u64;
@@ -369,6 +420,7 @@ fn run_sim<W: Workload>(
             cache: &caches[index],
             stats: &stats[index],
             calvin_stats: &calvin_stats[index],
+            log: log_writers[index].as_ref(),
             history: Some(&histories[index]),
             seed: config.seed,
             start_ns: START_NS,

@@ -275,7 +275,7 @@ pub fn validate(config: &Config) -> Result<(), String> {
         }
     }
     if config.protocol == crate::protocols::ProtocolKind::Calvin {
-        return Err("--fault is not supported with protocol calvin (its sequencer needs every node; run another protocol)".into());
+        return Err("--fault is not supported with protocol calvin, even with --replication 2 or 3 (which CALVIN supports without faults): every node's scheduler waits for a sub-batch from every sequencer each epoch, and moving a dead node's sequenced but unfinished transactions to its partition's promoted backup is not built (see src/protocols/calvin/mod.rs, Replication); run calvin without --fault, or another protocol with it".into());
     }
     let run_s = config.warmup_s + config.duration_s;
     let mut crashed = vec![false; config.nodes as usize];

@@ -32,7 +32,9 @@
 //! `LOG_APPEND`'s first word) and on `LOG_DRAIN` — off the critical path.
 //!
 //! A read-only transaction logs nothing; with replication factor 1 the
-//! stage costs nothing.
+//! stage costs nothing. CALVIN's participants log through a writer made by
+//! [`LogWriter::for_partition`], which carries only the writes of the
+//! participant's own partition (`protocols::calvin`).
 //!
 //! The post of the records is the attempt's commit point (the history
 //! records a commit there when failures are handled): once posted, the
@@ -383,6 +385,9 @@ pub struct LogWriter {
     pub replication: Arc<Replication>,
     node: NodeId,
     worker: u16,
+    /// `Some(p)`: log only the writes of partition `p`
+    /// ([`LogWriter::for_partition`]); `None`: every write.
+    only: Option<NodeId>,
     /// Words written into this worker's ring on each node (monotonic).
     tails: RefCell<Vec<u64>>,
     /// The head of that ring as last READ (monotonic).
@@ -409,6 +414,7 @@ impl LogWriter {
             replication,
             node,
             worker,
+            only: None,
             tails: RefCell::new(vec![0; nodes]),
             heads: RefCell::new(vec![0; nodes]),
             scratch: RefCell::new(Vec::with_capacity(256)),
@@ -431,6 +437,28 @@ impl LogWriter {
             .unwrap_or(self.next_round.get())
     }
 
+    /// A writer that logs only the writes of `partition`: CALVIN's
+    /// participants (`protocols::calvin`), each of which installs — and so
+    /// logs — only its own partition's writes, although every active
+    /// participant's program computes the whole write set.
+    pub fn for_partition(
+        replication: Arc<Replication>,
+        node: NodeId,
+        worker: u16,
+        partition: NodeId,
+    ) -> LogWriter {
+        LogWriter {
+            only: Some(partition),
+            ..LogWriter::new(replication, node, worker)
+        }
+    }
+
+    /// Whether `access` is a write this writer logs.
+    #[inline]
+    fn logs(&self, access: &Access) -> bool {
+        access.write && self.only.is_none_or(|p| access.partition == p)
+    }
+
     fn free_words(&self, backup: NodeId) -> u64 {
         let size = self.replication.rings.ring_words;
         size - (self.tails.borrow()[backup as usize] - self.heads.borrow()[backup as usize])
@@ -442,13 +470,14 @@ impl LogWriter {
 /// is alive and not the node that now serves the partition.
 #[inline]
 fn logged_to(
+    writer: &LogWriter,
     access: &Access,
     placement: &Placement,
     failover: Option<&Failover>,
     coordinator: NodeId,
     backup: NodeId,
 ) -> bool {
-    access.write
+    writer.logs(access)
         && match failover {
             Some(f) => f
                 .log_targets(access.partition, coordinator)
@@ -458,13 +487,13 @@ fn logged_to(
 }
 
 /// Words of the record `cx` sends to `backup` (0: nothing to log there).
-fn record_words(cx: &TxnCx<'_>, placement: &Placement, backup: NodeId) -> u64 {
+fn record_words(cx: &TxnCx<'_>, writer: &LogWriter, placement: &Placement, backup: NodeId) -> u64 {
     let failover = cx.worker.failover().map(|f| &**f);
     let mut words = 0u64;
     for access in cx
         .accesses
         .iter()
-        .filter(|a| logged_to(a, placement, failover, cx.worker.node, backup))
+        .filter(|a| logged_to(writer, a, placement, failover, cx.worker.node, backup))
     {
         words += (WRITE_FIXED_WORDS + cx.table(access.table).record_words as usize) as u64;
     }
@@ -478,6 +507,7 @@ fn record_words(cx: &TxnCx<'_>, placement: &Placement, backup: NodeId) -> u64 {
 /// Builds the record for `backup` into `out`.
 fn build_record(
     cx: &TxnCx<'_>,
+    writer: &LogWriter,
     placement: &Placement,
     backup: NodeId,
     (round, targets): (u64, u32),
@@ -486,7 +516,7 @@ fn build_record(
     let failover = cx.worker.failover().map(|f| &**f);
     ring::start_record(out, cx.txn_id, round, targets);
     for (index, access) in cx.accesses.iter().enumerate() {
-        if logged_to(access, placement, failover, cx.worker.node, backup) {
+        if logged_to(writer, access, placement, failover, cx.worker.node, backup) {
             ring::push_write(
                 out,
                 access.table,
@@ -517,7 +547,7 @@ pub async fn log(
         at_commit_point(cx);
         return Ok(());
     };
-    if !cx.accesses.iter().any(|a| a.write) {
+    if !cx.accesses.iter().any(|a| writer.logs(a)) {
         at_commit_point(cx);
         return Ok(());
     }
@@ -528,10 +558,10 @@ pub async fn log(
     let mut targets = std::mem::take(&mut *writer.targets.borrow_mut());
     targets.clear();
     let failover = cx.worker.failover();
-    for access in cx.accesses.iter().filter(|a| a.write) {
+    for access in cx.accesses.iter().filter(|a| writer.logs(a)) {
         let mut add = |backup: NodeId| {
             if !targets.iter().any(|&(b, _)| b == backup) {
-                targets.push((backup, record_words(cx, &placement, backup)));
+                targets.push((backup, record_words(cx, writer, &placement, backup)));
             }
         };
         match failover {
@@ -592,7 +622,14 @@ async fn log_to(
             if failed(backup) {
                 continue;
             }
-            build_record(cx, &placement, backup, (round, remote_targets), &mut record);
+            build_record(
+                cx,
+                writer,
+                &placement,
+                backup,
+                (round, remote_targets),
+                &mut record,
+            );
             debug_assert_eq!(record.len() as u64, words);
             // The ring space was made for `words`; a record of another
             // size would break the ring's framing.

@@ -12,10 +12,12 @@
 //! 3. a passive participant (no local write) is then done; an active one
 //!    waits for every remote record — parking the transaction and taking
 //!    other work meanwhile, never blocking on it — then runs the program
-//!    on the whole set (`TxnCx::preload`), installs its local writes
-//!    (`seq_end`, record, `seq`, as the store's invariant asks) — on the
-//!    origin also the rows the program inserted, then its ordered-index
-//!    changes — and releases its locks;
+//!    on the whole set (`TxnCx::preload`); in a replicated run logs its
+//!    own partition's writes to that partition's backups and waits for
+//!    their acknowledgements (the `log` stage, `replication::log`); then
+//!    installs its local writes (`seq_end`, record, `seq`, as the store's
+//!    invariant asks) — on the origin also the rows the program inserted,
+//!    then its ordered-index changes — and releases its locks;
 //! 4. the part reports to the origin's completion counter.
 //!
 //! Invariants: records are read and written only while their locks are
@@ -26,13 +28,14 @@
 use super::scheduler::Scheduled;
 use super::{
     CalvinEnv, CalvinExec, Poll, DONE_UNDECLARED, DONE_USER_ABORT, INSERTED, MISSING, RPC_DONE,
-    RPC_FORWARD, ST_DISPATCH, ST_EXECUTE, ST_FORWARD, ST_LOCK, ST_READ,
+    RPC_FORWARD, ST_DISPATCH, ST_EXECUTE, ST_FORWARD, ST_LOCK, ST_LOG, ST_READ,
 };
 use crate::check::history::SECONDARY_ENTRY;
 use crate::check::Item;
 use crate::fabric::NodeId;
 use crate::protocols::{Primitive, Stage};
-use crate::txn::{AbortReason, Txn, TxnCx, NO_SLOT};
+use crate::replication;
+use crate::txn::{ids, AbortReason, Txn, TxnCx, NO_SLOT};
 use crate::workloads::Workload;
 
 /// An executor's scratch lists of history items: one part's reads and
@@ -136,7 +139,7 @@ pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                         state.parked.push(index);
                     }
                 } else {
-                    finish(env, co, index, txn, 0, 0, 0, 0, &mut items);
+                    finish(env, co, index, txn, PartTimes::default(), 0, 0, &mut items);
                 }
                 worker.yield_now().await;
             }
@@ -282,7 +285,12 @@ async fn execute<W: Workload>(
     // need not agree to the nanosecond: stage times saturate at 0.
     let forward_ns = execute_start.saturating_sub(txn.forward_start_ns);
 
-    cx.begin(attempt_id, 0);
+    // A coordinator-style id (node, worker, coroutine, counter), so a log
+    // record names the node that wrote it (`replication::ring`).
+    cx.begin(
+        ids::txn_id(ids::coroutine_id(node, worker.worker, cx.co), attempt_id),
+        0,
+    );
     let inserted = &mut items.inserted;
     inserted.clear();
     // The program runs for the origin, at a time fixed by the input: the
@@ -354,8 +362,30 @@ async fn execute<W: Workload>(
         let mut program = Txn::new(cx, &exec);
         env.workload.execute(&mut program, &request).await
     };
+    let mut log_ns = 0;
     let addend = match outcome {
         Ok(()) => {
+            // Replication: this node's writes go to its partition's backups
+            // and are acknowledged before any of them is installed here or
+            // reported done (RCC §4.1's log-before-write-back, per
+            // participant; see the module docs). The program has finished
+            // and the locks are held, so the versions logged are the ones
+            // installed below.
+            if let Some(writer) = env.log {
+                // What the writer logs (this partition's writes) is what
+                // this node installs below: it serves its own partition.
+                debug_assert!(cx
+                    .accesses
+                    .iter()
+                    .filter(|a| a.write && a.partition == node)
+                    .all(|a| a.node == node));
+                let log_start = worker.now_ns();
+                let logged = replication::log::log(cx, Some(writer), |_| {}).await;
+                // Without failure handling a ring always makes room: only a
+                // failed backup could refuse, and CALVIN runs without one.
+                debug_assert!(logged.is_ok(), "a CALVIN log stage failed: {logged:?}");
+                log_ns = worker.now_ns().saturating_sub(log_start);
+            }
             for (k, access) in txn.accesses.iter().enumerate() {
                 if access.node != node || !access.write {
                     continue;
@@ -405,11 +435,25 @@ async fn execute<W: Workload>(
         Err(AbortReason::Undeclared | AbortReason::RowStale) => DONE_UNDECLARED,
         Err(_) => DONE_USER_ABORT,
     };
-    let execute_ns = worker.now_ns().saturating_sub(execute_start);
+    let execute_ns = worker
+        .now_ns()
+        .saturating_sub(execute_start)
+        .saturating_sub(log_ns);
     let note = if addend == 0 { cx.note } else { 0 };
-    finish(
-        env, cx.co, index, txn, forward_ns, execute_ns, addend, note, items,
-    );
+    let times = PartTimes {
+        forward_ns,
+        execute_ns,
+        log_ns,
+    };
+    finish(env, cx.co, index, txn, times, addend, note, items);
+}
+
+/// Where an active participant's time went, ns (all 0 for a passive one).
+#[derive(Clone, Copy, Default)]
+struct PartTimes {
+    forward_ns: u64,
+    execute_ns: u64,
+    log_ns: u64,
 }
 
 /// Records this node's part in the history, releases its locks, reports
@@ -430,12 +474,16 @@ fn finish<W: Workload>(
     co: u16,
     index: usize,
     txn: Scheduled,
-    forward_ns: u64,
-    execute_ns: u64,
+    times: PartTimes,
     abort: u64,
     note: i64,
     items: &mut Items,
 ) {
+    let PartTimes {
+        forward_ns,
+        execute_ns,
+        log_ns,
+    } = times;
     let worker = env.worker;
     let node = env.shared.node;
     let now = worker.now_ns();
@@ -543,5 +591,6 @@ fn finish<W: Workload>(
             now.saturating_sub(txn.forward_start_ns)
         };
         stats.stage_ns[ST_EXECUTE] += execute_ns;
+        stats.stage_ns[ST_LOG] += log_ns;
     }
 }

@@ -43,11 +43,73 @@
 //!    participant: each node completes after its local reads. An executor
 //!    never blocks on forwarded values: it parks the transaction and takes
 //!    other work, so ready transactions always get their reads forwarded.
-//! 4. **Completion.** Each participant adds one to the origin's completion
+//! 4. **Logging** (`--replication R`, R ≥ 2). An active participant whose
+//!    program committed sends its own partition's writes — each with the
+//!    version it is about to install — to every backup of that partition
+//!    and waits for their acknowledgements, then installs them (see
+//!    *Replication* below). *Stage `log` (bit 4)*, the same code as every
+//!    other protocol's (`replication::log`): one-sided — a WRITE of one
+//!    record into this worker's ring on each backup, applied there in the
+//!    background; RPC — a `LOG_APPEND` call the backup applies at once.
+//! 5. **Completion.** Each participant adds one to the origin's completion
 //!    counter of the transaction's client slot (one-sided: a FETCH_AND_ADD;
 //!    RPC: a passive call whose handler does the same add; the primitive of
 //!    `value_forwarding`). The origin counts the transaction committed once
 //!    all participants reported.
+//!
+//! ## Replication
+//!
+//! Calvin itself (Thomson et al. §3, §3.1) replicates the sequenced
+//! *input*: every replica receives the same batches and, being
+//! deterministic, executes them to the same state; RCC §4.6 sketches the
+//! same for RDMA (backups keep request buffers "for receiving asynchronous
+//! backup requests for each epoch"). Verbena replicates CALVIN as it does
+//! every other protocol instead — RCC §4.1's coordinator log, with 3-way
+//! replication as in RCC §6.1 — because its placement
+//! (`replication::placement`) is primary–backup per partition: partition
+//! `p`'s backups live on nodes that are primaries of other partitions and
+//! run no second scheduler or executor for `p`, and the value forwarding a
+//! re-execution on them would need has no counterpart there. So the unit
+//! replicated is a participant's part, not the input: before an active
+//! participant installs anything or reports completion, it logs the
+//! writes it is about to install — those of its own partition only
+//! (`LogWriter::for_partition`), although its program computed the whole
+//! write set; the other active participants log theirs — through the `log`
+//! stage every protocol uses, so `--stages log=onesided|rpc` both apply,
+//! the backups apply with the same idempotent newer-version rule, and the
+//! engine's `--check` compares every backup with its primary after the run
+//! (`replication::check_backups`). Rows the program inserts on this node
+//! are logged with the other writes (the backup claims them on apply).
+//! The log stage runs while the transaction's locks are held, so the
+//! versions logged are exactly those installed next, and no later writer
+//! of the same record is logged before it (a backup would install either
+//! order correctly anyway: only newer versions apply).
+//!
+//! What this does not give: failover. A run with `--fault` is refused
+//! (`fault::validate`), replicated or not, because a crash leaves the
+//! survivors unable to go on soundly, and what recovering needs is not
+//! built:
+//! * *the dead sequencer's last epoch, agreed*: its sequencer writes each
+//!   epoch's sub-batches node by node, so survivors can hold different
+//!   prefixes of its input; one that scheduled epoch `e` may have run its
+//!   part of a transaction whose other part another survivor never
+//!   received. The survivors must agree on a last epoch and pass each
+//!   other the dead node's sub-batches up to it (Calvin replicates the
+//!   input, by Paxos, for exactly this), and the schedulers then count
+//!   sub-batches from live sequencers only;
+//! * *partitions apart from nodes*: `Declared::node` is both the record's
+//!   partition and the node that locks, reads and installs it (the
+//!   scheduler's lock table, `access.node == node` in the executor, the
+//!   forward-block addressing); a promoted backup serving two partitions
+//!   needs every one of those to go through the serving map;
+//! * *replay of the dead node's unfinished parts* on the promoted backup,
+//!   in the global order: which parts were logged cannot be told from the
+//!   backup's versions (a log record would have to carry the transaction's
+//!   place in the order), and the records the other participants forwarded
+//!   to the dead node are lost with it, while those participants finished
+//!   and released their locks — they would have to forward again values
+//!   they may since have overwritten;
+//! * completion reports the dead node owed to survivors' clients.
 //!
 //! Choices where the papers are silent, and why:
 //! * Clients: each node runs `workers × coroutines` closed-loop clients,
@@ -105,7 +167,8 @@
 //! lock manager; locks of one node are requested in the global order; a
 //! request-buffer slot is rewritten only after its receiver freed it; a
 //! transaction's writes are installed only by the node that owns them,
-//! after every remote record it reads has arrived.
+//! after every remote record it reads has arrived — and, when replicated,
+//! only after every backup of that node's partition acknowledged them.
 
 pub mod executor;
 pub mod recon;
@@ -120,6 +183,7 @@ use crate::check::history::SECONDARY_ENTRY;
 use crate::check::{History, Item};
 use crate::fabric::NodeId;
 use crate::protocols::{Protocol, ProtocolKind, Served, Stage, StagePlan};
+use crate::replication::{self, LogWriter, Replication};
 use crate::runtime::{RpcService, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout, TableId};
@@ -203,13 +267,18 @@ pub const DONE_FLAG_MASK: u64 = (1 << 20) - 1;
 
 /// CALVIN's own stages, for the report (RCC §4.6's communication stages
 /// split where the time goes).
-pub const STAGE_NAMES: [&str; 6] = ["sequence", "dispatch", "lock", "read", "forward", "execute"];
+/// `log` (the replication of a participant's writes) is last, and reported
+/// only by replicated runs.
+pub const STAGE_NAMES: [&str; 7] = [
+    "sequence", "dispatch", "lock", "read", "forward", "execute", "log",
+];
 pub const ST_SEQUENCE: usize = 0;
 pub const ST_DISPATCH: usize = 1;
 pub const ST_LOCK: usize = 2;
 pub const ST_READ: usize = 3;
 pub const ST_FORWARD: usize = 4;
 pub const ST_EXECUTE: usize = 5;
+pub const ST_LOG: usize = 6;
 
 /// Where CALVIN's buffers live in every node's region (after the tables).
 #[derive(Clone, Copy, Debug)]
@@ -353,7 +422,7 @@ pub struct RpcBatch {
 pub struct CalvinStats {
     /// Sums of the participant-side stages, ns (index `ST_*`; sequence is
     /// summed at the origin over committed transactions).
-    pub stage_ns: [u64; 6],
+    pub stage_ns: [u64; 7],
     /// Participant parts finished in the measured interval.
     pub parts: u64,
 }
@@ -444,15 +513,54 @@ impl NodeState {
 }
 
 /// Serves CALVIN's RPCs on one node: sub-batches, forwarded records and
-/// completion reports.
+/// completion reports; in a replicated run also the replication layer's
+/// log messages, and the background apply of the log records that
+/// arrived in this node's rings (as `engine::Service` does for every other
+/// protocol).
 pub struct CalvinService<'a> {
     pub shared: &'a NodeShared,
     pub store: &'a NodeStore,
     pub calvin: &'a CalvinLayout,
+    pub replication: Option<&'a Replication>,
+    /// The backup apply's record buffer (kept for its capacity).
+    pub scratch: RefCell<Vec<u64>>,
+}
+
+impl<'a> CalvinService<'a> {
+    pub fn new(
+        shared: &'a NodeShared,
+        store: &'a NodeStore,
+        calvin: &'a CalvinLayout,
+        replication: Option<&'a Replication>,
+    ) -> CalvinService<'a> {
+        CalvinService {
+            shared,
+            store,
+            calvin,
+            replication,
+            scratch: RefCell::new(Vec::new()),
+        }
+    }
 }
 
 impl RpcService for CalvinService<'_> {
+    fn background(&self, worker: u16) -> bool {
+        match self.replication {
+            Some(replication) => {
+                replication.poll(self.store, worker, &mut self.scratch.borrow_mut())
+            }
+            None => false,
+        }
+    }
+
     fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served {
+        if let Some(replication) = self.replication {
+            if replication::log::kind::owned(kind) {
+                if let Some(served) = replication.serve(self.store, kind, payload) {
+                    return served;
+                }
+            }
+        }
         match kind {
             // [sender, epoch, sealed_ns, count, stop, entries...]
             RPC_BATCH => {
@@ -614,6 +722,9 @@ pub struct CalvinEnv<'a, W: Workload> {
     pub cache: &'a RefCell<LocationCache>,
     pub stats: &'a RefCell<WorkerStats>,
     pub calvin_stats: &'a RefCell<CalvinStats>,
+    /// This worker's side of the log to its partition's backups
+    /// ([`LogWriter::for_partition`]); `None` without replication.
+    pub log: Option<&'a LogWriter>,
     pub history: Option<&'a RefCell<History>>,
     pub seed: u64,
     pub start_ns: u64,
