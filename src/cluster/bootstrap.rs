@@ -440,6 +440,12 @@ impl Bootstrap {
         self.tolerate_loss = self.rank == 0;
     }
 
+    /// How long since anything was heard from `rank` (rank 0: any rank;
+    /// others: rank 0).
+    pub fn silent_for(&self, rank: u32) -> Duration {
+        self.last_heard[rank as usize].elapsed()
+    }
+
     /// Whether `rank` was lost.
     pub fn is_lost(&self, rank: u32) -> bool {
         self.lost[rank as usize]

@@ -14,9 +14,14 @@
 //!    reports on an endpoint, or — on rank 0 — a bootstrap connection that
 //!    closed or went silent makes a rank suspect a peer; members tell
 //!    rank 0 (`Suspect`).
-//! 2. **Fail.** Rank 0 declares the peer failed unless it holds the last
-//!    live copy of a partition (`Failover::fail`), and tells everyone
-//!    (`Fail`). Each survivor then marks it dead in its membership (rounds
+//! 2. **Fail.** Rank 0 declares the peer failed — at once when its
+//!    connection is lost; on a suspicion only when its own connection to
+//!    the peer is silent too (no bootstrap heartbeat for two periods): a
+//!    process that is merely slow, whose heartbeat word lags while its
+//!    main thread still talks, must not be failed over while it can still
+//!    write (nothing fences a live process out of the survivors' memory)
+//!    — unless it holds the last live copy of a partition
+//!    (`Failover::fail`), and tells everyone (`Fail`). Each survivor then marks it dead in its membership (rounds
 //!    to it fail), in UCX (`PeerFailure::mark_dead`: what is outstanding to
 //!    it completes as failed, nothing waits on it again), and pauses: no
 //!    attempt starts, attempts before their commit point fail, committing
@@ -58,7 +63,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::bootstrap::Bootstrap;
+use super::bootstrap::{Bootstrap, HEARTBEAT};
 use super::wire::{Dec, Enc, Frame, Kind};
 use crate::fabric::ucx::PeerFailure;
 use crate::fabric::NodeId;
@@ -82,6 +87,11 @@ enum Phase {
 pub struct ClusterFailover<'a> {
     failover: Arc<Failover>,
     membership: Arc<Membership>,
+    /// What this process's detector suspects (it declares there, not in
+    /// `membership`, which only rank 0's `Fail`s change).
+    suspicions: Arc<Membership>,
+    /// Rank 0: suspected by some member.
+    suspected_by_peer: Vec<bool>,
     peer_failure: &'a PeerFailure,
     epoch: Instant,
     rank: u32,
@@ -107,6 +117,7 @@ impl<'a> ClusterFailover<'a> {
     pub fn new(
         failover: Arc<Failover>,
         membership: Arc<Membership>,
+        suspicions: Arc<Membership>,
         peer_failure: &'a PeerFailure,
         epoch: Instant,
         rank: u32,
@@ -115,6 +126,8 @@ impl<'a> ClusterFailover<'a> {
         ClusterFailover {
             failover,
             membership,
+            suspicions,
+            suspected_by_peer: vec![false; nodes as usize],
             peer_failure,
             epoch,
             rank,
@@ -129,6 +142,16 @@ impl<'a> ClusterFailover<'a> {
             totals: FailoverReport::default(),
             declared_at_ns: 0,
             failed: Vec::new(),
+        }
+    }
+
+    /// At the run's end (rank 0): counts the suspicions never acted on —
+    /// a detector that suspected a rank the connection showed alive.
+    pub fn finish(&self) {
+        for node in 0..self.nodes as NodeId {
+            if self.reported[node as usize] && !self.failover.is_failed(node) {
+                self.failover.ignore_suspicion();
+            }
         }
     }
 
@@ -150,21 +173,31 @@ impl<'a> ClusterFailover<'a> {
     /// call it on every turn of the main loop.
     pub fn poll(&mut self, boot: &mut Bootstrap) -> Result<(), String> {
         let mut suspects: Vec<NodeId> = self
-            .membership
+            .suspicions
             .failed_nodes()
             .into_iter()
             .map(|(node, _)| node)
             .collect();
         suspects.extend(self.peer_failure.suspected());
         for node in suspects {
-            if self.reported[node as usize] || self.failover.is_failed(node) {
+            if self.failover.is_failed(node) {
                 continue;
             }
-            self.reported[node as usize] = true;
             if self.rank == 0 {
+                // Re-judged every turn: a suspicion stands once the
+                // connection corroborates it.
                 self.consider(boot, node, false)?;
-            } else {
+            } else if !self.reported[node as usize] {
+                self.reported[node as usize] = true;
                 boot.send(Kind::Suspect, &encode(&[node as u64]))?;
+            }
+        }
+        if self.rank == 0 {
+            for node in 0..self.nodes {
+                if self.suspected_by_peer[node as usize] && !self.failover.is_failed(node as NodeId)
+                {
+                    self.consider(boot, node as NodeId, false)?;
+                }
             }
         }
         if self.phase == Phase::Pausing && !self.quiet_sent && self.failover.quiet_locally() {
@@ -196,6 +229,7 @@ impl<'a> ClusterFailover<'a> {
                 if node >= self.nodes as u64 {
                     return Err(bad(format!("suspects node {node}, which does not exist")));
                 }
+                self.suspected_by_peer[node as usize] = true;
                 self.consider(boot, node as NodeId, false)?;
             }
             Kind::Quiet if self.rank == 0 => {
@@ -260,10 +294,15 @@ impl<'a> ClusterFailover<'a> {
     /// Rank 0: a suspicion of `node` (`lost`: its connection is gone, so
     /// it is certainly dead).
     fn consider(&mut self, boot: &mut Bootstrap, node: NodeId, lost: bool) -> Result<(), String> {
-        self.reported[node as usize] = true;
         if node == 0 || self.failover.is_failed(node) {
             return Ok(());
         }
+        if !lost && !boot.is_lost(node as u32) && boot.silent_for(node as u32) < 2 * HEARTBEAT {
+            // Not corroborated (yet): the process still talks.
+            self.reported[node as usize] = true;
+            return Ok(());
+        }
+        self.reported[node as usize] = true;
         if self.phase != Phase::Running {
             if lost {
                 return Err(format!(

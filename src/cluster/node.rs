@@ -383,6 +383,11 @@ fn run_protocol<P: Protocol, W: Workload>(
             // Rank 0 decides failures (`cluster::failover`); the detector
             // only declares them in this process's membership.
             faults.hook = Arc::new(NoRecovery);
+            faults.detector_views = Some(
+                (0..config.nodes)
+                    .map(|node| Arc::new(Membership::new(node as NodeId, config.nodes)))
+                    .collect(),
+            );
             Some(faults)
         }
         _ => None,
@@ -602,6 +607,10 @@ fn drive<W: Workload>(
             Some(ClusterFailover::new(
                 failover.clone(),
                 faults.memberships[rank as usize].clone(),
+                faults.detector_views.as_ref().map_or_else(
+                    || faults.memberships[rank as usize].clone(),
+                    |v| v[rank as usize].clone(),
+                ),
                 &context.failure,
                 context.epoch,
                 rank,
@@ -692,6 +701,16 @@ fn drive<W: Workload>(
     }
     let results: Vec<WorkerResult> = results.into_iter().map(|r| r.expect("all")).collect();
 
+    if let Some(replication) = &replication {
+        // Every coordinator is done: what this node's backups still hold
+        // (records above a watermark no later post carried, and the RPC
+        // log, which lives outside the region rank 0 is sent) is decided.
+        let _gate = replication
+            .apply_gate
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        replication.drain_all(store);
+    }
     let fault_words = fault_section(faults, rank, abandoned, start_ns);
     if rank != 0 {
         let mut enc = Enc::default();
@@ -752,6 +771,9 @@ fn drive<W: Workload>(
         .map(|driver| driver.failed())
         .unwrap_or_default();
     remove_journals(journal_prefix, 0, workers);
+    if let Some(driver) = &cluster_failover {
+        driver.finish();
+    }
     let check = config.check.then(|| {
         if let (false, Some(replication)) = (failed.is_empty(), &replication) {
             let (verdict, invariants) = check_after_lost_rank(

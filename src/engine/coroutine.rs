@@ -289,11 +289,15 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                         }
                         stats.execution_ns +=
                             (commit_ns - attempt_start_ns).saturating_sub(in_stages);
-                        if commit_ns < env.fault_at_ns {
+                        let detected = worker.membership().is_some_and(|m| m.epoch() > 0);
+                        // No planned fault (a `ucx` rank killed from
+                        // outside): the detection splits the run.
+                        let unplanned = env.fault_at_ns == u64::MAX;
+                        if commit_ns < env.fault_at_ns && !(unplanned && detected) {
                             stats.fault_commits.before_fault += 1;
                         } else {
                             stats.fault_commits.after_fault += 1;
-                            if worker.membership().is_some_and(|m| m.epoch() > 0) {
+                            if detected {
                                 stats.fault_commits.after_detection += 1;
                             }
                         }

@@ -537,6 +537,10 @@ pub struct FaultRun {
     pub first_fault_ns: u64,
     /// A replicated run's failover (`replication::failover`), also the hook.
     pub failover: Option<Arc<crate::replication::Failover>>,
+    /// Per node: where its detector declares deaths, when not in its
+    /// membership (a `ucx` process, whose membership only the cluster's
+    /// decisions change: `cluster::failover`).
+    pub detector_views: Option<Vec<Arc<Membership>>>,
 }
 
 impl FaultRun {
@@ -558,6 +562,7 @@ impl FaultRun {
             crash_after_ns: crash_times_ns(&config.faults, config.nodes),
             first_fault_ns,
             failover: None,
+            detector_views: None,
         })
     }
 
@@ -580,9 +585,13 @@ impl FaultRun {
         end_ns: u64,
     ) -> Worker {
         let membership = self.memberships[worker.node as usize].clone();
+        let detector_view = match &self.detector_views {
+            Some(views) => views[worker.node as usize].clone(),
+            None => membership.clone(),
+        };
         let detector = (worker.worker == 0).then(|| {
             detector::Detector::new(
-                membership.clone(),
+                detector_view,
                 self.hook.clone(),
                 self.settings,
                 heartbeat_addr,

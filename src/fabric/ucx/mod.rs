@@ -1039,7 +1039,9 @@ impl UcxEndpoint {
                     }
                     ucp_request_free(request);
                 }
-                if self.track && code != UCS_OK {
+                if code != UCS_OK {
+                    // Never completed (a dead peer, an abandoned run) or
+                    // failed: its result slot holds no answer.
                     self.counters.count(verb);
                     return Immediate::Failed;
                 }
