@@ -59,8 +59,9 @@
 //! CAS (two workers of the backup may apply records of the same tuple from
 //! different coordinators): `seq_end`, then the record, then `seq`, the
 //! store's write-back order. Records therefore apply idempotently and in any
-//! order, which is what lets the RPC form apply at once, a full ring be
-//! drained by RPC, and recovery replay a record that was already applied.
+//! order, which is what lets RPC records apply in any order once decided, a
+//! full ring be drained by RPC, and recovery replay a record that was
+//! already applied.
 
 use crate::fabric::NodeId;
 use crate::store::{NodeStore, StoreLayout, TableId};

@@ -50,7 +50,9 @@
 //!    *Replication* below). *Stage `log` (bit 4)*, the same code as every
 //!    other protocol's (`replication::log`): one-sided — a WRITE of one
 //!    record into this worker's ring on each backup, applied there in the
-//!    background; RPC — a `LOG_APPEND` call the backup applies at once.
+//!    background; RPC — a `LOG_APPEND` call the backup stores and
+//!    answers at once; either is applied once the watermark says every
+//!    backup acknowledged it (`replication::ring`).
 //! 5. **Completion.** Each participant adds one to the origin's completion
 //!    counter of the transaction's client slot (one-sided: a FETCH_AND_ADD;
 //!    RPC: a passive call whose handler does the same add; the primitive of
