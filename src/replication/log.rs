@@ -101,8 +101,14 @@ pub struct Replication {
 #[derive(Debug, Default)]
 pub struct RpcLog {
     pub pending: Vec<PendingRecord>,
-    pub watermarks: std::collections::HashMap<(NodeId, u16), u64>,
+    pub watermarks: Watermarks,
+    /// Buffers of applied records, for the next ones (no allocation once
+    /// warm).
+    spare: Vec<Vec<u64>>,
 }
+
+/// Each coordinator worker's latest watermark, as a backup heard it.
+type Watermarks = std::collections::HashMap<(NodeId, u16), u64>;
 
 /// A record that came by RPC, from coordinator `(node, worker)`.
 #[derive(Clone, Debug)]
@@ -168,25 +174,38 @@ impl Replication {
         if log.pending.is_empty() {
             return 0;
         }
-        let RpcLog {
-            pending,
-            watermarks,
-        } = &mut *log;
-        let mut installed = 0;
-        pending.retain(|record| {
-            let ready = worker.is_none_or(|w| w == record.worker)
+        let log = &mut *log;
+        self.take_rpc_records(store, log, &|record, watermarks| {
+            worker.is_none_or(|w| w == record.worker)
                 && (decided == Decided::All
                     || record.round
                         < watermarks
                             .get(&(record.node, record.worker))
                             .copied()
-                            .unwrap_or(0));
-            if !ready {
-                return true;
+                            .unwrap_or(0))
+        })
+    }
+
+    /// Applies and drops the pending records of `log` that `take` admits
+    /// (in any order: applying is idempotent and newest-wins), keeping
+    /// their buffers. Returns the writes installed.
+    fn take_rpc_records(
+        &self,
+        store: &NodeStore,
+        log: &mut RpcLog,
+        take: &dyn Fn(&PendingRecord, &Watermarks) -> bool,
+    ) -> u64 {
+        let mut installed = 0;
+        let mut index = 0;
+        while index < log.pending.len() {
+            if !take(&log.pending[index], &log.watermarks) {
+                index += 1;
+                continue;
             }
+            let record = log.pending.swap_remove(index);
             installed += self.apply_record(store, &record.words);
-            false
-        });
+            log.spare.push(record.words);
+        }
         installed
     }
 
@@ -201,15 +220,7 @@ impl Replication {
         let mut log = self.rpc_log[store.node as usize]
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let mut installed = 0;
-        log.pending.retain(|record| {
-            if !take(record) {
-                return true;
-            }
-            installed += self.apply_record(store, &record.words);
-            false
-        });
-        installed
+        self.take_rpc_records(store, &mut log, &|record, _| take(record))
     }
 
     /// Applies one whole record on `store`'s node (redo writes held aside).
@@ -308,11 +319,14 @@ impl Replication {
                                 .unwrap_or_else(|p| p.into_inner());
                             let mark = log.watermarks.entry((node, worker)).or_insert(0);
                             *mark = (*mark).max(watermark);
+                            let mut words = log.spare.pop().unwrap_or_default();
+                            words.clear();
+                            words.extend_from_slice(record);
                             log.pending.push(PendingRecord {
                                 node,
                                 worker,
                                 round,
-                                words: record.to_vec(),
+                                words,
                             });
                         }
                         self.apply_rpc_log(store, Some(worker), Decided::BelowWatermark)
@@ -589,8 +603,8 @@ async fn log_to(
     // copies are gone (`failover`), and the records to the others do not
     // change (which nodes serve a partition changes only once no attempt
     // is committing).
-    let failover = cx.worker.failover().cloned();
-    let failed = |backup: NodeId| failover.as_ref().is_some_and(|f| f.is_failed(backup));
+    let worker = cx.worker;
+    let failed = |backup: NodeId| worker.failover().is_some_and(|f| f.is_failed(backup));
     // One-sided: make room in every ring first (the only waits), then
     // reserve and write without yielding, so coroutines of this worker
     // never interleave inside one ring.
