@@ -398,7 +398,6 @@ fn run_protocol<P: Protocol, W: Workload>(
     // rank that dies leaves it behind for the checker.
     let journal_prefix = (faults.is_some() && config.check)
         .then(|| journal_prefix(config_digest, &options.bootstrap));
-    let config_json = serde_json::to_string(config).map_err(cluster)?;
     let stall = Duration::from_secs_f64(config.ucx.stall_timeout_s);
     let boot_options = BootstrapOptions {
         rank,
@@ -406,7 +405,7 @@ fn run_protocol<P: Protocol, W: Workload>(
         address: options.bootstrap.clone(),
         join_timeout: Duration::from_secs_f64(config.ucx.join_timeout_s),
         stall_timeout: stall,
-        digest: wire::digest(config_json.as_bytes()),
+        digest: config_digest,
     };
     let stop = AtomicBool::new(false);
     let local_done = AtomicUsize::new(0);
