@@ -945,27 +945,11 @@ fn recovery_report(
             detected_by,
         });
     }
-    report.committed_before_fault = total.fault_commits.before_fault;
-    report.committed_after_fault = total.fault_commits.after_fault;
-    report.committed_after_detection = total.fault_commits.after_detection;
-    report.abandoned_rounds = abandoned_rounds;
-    if let Some(failover) = &faults.failover {
-        let done = failover.report();
-        if done.recoveries > 0 {
-            report.recovery_time_s = Some(done.recovery_ns as f64 / 1e9);
-        }
-        report.promoted = done
-            .promoted
-            .iter()
-            .map(|&(p, n)| (p as u32, n as u32))
-            .collect();
-        report.resolved_from_log_count = done.resolved_from_log_count;
-        report.resolved_committed_count = done.resolved_committed_count;
-        report.resolved_aborted_count = done.resolved_aborted_count;
-        report.headers_reset = done.headers_reset;
-        report.versions_rolled_forward = done.versions_rolled_forward;
-        report.suspicions_ignored = done.suspicions_ignored;
-    }
+    report.fill(
+        total.fault_commits,
+        abandoned_rounds,
+        faults.failover.as_deref(),
+    );
     Ok(report)
 }
 

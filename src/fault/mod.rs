@@ -519,6 +519,39 @@ impl RecoveryReport {
     }
 }
 
+impl RecoveryReport {
+    /// The commit counts, the abandoned rounds and what the failover (if
+    /// any) did.
+    pub fn fill(
+        &mut self,
+        commits: FaultCommits,
+        abandoned_rounds: u64,
+        failover: Option<&crate::replication::Failover>,
+    ) {
+        self.committed_before_fault = commits.before_fault;
+        self.committed_after_fault = commits.after_fault;
+        self.committed_after_detection = commits.after_detection;
+        self.abandoned_rounds = abandoned_rounds;
+        if let Some(failover) = failover {
+            let done = failover.report();
+            if done.recoveries > 0 {
+                self.recovery_time_s = Some(done.recovery_ns as f64 / 1e9);
+            }
+            self.promoted = done
+                .promoted
+                .iter()
+                .map(|&(p, n)| (p as u32, n as u32))
+                .collect();
+            self.resolved_from_log_count = done.resolved_from_log_count;
+            self.resolved_committed_count = done.resolved_committed_count;
+            self.resolved_aborted_count = done.resolved_aborted_count;
+            self.headers_reset = done.headers_reset;
+            self.versions_rolled_forward = done.versions_rolled_forward;
+            self.suspicions_ignored = done.suspicions_ignored;
+        }
+    }
+}
+
 /// The recovery actions of a run: replication's, once merged; until then
 /// (and with replication 1) nothing to recover.
 pub fn failure_hook(_config: &Config) -> Arc<dyn FailureHook> {
@@ -632,27 +665,7 @@ impl FaultRun {
             .map(|(_, m)| m.as_ref())
             .collect();
         let mut report = RecoveryReport::build(&config.faults, self.settings, &views, start_ns);
-        report.committed_before_fault = commits.before_fault;
-        report.committed_after_fault = commits.after_fault;
-        report.committed_after_detection = commits.after_detection;
-        report.abandoned_rounds = abandoned_rounds;
-        if let Some(failover) = &self.failover {
-            let done = failover.report();
-            if done.recoveries > 0 {
-                report.recovery_time_s = Some(done.recovery_ns as f64 / 1e9);
-            }
-            report.promoted = done
-                .promoted
-                .iter()
-                .map(|&(p, n)| (p as u32, n as u32))
-                .collect();
-            report.resolved_from_log_count = done.resolved_from_log_count;
-            report.resolved_committed_count = done.resolved_committed_count;
-            report.resolved_aborted_count = done.resolved_aborted_count;
-            report.headers_reset = done.headers_reset;
-            report.versions_rolled_forward = done.versions_rolled_forward;
-            report.suspicions_ignored = done.suspicions_ignored;
-        }
+        report.fill(commits, abandoned_rounds, self.failover.as_deref());
         report
     }
 }

@@ -63,6 +63,9 @@ use crate::store::{NodeStore, TableLayout};
 
 use super::{recovery, Replication};
 
+/// A protocol's `Protocol::recovered_header`.
+type RecoveredHeader = fn(&TableLayout, &mut [u64]);
+
 /// What the failovers of a run did, for the report's `recovery`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FailoverReport {
@@ -124,8 +127,18 @@ impl Failover {
         poll_ns: u64,
         recovered_header: fn(&TableLayout, &mut [u64]),
     ) -> Failover {
-        let nodes = stores.len();
-        debug_assert_eq!(nodes as u32, replication.placement.nodes);
+        debug_assert_eq!(stores.len() as u32, replication.placement.nodes);
+        let settings = (coroutines_per_node, poll_ns, recovered_header);
+        Failover::build(replication, stores, settings, None)
+    }
+
+    fn build(
+        replication: Arc<Replication>,
+        stores: Vec<Arc<NodeStore>>,
+        (coroutines_per_node, poll_ns, recovered_header): (u32, u64, RecoveredHeader),
+        local: Option<NodeId>,
+    ) -> Failover {
+        let nodes = replication.placement.nodes as usize;
         Failover {
             replication,
             stores,
@@ -140,7 +153,7 @@ impl Failover {
             poll_ns: poll_ns.max(1),
             recovered_header,
             report: Mutex::new(FailoverReport::default()),
-            local: None,
+            local,
         }
     }
 
@@ -155,24 +168,9 @@ impl Failover {
         poll_ns: u64,
         recovered_header: fn(&TableLayout, &mut [u64]),
     ) -> Failover {
-        let nodes = replication.placement.nodes as usize;
         let node = store.node;
-        Failover {
-            replication,
-            stores: vec![store],
-            failed: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
-            recovered: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
-            paused: AtomicBool::new(false),
-            paused_at_ns: AtomicU64::new(0),
-            active: (0..nodes)
-                .map(|_| AtomicU32::new(coroutines_per_node))
-                .collect(),
-            recovering: AtomicBool::new(false),
-            poll_ns: poll_ns.max(1),
-            recovered_header,
-            report: Mutex::new(FailoverReport::default()),
-            local: Some(node),
-        }
+        let settings = (coroutines_per_node, poll_ns, recovered_header);
+        Failover::build(replication, vec![store], settings, Some(node))
     }
 
     /// The one store of a per-process failover.

@@ -55,6 +55,20 @@ pub struct RecoveryOutcome {
     pub versions_rolled_forward: u64,
 }
 
+impl RecoveryOutcome {
+    /// An outcome holding only the promotions of `failed`'s partitions.
+    fn promotions(placement: &Placement, failed: &[NodeId]) -> RecoveryOutcome {
+        let mut outcome = RecoveryOutcome::default();
+        for &node in failed {
+            match placement.primary_given(node, |n| !failed.contains(&n)) {
+                Some(serving) => outcome.promoted.push((node, serving)),
+                None => outcome.lost_partitions.push(node),
+            }
+        }
+        outcome
+    }
+}
+
 /// Installs `write` on node `store`'s copy of its partition (the primary
 /// copy 0 included), creating the row if the copy lacks it.
 fn apply_on(store: &NodeStore, placement: &Placement, write: &LoggedWrite<'_>) {
@@ -81,13 +95,7 @@ pub fn recover(
 ) -> RecoveryOutcome {
     let placement = replication.placement;
     let alive = |n: NodeId| !failed.contains(&n);
-    let mut outcome = RecoveryOutcome::default();
-    for &node in failed {
-        match placement.primary_given(node, alive) {
-            Some(serving) => outcome.promoted.push((node, serving)),
-            None => outcome.lost_partitions.push(node),
-        }
-    }
+    let mut outcome = RecoveryOutcome::promotions(&placement, failed);
     for backup in stores.iter().filter(|s| alive(s.node)) {
         // Shared memory: a coordinator's posts of one round all land in
         // one turn, so a whole record anywhere is a round every backup got.
@@ -386,13 +394,7 @@ pub fn recover_local(
 ) -> (RecoveryOutcome, Doubts) {
     let placement = replication.placement;
     let alive = |n: NodeId| !failed.contains(&n);
-    let mut outcome = RecoveryOutcome::default();
-    for &node in failed {
-        match placement.primary_given(node, alive) {
-            Some(serving) => outcome.promoted.push((node, serving)),
-            None => outcome.lost_partitions.push(node),
-        }
-    }
+    let mut outcome = RecoveryOutcome::promotions(&placement, failed);
     let watermarks = dead_watermarks(replication, store, failed);
     let mark_of = |node: NodeId, worker: u16| {
         watermarks
