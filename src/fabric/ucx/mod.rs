@@ -1076,11 +1076,7 @@ impl UcxEndpoint {
             kind: verbs,
             flags: MSG_COMPLETION | MSG_FAILED,
             deliver_at_ns: 0,
-            payload: {
-                let mut payload = payload;
-                payload.clear();
-                payload
-            },
+            payload,
         }
     }
 
@@ -1488,27 +1484,14 @@ impl Endpoint for UcxEndpoint {
                 let mut flight = Box::from_raw(raw);
                 let mut payload = (*state).pool.pop().unwrap_or_default();
                 payload.clear();
-                if flight.failed && self.track {
-                    // Fault-tolerant: the runtime holds it until the peer
-                    // is declared dead, then fails the round.
-                    out.push(Message {
-                        src_node: flight.target,
-                        src_worker: self.worker_index,
-                        dst_node: self.node,
-                        dst_worker: self.worker_index,
-                        coroutine: flight.coroutine,
-                        call: flight.tag,
-                        kind: flight.verbs,
-                        flags: MSG_COMPLETION | MSG_FAILED,
-                        deliver_at_ns: 0,
-                        payload,
-                    });
-                    flight.remaining = 0;
-                    self.flights.push(flight);
-                    self.outstanding -= 1;
-                    continue;
-                }
-                if flight.failed {
+                // Fault-tolerant: a failed batch is `MSG_FAILED` from its
+                // target, which the runtime holds until the peer is
+                // declared dead, then fails the round.
+                let failed = flight.failed && self.track;
+                if failed {
+                    // No results: the runtime fails the round.
+                    payload.clear();
+                } else if flight.failed {
                     // The run is being abandoned (PeerFailure is set); zeros
                     // keep the worker from waiting forever meanwhile.
                     payload.resize(flight.results.len(), 0);
@@ -1516,14 +1499,18 @@ impl Endpoint for UcxEndpoint {
                     payload.extend_from_slice(&flight.results);
                 }
                 out.push(Message {
-                    src_node: self.node,
+                    src_node: if failed { flight.target } else { self.node },
                     src_worker: self.worker_index,
                     dst_node: self.node,
                     dst_worker: self.worker_index,
                     coroutine: flight.coroutine,
                     call: flight.tag,
                     kind: flight.verbs,
-                    flags: MSG_COMPLETION,
+                    flags: if failed {
+                        MSG_COMPLETION | MSG_FAILED
+                    } else {
+                        MSG_COMPLETION
+                    },
                     deliver_at_ns: 0,
                     payload,
                 });
