@@ -5,7 +5,9 @@
 //! value and what is allowed; nothing here panics on user input.
 //!
 //! Exit codes: 0 success; 1 the run failed (e.g. writing the report); 2 bad
-//! input; 3 the run finished but `--check` found a violation.
+//! input; 3 the run finished but `--check` found a violation; 4 (a `ucx`
+//! rank) this rank was declared failed by its peers and stopped, the run
+//! going on without it.
 
 mod experiments;
 
@@ -24,6 +26,7 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_CHECK_FAILED: i32 = 3;
+pub const EXIT_DECLARED_FAILED: i32 = 4;
 
 /// A failure with the exit code it maps to.
 #[derive(Debug)]
@@ -1263,10 +1266,23 @@ fn run_node_and_report(
     outputs: &Outputs,
 ) -> Result<i32, CliError> {
     let options = crate::cluster::node::NodeOptions { rank, bootstrap };
+    // Crash-stop: a rank whose thread panicked must not linger half alive
+    // (its peers would wait on it); it dies at once, its connections
+    // close, and the launcher reports it as failed.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        eprintln!("rank {rank}: a thread panicked (a bug in verbena); the process aborts");
+        std::process::abort();
+    }));
     match crate::cluster::node::run_node(config, &options) {
         Ok(Some(output)) => emit_report(&output, outputs),
         Ok(None) => Ok(EXIT_OK),
         Err(engine::RunError::Config(e)) => Err(usage(e.0)),
+        Err(engine::RunError::DeclaredFailed(e)) => Err(CliError {
+            code: EXIT_DECLARED_FAILED,
+            message: format!("rank {rank}: {e}"),
+        }),
         Err(e) => Err(failed(format!("rank {rank}: {e}"))),
     }
 }

@@ -15,20 +15,60 @@ fn verbena() -> Command {
     Command::new(env!("CARGO_BIN_EXE_verbena"))
 }
 
+/// Runs `command` to its end, at most `limit`: past it, the command and
+/// every process it started (its process group) are killed and the test
+/// fails — a hang must fail the suite, not stall it.
+fn output_within(mut command: Command, limit: Duration) -> Output {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let mut child = command
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("verbena starts");
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let group = format!("-{}", child.id());
+            let _ = Command::new("kill").args(["-9", "--", &group]).status();
+            let _ = child.wait();
+            let stderr = String::from_utf8_lossy(&stderr.join().unwrap()).to_string();
+            panic!("{command:?} did not end within {limit:?}: it hangs; stderr: {stderr}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
+}
+
 fn launch(args: &[&str]) -> (Output, serde_json::Value) {
-    let output = verbena()
-        .arg("launch")
-        .args(args)
-        .args([
-            "--json",
-            "-",
-            "--join-timeout",
-            "30",
-            "--stall-timeout",
-            "15",
-        ])
-        .output()
-        .expect("verbena launch runs");
+    let mut command = verbena();
+    command.arg("launch").args(args).args([
+        "--json",
+        "-",
+        "--join-timeout",
+        "30",
+        "--stall-timeout",
+        "15",
+    ]);
+    // Join, run, a recovery and the stall timeouts, with room to spare.
+    let output = output_within(command, Duration::from_secs(240));
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
     assert_eq!(
         output.status.code(),
@@ -277,28 +317,26 @@ fn mismatched_ranks_and_bad_launch_flags_are_refused() {
         assert_eq!(code, 1, "{stderr}");
         assert!(stderr.contains("different configuration"), "{stderr}");
     }
-    let output = verbena()
-        .args([
-            "launch",
-            "--local",
-            "2",
-            "--transport",
-            "rdma",
-            "--local-atomics",
-            "cpu",
-        ])
-        .output()
-        .unwrap();
+    let mut command = verbena();
+    command.args([
+        "launch",
+        "--local",
+        "2",
+        "--transport",
+        "rdma",
+        "--local-atomics",
+        "cpu",
+    ]);
+    let output = output_within(command, Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("local_atomics = cpu") && stderr.contains("shm or tcp"),
         "{stderr}"
     );
-    let output = verbena()
-        .args(["launch", "--local", "2", "--nodes", "3"])
-        .output()
-        .unwrap();
+    let mut command = verbena();
+    command.args(["launch", "--local", "2", "--nodes", "3"]);
+    let output = output_within(command, Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--nodes 3 contradicts"), "{stderr}");
@@ -307,20 +345,19 @@ fn mismatched_ranks_and_bad_launch_flags_are_refused() {
 #[test]
 fn fabric_bench_reports_a_rate_and_the_chosen_transports() {
     for (transport, op) in [("shm", "cas"), ("shm", "rpc"), ("tcp", "read")] {
-        let output = verbena()
-            .args([
-                "fabric-bench",
-                "--transport",
-                transport,
-                "--op",
-                op,
-                "--window",
-                "4",
-                "--seconds",
-                "0.3",
-            ])
-            .output()
-            .unwrap();
+        let mut command = verbena();
+        command.args([
+            "fabric-bench",
+            "--transport",
+            transport,
+            "--op",
+            op,
+            "--window",
+            "4",
+            "--seconds",
+            "0.3",
+        ]);
+        let output = output_within(command, Duration::from_secs(120));
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert_eq!(
             output.status.code(),

@@ -70,6 +70,10 @@ use crate::fabric::NodeId;
 use crate::fault::Membership;
 use crate::replication::{recovery, Failover, FailoverReport};
 
+/// What the error of a rank told that it was declared failed says (the
+/// node maps it to [`crate::engine::RunError::DeclaredFailed`]).
+pub const DECLARED_FAILED: &str = "declared failed by the cluster";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Running,
@@ -158,6 +162,51 @@ impl<'a> ClusterFailover<'a> {
     /// Whether a recovery is under way (the run must not end meanwhile).
     pub fn recovering(&self) -> bool {
         self.phase != Phase::Running || self.failover.paused()
+    }
+
+    /// Why the current recovery has not ended: its phase and, on rank 0,
+    /// the live ranks it still waits for.
+    pub fn stalled(&self, boot: &Bootstrap) -> String {
+        let failed: Vec<String> = self
+            .failover
+            .failed_nodes()
+            .into_iter()
+            .map(|n| boot.describe(n as u32))
+            .collect();
+        let (phase, answered): (&str, Box<dyn Fn(u32) -> bool + '_>) = match self.phase {
+            Phase::Running => ("resuming", Box::new(|_| true)),
+            Phase::Pausing => ("quiescing", Box::new(|r| self.quiet[r as usize])),
+            Phase::Deciding => (
+                "collecting in-doubt transactions",
+                Box::new(|r| self.doubts[r as usize].is_some()),
+            ),
+            Phase::Draining => (
+                "collecting version digests",
+                Box::new(|r| self.synced[r as usize].is_some()),
+            ),
+            Phase::Installing => (
+                "installing versions",
+                Box::new(|r| self.recovered[r as usize]),
+            ),
+        };
+        let waiting: Vec<String> = if self.rank == 0 {
+            self.live(boot)
+                .into_iter()
+                .filter(|&r| !answered(r))
+                .map(|r| boot.describe(r))
+                .collect()
+        } else {
+            vec![boot.describe(0)]
+        };
+        format!(
+            "the recovery from the failure of {} stalled while {phase}: no answer from {}",
+            failed.join(", "),
+            if waiting.is_empty() {
+                "anyone (all answered)".to_string()
+            } else {
+                waiting.join(", ")
+            }
+        )
     }
 
     /// The ranks failed over so far.
@@ -259,7 +308,7 @@ impl<'a> ClusterFailover<'a> {
                 let node = *node.first().ok_or_else(|| bad("empty Fail".into()))? as NodeId;
                 if node as u32 == self.rank {
                     return Err(format!(
-                        "{}: declared failed by the cluster (its peers stopped hearing from it); its partitions are served by their backups now, so it stops",
+                        "{}: {DECLARED_FAILED} (its peers stopped hearing from it); its partitions are served by their backups now, so it stops",
                         boot.describe(self.rank)
                     ));
                 }

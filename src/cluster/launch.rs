@@ -179,8 +179,10 @@ pub fn spawn_rank(
 /// failure's if rank 0 succeeded but another rank did not. Once a rank has
 /// failed, the rest get `grace` to stop by themselves, then are killed.
 /// In a fault-tolerant run (`tolerant`: the survivors fail a dead rank
-/// over) a rank other than 0 may die — killed, or told it was declared
-/// failed — and the run goes on: rank 0's exit code is the run's.
+/// over) a rank other than 0 may die — killed by a signal from outside,
+/// or told it was declared failed (exit code 4) — and the run goes on:
+/// rank 0's exit code is the run's. A rank that aborts (a panic) or exits
+/// with an error fails the run, fault-tolerant or not.
 pub fn wait_all(mut children: Vec<(u32, Child)>, grace: Duration, tolerant: bool) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     let mut codes: Vec<Option<i32>> = vec![None; children.len()];
@@ -192,7 +194,16 @@ pub fn wait_all(mut children: Vec<(u32, Child)>, grace: Duration, tolerant: bool
             }
             if let Ok(Some(status)) = child.try_wait() {
                 let code = status.code().unwrap_or(1);
-                if code != 0 && tolerant && *rank != 0 {
+                // Only a kill from outside is a crash fault the run fails
+                // over (`--fault crash` is a SIGKILL too); a rank that
+                // exits with an error or aborts (a panic) failed the run.
+                const SIGHUP: i32 = 1;
+                const SIGINT: i32 = 2;
+                const SIGKILL: i32 = 9;
+                const SIGTERM: i32 = 15;
+                let killed = matches!(status.signal(), Some(SIGKILL | SIGTERM | SIGINT | SIGHUP));
+                let crashed = killed || code == crate::cli::EXIT_DECLARED_FAILED;
+                if code != 0 && tolerant && crashed && *rank != 0 {
                     let how = match status.signal() {
                         Some(signal) => format!("was killed by signal {signal}"),
                         None => format!("exited with code {code}"),
@@ -204,7 +215,12 @@ pub fn wait_all(mut children: Vec<(u32, Child)>, grace: Duration, tolerant: bool
                     continue;
                 }
                 if code != 0 && kill_at.is_none() {
-                    eprintln!("verbena launch: rank {rank} exited with code {code}");
+                    match status.signal() {
+                        Some(signal) => {
+                            eprintln!("verbena launch: rank {rank} was killed by signal {signal}")
+                        }
+                        None => eprintln!("verbena launch: rank {rank} exited with code {code}"),
+                    }
                     kill_at = Some(Instant::now() + grace);
                 }
                 codes[index] = Some(code);
@@ -291,5 +307,29 @@ mod tests {
         assert_eq!(shell_quote("--nodes"), "--nodes");
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+
+    fn shell(script: &str) -> Child {
+        Command::new("sh").args(["-c", script]).spawn().unwrap()
+    }
+
+    #[test]
+    fn a_fault_tolerant_run_survives_kills_but_not_a_crashing_rank() {
+        let grace = Duration::from_secs(5);
+        // Rank 1 killed from outside, rank 2 told it was declared failed:
+        // crash faults the survivors fail over; rank 0's code is the run's.
+        let ranks = vec![
+            (0, shell("sleep 0.2; exit 0")),
+            (1, shell("kill -9 $$")),
+            (2, shell("exit 4")),
+        ];
+        assert_eq!(wait_all(ranks, grace, true), 0);
+        // A rank that aborts (what a panic does to a node) is a bug, not a
+        // fault to fail over: the run fails, and rank 0 is stopped.
+        let ranks = vec![(0, shell("sleep 30")), (1, shell("kill -6 $$"))];
+        assert_ne!(wait_all(ranks, Duration::from_millis(100), true), 0);
+        // Without fault tolerance every death fails the run.
+        let ranks = vec![(0, shell("exit 0")), (1, shell("kill -9 $$"))];
+        assert_ne!(wait_all(ranks, grace, false), 0);
     }
 }

@@ -509,7 +509,13 @@ fn run_protocol<P: Protocol, W: Workload>(
             }
             Err(message) => {
                 context.failure.abandon();
-                Err(cluster(boot.abort(message)))
+                let declared_failed = message.contains(super::failover::DECLARED_FAILED);
+                let message = boot.abort(message);
+                Err(if declared_failed {
+                    RunError::DeclaredFailed(message)
+                } else {
+                    cluster(message)
+                })
             }
         }
     })
@@ -626,12 +632,26 @@ fn drive<W: Workload>(
     let mut deadline = Instant::now() + run_for + grace;
     let mut done = vec![false; nodes as usize];
     let mut sent_done = false;
+    let mut recovering_since: Option<Instant> = None;
     loop {
         if let Some(driver) = cluster_failover.as_mut() {
             driver.poll(boot)?;
             if driver.recovering() {
-                // A recovery may outlast the run; its end restarts the clock.
+                // A recovery may outlast the run; its end restarts the
+                // clock. But it must end: every phase is a few messages
+                // and local scans, so a recovery that takes longer than
+                // the stall timeout waits on a rank that will not answer.
+                let since = *recovering_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > grace {
+                    return Err(format!(
+                        "{me}: {} within {:.1} s (raise --stall-timeout if the store is large)",
+                        driver.stalled(boot),
+                        grace.as_secs_f64()
+                    ));
+                }
                 deadline = deadline.max(Instant::now() + grace);
+            } else {
+                recovering_since = None;
             }
             for failed in driver.failed() {
                 done[failed as usize] = true;

@@ -64,6 +64,10 @@ pub enum RunError {
     Load(StoreError),
     /// A multi-process (`ucx`) run failed: a peer, the network or UCX.
     Cluster(String),
+    /// This rank of a fault-tolerant `ucx` run was declared failed by its
+    /// peers (they stopped hearing from it) and stopped: its partitions
+    /// are served by their backups, and the run goes on without it.
+    DeclaredFailed(String),
 }
 
 impl std::fmt::Display for RunError {
@@ -71,7 +75,7 @@ impl std::fmt::Display for RunError {
         match self {
             RunError::Config(e) => write!(f, "invalid configuration: {e}"),
             RunError::Load(e) => write!(f, "loading the workload failed: {e}"),
-            RunError::Cluster(e) => f.write_str(e),
+            RunError::Cluster(e) | RunError::DeclaredFailed(e) => f.write_str(e),
         }
     }
 }

@@ -59,7 +59,7 @@ use crate::txn::{Access, TxnCx, TxnResult};
 
 use super::failover::Failover;
 use super::placement::Placement;
-use super::ring::{self, Decided, LoggedWrite, RingLayout, RECORD_FIXED_WORDS, WRITE_FIXED_WORDS};
+use super::ring::{self, Decided, LoggedWrite, RingLayout};
 
 /// RPC kinds of the replication layer (outside every protocol's range).
 pub mod kind {
@@ -406,11 +406,10 @@ pub struct LogWriter {
     tails: RefCell<Vec<u64>>,
     /// The head of that ring as last READ (monotonic).
     heads: RefCell<Vec<u64>>,
-    /// Record under construction (never held across an await).
-    scratch: RefCell<Vec<u64>>,
-    /// `(backup, record words)` of the attempt being logged (taken for the
-    /// stage's duration, so its capacity is reused).
-    targets: RefCell<Vec<(NodeId, u64)>>,
+    /// The backups of the attempt being logged and their records (taken
+    /// for the stage's duration, so their capacity is reused).
+    targets: RefCell<Vec<NodeId>>,
+    records: RefCell<Vec<Vec<u64>>>,
     /// Records sent, by WRITE and by RPC; times a full ring was refreshed.
     pub records_onesided: Cell<u64>,
     pub records_rpc: Cell<u64>,
@@ -431,8 +430,8 @@ impl LogWriter {
             only: None,
             tails: RefCell::new(vec![0; nodes]),
             heads: RefCell::new(vec![0; nodes]),
-            scratch: RefCell::new(Vec::with_capacity(256)),
             targets: RefCell::new(Vec::with_capacity(8)),
+            records: RefCell::new(Vec::new()),
             records_onesided: Cell::new(0),
             records_rpc: Cell::new(0),
             ring_full_waits: Cell::new(0),
@@ -500,25 +499,8 @@ fn logged_to(
         }
 }
 
-/// Words of the record `cx` sends to `backup` (0: nothing to log there).
-fn record_words(cx: &TxnCx<'_>, writer: &LogWriter, placement: &Placement, backup: NodeId) -> u64 {
-    let failover = cx.worker.failover().map(|f| &**f);
-    let mut words = 0u64;
-    for access in cx
-        .accesses
-        .iter()
-        .filter(|a| logged_to(writer, a, placement, failover, cx.worker.node, backup))
-    {
-        words += (WRITE_FIXED_WORDS + cx.table(access.table).record_words as usize) as u64;
-    }
-    if words == 0 {
-        0
-    } else {
-        words + RECORD_FIXED_WORDS as u64
-    }
-}
-
-/// Builds the record for `backup` into `out`.
+/// Builds the record for `backup` into `out` (empty: nothing to log
+/// there).
 fn build_record(
     cx: &TxnCx<'_>,
     writer: &LogWriter,
@@ -529,8 +511,10 @@ fn build_record(
 ) {
     let failover = cx.worker.failover().map(|f| &**f);
     ring::start_record(out, cx.txn_id, round, targets);
+    let mut writes = 0usize;
     for (index, access) in cx.accesses.iter().enumerate() {
         if logged_to(writer, access, placement, failover, cx.worker.node, backup) {
+            writes += 1;
             ring::push_write(
                 out,
                 access.table,
@@ -541,7 +525,11 @@ fn build_record(
             );
         }
     }
-    ring::finish_record(out);
+    if writes == 0 {
+        out.clear();
+    } else {
+        ring::finish_record(out);
+    }
 }
 
 /// The `log` stage: replicates the attempt's writes to every live backup
@@ -565,17 +553,44 @@ pub async fn log(
         at_commit_point(cx);
         return Ok(());
     }
-    let placement = writer.replication.placement;
     let onesided = cx.primitive(Stage::Log) == Primitive::OneSided;
-    // Backups to log to and the words each record takes: the live backups
-    // of the written partitions.
     let mut targets = std::mem::take(&mut *writer.targets.borrow_mut());
+    let mut records = std::mem::take(&mut *writer.records.borrow_mut());
+    let result = log_to(
+        cx,
+        writer,
+        &mut targets,
+        &mut records,
+        onesided,
+        at_commit_point,
+    )
+    .await;
+    *writer.targets.borrow_mut() = targets;
+    *writer.records.borrow_mut() = records;
+    result
+}
+
+/// The live backups of the written partitions, and in `records[i]` the
+/// record for `targets[i]`, of log round `round`. Which backups are live
+/// changes whenever a failure is declared — by another thread, at any
+/// time — and with it what each record holds (a failed backup can make
+/// the node serving a partition a redo target, `Failover::log_targets`):
+/// so the records are built first and the ring space is made for what
+/// was built, never for an estimate.
+fn build_records(
+    cx: &TxnCx<'_>,
+    writer: &LogWriter,
+    round: u64,
+    targets: &mut Vec<NodeId>,
+    records: &mut Vec<Vec<u64>>,
+) {
+    let placement = writer.replication.placement;
     targets.clear();
     let failover = cx.worker.failover();
     for access in cx.accesses.iter().filter(|a| writer.logs(a)) {
         let mut add = |backup: NodeId| {
-            if !targets.iter().any(|&(b, _)| b == backup) {
-                targets.push((backup, record_words(cx, writer, &placement, backup)));
+            if !targets.contains(&backup) {
+                targets.push(backup);
             }
         };
         match failover {
@@ -585,76 +600,80 @@ pub async fn log(
             None => placement.backups(access.partition).for_each(&mut add),
         }
     }
-    let result = log_to(cx, writer, &targets, onesided, at_commit_point).await;
-    *writer.targets.borrow_mut() = targets;
-    result
+    if records.len() < targets.len() {
+        records.resize_with(targets.len(), || Vec::with_capacity(64));
+    }
+    for (&backup, record) in targets.iter().zip(records.iter_mut()) {
+        build_record(cx, writer, &placement, backup, (round, 0), record);
+    }
+    // The copies of this round that other nodes receive, as the records
+    // actually built say (a failure declared meanwhile may have emptied
+    // one).
+    let remote_targets = targets
+        .iter()
+        .zip(records.iter())
+        .filter(|&(&b, record)| b != writer.node && !record.is_empty())
+        .count() as u32;
+    for record in records.iter_mut().take(targets.len()) {
+        if !record.is_empty() {
+            ring::set_record_targets(record, remote_targets);
+        }
+    }
 }
 
 async fn log_to(
     cx: &mut TxnCx<'_>,
     writer: &LogWriter,
-    targets: &[(NodeId, u64)],
+    targets: &mut Vec<NodeId>,
+    records: &mut Vec<Vec<u64>>,
     onesided: bool,
     at_commit_point: impl FnOnce(&TxnCx<'_>),
 ) -> TxnResult<()> {
-    let placement = writer.replication.placement;
     let rings = writer.replication.rings;
-    // A backup declared failed while this attempt waited is dropped: its
-    // copies are gone (`failover`), and the records to the others do not
-    // change (which nodes serve a partition changes only once no attempt
-    // is committing).
-    let worker = cx.worker;
-    let failed = |backup: NodeId| worker.failover().is_some_and(|f| f.is_failed(backup));
     // One-sided: make room in every ring first (the only waits), then
-    // reserve and write without yielding, so coroutines of this worker
-    // never interleave inside one ring.
-    if onesided {
-        loop {
-            let short = targets.iter().find(|&&(backup, words)| {
-                !failed(backup) && words <= rings.ring_words && writer.free_words(backup) < words
-            });
-            let Some(&(backup, words)) = short else {
-                break;
-            };
-            writer.ring_full_waits.set(writer.ring_full_waits.get() + 1);
-            refresh_head(cx, writer, backup, words).await?;
+    // build, reserve and write without yielding, so coroutines of this
+    // worker never interleave inside one ring. The records are built
+    // again after every wait: the round number and the live backups may
+    // have changed meanwhile.
+    let round = loop {
+        let round = writer.next_round.get();
+        build_records(cx, writer, round, targets, records);
+        if !onesided {
+            break round;
         }
-    }
+        let short = targets
+            .iter()
+            .zip(records.iter())
+            .find(|&(&backup, record)| {
+                let words = record.len() as u64;
+                words > 0 && words <= rings.ring_words && writer.free_words(backup) < words
+            });
+        let Some((&backup, record)) = short else {
+            break round;
+        };
+        let words = record.len() as u64;
+        writer.ring_full_waits.set(writer.ring_full_waits.get() + 1);
+        refresh_head(cx, writer, backup, words).await?;
+    };
     at_commit_point(cx);
-    let round = writer.next_round.get();
     writer.next_round.set(round + 1);
     writer.outstanding.borrow_mut().push(round);
     let watermark = writer.watermark();
-    let remote_targets = targets
-        .iter()
-        .filter(|&&(backup, _)| backup != writer.node && !failed(backup))
-        .count() as u32;
     {
         let mut batch = cx.round();
-        let mut record = writer.scratch.borrow_mut();
-        for &(backup, words) in targets {
-            if failed(backup) {
+        for (&backup, record) in targets.iter().zip(records.iter()) {
+            let words = record.len() as u64;
+            if words == 0 {
                 continue;
             }
-            build_record(
-                cx,
-                writer,
-                &placement,
-                backup,
-                (round, remote_targets),
-                &mut record,
-            );
-            debug_assert_eq!(record.len() as u64, words);
-            // The ring space was made for `words`; a record of another
-            // size would break the ring's framing.
-            assert_eq!(
-                record.len() as u64,
-                words,
-                "a log record changed size between its reservation and its post"
-            );
             if onesided && words <= rings.ring_words {
                 let mut tails = writer.tails.borrow_mut();
                 let tail = tails[backup as usize];
+                // The room was made for this very record: the ring's
+                // framing depends on it.
+                debug_assert!(
+                    tail + words - writer.heads.borrow()[backup as usize] <= rings.ring_words
+                );
                 tails[backup as usize] = tail + words;
                 let ring = rings.ring_addr(writer.node, writer.worker);
                 let at = tail % rings.ring_words;
@@ -675,7 +694,7 @@ async fn log_to(
             } else {
                 let mut payload = batch.payload();
                 payload.push(watermark);
-                payload.extend_from_slice(&record);
+                payload.extend_from_slice(record);
                 batch.call(backup, kind::LOG_APPEND, payload, false);
                 writer.records_rpc.set(writer.records_rpc.get() + 1);
             }

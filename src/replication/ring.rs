@@ -130,6 +130,12 @@ pub fn start_record(out: &mut Vec<u64>, txn_id: u64, round: u64, targets: u32) {
     out.extend_from_slice(&[0, txn_id, (targets as u64) << 32, round]);
 }
 
+/// Sets the `targets` of a record built with [`start_record`] (the
+/// checksum does not cover it).
+pub fn set_record_targets(words: &mut [u64], targets: u32) {
+    words[2] = (words[2] & 0xffff_ffff) | (targets as u64) << 32;
+}
+
 /// `(round, targets)` of a whole record's words.
 pub fn record_meta(words: &[u64]) -> (u64, u32) {
     (words[3], (words[2] >> 32) as u32)
