@@ -73,10 +73,13 @@ fn steady_state_allocates_nothing(protocol: ProtocolKind, primitive: Primitive) 
         primitive.name()
     );
     // Set-up noise (thread start-up, a vector reaching its working size a
-    // little later) is a few dozen allocations; one per transaction would be
-    // thousands.
+    // little later) is up to a few dozen allocations, whatever the length;
+    // one per transaction would be thousands (and on a loaded machine,
+    // where the runs do little work, still above the floor: more than a
+    // thousand extra transactions are asserted above).
+    const SETUP_NOISE_ALLOCS: u64 = 40;
     assert!(
-        extra_allocs * 100 < extra_txns,
+        extra_allocs < SETUP_NOISE_ALLOCS.max(extra_txns / 100),
         "{} {}: {extra_allocs} more allocations for {extra_txns} more transactions \
          ({short_allocs} in the short run, {long_allocs} in the long one)",
         protocol.name(),

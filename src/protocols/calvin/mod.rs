@@ -90,7 +90,7 @@
 //! What this does not give: failover. A run with `--fault` is refused
 //! (`fault::validate`), replicated or not, because a crash leaves the
 //! survivors unable to go on soundly, and what recovering needs is not
-//! built:
+//! built (`docs/design/calvin-failover.md` is the plan for building it):
 //! * *the dead sequencer's last epoch, agreed*: its sequencer writes each
 //!   epoch's sub-batches node by node, so survivors can hold different
 //!   prefixes of its input; one that scheduled epoch `e` may have run its
