@@ -32,7 +32,9 @@ pub mod profile;
 pub mod region;
 pub mod sim;
 pub mod threads;
-/// One process per node over UCX (cargo feature `ucx`).
+// One process per node over UCX (cargo feature `ucx`); documented by its
+// own module doc (an outer doc here would make rustdoc resolve that doc's
+// links from this module).
 #[cfg(feature = "ucx")]
 pub mod ucx;
 pub mod verbs;

@@ -1110,7 +1110,7 @@ impl Protocol for Timestamp {
         3
     }
 
-    /// The cascading variant's outcome words (see [`outcome_of`]).
+    /// The cascading variant's outcome words (see `outcome_of`).
     fn txn_meta_words() -> u32 {
         2
     }

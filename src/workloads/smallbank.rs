@@ -18,14 +18,14 @@
 //! Transactions (DrTM Table 5 names; the standard mix is SP 25 %, the
 //! others 15 % each, configurable):
 //!
-//! * `send_payment(a, b, v)`: checking[a] −= v, checking[b] += v; gives up
-//!   (user abort) if checking[a] < v.
-//! * `amalgamate(a, b)`: moves savings[a] + checking[a] into checking[b].
-//! * `balance(a)`: reads savings[a] and checking[a] (read-only).
-//! * `deposit_checking(a, v)`: checking[a] += v.
-//! * `write_check(a, v)`: checking[a] −= v, or v + 1 (an overdraft penalty)
-//!   when savings[a] + checking[a] < v.
-//! * `transact_savings(a, v)`: savings[a] −= v; gives up if that would
+//! * `send_payment(a, b, v)`: `checking[a]` −= v, `checking[b]` += v; gives up
+//!   (user abort) if `checking[a]` < v.
+//! * `amalgamate(a, b)`: moves `savings[a]` + `checking[a]` into `checking[b]`.
+//! * `balance(a)`: reads `savings[a]` and `checking[a]` (read-only).
+//! * `deposit_checking(a, v)`: `checking[a]` += v.
+//! * `write_check(a, v)`: `checking[a]` −= v, or v + 1 (an overdraft penalty)
+//!   when `savings[a]` + `checking[a]` < v.
+//! * `transact_savings(a, v)`: `savings[a]` −= v; gives up if that would
 //!   make it negative.
 //!
 //! Amounts are uniform in `1..=max_amount`. Skew: in each partition,

@@ -10,7 +10,7 @@
 //! of the reconnaissance run stay in its private copies.
 //!
 //! Reads: a local record straight from the store; a remote one by an RPC
-//! to its node ([`RPC_READ`](super::RPC_READ)), whose handler returns a
+//! to its node ([`super::RPC_READ`]), whose handler returns a
 //! version that is whole (`seq == seq_end` around the record, the store's
 //! consistency rule) or `MISSING`.
 //!

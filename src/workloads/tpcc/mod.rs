@@ -50,7 +50,7 @@
 //! the district row so that every CALVIN participant agrees.
 //!
 //! Deterministic protocols (CALVIN): requests as words and declared or
-//! reconnoitred sets, see [`deterministic`].
+//! reconnoitred sets, see the `deterministic` module.
 //!
 //! Records store numbers as integers (money in cents, rates in 1/10,000)
 //! and text columns as bytes packed into words at their specification
