@@ -507,3 +507,67 @@ fn an_external_kill_9_of_a_rank_is_failed_over() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_failed_over(&report, 1);
 }
+
+/// A rank frozen (SIGSTOP) long enough to be declared failed, then woken
+/// (SIGCONT): the survivors fail it over as if it had died, and when it
+/// runs again its lease is gone, so it writes nothing into their memory
+/// before it learns it was declared failed and stops (exit code 4) — the
+/// checker passes on the whole run. Without the lease a woken rank went on
+/// installing writes over the survivors' newer versions.
+#[test]
+fn a_frozen_rank_is_failed_over_and_writes_nothing_when_it_wakes() {
+    for (protocol, frozen_s) in [("occ", 0.8), ("maat", 2.5)] {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!(
+            "verbena-ucx-freeze-{}-{protocol}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let report_path = dir.join("report.json");
+        let report_arg = report_path.display().to_string();
+        let common = [
+            "--protocol",
+            protocol,
+            "--replication",
+            "2",
+            "--failure-detector",
+            "on",
+            "--duration",
+            "4",
+            "--warmup",
+            "0.2",
+            "--workers",
+            "1",
+            "--coroutines",
+            "4",
+            "--check",
+        ];
+        let mut rank0_args = common.to_vec();
+        rank0_args.extend(["--json", report_arg.as_str()]);
+        let rank0 = start_node(0, 3, port, &rank0_args);
+        let rank1 = start_node(1, 3, port, &common);
+        let rank2 = start_node(2, 3, port, &common);
+        std::thread::sleep(Duration::from_secs(2));
+        let signal = |name: &str| {
+            let sent = Command::new("kill")
+                .args([name, &rank1.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(sent.success());
+        };
+        signal("-STOP");
+        std::thread::sleep(Duration::from_secs_f64(frozen_s));
+        signal("-CONT");
+        let (code, stderr) = finish_within(rank1, Duration::from_secs(60));
+        assert_eq!(code, 4, "{protocol}: the woken rank stops: {stderr}");
+        assert!(stderr.contains("declared failed"), "{protocol}: {stderr}");
+        let (code, stderr) = finish_within(rank2, Duration::from_secs(60));
+        assert_eq!(code, 0, "{protocol}: rank 2 goes on: {stderr}");
+        let (code, stderr) = finish_within(rank0, Duration::from_secs(60));
+        assert_eq!(code, 0, "{protocol}: rank 0 goes on and reports: {stderr}");
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&report_path).unwrap()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_failed_over(&report, 1);
+    }
+}

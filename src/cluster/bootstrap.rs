@@ -33,6 +33,11 @@ use super::wire::{read_frame, write_frame, Dec, Enc, Frame, Kind};
 /// How often a rank tells the others it is alive.
 pub const HEARTBEAT: Duration = Duration::from_millis(250);
 
+/// How long a lease lasts from the beat that renewed it
+/// (`Bootstrap::enable_leases`): two heartbeats, so one late echo does
+/// not run it out.
+pub const LEASE: Duration = Duration::from_millis(500);
+
 /// What one rank tells the others when it joins.
 #[derive(Clone, Debug, Default)]
 pub struct RankInfo {
@@ -128,6 +133,12 @@ pub struct Bootstrap {
     tolerate_loss: bool,
     /// Ranks reported lost (never heard from again).
     lost: Vec<bool>,
+    /// A fault-tolerant run's leases (`enable_leases`): the clock they
+    /// are counted on, and on rank 0 when each rank's lease was last
+    /// renewed, on the others the latest beat rank 0 echoed (ns).
+    lease_epoch: Option<Instant>,
+    lease_granted: Vec<Instant>,
+    lease_beat_ns: u64,
 }
 
 /// This host's name (for messages naming a rank).
@@ -411,6 +422,9 @@ impl Bootstrap {
             events,
             backlog: VecDeque::new(),
             last_beat_sent: now,
+            lease_epoch: None,
+            lease_granted: Vec::new(),
+            lease_beat_ns: 0,
         }
     }
 
@@ -442,6 +456,43 @@ impl Bootstrap {
 
     /// How long since anything was heard from `rank` (rank 0: any rank;
     /// others: rank 0).
+    /// Fault-tolerant runs: every rank but 0 holds a lease that only
+    /// rank 0 renews, and its endpoints post nothing once it has run out
+    /// (`PeerFailure::set_lease_until`); rank 0 declares a rank failed
+    /// only once the lease it last renewed has surely run out
+    /// (`lease_expired`). So a process that was frozen (or cut off) long
+    /// enough to be failed over finds its lease gone when it runs again,
+    /// and cannot write into the survivors' memory before it learns it
+    /// was declared failed. A lease runs [`LEASE`] from the moment its
+    /// holder *sent* the beat that rank 0 echoed: however late the echo
+    /// arrives, it never outlasts rank 0's view of it. `epoch` is the
+    /// clock the endpoints use.
+    pub fn enable_leases(&mut self, epoch: Instant) {
+        self.lease_epoch = Some(epoch);
+        let now = Instant::now();
+        self.lease_granted = vec![now; self.nodes as usize];
+        self.lease_beat_ns = epoch.elapsed().as_nanos() as u64;
+    }
+
+    /// Leases are off again (the run's end: no failover any more).
+    pub fn disable_leases(&mut self) {
+        self.lease_epoch = None;
+    }
+
+    /// A rank other than 0 with leases on: until when (ns on the epoch
+    /// given to `enable_leases`) it may post.
+    pub fn lease_until_ns(&self) -> Option<u64> {
+        (self.rank != 0 && self.lease_epoch.is_some())
+            .then(|| self.lease_beat_ns + LEASE.as_nanos() as u64)
+    }
+
+    /// Rank 0: whether the lease `rank` last got has run out (with a
+    /// margin for the two clocks' rates), or leases are off.
+    pub fn lease_expired(&self, rank: u32) -> bool {
+        self.lease_epoch.is_none()
+            || self.lease_granted[rank as usize].elapsed() >= LEASE + LEASE / 8
+    }
+
     pub fn silent_for(&self, rank: u32) -> Duration {
         self.last_heard[rank as usize].elapsed()
     }
@@ -535,7 +586,13 @@ impl Bootstrap {
     pub fn beat(&mut self) -> Result<(), String> {
         if self.last_beat_sent.elapsed() >= HEARTBEAT {
             self.last_beat_sent = Instant::now();
-            self.send(Kind::Ready, &[])?;
+            match self.lease_epoch {
+                Some(epoch) if self.rank != 0 => {
+                    let sent_ns = epoch.elapsed().as_nanos() as u64;
+                    self.send(Kind::LeaseBeat, &sent_ns.to_le_bytes())?;
+                }
+                _ => self.send(Kind::Ready, &[])?,
+            }
         }
         Ok(())
     }
@@ -603,6 +660,18 @@ impl Bootstrap {
                 match frame.kind {
                     // A heartbeat (Ready is reused: it carries nothing).
                     Kind::Ready if frame.body.is_empty() => {}
+                    Kind::LeaseBeat if self.rank == 0 => {
+                        if self.lease_epoch.is_some() && frame.body.len() == 8 {
+                            self.send_to(rank, Kind::LeaseGrant, &frame.body)?;
+                            self.lease_granted[rank as usize] = Instant::now();
+                        }
+                    }
+                    Kind::LeaseGrant if self.rank != 0 => {
+                        if let Ok(bytes) = <[u8; 8]>::try_from(frame.body.as_slice()) {
+                            let sent_ns = u64::from_le_bytes(bytes);
+                            self.lease_beat_ns = self.lease_beat_ns.max(sent_ns);
+                        }
+                    }
                     Kind::Abort => {
                         let message = Dec::new(&frame.body).str("message").unwrap_or_default();
                         return Err(if self.rank == 0 {

@@ -16,12 +16,16 @@
 //!    rank 0 (`Suspect`).
 //! 2. **Fail.** Rank 0 declares the peer failed — at once when its
 //!    connection is lost; on a suspicion only when its own connection to
-//!    the peer is silent too (no bootstrap heartbeat for two periods): a
-//!    process that is merely slow, whose heartbeat word lags while its
-//!    main thread still talks, must not be failed over while it can still
-//!    write (nothing fences a live process out of the survivors' memory)
-//!    — unless it holds the last live copy of a partition
-//!    (`Failover::fail`), and tells everyone (`Fail`). Each survivor then marks it dead in its membership (rounds
+//!    the peer is silent too (no bootstrap heartbeat for two periods) and
+//!    the lease rank 0 last gave it has run out
+//!    (`Bootstrap::enable_leases`): a process that is merely slow, whose
+//!    heartbeat word lags while its main thread still talks, must not be
+//!    failed over while it can still write, and one that was frozen finds
+//!    its lease gone when it wakes, so its endpoints post nothing before
+//!    it learns it was declared — unless it holds the last live copy of a
+//!    partition (`Failover::fail`); and tells everyone (`Fail`). From then
+//!    on every survivor's endpoints drop what the declared rank still
+//!    sends. Each survivor then marks it dead in its membership (rounds
 //!    to it fail), in UCX (`PeerFailure::mark_dead`: what is outstanding to
 //!    it completes as failed, nothing waits on it again), and pauses: no
 //!    attempt starts, attempts before their commit point fail, committing
@@ -346,8 +350,12 @@ impl<'a> ClusterFailover<'a> {
         if node == 0 || self.failover.is_failed(node) {
             return Ok(());
         }
-        if !lost && !boot.is_lost(node as u32) && boot.silent_for(node as u32) < 2 * HEARTBEAT {
-            // Not corroborated (yet): the process still talks.
+        if !lost
+            && !boot.is_lost(node as u32)
+            && (boot.silent_for(node as u32) < 2 * HEARTBEAT || !boot.lease_expired(node as u32))
+        {
+            // Not corroborated (yet): the process still talks, or may
+            // still hold a lease, so it could still write.
             self.reported[node as usize] = true;
             return Ok(());
         }

@@ -609,6 +609,10 @@ fn drive<W: Workload>(
             if rank == 0 {
                 boot.tolerate_loss();
             }
+            boot.enable_leases(context.epoch);
+            if let Some(until) = boot.lease_until_ns() {
+                context.failure.set_lease_until(until);
+            }
             Some(ClusterFailover::new(
                 failover.clone(),
                 faults.memberships[rank as usize].clone(),
@@ -693,7 +697,11 @@ fn drive<W: Workload>(
                 )
             });
         }
-        match boot.next(Duration::from_millis(5))? {
+        let next = boot.next(Duration::from_millis(5))?;
+        if let Some(until) = boot.lease_until_ns() {
+            context.failure.set_lease_until(until);
+        }
+        match next {
             Some((from, frame)) if frame.kind == Kind::Done => done[from as usize] = true,
             Some((_, frame)) if frame.kind == Kind::AllDone => break,
             Some((from, frame))
@@ -712,6 +720,10 @@ fn drive<W: Workload>(
             None => {}
         }
     }
+    // The run is over: no failover any more, so no lease either (the
+    // workers finish their last transactions while this thread waits).
+    boot.disable_leases();
+    context.failure.set_lease_until(u64::MAX);
     stop.store(true, Ordering::SeqCst);
     let mut results: Vec<Option<WorkerResult>> = (0..workers).map(|_| None).collect();
     for _ in 0..workers {

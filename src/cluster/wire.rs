@@ -49,6 +49,11 @@ pub enum Kind {
     Doubts = 18,
     /// Rank 0: the dead coordinators' transactions that committed.
     Decide = 19,
+    /// A rank's heartbeat in a fault-tolerant run: its clock when sent
+    /// (`Bootstrap::enable_leases`).
+    LeaseBeat = 20,
+    /// Rank 0: the echo of a `LeaseBeat`, which renews that rank's lease.
+    LeaseGrant = 21,
 }
 
 impl Kind {
@@ -72,6 +77,8 @@ impl Kind {
             16 => Kind::Resume,
             18 => Kind::Doubts,
             19 => Kind::Decide,
+            20 => Kind::LeaseBeat,
+            21 => Kind::LeaseGrant,
             _ => return None,
         })
     }

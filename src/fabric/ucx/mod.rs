@@ -165,6 +165,10 @@ pub struct PeerFailure {
     dead_epoch: AtomicU64,
     /// Per node: a UCX error named it (tolerant mode).
     suspected: Box<[AtomicU64]>,
+    /// Until when (ns on the endpoints' clock) this process may post, in a
+    /// fault-tolerant run (`cluster::bootstrap::Bootstrap::enable_leases`);
+    /// `u64::MAX`: no lease.
+    lease_until_ns: AtomicU64,
 }
 
 /// Nodes a [`PeerFailure`] can name (`config::MAX_NODES`).
@@ -180,6 +184,7 @@ impl Default for PeerFailure {
             dead: (0..DEAD_WORDS).map(|_| AtomicU64::new(0)).collect(),
             dead_epoch: AtomicU64::new(0),
             suspected: (0..DEAD_WORDS).map(|_| AtomicU64::new(0)).collect(),
+            lease_until_ns: AtomicU64::new(u64::MAX),
         }
     }
 }
@@ -225,6 +230,19 @@ impl PeerFailure {
             }
         }
         nodes
+    }
+
+    /// Sets this process's lease (`u64::MAX`: none). Endpoints post
+    /// nothing past it: they wait for a renewal, or for the run to be
+    /// abandoned (this rank declared failed), and then fail what they
+    /// were to post.
+    pub fn set_lease_until(&self, until_ns: u64) {
+        self.lease_until_ns.store(until_ns, Ordering::Release);
+    }
+
+    #[inline]
+    pub fn lease_until_ns(&self) -> u64 {
+        self.lease_until_ns.load(Ordering::Acquire)
     }
 
     /// The run is off: no worker may wait on UCX any more.
@@ -1080,6 +1098,55 @@ impl UcxEndpoint {
         }
     }
 
+    /// Whether this process may post now: its lease (if it has one) has
+    /// not run out, or was renewed while it waited here. `false` once the
+    /// run is abandoned — this rank was declared failed, and must not act
+    /// on the survivors' memory any more.
+    #[inline]
+    fn leased(&self) -> bool {
+        let until = self.failure.lease_until_ns();
+        until == u64::MAX || self.now_ns() < until || self.wait_for_lease()
+    }
+
+    #[cold]
+    fn wait_for_lease(&self) -> bool {
+        loop {
+            if self.failure.abandoned() {
+                return false;
+            }
+            if self.now_ns() < self.failure.lease_until_ns() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// Drops the messages in `out[first_new..]` that peers declared dead
+    /// sent: a process the cluster failed over may still be running (it
+    /// was frozen, or its connections stalled, long enough to be declared)
+    /// and must not act on the survivors — its requests are not served,
+    /// and its replies come to requests already failed (`awaiting` no
+    /// longer has them) or about to be (`fail_dead_peers`). The failure
+    /// completions this endpoint makes itself carry `MSG_FAILED` and stay.
+    /// The order of the rest is kept.
+    fn drop_from_dead_peers(&mut self, out: &mut Vec<Message>, first_new: usize) {
+        let mut keep = first_new;
+        for read in first_new..out.len() {
+            let msg = &mut out[read];
+            if msg.src_node != self.node
+                && msg.flags & MSG_FAILED == 0
+                && self.failure.is_dead(msg.src_node)
+            {
+                let payload = std::mem::take(&mut msg.payload);
+                self.state().pool.push(payload);
+            } else {
+                out.swap(keep, read);
+                keep += 1;
+            }
+        }
+        out.truncate(keep);
+    }
+
     /// After the cluster declared peers dead: every request still awaiting
     /// their reply and every flight still outstanding to them completes
     /// now, as failed (the runtime then fails the rounds); a flight UCX
@@ -1189,7 +1256,7 @@ impl Endpoint for UcxEndpoint {
             self.post_local(verbs, write_data, results);
             return Posted::At(0);
         }
-        if self.track && self.failure.is_dead(target) {
+        if self.track && (self.failure.is_dead(target) || !self.leased()) {
             self.fail_now(coroutine, tag, verbs.len(), target);
             return Posted::Deferred;
         }
@@ -1381,7 +1448,7 @@ impl Endpoint for UcxEndpoint {
         );
         let request = msg.flags & MSG_REPLY == 0;
         if self.track {
-            if self.failure.is_dead(msg.dst_node) {
+            if self.failure.is_dead(msg.dst_node) || !self.leased() {
                 if request {
                     // Bounced at once, as a dead peer's would be.
                     let mut msg = msg;
@@ -1462,6 +1529,9 @@ impl Endpoint for UcxEndpoint {
         unsafe {
             let first_new = out.len();
             out.append(&mut (*state).inbox);
+            if self.track && self.failure.dead_epoch() > 0 {
+                self.drop_from_dead_peers(out, first_new);
+            }
             if self.track {
                 for msg in &out[first_new..] {
                     if msg.flags & MSG_REPLY != 0 && msg.src_node != self.node {
