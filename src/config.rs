@@ -903,6 +903,13 @@ impl Config {
         if self.fabric == FabricKind::Ucx && !cfg!(feature = "ucx") {
             return Err(ConfigError(UCX_MISSING.into()));
         }
+        if self.fabric == FabricKind::Ucx && self.protocol == crate::protocols::ProtocolKind::Calvin
+        {
+            // Said here, once, rather than by every rank that starts.
+            return Err(ConfigError(
+                "protocol calvin does not run on the ucx fabric: its sequencer and scheduler run on the sim and threads fabrics; allowed on ucx: every other protocol".into(),
+            ));
+        }
         Ok(())
     }
 }

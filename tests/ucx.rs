@@ -340,6 +340,19 @@ fn mismatched_ranks_and_bad_launch_flags_are_refused() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--nodes 3 contradicts"), "{stderr}");
+    // Refused once, by the launcher, before any rank starts.
+    let mut command = verbena();
+    command.args(["launch", "--local", "2", "--protocol", "calvin"]);
+    let output = output_within(command, Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("protocol calvin does not run on the ucx fabric")
+            .count(),
+        1,
+        "{stderr}"
+    );
 }
 
 #[test]
