@@ -477,14 +477,23 @@ fn a_rank_killed_mid_run_fails_over_and_the_survivors_go_on() {
     }
 }
 
-#[test]
-fn an_external_kill_9_of_a_rank_is_failed_over() {
+/// Starts 3 ranks of a replicated run with the failure detector on (rank
+/// 0 writes its report into the returned directory), for a test that then
+/// kills or freezes one of them.
+fn start_fault_tolerant_trio(
+    name: &str,
+    protocol: &str,
+) -> (Child, Child, Child, std::path::PathBuf) {
     let port = free_port();
-    let dir = std::env::temp_dir().join(format!("verbena-ucx-kill9-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "verbena-ucx-{name}-{}-{protocol}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
-    let report_path = dir.join("report.json");
-    let report_arg = report_path.display().to_string();
+    let report_arg = dir.join("report.json").display().to_string();
     let common = [
+        "--protocol",
+        protocol,
         "--replication",
         "2",
         "--failure-detector",
@@ -502,8 +511,22 @@ fn an_external_kill_9_of_a_rank_is_failed_over() {
     let mut rank0_args = common.to_vec();
     rank0_args.extend(["--json", report_arg.as_str()]);
     let rank0 = start_node(0, 3, port, &rank0_args);
-    let mut rank1 = start_node(1, 3, port, &common);
+    let rank1 = start_node(1, 3, port, &common);
     let rank2 = start_node(2, 3, port, &common);
+    (rank0, rank1, rank2, dir)
+}
+
+/// Rank 0's report from `start_fault_tolerant_trio`'s directory, which
+/// it then removes.
+fn read_report(dir: &std::path::Path) -> serde_json::Value {
+    let report = serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+    report
+}
+
+#[test]
+fn an_external_kill_9_of_a_rank_is_failed_over() {
+    let (rank0, mut rank1, rank2, dir) = start_fault_tolerant_trio("kill9", "no_wait");
     std::thread::sleep(Duration::from_secs(2));
     let killed = Command::new("kill")
         .args(["-9", &rank1.id().to_string()])
@@ -515,10 +538,7 @@ fn an_external_kill_9_of_a_rank_is_failed_over() {
     assert_eq!(code, 0, "rank 2 goes on and finishes: {stderr}");
     let (code, stderr) = finish_within(rank0, Duration::from_secs(60));
     assert_eq!(code, 0, "rank 0 goes on and reports: {stderr}");
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&report_path).unwrap()).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert_failed_over(&report, 1);
+    assert_failed_over(&read_report(&dir), 1);
 }
 
 /// A rank frozen (SIGSTOP) long enough to be declared failed, then woken
@@ -530,36 +550,7 @@ fn an_external_kill_9_of_a_rank_is_failed_over() {
 #[test]
 fn a_frozen_rank_is_failed_over_and_writes_nothing_when_it_wakes() {
     for (protocol, frozen_s) in [("occ", 0.8), ("maat", 2.5)] {
-        let port = free_port();
-        let dir = std::env::temp_dir().join(format!(
-            "verbena-ucx-freeze-{}-{protocol}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let report_path = dir.join("report.json");
-        let report_arg = report_path.display().to_string();
-        let common = [
-            "--protocol",
-            protocol,
-            "--replication",
-            "2",
-            "--failure-detector",
-            "on",
-            "--duration",
-            "4",
-            "--warmup",
-            "0.2",
-            "--workers",
-            "1",
-            "--coroutines",
-            "4",
-            "--check",
-        ];
-        let mut rank0_args = common.to_vec();
-        rank0_args.extend(["--json", report_arg.as_str()]);
-        let rank0 = start_node(0, 3, port, &rank0_args);
-        let rank1 = start_node(1, 3, port, &common);
-        let rank2 = start_node(2, 3, port, &common);
+        let (rank0, rank1, rank2, dir) = start_fault_tolerant_trio("freeze", protocol);
         std::thread::sleep(Duration::from_secs(2));
         let signal = |name: &str| {
             let sent = Command::new("kill")
@@ -578,9 +569,6 @@ fn a_frozen_rank_is_failed_over_and_writes_nothing_when_it_wakes() {
         assert_eq!(code, 0, "{protocol}: rank 2 goes on: {stderr}");
         let (code, stderr) = finish_within(rank0, Duration::from_secs(60));
         assert_eq!(code, 0, "{protocol}: rank 0 goes on and reports: {stderr}");
-        let report: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&report_path).unwrap()).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
-        assert_failed_over(&report, 1);
+        assert_failed_over(&read_report(&dir), 1);
     }
 }
