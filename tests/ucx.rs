@@ -468,7 +468,9 @@ fn a_rank_killed_mid_run_fails_over_and_the_survivors_go_on() {
         let fault = &report["recovery"]["faults"][0];
         assert_eq!(fault["node"], killed);
         let detection = fault["detection_s"].as_f64().expect("detected");
-        assert!((0.0..2.0).contains(&detection), "{fault}");
+        // Each rank times from its own start, and starts differ by a few
+        // ms: a kill detected at once can read slightly negative.
+        assert!((-0.05..2.0).contains(&detection), "{fault}");
         let recovery = &report["recovery"];
         assert!(
             recovery["committed_before_fault"].as_u64().unwrap() > 0,

@@ -454,8 +454,6 @@ impl Bootstrap {
         self.tolerate_loss = self.rank == 0;
     }
 
-    /// How long since anything was heard from `rank` (rank 0: any rank;
-    /// others: rank 0).
     /// Fault-tolerant runs: every rank but 0 holds a lease that only
     /// rank 0 renews, and its endpoints post nothing once it has run out
     /// (`PeerFailure::set_lease_until`); rank 0 declares a rank failed
@@ -493,6 +491,8 @@ impl Bootstrap {
             || self.lease_granted[rank as usize].elapsed() >= LEASE + LEASE / 8
     }
 
+    /// How long since anything was heard from `rank` (rank 0: any rank;
+    /// others: rank 0).
     pub fn silent_for(&self, rank: u32) -> Duration {
         self.last_heard[rank as usize].elapsed()
     }

@@ -74,10 +74,6 @@ use crate::fabric::NodeId;
 use crate::fault::Membership;
 use crate::replication::{recovery, Failover, FailoverReport};
 
-/// What the error of a rank told that it was declared failed says (the
-/// node maps it to [`crate::engine::RunError::DeclaredFailed`]).
-pub const DECLARED_FAILED: &str = "declared failed by the cluster";
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Running,
@@ -177,26 +173,17 @@ impl<'a> ClusterFailover<'a> {
             .into_iter()
             .map(|n| boot.describe(n as u32))
             .collect();
-        let (phase, answered): (&str, Box<dyn Fn(u32) -> bool + '_>) = match self.phase {
-            Phase::Running => ("resuming", Box::new(|_| true)),
-            Phase::Pausing => ("quiescing", Box::new(|r| self.quiet[r as usize])),
-            Phase::Deciding => (
-                "collecting in-doubt transactions",
-                Box::new(|r| self.doubts[r as usize].is_some()),
-            ),
-            Phase::Draining => (
-                "collecting version digests",
-                Box::new(|r| self.synced[r as usize].is_some()),
-            ),
-            Phase::Installing => (
-                "installing versions",
-                Box::new(|r| self.recovered[r as usize]),
-            ),
+        let phase = match self.phase {
+            Phase::Running => "resuming",
+            Phase::Pausing => "quiescing",
+            Phase::Deciding => "collecting in-doubt transactions",
+            Phase::Draining => "collecting version digests",
+            Phase::Installing => "installing versions",
         };
         let waiting: Vec<String> = if self.rank == 0 {
             self.live(boot)
                 .into_iter()
-                .filter(|&r| !answered(r))
+                .filter(|&r| !self.answered(r))
                 .map(|r| boot.describe(r))
                 .collect()
         } else {
@@ -211,6 +198,18 @@ impl<'a> ClusterFailover<'a> {
                 waiting.join(", ")
             }
         )
+    }
+
+    /// Rank 0: whether `rank` is where the current phase waits for it.
+    fn answered(&self, rank: u32) -> bool {
+        let r = rank as usize;
+        match self.phase {
+            Phase::Running => true,
+            Phase::Pausing => self.quiet[r],
+            Phase::Deciding => self.doubts[r].is_some(),
+            Phase::Draining => self.synced[r].is_some(),
+            Phase::Installing => self.recovered[r],
+        }
     }
 
     /// The ranks failed over so far.
@@ -311,8 +310,10 @@ impl<'a> ClusterFailover<'a> {
                 let node = decode(&frame.body).map_err(bad)?;
                 let node = *node.first().ok_or_else(|| bad("empty Fail".into()))? as NodeId;
                 if node as u32 == self.rank {
+                    // The node maps this to `RunError::DeclaredFailed`.
+                    self.peer_failure.declare_self_failed();
                     return Err(format!(
-                        "{}: {DECLARED_FAILED} (its peers stopped hearing from it); its partitions are served by their backups now, so it stops",
+                        "{}: declared failed by the cluster (its peers stopped hearing from it); its partitions are served by their backups now, so it stops",
                         boot.describe(self.rank)
                     ));
                 }

@@ -203,11 +203,11 @@ pub fn wait_all(mut children: Vec<(u32, Child)>, grace: Duration, tolerant: bool
                 const SIGTERM: i32 = 15;
                 let killed = matches!(status.signal(), Some(SIGKILL | SIGTERM | SIGINT | SIGHUP));
                 let crashed = killed || code == crate::cli::EXIT_DECLARED_FAILED;
+                let how = match status.signal() {
+                    Some(signal) => format!("was killed by signal {signal}"),
+                    None => format!("exited with code {code}"),
+                };
                 if code != 0 && tolerant && crashed && *rank != 0 {
-                    let how = match status.signal() {
-                        Some(signal) => format!("was killed by signal {signal}"),
-                        None => format!("exited with code {code}"),
-                    };
                     eprintln!(
                         "verbena launch: rank {rank} {how}; the run fails it over and goes on"
                     );
@@ -215,12 +215,7 @@ pub fn wait_all(mut children: Vec<(u32, Child)>, grace: Duration, tolerant: bool
                     continue;
                 }
                 if code != 0 && kill_at.is_none() {
-                    match status.signal() {
-                        Some(signal) => {
-                            eprintln!("verbena launch: rank {rank} was killed by signal {signal}")
-                        }
-                        None => eprintln!("verbena launch: rank {rank} exited with code {code}"),
-                    }
+                    eprintln!("verbena launch: rank {rank} {how}");
                     kill_at = Some(Instant::now() + grace);
                 }
                 codes[index] = Some(code);

@@ -509,9 +509,8 @@ fn run_protocol<P: Protocol, W: Workload>(
             }
             Err(message) => {
                 context.failure.abandon();
-                let declared_failed = message.contains(super::failover::DECLARED_FAILED);
                 let message = boot.abort(message);
-                Err(if declared_failed {
+                Err(if context.failure.declared_failed() {
                     RunError::DeclaredFailed(message)
                 } else {
                     cluster(message)
@@ -610,9 +609,6 @@ fn drive<W: Workload>(
                 boot.tolerate_loss();
             }
             boot.enable_leases(context.epoch);
-            if let Some(until) = boot.lease_until_ns() {
-                context.failure.set_lease_until(until);
-            }
             Some(ClusterFailover::new(
                 failover.clone(),
                 faults.memberships[rank as usize].clone(),
@@ -638,6 +634,10 @@ fn drive<W: Workload>(
     let mut sent_done = false;
     let mut recovering_since: Option<Instant> = None;
     loop {
+        // The lease as the bootstrap last renewed it (rank 0's echoes).
+        if let Some(until) = boot.lease_until_ns() {
+            context.failure.set_lease_until(until);
+        }
         if let Some(driver) = cluster_failover.as_mut() {
             driver.poll(boot)?;
             if driver.recovering() {
@@ -697,11 +697,7 @@ fn drive<W: Workload>(
                 )
             });
         }
-        let next = boot.next(Duration::from_millis(5))?;
-        if let Some(until) = boot.lease_until_ns() {
-            context.failure.set_lease_until(until);
-        }
-        match next {
+        match boot.next(Duration::from_millis(5))? {
             Some((from, frame)) if frame.kind == Kind::Done => done[from as usize] = true,
             Some((_, frame)) if frame.kind == Kind::AllDone => break,
             Some((from, frame))

@@ -169,6 +169,8 @@ pub struct PeerFailure {
     /// fault-tolerant run (`cluster::bootstrap::Bootstrap::enable_leases`);
     /// `u64::MAX`: no lease.
     lease_until_ns: AtomicU64,
+    /// This process was declared failed by its peers (it stops).
+    declared_failed: AtomicBool,
 }
 
 /// Nodes a [`PeerFailure`] can name (`config::MAX_NODES`).
@@ -185,6 +187,7 @@ impl Default for PeerFailure {
             dead_epoch: AtomicU64::new(0),
             suspected: (0..DEAD_WORDS).map(|_| AtomicU64::new(0)).collect(),
             lease_until_ns: AtomicU64::new(u64::MAX),
+            declared_failed: AtomicBool::new(false),
         }
     }
 }
@@ -243,6 +246,15 @@ impl PeerFailure {
     #[inline]
     pub fn lease_until_ns(&self) -> u64 {
         self.lease_until_ns.load(Ordering::Acquire)
+    }
+
+    /// This process learnt that its peers declared it failed.
+    pub fn declare_self_failed(&self) {
+        self.declared_failed.store(true, Ordering::SeqCst);
+    }
+
+    pub fn declared_failed(&self) -> bool {
+        self.declared_failed.load(Ordering::SeqCst)
     }
 
     /// The run is off: no worker may wait on UCX any more.
