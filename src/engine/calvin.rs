@@ -12,9 +12,13 @@
 //! transaction before it is checked. With `--replication R` the store
 //! holds backup copies and log rings as for every protocol
 //! (`engine::replicated_layout`, `replication`), each worker's executors
-//! log through a `LogWriter::for_partition` of the node's own partition,
+//! log through a `LogWriter::for_served` of the partitions the node serves,
 //! the CALVIN service serves the log messages and applies ring records in
 //! the background, and `--check` compares every backup with its primary.
+//! With `--fault` too, the run's `replication::Failover` pauses and
+//! recovers the cluster as for every protocol, with CALVIN's resolution of
+//! its sequenced transactions as its hook (`calvin::failover`); the failed
+//! partitions are then checked on their promoted copies.
 //!
 //! A run: clients submit until `warmup + duration`; every epoch up to the
 //! one holding that instant is sequenced and then executed to the end on
@@ -37,11 +41,14 @@ use crate::engine::{CheckSummary, Report};
 use crate::fabric::sim::SimFabric;
 use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
+use crate::fault::FaultRun;
+use crate::protocols::calvin::failover::CalvinFailover;
 use crate::protocols::calvin::{
     executor, final_epoch, merge_partial_history, scheduler, sequencer, CalvinEnv, CalvinLayout,
     CalvinService, CalvinStats, NodeShared, STAGE_NAMES, ST_LOG, ST_SEQUENCE,
 };
-use crate::replication::{self, LogWriter, Replication};
+use crate::protocols::{Primitive, Stage};
+use crate::replication::{self, Failover, LogWriter, Replication};
 use crate::runtime::{RpcService, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreLayout};
@@ -52,8 +59,16 @@ use crate::workloads::Workload;
 /// (`CalvinEnv::stop_ns`).
 const STOP_SLACK_NS: u64 = 1_000_000_000;
 
-/// What each worker hands back.
-type WorkerResult = (WorkerStats, History, CalvinStats);
+/// What each worker hands back: also the rounds it abandoned at its
+/// give-up time.
+type WorkerResult = (WorkerStats, History, CalvinStats, u64);
+
+/// A CALVIN run's failure handling, as the drivers need it.
+#[derive(Clone, Copy)]
+struct Faults<'a> {
+    run: &'a FaultRun,
+    calvin: &'a CalvinFailover,
+}
 
 /// Refuses workloads CALVIN cannot run, with what is missing.
 fn check_workload<W: Workload>(workload: &W) -> Result<(), RunError> {
@@ -73,10 +88,14 @@ pub(crate) fn run_calvin<W: Workload>(
 ) -> Result<RunOutput, RunError> {
     check_workload(workload)?;
     let clients = config.workers * config.coroutines;
+    let mut faults = FaultRun::new(config);
     // With replication, every node also holds backup copies of other
     // partitions (`replication::placement`) and, after CALVIN's buffers,
     // the log rings of every coordinator worker.
     let mut layout = StoreLayout::with_copies(&workload.tables(), |_| 0, config.replication);
+    if faults.is_some() {
+        layout = layout.with_heartbeat();
+    }
     let calvin = CalvinLayout::reserve(
         &mut layout,
         config.nodes,
@@ -98,10 +117,40 @@ pub(crate) fn run_calvin<W: Workload>(
     let (layout, replication) = replicated_layout(config, layout);
     let stores =
         load_stores(config, workload, &layout, replication.as_deref()).map_err(RunError::Load)?;
-    let shared: Vec<NodeShared> = (0..config.nodes as NodeId).map(NodeShared::new).collect();
-    let (results, sim_run) = match config.fabric {
-        FabricKind::Threads => (
-            run_threads(
+    let shared: Arc<[NodeShared]> = (0..config.nodes as NodeId).map(NodeShared::new).collect();
+    // Failure handling (`--fault`; `fault::validate` asks replication 2
+    // or 3 of CALVIN): the generic failover, with CALVIN's resolution of
+    // its sequenced transactions as its hook (`calvin::failover`).
+    let calvin_failover = match (faults.as_mut(), &replication) {
+        (Some(faults), Some(replication)) => {
+            let poll_ns = faults.settings.heartbeat_interval_ns / 4;
+            let failover = Arc::new(Failover::new(
+                replication.clone(),
+                stores.clone(),
+                clients + 2,
+                poll_ns,
+                |_, _| {},
+            ));
+            let calvin_failover = Arc::new(CalvinFailover::new(
+                shared.clone(),
+                stores.clone(),
+                calvin,
+                replication.clone(),
+                config.stages.get(Stage::ValueForwarding) == Primitive::OneSided,
+            ));
+            failover.set_hook(calvin_failover.clone());
+            faults.set_failover(failover);
+            Some(calvin_failover)
+        }
+        _ => None,
+    };
+    let run_faults = faults
+        .as_ref()
+        .zip(calvin_failover.as_deref())
+        .map(|(run, calvin)| Faults { run, calvin });
+    let (results, sim_run, fault_start_ns) = match config.fabric {
+        FabricKind::Threads => {
+            let (results, start_ns) = run_threads(
                 config,
                 workload,
                 &layout,
@@ -109,9 +158,10 @@ pub(crate) fn run_calvin<W: Workload>(
                 &stores,
                 &shared,
                 replication.as_ref(),
-            ),
-            None,
-        ),
+                run_faults,
+            );
+            (results, None, start_ns)
+        }
         FabricKind::Sim => {
             let (results, run) = run_sim(
                 config,
@@ -121,17 +171,23 @@ pub(crate) fn run_calvin<W: Workload>(
                 &stores,
                 &shared,
                 replication.as_ref(),
+                run_faults,
             );
-            (results, Some(run))
+            (results, Some(run), START_NS)
         }
         FabricKind::Ucx => {
             return Err(RunError::Config(ConfigError(super::UCX_ONE_PROCESS.into())))
         }
     };
-    for state in &shared {
-        let state = state.lock();
+    let failover = faults.as_ref().and_then(|f| f.failover.clone());
+    if let Some(failover) = &failover {
+        failover.finish();
+    }
+    for node_shared in shared.iter() {
+        let state = node_shared.lock();
         debug_assert!(
             sim_run.as_ref().is_some_and(|r| r.stuck_workers > 0)
+                || failover.as_ref().is_some_and(|f| f.is_failed(node_shared.node))
                 || (state.locks.queued_records() == 0
                     && state.ready.is_empty()
                     && state.parked.is_empty()),
@@ -147,14 +203,27 @@ pub(crate) fn run_calvin<W: Workload>(
     let mut total = WorkerStats::new();
     let mut calvin_total = CalvinStats::default();
     let mut partial = History::new();
-    for (stats, history, calvin_stats) in &results {
+    let mut abandoned_rounds = 0;
+    for (stats, history, calvin_stats, abandoned) in &results {
         total.merge(stats);
         calvin_total.merge(calvin_stats);
         partial.append(history);
+        abandoned_rounds += abandoned;
+    }
+    // The failed nodes' parts that survivors finished for them.
+    if let Some(calvin_failover) = &calvin_failover {
+        partial.append(&calvin_failover.take_history());
     }
     let history = merge_partial_history(&partial);
     let check = config.check.then(|| {
         let verdict = check_serializable(&history);
+        if let (Some(failover), Some(replication)) = (&failover, &replication) {
+            // Every failed partition is read from its promoted copy.
+            return CheckSummary::new(
+                verdict,
+                super::check_after_failover(workload, &history, &stores, replication, failover),
+            );
+        }
         let mut invariants = workload.check_invariants(&stores, &history);
         let mismatches = store_matches_history(&history, &stores);
         if mismatches.is_empty() {
@@ -173,7 +242,7 @@ pub(crate) fn run_calvin<W: Workload>(
         }
         CheckSummary::new(verdict, invariants)
     });
-    let per_worker_committed: Vec<u64> = results.iter().map(|(s, _, _)| s.committed).collect();
+    let per_worker_committed: Vec<u64> = results.iter().map(|(s, ..)| s.committed).collect();
     let mut report = Report::build(
         config,
         workload.name(),
@@ -182,7 +251,18 @@ pub(crate) fn run_calvin<W: Workload>(
         check,
     );
     report.stages = calvin_stages(&calvin_total, total.committed, replication.is_some());
-    report.sim = sim_run.map(|run| run.summary(&history, &stores));
+    report.sim = sim_run.map(|mut run| {
+        run.abandoned_rounds = abandoned_rounds;
+        run.summary(&history, &stores)
+    });
+    report.recovery = faults.as_ref().map(|f| {
+        f.report(
+            config,
+            total.fault_commits,
+            abandoned_rounds,
+            fault_start_ns,
+        )
+    });
     report.set_txn_types(workload.txn_types(), &total);
     report.txn_types = report::txn_type_summaries(workload.txn_types(), &total, config.duration_s);
     Ok(RunOutput {
@@ -247,15 +327,48 @@ fn close(
     history: RefCell<History>,
     calvin_stats: RefCell<CalvinStats>,
     cache: RefCell<LocationCache>,
+    abandoned_rounds: u64,
 ) -> WorkerResult {
     let mut stats = stats.into_inner();
     stats.close();
     let cache = cache.into_inner();
     stats.cache_hits = cache.hits;
     stats.cache_misses = cache.misses;
-    (stats, history.into_inner(), calvin_stats.into_inner())
+    (
+        stats,
+        history.into_inner(),
+        calvin_stats.into_inner(),
+        abandoned_rounds,
+    )
 }
 
+/// `worker` with its node's membership, detector and failover when the
+/// run handles failures; it gives up on what it still waits for past
+/// `stop_ns` plus the detector's margin.
+fn attach_faults(
+    worker: Worker,
+    faults: Option<Faults<'_>>,
+    layout: &StoreLayout,
+    config: &Config,
+    stop_ns: u64,
+) -> Worker {
+    match faults {
+        Some(faults) => faults.run.attach(
+            worker,
+            layout
+                .heartbeat_addr
+                .expect("a detector run has a heartbeat"),
+            config.nodes,
+            (config.duration_s * 1e9) as u64,
+            stop_ns,
+        ),
+        None => worker,
+    }
+}
+
+/// Runs every worker on an OS thread of its own; returns the results and
+/// the fabric time the run started at.
+#[allow(clippy::too_many_arguments)]
 fn run_threads<W: Workload>(
     config: &Config,
     workload: &W,
@@ -264,7 +377,8 @@ fn run_threads<W: Workload>(
     stores: &[Arc<NodeStore>],
     shared: &[NodeShared],
     replication: Option<&Arc<Replication>>,
-) -> Vec<WorkerResult> {
+    faults: Option<Faults<'_>>,
+) -> (Vec<WorkerResult>, u64) {
     let fabric = ThreadsFabric::new(
         stores.iter().map(|s| s.region.clone()).collect(),
         config.workers as u16,
@@ -289,7 +403,7 @@ fn run_threads<W: Workload>(
                     .name(format!("verbena-n{node}-w{worker_index}"))
                     .spawn_scoped(scope, move || {
                         let endpoint = fabric.endpoint(node, worker_index);
-                        let worker =
+                        let mut worker =
                             Worker::new(Box::new(endpoint), slots_of(config, worker_index));
                         let cache = RefCell::new(LocationCache::new(0));
                         let stats = RefCell::new(WorkerStats::new());
@@ -303,11 +417,13 @@ fn run_threads<W: Workload>(
                             replication.map(|r| &**r),
                         );
                         let log = replication
-                            .map(|r| LogWriter::for_partition(r.clone(), node, worker_index, node));
+                            .map(|r| LogWriter::for_served(r.clone(), node, worker_index));
                         ready.wait();
                         go.wait();
                         let start = start_ns.load(Ordering::SeqCst);
                         let end = start + warmup_ns + duration_ns;
+                        let stop_ns = end + (end - start).max(STOP_SLACK_NS);
+                        worker = attach_faults(worker, faults, layout, config, stop_ns);
                         let env = CalvinEnv {
                             worker: &worker,
                             shared: &shared[node as usize],
@@ -320,35 +436,49 @@ fn run_threads<W: Workload>(
                             stats: &stats,
                             calvin_stats: &calvin_stats,
                             log: log.as_ref(),
+                            failover: faults.map(|f| f.calvin),
                             history: config.check.then_some(&history),
                             seed: config.seed,
                             start_ns: start,
                             warmup_end_ns: start + warmup_ns,
                             end_ns: end,
+                            fault_at_ns: faults
+                                .map_or(u64::MAX, |f| start.saturating_add(f.run.first_fault_ns)),
                             epoch_ns,
                             final_epoch: final_epoch(start, end, epoch_ns),
-                            stop_ns: end + (end - start).max(STOP_SLACK_NS),
+                            stop_ns,
                         };
                         let mut coroutines =
                             coroutines_of(&env, config.coroutines as u16, worker_index);
                         worker.run(&mut coroutines, &service, finished, total_workers);
                         drop(coroutines);
-                        close(stats, history, calvin_stats, cache)
+                        let abandoned = worker.abandoned_rounds();
+                        close(stats, history, calvin_stats, cache, abandoned)
                     })
                     .expect("spawning a worker thread");
                 handles.push(handle);
             }
         }
         ready.wait();
-        start_ns.store(fabric.now_ns(), Ordering::SeqCst);
+        let start = fabric.now_ns();
+        start_ns.store(start, Ordering::SeqCst);
+        if let Some(faults) = faults {
+            for (node, &after) in faults.run.crash_after_ns.iter().enumerate() {
+                if after != u64::MAX {
+                    fabric.crash_node(node as NodeId, start + after);
+                }
+            }
+        }
         go.wait();
-        handles
+        let results = handles
             .into_iter()
             .map(|h| h.join().expect("a worker thread panicked"))
-            .collect()
+            .collect();
+        (results, start)
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_sim<W: Workload>(
     config: &Config,
     workload: &W,
@@ -357,6 +487,7 @@ fn run_sim<W: Workload>(
     stores: &[Arc<NodeStore>],
     shared: &[NodeShared],
     replication: Option<&Arc<Replication>>,
+    faults: Option<Faults<'_>>,
 ) -> (Vec<WorkerResult>, SimRun) {
     let wall = Instant::now();
     let workers_per_node = config.workers as u16;
@@ -370,10 +501,24 @@ fn run_sim<W: Workload>(
     let total = config.total_workers() as usize;
     let node_of = |index: usize| (index / workers_per_node as usize) as NodeId;
     let worker_of = |index: usize| (index % workers_per_node as usize) as u16;
+    let warmup_end_ns = START_NS + (config.warmup_s * 1e9) as u64;
+    let end_ns = warmup_end_ns + (config.duration_s * 1e9) as u64;
+    let stop_ns = end_ns + (end_ns - START_NS).max(STOP_SLACK_NS);
+    if faults.is_some() {
+        for (node, &after) in crate::fault::crash_times_ns(&config.faults, config.nodes)
+            .iter()
+            .enumerate()
+        {
+            if after != u64::MAX {
+                fabric.crash_node(node as NodeId, START_NS + after);
+            }
+        }
+    }
     let workers: Vec<Worker> = (0..total)
         .map(|index| {
             let endpoint = fabric.endpoint(node_of(index), worker_of(index));
-            Worker::new(Box::new(endpoint), slots_of(config, worker_of(index)))
+            let worker = Worker::new(Box::new(endpoint), slots_of(config, worker_of(index)));
+            attach_faults(worker, faults, layout, config, stop_ns)
         })
         .collect();
     let caches: Vec<RefCell<LocationCache>> = (0..total)
@@ -399,14 +544,9 @@ fn run_sim<W: Workload>(
         .collect();
     let log_writers: Vec<Option<LogWriter>> = (0..total)
         .map(|index| {
-            replication.map(|r| {
-                let node = node_of(index);
-                LogWriter::for_partition(r.clone(), node, worker_of(index), node)
-            })
+            replication.map(|r| LogWriter::for_served(r.clone(), node_of(index), worker_of(index)))
         })
         .collect();
-    let warmup_end_ns = START_NS + (config.warmup_s * 1e9) as u64;
-    let end_ns = warmup_end_ns + (config.duration_s * 1e9) as u64;
     let epoch_ns = config.protocol_options.calvin_epoch_us * 1_000;
     let envs: Vec<CalvinEnv<W>> = (0..total)
         .map(|index| CalvinEnv {
@@ -421,14 +561,16 @@ fn run_sim<W: Workload>(
             stats: &stats[index],
             calvin_stats: &calvin_stats[index],
             log: log_writers[index].as_ref(),
+            failover: faults.map(|f| f.calvin),
             history: Some(&histories[index]),
             seed: config.seed,
             start_ns: START_NS,
             warmup_end_ns,
             end_ns,
+            fault_at_ns: faults.map_or(u64::MAX, |f| START_NS.saturating_add(f.run.first_fault_ns)),
             epoch_ns,
             final_epoch: final_epoch(START_NS, end_ns, epoch_ns),
-            stop_ns: end_ns + (end_ns - START_NS).max(STOP_SLACK_NS),
+            stop_ns,
         })
         .collect();
     let mut coroutines: Vec<Coroutines> = envs
@@ -448,7 +590,16 @@ fn run_sim<W: Workload>(
         .zip(histories)
         .zip(calvin_stats)
         .zip(caches)
-        .map(|(((stats, history), calvin_stats), cache)| close(stats, history, calvin_stats, cache))
+        .zip(&workers)
+        .map(|((((stats, history), calvin_stats), cache), worker)| {
+            close(
+                stats,
+                history,
+                calvin_stats,
+                cache,
+                worker.abandoned_rounds(),
+            )
+        })
         .collect();
     let run = SimRun {
         abandoned_rounds: 0,

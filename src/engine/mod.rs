@@ -449,7 +449,7 @@ fn run_workload<P: Protocol, W: Workload>(
 /// acknowledged commit's writes present, nothing uncommitted visible), the
 /// workload invariants hold over every partition, and every remaining
 /// backup copy equals the copy that now serves its partition.
-fn check_after_failover<W: Workload>(
+pub(crate) fn check_after_failover<W: Workload>(
     workload: &W,
     history: &History,
     stores: &[Arc<NodeStore>],

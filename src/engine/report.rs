@@ -619,6 +619,13 @@ impl Report {
                     recovery.resolved_committed_count,
                     recovery.versions_rolled_forward
                 );
+                if recovery.sequenced_finished_count + recovery.sequenced_given_up_count > 0 {
+                    let _ = writeln!(
+                        out,
+                        "  sequenced       {} transactions the dead node had a part in finished by the survivors, {} given up and submitted again",
+                        recovery.sequenced_finished_count, recovery.sequenced_given_up_count
+                    );
+                }
             }
             let _ = writeln!(
                 out,

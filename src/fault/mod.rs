@@ -275,7 +275,24 @@ pub fn validate(config: &Config) -> Result<(), String> {
         }
     }
     if config.protocol == crate::protocols::ProtocolKind::Calvin {
-        return Err("--fault is not supported with protocol calvin, even with --replication 2 or 3 (which CALVIN supports without faults): every node's scheduler waits for a sub-batch from every sequencer each epoch, and moving a dead node's sequenced but unfinished transactions to its partition's promoted backup is not built (see src/protocols/calvin/mod.rs, Replication); run calvin without --fault, or another protocol with it".into());
+        // CALVIN's failover (`protocols::calvin::failover`) moves a dead
+        // node's partition to its promoted backup and resolves what it
+        // sequenced or touched; that needs a backup, and it resolves one
+        // failure.
+        if config.replication < 2 {
+            return Err("--fault with protocol calvin needs --replication 2 or 3: a sequenced transaction cannot abort, so a dead node's partition must go on from a backup copy".into());
+        }
+        let crashes = config
+            .faults
+            .iter()
+            .filter(|f| matches!(f, RunFault::Crash { .. }))
+            .count();
+        if crashes != 1 || config.faults.len() != 1 {
+            return Err(format!(
+                "--fault is given {} time(s) with protocol calvin; allowed: exactly one crash:NODE@SECONDS (CALVIN's failover resolves one failure per run, and a pause would be failed over as a crash)",
+                config.faults.len()
+            ));
+        }
     }
     let run_s = config.warmup_s + config.duration_s;
     let mut crashed = vec![false; config.nodes as usize];
@@ -468,6 +485,11 @@ pub struct RecoveryReport {
     /// node holds the last live copy of a partition (it is then only
     /// unreachable from the survivors that declared it; nothing is lost).
     pub suspicions_ignored: u64,
+    /// CALVIN only: sequenced transactions the failed node had a part in
+    /// that the recovery finished on the survivors, and that it gave up
+    /// (their clients submit them again).
+    pub sequenced_finished_count: u64,
+    pub sequenced_given_up_count: u64,
     /// Rounds a worker abandoned at the end of the run because what they
     /// waited for never came (e.g. a lock a dead coordinator left behind
     /// with replication 1). Zero in a run whose survivors all finished.
@@ -548,6 +570,8 @@ impl RecoveryReport {
             self.headers_reset = done.headers_reset;
             self.versions_rolled_forward = done.versions_rolled_forward;
             self.suspicions_ignored = done.suspicions_ignored;
+            self.sequenced_finished_count = done.sequenced_finished_count;
+            self.sequenced_given_up_count = done.sequenced_given_up_count;
         }
     }
 }
@@ -811,7 +835,20 @@ mod tests {
         assert!(validate(&ucx_two).unwrap_err().contains("one crash"));
         let mut calvin = config_with(&["crash:1@1"]);
         calvin.protocol = crate::protocols::ProtocolKind::Calvin;
-        assert!(validate(&calvin).unwrap_err().contains("calvin"));
+        assert!(validate(&calvin)
+            .unwrap_err()
+            .contains("calvin needs --replication 2 or 3"));
+        calvin.replication = 2;
+        assert!(validate(&calvin).is_ok());
+        calvin.faults.push(RunFault::parse("crash:2@1.2").unwrap());
+        assert!(validate(&calvin)
+            .unwrap_err()
+            .contains("allowed: exactly one crash"));
+        calvin.fabric = FabricKind::Sim;
+        calvin.faults = vec![RunFault::parse("pause:1@1+0.1").unwrap()];
+        assert!(validate(&calvin)
+            .unwrap_err()
+            .contains("allowed: exactly one crash"));
         let mut off = config_with(&["crash:1@1"]);
         off.failure_detector.enabled = Some(false);
         assert!(validate(&off)

@@ -54,7 +54,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::fabric::NodeId;
 use crate::fault::FailureHook;
@@ -65,6 +65,20 @@ use super::{recovery, Replication};
 
 /// A protocol's `Protocol::recovered_header`.
 type RecoveredHeader = fn(&TableLayout, &mut [u64]);
+
+/// A protocol's own recovery steps around the generic ones (CALVIN's
+/// resolution of its sequenced transactions, `protocols::calvin::failover`),
+/// run by [`Failover`]'s recovery on `sim` and `threads` with every live
+/// coroutine parked or stepped out and the background apply gated.
+pub trait RecoveryHook: Send + Sync {
+    /// Before the failed coordinators' log records are rolled forward and
+    /// the rings drained (they are still there to be read).
+    fn before(&self, failed: &[NodeId]);
+    /// After every live copy is up to date and the failed partitions are
+    /// routed to their promoted copies, before the survivors resume.
+    /// Returns the transactions it resolved: `(finished, given up)`.
+    fn after(&self, failed: &[NodeId]) -> (u64, u64);
+}
 
 /// What the failovers of a run did, for the report's `recovery`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -88,6 +102,11 @@ pub struct FailoverReport {
     /// Declarations not acted on: the node holds a partition's last live
     /// copy (see [`Failover::fail`]).
     pub suspicions_ignored: u64,
+    /// CALVIN: sequenced transactions a failed node had a part in that the
+    /// recovery finished, and that it gave up (resubmitted by their
+    /// clients) (`protocols::calvin::failover`).
+    pub sequenced_finished_count: u64,
+    pub sequenced_given_up_count: u64,
 }
 
 /// A replicated run's failover state, shared by every worker of every node
@@ -115,6 +134,8 @@ pub struct Failover {
     /// `Some(node)`: this failover is one process's (`for_node`; `stores`
     /// holds that node's store only) and the cluster driver recovers.
     local: Option<NodeId>,
+    /// The protocol's own recovery steps, if it has any.
+    hook: OnceLock<Arc<dyn RecoveryHook>>,
 }
 
 impl Failover {
@@ -154,7 +175,28 @@ impl Failover {
             recovered_header,
             report: Mutex::new(FailoverReport::default()),
             local,
+            hook: OnceLock::new(),
         }
+    }
+
+    /// Adds the protocol's own recovery steps (once, before the run).
+    pub fn set_hook(&self, hook: Arc<dyn RecoveryHook>) {
+        let set = self.hook.set(hook);
+        debug_assert!(set.is_ok(), "a failover's hook is set once");
+    }
+
+    /// A coroutine of `node` stops counting as active while it waits on
+    /// something the recovery must not wait for (CALVIN's sequencer while
+    /// it delivers an epoch whose receivers may be parked): the recovery
+    /// may run meanwhile. Pair with [`Failover::step_in`].
+    pub fn step_out(&self, node: NodeId, now_ns: u64) {
+        self.active[node as usize].fetch_sub(1, Ordering::AcqRel);
+        self.try_recover(now_ns);
+    }
+
+    /// Counts a coroutine that stepped out as active again.
+    pub fn step_in(&self, node: NodeId) {
+        self.active[node as usize].fetch_add(1, Ordering::AcqRel);
     }
 
     /// The failover of one process of a multi-process run (`ucx`): it
@@ -420,6 +462,10 @@ impl Failover {
         let failed: Vec<NodeId> = (0..self.failed.len() as NodeId)
             .filter(|&n| self.is_failed(n))
             .collect();
+        let hook = self.hook.get();
+        if let Some(hook) = hook {
+            hook.before(&failed);
+        }
         let mut outcome = recovery::recover(&self.replication, &self.stores, &failed);
         // Redo writes are versions installed, not log records found.
         outcome.versions_rolled_forward +=
@@ -445,6 +491,12 @@ impl Failover {
         report.versions_rolled_forward += outcome.versions_rolled_forward;
         report.headers_reset += headers_reset;
         drop(report);
+        if let Some(hook) = hook {
+            let (finished, given_up) = hook.after(&failed);
+            let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
+            report.sequenced_finished_count += finished;
+            report.sequenced_given_up_count += given_up;
+        }
         self.paused.store(false, Ordering::Release);
     }
 

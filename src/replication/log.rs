@@ -33,8 +33,8 @@
 //!
 //! A read-only transaction logs nothing; with replication factor 1 the
 //! stage costs nothing. CALVIN's participants log through a writer made by
-//! [`LogWriter::for_partition`], which carries only the writes of the
-//! participant's own partition (`protocols::calvin`).
+//! [`LogWriter::for_served`], which carries only the writes of the
+//! partitions the participant's node serves (`protocols::calvin`).
 //!
 //! The post of the records is the attempt's commit point (the history
 //! records a commit there when failures are handled): once posted, the
@@ -399,8 +399,8 @@ pub struct LogWriter {
     pub replication: Arc<Replication>,
     node: NodeId,
     worker: u16,
-    /// `Some(p)`: log only the writes of partition `p`
-    /// ([`LogWriter::for_partition`]); `None`: every write.
+    /// `Some(n)`: log only the writes of the partitions node `n` serves
+    /// ([`LogWriter::for_served`]); `None`: every write.
     only: Option<NodeId>,
     /// Words written into this worker's ring on each node (monotonic).
     tails: RefCell<Vec<u64>>,
@@ -450,18 +450,14 @@ impl LogWriter {
             .unwrap_or(self.next_round.get())
     }
 
-    /// A writer that logs only the writes of `partition`: CALVIN's
+    /// A writer that logs only the writes of the partitions `node` serves
+    /// (its own, and after a failover those promoted to it): CALVIN's
     /// participants (`protocols::calvin`), each of which installs — and so
-    /// logs — only its own partition's writes, although every active
+    /// logs — only its own partitions' writes, although every active
     /// participant's program computes the whole write set.
-    pub fn for_partition(
-        replication: Arc<Replication>,
-        node: NodeId,
-        worker: u16,
-        partition: NodeId,
-    ) -> LogWriter {
+    pub fn for_served(replication: Arc<Replication>, node: NodeId, worker: u16) -> LogWriter {
         LogWriter {
-            only: Some(partition),
+            only: Some(node),
             ..LogWriter::new(replication, node, worker)
         }
     }
@@ -469,7 +465,10 @@ impl LogWriter {
     /// Whether `access` is a write this writer logs.
     #[inline]
     fn logs(&self, access: &Access) -> bool {
-        access.write && self.only.is_none_or(|p| access.partition == p)
+        access.write
+            && self
+                .only
+                .is_none_or(|node| self.replication.serving(access.partition) == node)
     }
 
     fn free_words(&self, backup: NodeId) -> u64 {

@@ -30,7 +30,7 @@ use crate::fabric::NodeId;
 use crate::store::{NodeStore, StoreError, StoreLayout, KEY_WORD};
 use crate::workloads::Workload;
 
-pub use failover::{Failover, FailoverReport};
+pub use failover::{Failover, FailoverReport, RecoveryHook};
 pub use log::{LogWriter, RedoWrite, Replication};
 pub use placement::Placement;
 pub use ring::RingLayout;

@@ -71,7 +71,7 @@ impl RecoveryOutcome {
 
 /// Installs `write` on node `store`'s copy of its partition (the primary
 /// copy 0 included), creating the row if the copy lacks it.
-fn apply_on(store: &NodeStore, placement: &Placement, write: &LoggedWrite<'_>) {
+pub fn apply_on(store: &NodeStore, placement: &Placement, write: &LoggedWrite<'_>) {
     match placement.copy_on(store.node, write.partition) {
         Some(0) => {
             if let Ok(slot) = store.ensure_row(write.table, write.key) {
@@ -212,7 +212,7 @@ pub fn recover_rings(
 
 /// The whole records of the coordinators in `failed` still in `backup`'s
 /// rings and RPC log, unconsumed.
-fn dead_records(
+pub fn dead_records(
     replication: &Replication,
     backup: &NodeStore,
     failed: &[NodeId],

@@ -282,6 +282,17 @@ impl<'w> TxnCx<'w> {
             "an attempt began while the previous one still held a lock"
         );
         debug_assert!(txn_id > self.txn_id, "transaction ids only grow");
+        self.begin_part(txn_id, attempt);
+    }
+
+    /// Starts an attempt under an id that need not grow: a CALVIN part,
+    /// named by its transaction's place in the global order, which
+    /// executors take in no fixed order (`protocols::calvin::failover`).
+    pub fn begin_part(&mut self, txn_id: u64, attempt: u32) {
+        debug_assert!(
+            self.accesses.iter().all(|a| !a.locked),
+            "an attempt began while the previous one still held a lock"
+        );
         self.txn_id = txn_id;
         self.attempt = attempt;
         self.accesses.clear();

@@ -25,6 +25,7 @@
 //! they agree on its outcome; a transaction leaves the slab only when its
 //! part here is finished.
 
+use super::failover;
 use super::scheduler::Scheduled;
 use super::{
     CalvinEnv, CalvinExec, Poll, DONE_UNDECLARED, DONE_USER_ABORT, INSERTED, MISSING, RPC_DONE,
@@ -36,7 +37,7 @@ use crate::fabric::NodeId;
 use crate::protocols::{Primitive, Stage};
 use crate::replication;
 use crate::txn::{ids, AbortReason, Txn, TxnCx, NO_SLOT};
-use crate::workloads::Workload;
+use crate::workloads::{Declared, Workload};
 
 /// An executor's scratch lists of history items: one part's reads and
 /// writes, and the rows its program inserted here (at the version it
@@ -65,7 +66,7 @@ fn forwards_complete<W: Workload>(
     node: NodeId,
     onesided: bool,
 ) -> bool {
-    let remote = txn.accesses.iter().filter(|a| a.node != node).count() as u32;
+    let remote = txn.homes.iter().filter(|&&home| home != node).count() as u32;
     if remote == 0 {
         true
     } else if onesided {
@@ -90,6 +91,7 @@ fn forwards_complete<W: Workload>(
 /// node schedules has finished here.
 pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     let worker = env.worker;
+    env.enter(co);
     let node = env.shared.node;
     let onesided = env.plan.get(Stage::ValueForwarding) == Primitive::OneSided;
     let mut cx = TxnCx::new(worker, co, env.layout, env.cache, env.plan);
@@ -98,6 +100,12 @@ pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     let mut poll = Poll::new(env.epoch_ns);
     loop {
         env.note_boundaries(worker.now_ns());
+        env.park_if_paused(co).await;
+        if let Some(failover) = env.failover {
+            // A failed home's ordered-index changes that a failover took
+            // from a survivor's computation, before any new work reads them.
+            failover.apply_index_ops(|home, ops| env.workload.at_commit_point(home, ops));
+        }
         let work = {
             let mut state = env.shared.lock();
             if let Some(index) = state.ready.pop_front() {
@@ -123,7 +131,7 @@ pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             None => worker.sleep(co, poll.wait_ns()).await,
             Some(Work::Fresh(index, mut txn)) => {
                 poll.reset();
-                if start(env, co, &mut txn, onesided) {
+                if start(env, co, &mut txn, onesided).await {
                     let complete = {
                         let state = env.shared.lock();
                         forwards_complete(env, &state, &txn, node, onesided)
@@ -139,7 +147,13 @@ pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                         state.parked.push(index);
                     }
                 } else {
-                    finish(env, co, index, txn, PartTimes::default(), 0, 0, &mut items);
+                    let part = Part {
+                        times: PartTimes::default(),
+                        abort: 0,
+                        note: 0,
+                        recorded: false,
+                    };
+                    finish(env, co, index, txn, part, &mut items).await;
                 }
                 worker.yield_now().await;
             }
@@ -153,11 +167,17 @@ pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     }
     env.note_boundaries(worker.now_ns());
     worker.drain(co).await;
+    if let Some(failover) = worker.failover() {
+        failover.finished(node);
+    }
 }
 
 /// Reads `txn`'s local records and forwards them to the active
-/// participants; true if this node is active (it must execute).
-fn start<W: Workload>(
+/// participants; true if this node is active (it must execute). With
+/// failure handling it returns only once every forward landed, so a part
+/// that goes on (logs, or releases its locks) has delivered its records
+/// to every live participant (`failover`).
+async fn start<W: Workload>(
     env: &CalvinEnv<'_, W>,
     co: u16,
     txn: &mut Scheduled,
@@ -173,7 +193,7 @@ fn start<W: Workload>(
     txn.values.clear();
     txn.values.resize(txn.accesses.len() * stride, 0);
     for (k, access) in txn.accesses.iter().enumerate() {
-        if access.node != node {
+        if txn.homes[k] != node {
             continue;
         }
         let value = &mut txn.values[k * stride..(k + 1) * stride];
@@ -198,17 +218,41 @@ fn start<W: Workload>(
     // Forward to every active participant but this node.
     let mut active_here = false;
     let mut actives: Vec<NodeId> = Vec::new();
-    for access in txn.accesses.iter().filter(|a| a.write) {
-        if access.node == node {
+    for (access, &home) in txn.accesses.iter().zip(&txn.homes) {
+        if !access.write {
+            continue;
+        }
+        if home == node {
             active_here = true;
-        } else if !actives.contains(&access.node) {
-            actives.push(access.node);
+        } else if !actives.contains(&home) {
+            actives.push(home);
         }
     }
     if !actives.is_empty() {
-        let mut batch = worker.slot(co).batch.borrow_mut();
+        forward(env, co, txn, &actives, onesided);
+        worker.submit_passive(co);
+        if env.failover.is_some() {
+            worker.drain(co).await;
+        }
+    }
+    active_here
+}
+
+/// Queues in `co`'s batch the forwards of `txn`'s local records to every
+/// node of `actives` (see [`start`]).
+fn forward<W: Workload>(
+    env: &CalvinEnv<'_, W>,
+    co: u16,
+    txn: &Scheduled,
+    actives: &[NodeId],
+    onesided: bool,
+) {
+    let node = env.shared.node;
+    let stride = 1 + env.calvin.max_record_words as usize;
+    {
+        let mut batch = env.worker.slot(co).batch.borrow_mut();
         batch.clear();
-        for &receiver in &actives {
+        for &receiver in actives {
             if onesided {
                 // Block `b` at the receiver holds its `b`-th access on
                 // another node than itself (`CalvinLayout::fwd_addr`).
@@ -216,9 +260,9 @@ fn start<W: Workload>(
                     txn.accesses
                         .iter()
                         .enumerate()
-                        .filter(|(_, a)| a.node != receiver)
+                        .filter(|&(k, _)| txn.homes[k] != receiver)
                         .zip(0u32..)
-                        .filter(|((_, a), _)| a.node == node)
+                        .filter(|&((k, _), _)| txn.homes[k] == node)
                         .map(|((k, a), block)| (k, a, block))
                 };
                 for (k, access, block) in blocks() {
@@ -240,7 +284,7 @@ fn start<W: Workload>(
                 }
             } else {
                 let mut payload = batch.payload();
-                let local = txn.accesses.iter().filter(|a| a.node == node).count();
+                let local = txn.homes.iter().filter(|&&home| home == node).count();
                 payload.extend_from_slice(&[
                     txn.epoch,
                     txn.sequencer as u64,
@@ -248,7 +292,7 @@ fn start<W: Workload>(
                     local as u64,
                 ]);
                 for (k, access) in txn.accesses.iter().enumerate() {
-                    if access.node != node {
+                    if txn.homes[k] != node {
                         continue;
                     }
                     let words = env.layout.table(access.table).record_words as usize;
@@ -258,10 +302,7 @@ fn start<W: Workload>(
                 batch.call(receiver, RPC_FORWARD, payload, true);
             }
         }
-        drop(batch);
-        worker.submit_passive(co);
     }
-    active_here
 }
 
 /// Runs the program of an active participant on the whole set, installs
@@ -285,14 +326,16 @@ async fn execute<W: Workload>(
     // need not agree to the nanosecond: stage times saturate at 0.
     let forward_ns = execute_start.saturating_sub(txn.forward_start_ns);
 
-    // A coordinator-style id (node, worker, coroutine, counter), so a log
-    // record names the node that wrote it (`replication::ring`).
-    cx.begin(
-        ids::txn_id(ids::coroutine_id(node, worker.worker, cx.co), attempt_id),
-        0,
-    );
-    let inserted = &mut items.inserted;
-    inserted.clear();
+    // A coordinator-style id (node, worker, then this part's place): a log
+    // record names the node and worker that wrote it (`replication::ring`)
+    // and, with failure handling, the transaction it belongs to
+    // (`failover::log_txn_id`).
+    let txn_id = if env.failover.is_some() {
+        failover::log_txn_id(node, worker.worker, txn.id)
+    } else {
+        ids::txn_id(ids::coroutine_id(node, worker.worker, cx.co), attempt_id)
+    };
+    cx.begin_part(txn_id, 0);
     // The program runs for the origin, at a time fixed by the input: the
     // end of its epoch, counted from the run's start (the same on every
     // fabric and every replay).
@@ -323,7 +366,7 @@ async fn execute<W: Workload>(
     let mut block: u32 = 0;
     for (k, access) in txn.accesses.iter().enumerate() {
         let record_words = env.layout.table(access.table).record_words as usize;
-        let (seq, record): (u64, &[u64]) = if access.node == node {
+        let (seq, record): (u64, &[u64]) = if txn.homes[k] == node {
             let value = &txn.values[k * stride..k * stride + 1 + record_words];
             (value[0], &value[1..])
         } else if let Some(words) = &forwarded {
@@ -363,31 +406,69 @@ async fn execute<W: Workload>(
         env.workload.execute(&mut program, &request).await
     };
     let mut log_ns = 0;
+    let mut recorded = false;
     let addend = match outcome {
         Ok(()) => {
-            // Replication: this node's writes go to its partition's backups
+            // Rows the program inserted here (its home node), claimed by
+            // `CalvinExec::insert_access`: at the version they were read.
+            items.inserted.clear();
+            for access in &cx.accesses[preloaded..] {
+                if access.meta == INSERTED && access.node == node {
+                    items.inserted.push(Item {
+                        table: access.table,
+                        key: access.key,
+                        seq: access.seq,
+                    });
+                }
+            }
+            // Replication: this node's writes go to its partitions' backups
             // and are acknowledged before any of them is installed here or
             // reported done (RCC §4.1's log-before-write-back, per
             // participant; see the module docs). The program has finished
             // and the locks are held, so the versions logged are the ones
             // installed below.
             if let Some(writer) = env.log {
-                // What the writer logs (this partition's writes) is what
-                // this node installs below: it serves its own partition.
-                debug_assert!(cx
-                    .accesses
-                    .iter()
-                    .filter(|a| a.write && a.partition == node)
-                    .all(|a| a.node == node));
                 let log_start = worker.now_ns();
-                let logged = replication::log::log(cx, Some(writer), |_| {}).await;
-                // Without failure handling a ring always makes room: only a
-                // failed backup could refuse, and CALVIN runs without one.
-                debug_assert!(logged.is_ok(), "a CALVIN log stage failed: {logged:?}");
+                // With failure handling the part is recorded at its commit
+                // point, as every protocol's is then (`replication::log`):
+                // once its records are posted it is committed, even if this
+                // node dies before it installs.
+                let record_now = env.failover.is_some() && env.history.is_some();
+                loop {
+                    let note = cx.note;
+                    let logged = replication::log::log(cx, Some(writer), |cx| {
+                        if record_now {
+                            record_part(env, &txn, 0, note, items);
+                            // The ordered indexes change here too, as every
+                            // protocol's do in fault runs: a home that dies
+                            // with its records out must not lose them. The
+                            // locks that order range reads are held, so no
+                            // one reads them ahead of the rows.
+                            if node == txn.origin && !cx.index_ops.is_empty() {
+                                env.workload.at_commit_point(node, &cx.index_ops);
+                            }
+                        }
+                    })
+                    .await;
+                    match logged {
+                        Ok(()) => break,
+                        // Only a ring on a backup that failed meanwhile
+                        // refuses (before the commit point): build the
+                        // records again for the live backups.
+                        Err(reason) => {
+                            debug_assert!(
+                                env.failover.is_some(),
+                                "a CALVIN log stage failed without failure handling: {reason:?}"
+                            );
+                            worker.yield_now().await;
+                        }
+                    }
+                }
+                recorded = record_now;
                 log_ns = worker.now_ns().saturating_sub(log_start);
             }
             for (k, access) in txn.accesses.iter().enumerate() {
-                if access.node != node || !access.write {
+                if txn.homes[k] != node || !access.write {
                     continue;
                 }
                 let Some(j) = cx_index[k] else { continue };
@@ -399,8 +480,6 @@ async fn execute<W: Workload>(
                 region.write(table.record_addr(slot), cx.record(j));
                 region.store(table.seq_addr(slot), installed);
             }
-            // Rows the program inserted here (its home node): claimed by
-            // `CalvinExec::insert_access`, installed like any write.
             for access in &cx.accesses[preloaded..] {
                 if access.meta != INSERTED || access.node != node {
                     continue;
@@ -416,16 +495,11 @@ async fn execute<W: Workload>(
                         [access.data as usize..access.data as usize + table.record_words as usize],
                 );
                 region.store(table.seq_addr(access.slot), installed);
-                inserted.push(Item {
-                    table: access.table,
-                    key: access.key,
-                    seq: access.seq,
-                });
             }
             // The ordered indexes change at the commit point, on the home
             // node, after the rows they name are installed and while the
             // locks that order them are still held (`store::ordered`).
-            if node == txn.origin && !cx.index_ops.is_empty() {
+            if node == txn.origin && !cx.index_ops.is_empty() && !recorded {
                 env.workload.at_commit_point(node, &cx.index_ops);
             }
             0
@@ -440,12 +514,23 @@ async fn execute<W: Workload>(
         .saturating_sub(execute_start)
         .saturating_sub(log_ns);
     let note = if addend == 0 { cx.note } else { 0 };
-    let times = PartTimes {
-        forward_ns,
-        execute_ns,
-        log_ns,
+    if env.failover.is_some() {
+        // The request's type, whichever part carries it in the history.
+        let txn_type = env.workload.txn_type(&request) as u8;
+        let retained = failover::Retained::of_part(&txn, cx, addend != 0, txn_type, note);
+        env.shared.lock().retained.push_back(retained);
+    }
+    let part = Part {
+        times: PartTimes {
+            forward_ns,
+            execute_ns,
+            log_ns,
+        },
+        abort: addend,
+        note,
+        recorded,
     };
-    finish(env, cx.co, index, txn, times, addend, note, items);
+    finish(env, cx.co, index, txn, part, items).await;
 }
 
 /// Where an active participant's time went, ns (all 0 for a passive one).
@@ -456,100 +541,148 @@ struct PartTimes {
     log_ns: u64,
 }
 
-/// Records this node's part in the history, releases its locks, reports
-/// to the origin and retires the transaction here. `abort`: 0, or the
-/// `DONE_*` flag of the program's abort (active participants only);
-/// `note`: the program's `Txn::note` (active participants that committed).
-///
-/// Every participant records an entry; the workload's transaction type and
-/// note go on one of them only — the lowest writing node's (an active
-/// participant, so it ran the program), or the lowest node of a read-only
-/// transaction — and the others carry `SECONDARY_ENTRY`, so invariants that
-/// sum notes or count types see each transaction once. A transaction the
-/// program aborted carries `SECONDARY_ENTRY` everywhere: it committed
-/// nothing of its type.
-#[allow(clippy::too_many_arguments)]
-fn finish<W: Workload>(
-    env: &CalvinEnv<'_, W>,
-    co: u16,
-    index: usize,
-    txn: Scheduled,
+/// How a node's part of a transaction ended.
+struct Part {
     times: PartTimes,
+    /// 0, or the `DONE_*` flag of the program's abort (active
+    /// participants only).
+    abort: u64,
+    /// The program's `Txn::note` (active participants that committed).
+    note: i64,
+    /// The part is already in the history (recorded at its commit point).
+    recorded: bool,
+}
+
+/// The node whose part carries the transaction's type and note in the
+/// history: the lowest writing node (an active participant, so it ran the
+/// program), or the lowest node of a read-only transaction.
+pub fn designated_node(accesses: &[Declared], homes: &[NodeId]) -> Option<NodeId> {
+    let writers = accesses
+        .iter()
+        .zip(homes)
+        .filter(|(a, _)| a.write)
+        .map(|(_, &home)| home)
+        .min();
+    writers.or_else(|| homes.iter().copied().min())
+}
+
+/// The history type of `node`'s part: the workload's type on the
+/// designated part of a committed transaction, `SECONDARY_ENTRY` otherwise.
+fn designated_kind<W: Workload>(
+    env: &CalvinEnv<'_, W>,
+    txn: &Scheduled,
+    abort: u64,
+    node: NodeId,
+) -> u8 {
+    match env.workload.decode_request(&txn.request) {
+        Some(request) if abort == 0 && designated_node(&txn.accesses, &txn.homes) == Some(node) => {
+            env.workload.txn_type(&request) as u8
+        }
+        _ => SECONDARY_ENTRY,
+    }
+}
+
+/// Records this node's part of `txn` in the history: its reads (with the
+/// versions read) and, unless the program aborted, its writes and the rows
+/// it inserted. Every participant records an entry; the workload's
+/// transaction type and note go on the designated one only
+/// ([`designated_node`]) and the others carry `SECONDARY_ENTRY`, so
+/// invariants that sum notes or count types see each transaction once. A
+/// transaction the program aborted carries `SECONDARY_ENTRY` everywhere:
+/// it committed nothing of its type.
+fn record_part<W: Workload>(
+    env: &CalvinEnv<'_, W>,
+    txn: &Scheduled,
     abort: u64,
     note: i64,
     items: &mut Items,
 ) {
-    let PartTimes {
-        forward_ns,
-        execute_ns,
-        log_ns,
-    } = times;
+    let Some(history) = env.history else {
+        return;
+    };
+    let node = env.shared.node;
+    let stride = 1 + env.calvin.max_record_words as usize;
+    let Items {
+        reads,
+        writes,
+        inserted,
+    } = items;
+    reads.clear();
+    writes.clear();
+    if abort == 0 {
+        for item in inserted.iter() {
+            reads.push(*item);
+            writes.push(Item {
+                seq: item.seq + 1,
+                ..*item
+            });
+        }
+    }
+    for (k, access) in txn.accesses.iter().enumerate() {
+        let seq = txn.values[k * stride];
+        if txn.homes[k] != node || seq == MISSING {
+            continue;
+        }
+        reads.push(Item {
+            table: access.table,
+            key: access.key,
+            seq,
+        });
+        if access.write && abort == 0 {
+            writes.push(Item {
+                table: access.table,
+                key: access.key,
+                seq: seq + 1,
+            });
+        }
+    }
+    let kind = designated_kind(env, txn, abort, node);
+    let note = if kind == SECONDARY_ENTRY { 0 } else { note };
+    history
+        .borrow_mut()
+        .push_noted(txn.id, txn.origin, kind, note, reads, writes);
+}
+
+/// Records this node's part in the history (unless it was at its commit
+/// point), releases its locks, reports to the origin and retires the
+/// transaction here. With failure handling it returns only once the report
+/// landed (`failover`).
+async fn finish<W: Workload>(
+    env: &CalvinEnv<'_, W>,
+    co: u16,
+    index: usize,
+    txn: Scheduled,
+    part: Part,
+    items: &mut Items,
+) {
+    let Part {
+        times:
+            PartTimes {
+                forward_ns,
+                execute_ns,
+                log_ns,
+            },
+        abort,
+        note,
+        recorded,
+    } = part;
     let worker = env.worker;
     let node = env.shared.node;
     let now = worker.now_ns();
-    let stride = 1 + env.calvin.max_record_words as usize;
-    if let Some(history) = env.history {
-        let Items {
-            reads,
-            writes,
-            inserted,
-        } = items;
-        reads.clear();
-        writes.clear();
-        if abort == 0 {
-            for item in inserted.iter() {
-                reads.push(*item);
-                writes.push(Item {
-                    seq: item.seq + 1,
-                    ..*item
-                });
-            }
-        }
-        for (k, access) in txn.accesses.iter().enumerate() {
-            let seq = txn.values[k * stride];
-            if access.node != node || seq == MISSING {
-                continue;
-            }
-            reads.push(Item {
-                table: access.table,
-                key: access.key,
-                seq,
-            });
-            if access.write && abort == 0 {
-                writes.push(Item {
-                    table: access.table,
-                    key: access.key,
-                    seq: seq + 1,
-                });
-            }
-        }
-        let writers = txn
-            .accesses
-            .iter()
-            .filter(|a| a.write)
-            .map(|a| a.node)
-            .min();
-        let designated = writers.or_else(|| txn.accesses.iter().map(|a| a.node).min());
-        let kind = match env.workload.decode_request(&txn.request) {
-            Some(request) if abort == 0 && designated == Some(node) => {
-                env.workload.txn_type(&request) as u8
-            }
-            _ => SECONDARY_ENTRY,
-        };
-        let note = if kind == SECONDARY_ENTRY { 0 } else { note };
-        history
-            .borrow_mut()
-            .push_noted(txn.id, txn.origin, kind, note, reads, writes);
+    if !recorded {
+        record_part(env, &txn, abort, note, items);
     }
     // Only this transaction's part uses them.
     items.inserted.clear();
     {
         let mut state = env.shared.lock();
         let mut granted = Vec::new();
-        for access in txn.accesses.iter().filter(|a| a.node == node) {
-            state
-                .locks
-                .release(access.table, access.key, index, &mut granted);
+        for (access, &home) in txn.accesses.iter().zip(&txn.homes) {
+            if home == node {
+                state
+                    .locks
+                    .release(access.table, access.key, index, &mut granted);
+            }
         }
         for other in granted {
             let waiting = state.txns[other].as_mut().expect("a waiting transaction");
@@ -565,8 +698,12 @@ fn finish<W: Workload>(
         *left -= 1;
         state.advance(env.store, env.calvin);
         state.free.push(index);
+        if env.failover.is_some() {
+            failover::prune_retained(&mut state);
+        }
     }
-    {
+    // A failed origin's clients are gone with it.
+    if !env.is_failed(txn.origin) {
         let mut batch = worker.slot(co).batch.borrow_mut();
         batch.clear();
         let addend = 1 + abort;
@@ -579,6 +716,9 @@ fn finish<W: Workload>(
         }
     }
     worker.submit_passive(co);
+    if env.failover.is_some() {
+        worker.drain(co).await;
+    }
     if env.measured(now) {
         let mut stats = env.calvin_stats.borrow_mut();
         stats.parts += 1;

@@ -75,7 +75,7 @@
 //! replicated is a participant's part, not the input: before an active
 //! participant installs anything or reports completion, it logs the
 //! writes it is about to install — those of its own partition only
-//! (`LogWriter::for_partition`), although its program computed the whole
+//! (`LogWriter::for_served`), although its program computed the whole
 //! write set; the other active participants log theirs — through the `log`
 //! stage every protocol uses, so `--stages log=onesided|rpc` both apply,
 //! the backups apply with the same idempotent newer-version rule, and the
@@ -87,31 +87,16 @@
 //! of the same record is logged before it (a backup would install either
 //! order correctly anyway: only newer versions apply).
 //!
-//! What this does not give: failover. A run with `--fault` is refused
-//! (`fault::validate`), replicated or not, because a crash leaves the
-//! survivors unable to go on soundly, and what recovering needs is not
-//! built (`docs/design/calvin-failover.md` is the plan for building it):
-//! * *the dead sequencer's last epoch, agreed*: its sequencer writes each
-//!   epoch's sub-batches node by node, so survivors can hold different
-//!   prefixes of its input; one that scheduled epoch `e` may have run its
-//!   part of a transaction whose other part another survivor never
-//!   received. The survivors must agree on a last epoch and pass each
-//!   other the dead node's sub-batches up to it (Calvin replicates the
-//!   input, by Paxos, for exactly this), and the schedulers then count
-//!   sub-batches from live sequencers only;
-//! * *partitions apart from nodes*: `Declared::node` is both the record's
-//!   partition and the node that locks, reads and installs it (the
-//!   scheduler's lock table, `access.node == node` in the executor, the
-//!   forward-block addressing); a promoted backup serving two partitions
-//!   needs every one of those to go through the serving map;
-//! * *replay of the dead node's unfinished parts* on the promoted backup,
-//!   in the global order: which parts were logged cannot be told from the
-//!   backup's versions (a log record would have to carry the transaction's
-//!   place in the order), and the records the other participants forwarded
-//!   to the dead node are lost with it, while those participants finished
-//!   and released their locks — they would have to forward again values
-//!   they may since have overwritten;
-//! * completion reports the dead node owed to survivors' clients.
+//! Failover (`--fault` with replication 2 or 3, on `sim` and `threads`):
+//! [`failover`]. A crash is recovered as for every other protocol (pause,
+//! roll the dead node's log forward, promote its partition's first live
+//! backup), and then every sequenced transaction the dead node had a part
+//! in is resolved: finished by the survivors (from the promoted copy and
+//! from what a live active participant computed) or, when no part of it
+//! installed anything, given up and submitted again by its client. After
+//! the pause every access goes to the node *serving* its partition
+//! (`Scheduled::homes`), and sequencers and schedulers count live nodes
+//! only.
 //!
 //! Choices where the papers are silent, and why:
 //! * Clients: each node runs `workers × coroutines` closed-loop clients,
@@ -173,6 +158,7 @@
 //! only after every backup of that node's partition acknowledged them.
 
 pub mod executor;
+pub mod failover;
 pub mod recon;
 pub mod scheduler;
 pub mod sequencer;
@@ -258,10 +244,13 @@ pub const ENTRY_FIXED_WORDS: usize = 5;
 /// A record a node does not hold: its version in forwarded blocks.
 pub const MISSING: u64 = u64::MAX;
 
-/// Completion counter: participants report in the low 24 bits; an active
+/// Completion counter: participants report in the low 23 bits; an active
 /// participant whose program aborted adds one of these too, each counted
 /// in a 20-bit field of its own (one per node at most: no carry).
-pub const DONE_COUNT_MASK: u64 = (1 << 24) - 1;
+pub const DONE_COUNT_MASK: u64 = (1 << 23) - 1;
+/// Set by a failover's recovery (`failover`): the transaction was given
+/// up because a participant died before it committed; complete at once.
+pub const DONE_FAILED: u64 = 1 << 23;
 pub const DONE_USER_ABORT: u64 = 1 << 24;
 pub const DONE_UNDECLARED: u64 = 1 << 44;
 /// The field of one abort flag's count.
@@ -463,6 +452,12 @@ pub struct NodeState {
     /// The last epoch of the run, once the scheduler saw every sequencer
     /// stop in it.
     pub last_epoch: Option<u64>,
+    /// With failure handling only: what this node's active parts computed
+    /// for the transactions of the last epochs (`failover::Retained`).
+    pub retained: VecDeque<failover::Retained>,
+    /// With failure handling only: per client slot of this node, its
+    /// transaction in flight (`failover::InFlight`).
+    pub in_flight: Vec<failover::InFlight>,
 }
 
 /// One node's CALVIN machinery.
@@ -487,6 +482,8 @@ impl NodeShared {
                 scheduled_below: 0,
                 done_below: 0,
                 last_epoch: None,
+                retained: VecDeque::new(),
+                in_flight: Vec::new(),
             }),
         }
     }
@@ -724,14 +721,19 @@ pub struct CalvinEnv<'a, W: Workload> {
     pub cache: &'a RefCell<LocationCache>,
     pub stats: &'a RefCell<WorkerStats>,
     pub calvin_stats: &'a RefCell<CalvinStats>,
-    /// This worker's side of the log to its partition's backups
-    /// ([`LogWriter::for_partition`]); `None` without replication.
+    /// This worker's side of the log to its partitions' backups
+    /// ([`LogWriter::for_served`]); `None` without replication.
     pub log: Option<&'a LogWriter>,
+    /// The run's CALVIN failover (`--fault` with `--replication 2|3`):
+    /// the pause points, what parts retain, the routing generation.
+    pub failover: Option<&'a failover::CalvinFailover>,
     pub history: Option<&'a RefCell<History>>,
     pub seed: u64,
     pub start_ns: u64,
     pub warmup_end_ns: u64,
     pub end_ns: u64,
+    /// When the first injected fault strikes, fabric ns (`u64::MAX`: none).
+    pub fault_at_ns: u64,
     pub epoch_ns: u64,
     /// The last epoch a sequencer orders requests in: the one in which
     /// `end_ns` falls — or, when epochs stretched (their transactions ran
@@ -749,6 +751,38 @@ pub struct CalvinEnv<'a, W: Workload> {
 }
 
 impl<W: Workload> CalvinEnv<'_, W> {
+    /// Set-up of coroutine `co`: with failure handling, its rounds go out
+    /// even while a failover pauses the cluster (to live peers only): a
+    /// sequenced transaction has no abort to fall back on, so every part
+    /// under way finishes and only then parks (`failover`).
+    pub fn enter(&self, co: u16) {
+        if self.failover.is_some() {
+            self.worker.set_committing(co, true);
+        }
+    }
+
+    /// Parks coroutine `co` while a failover pauses the cluster (see
+    /// `failover`); returns at once otherwise.
+    pub async fn park_if_paused(&self, co: u16) {
+        if let Some(failover) = self.worker.failover() {
+            if failover.paused() {
+                failover.park(self.worker, co, self.stop_ns).await;
+            }
+        }
+    }
+
+    /// The node serving `partition` now.
+    #[inline]
+    pub fn serving(&self, partition: NodeId) -> NodeId {
+        self.worker.serving(partition)
+    }
+
+    /// Whether `node` was declared failed (never, without failure handling).
+    #[inline]
+    pub fn is_failed(&self, node: NodeId) -> bool {
+        self.worker.failover().is_some_and(|f| f.is_failed(node))
+    }
+
     pub fn measured(&self, at_ns: u64) -> bool {
         at_ns >= self.warmup_end_ns && at_ns < self.end_ns
     }
@@ -800,6 +834,12 @@ pub fn final_epoch(start_ns: u64, end_ns: u64, epoch_ns: u64) -> u64 {
     (end_ns - start_ns).div_ceil(epoch_ns) - 1
 }
 
+/// Drops repeated items, keeping the first of each.
+fn dedup_items(items: &mut Vec<Item>) {
+    let mut seen = std::collections::HashSet::with_capacity(items.len());
+    items.retain(|item| seen.insert((item.table, item.key, item.seq)));
+}
+
 /// Merges the per-participant partial entries of each transaction into one
 /// entry (reads first, then writes), in transaction-id order.
 pub fn merge_partial_history(partial: &History) -> History {
@@ -815,18 +855,22 @@ pub fn merge_partial_history(partial: &History) -> History {
         writes.clear();
         let mut end = at;
         // The workload's type and note ride on one part (the others are
-        // `SECONDARY_ENTRY`, see `executor::finish`).
+        // `SECONDARY_ENTRY`, see `executor::record_part`). A failover may
+        // record a failed node's part that the node had recorded itself
+        // (`failover`): the same items twice, and the type on both.
         let (mut kind, mut note) = (SECONDARY_ENTRY, 0i64);
         while end < order.len() && partial.txns[order[end]].id == first.id {
             let part = &partial.txns[order[end]];
             reads.extend_from_slice(partial.reads(part));
             writes.extend_from_slice(partial.writes(part));
-            if part.kind != SECONDARY_ENTRY {
+            if part.kind != SECONDARY_ENTRY && kind == SECONDARY_ENTRY {
                 kind = part.kind;
-                note = note.wrapping_add(part.note);
+                note = part.note;
             }
             end += 1;
         }
+        dedup_items(&mut reads);
+        dedup_items(&mut writes);
         merged.push_noted(first.id, first.node, kind, note, &reads, &writes);
         at = end;
     }

@@ -59,6 +59,23 @@ impl LockTable {
     /// Drops `txn`'s request on `(table, key)` and appends to `granted` the
     /// transactions whose request it granted.
     pub fn release(&mut self, table: TableId, key: u64, txn: usize, granted: &mut Vec<usize>) {
+        self.remove(table, key, txn, true, granted);
+    }
+
+    /// Drops `txn`'s request on `(table, key)`, granted or not (a failover
+    /// gives the transaction up, `failover`), granting what it unblocks.
+    pub fn withdraw(&mut self, table: TableId, key: u64, txn: usize, granted: &mut Vec<usize>) {
+        self.remove(table, key, txn, false, granted);
+    }
+
+    fn remove(
+        &mut self,
+        table: TableId,
+        key: u64,
+        txn: usize,
+        must_be_granted: bool,
+        granted: &mut Vec<usize>,
+    ) {
         let Some(queue) = self.queues.get_mut(&(table, key)) else {
             debug_assert!(false, "release of a lock never requested");
             return;
@@ -67,7 +84,10 @@ impl LockTable {
             debug_assert!(false, "release of a lock never requested");
             return;
         };
-        debug_assert!(queue[at].granted, "release of an ungranted lock");
+        debug_assert!(
+            queue[at].granted || !must_be_granted,
+            "release of an ungranted lock"
+        );
         queue.remove(at);
         if queue.is_empty() {
             self.queues.remove(&(table, key));
@@ -116,6 +136,13 @@ pub struct Scheduled {
     pub ready_ns: u64,
     /// The declared read/write set, in program order.
     pub accesses: Vec<Declared>,
+    /// Per access, the node that serves its partition for this
+    /// transaction (fixed when it was scheduled: a failover that moves a
+    /// partition resolves every transaction scheduled before it).
+    pub homes: Vec<NodeId>,
+    /// The routing generation the sequencer sealed it under
+    /// (`failover::CalvinFailover::generation`).
+    pub generation: u32,
     pub request: Vec<u64>,
     /// Local lock requests not yet granted.
     pub locks_pending: u32,
@@ -130,6 +157,15 @@ pub struct Scheduled {
     pub read_ns: u64,
 }
 
+/// How the scheduler routes and filters the entries it registers.
+struct Routing<'r> {
+    /// The node serving a partition now.
+    serving: &'r dyn Fn(NodeId) -> NodeId,
+    /// Whether an entry sealed under generation `generation` with these
+    /// accesses was given up by a failover (`failover`).
+    given_up: &'r dyn Fn(u32, &[u64]) -> bool,
+}
+
 /// Registers every entry of one sub-batch in `state`, requesting locks.
 #[allow(clippy::too_many_arguments)]
 fn schedule_entries(
@@ -141,6 +177,7 @@ fn schedule_entries(
     now_ns: u64,
     count: u64,
     entries: &[u64],
+    routing: &Routing<'_>,
 ) -> u64 {
     let mut at = 0;
     let mut local_txns = 0;
@@ -150,6 +187,14 @@ fn schedule_entries(
         let request_words = (fixed[3] & 0xffff_ffff) as usize;
         let access_words = &entries[at + ENTRY_FIXED_WORDS..at + ENTRY_FIXED_WORDS + 2 * accesses];
         let request_at = at + ENTRY_FIXED_WORDS + 2 * accesses;
+        let generation = (fixed[2] >> 32) as u32;
+        let next = request_at + request_words;
+        if (routing.given_up)(generation, access_words) {
+            at = next;
+            continue;
+        }
+        let declared: Vec<Declared> = access_words.chunks_exact(2).map(unpack_access).collect();
+        let homes: Vec<NodeId> = declared.iter().map(|a| (routing.serving)(a.node)).collect();
         let mut txn = Scheduled {
             epoch,
             sequencer,
@@ -161,15 +206,17 @@ fn schedule_entries(
             sealed_ns,
             scheduled_ns: now_ns,
             ready_ns: now_ns,
-            accesses: access_words.chunks_exact(2).map(unpack_access).collect(),
-            request: entries[request_at..request_at + request_words].to_vec(),
+            accesses: declared,
+            homes,
+            generation,
+            request: entries[request_at..next].to_vec(),
             locks_pending: 0,
             slots: Vec::new(),
             values: Vec::new(),
             forward_start_ns: 0,
             read_ns: 0,
         };
-        at = request_at + request_words;
+        at = next;
         let index = match state.free.pop() {
             Some(index) => index,
             None => {
@@ -177,16 +224,17 @@ fn schedule_entries(
                 state.txns.len() - 1
             }
         };
-        for access in txn.accesses.iter().filter(|a| a.node == node) {
-            if !state
-                .locks
-                .acquire(access.table, access.key, index, access.write)
+        for (access, &home) in txn.accesses.iter().zip(&txn.homes) {
+            if home == node
+                && !state
+                    .locks
+                    .acquire(access.table, access.key, index, access.write)
             {
                 txn.locks_pending += 1;
             }
         }
         debug_assert!(
-            txn.accesses.iter().any(|a| a.node == node),
+            txn.homes.contains(&node),
             "a sub-batch entry that does not touch its node"
         );
         if txn.locks_pending == 0 {
@@ -203,21 +251,39 @@ fn schedule_entries(
 /// which every sequencer has stopped (`CalvinEnv::final_epoch`).
 pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     let worker = env.worker;
+    env.enter(co);
     let node = env.shared.node;
     let nodes = env.nodes() as NodeId;
     let onesided = env.plan.get(Stage::TxnBroadcastInput) == Primitive::OneSided;
     let region = &env.store.region;
     let mut words: Vec<u64> = Vec::new();
     let mut poll = Poll::new(env.epoch_ns);
+    let serving = |partition: NodeId| env.serving(partition);
+    // A failover gives up every transaction sealed before it that touches
+    // a failed partition and was not scheduled everywhere (`failover`).
+    let given_up = |generation: u32, access_words: &[u64]| match env.failover {
+        Some(failover) if generation < failover.generation() => access_words
+            .chunks_exact(2)
+            .any(|words| env.is_failed(unpack_access(words).node)),
+        _ => false,
+    };
+    let routing = Routing {
+        serving: &serving,
+        given_up: &given_up,
+    };
     for epoch in 0.. {
         poll.reset();
-        // Wait until every sequencer's sub-batch of the epoch is here.
+        // Wait until every live sequencer's sub-batch of the epoch is here
+        // (a failed one's are given up: `failover`).
         loop {
+            env.park_if_paused(co).await;
             let complete = if onesided {
-                (0..nodes).all(|s| region.load(env.calvin.crb_addr(s, epoch)) == epoch + 1)
+                (0..nodes).all(|s| {
+                    env.is_failed(s) || region.load(env.calvin.crb_addr(s, epoch)) == epoch + 1
+                })
             } else {
                 let state = env.shared.lock();
-                (0..nodes).all(|s| state.rpc_batches.contains_key(&(s, epoch)))
+                (0..nodes).all(|s| env.is_failed(s) || state.rpc_batches.contains_key(&(s, epoch)))
             };
             if complete {
                 break;
@@ -232,6 +298,10 @@ pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             let mut local_txns = 0;
             let mut all_stop = true;
             for sequencer in 0..nodes {
+                if env.is_failed(sequencer) {
+                    state.rpc_batches.remove(&(sequencer, epoch));
+                    continue;
+                }
                 if onesided {
                     let slot = env.calvin.crb_addr(sequencer, epoch);
                     let count = region.load(slot + 1);
@@ -241,7 +311,7 @@ pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                     words.resize(used, 0);
                     region.read(slot + CRB_HEADER_WORDS, &mut words);
                     local_txns += schedule_entries(
-                        &mut state, node, epoch, sequencer, sealed_ns, now, count, &words,
+                        &mut state, node, epoch, sequencer, sealed_ns, now, count, &words, &routing,
                     );
                 } else {
                     let RpcBatch {
@@ -256,6 +326,7 @@ pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                     all_stop &= stop;
                     local_txns += schedule_entries(
                         &mut state, node, epoch, sequencer, sealed_ns, now, count, &entries,
+                        &routing,
                     );
                 }
             }
@@ -272,6 +343,9 @@ pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
         worker.yield_now().await;
     }
     env.note_boundaries(worker.now_ns());
+    if let Some(failover) = worker.failover() {
+        failover.finished(node);
+    }
 }
 
 #[cfg(test)]

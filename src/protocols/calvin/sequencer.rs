@@ -43,7 +43,7 @@
 
 use super::recon::Recon;
 use super::{
-    pack_access, CalvinEnv, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_FLAG_MASK,
+    pack_access, CalvinEnv, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_FAILED, DONE_FLAG_MASK,
     DONE_UNDECLARED, DONE_USER_ABORT, ENTRY_FIXED_WORDS, INSERTED, RPC_BATCH, ST_SEQUENCE,
 };
 use crate::fabric::NodeId;
@@ -79,15 +79,31 @@ fn collect_completions<W: Workload>(env: &CalvinEnv<'_, W>, clients: &mut [Clien
         }
         let done = region.load(env.calvin.done_addr(slot as u32));
         let reported = (done & DONE_COUNT_MASK) as u32;
+        let given_up = done & DONE_FAILED != 0;
         debug_assert!(reported <= client.participants, "more reports than nodes");
-        if reported < client.participants {
+        if reported < client.participants && !given_up {
             continue;
         }
         client.busy = false;
+        if env.failover.is_some() {
+            let mut state = env.shared.lock();
+            state.in_flight[slot].busy = false;
+        }
         if env.measured(now) {
             let mut stats = env.stats.borrow_mut();
             if done & !DONE_COUNT_MASK == 0 {
                 stats.committed += 1;
+                if let Some(membership) = env.worker.membership() {
+                    let detected = membership.epoch() > 0;
+                    if now < env.fault_at_ns {
+                        stats.fault_commits.before_fault += 1;
+                    } else {
+                        stats.fault_commits.after_fault += 1;
+                        if detected {
+                            stats.fault_commits.after_detection += 1;
+                        }
+                    }
+                }
                 stats.committed_by_type[client.kind] += 1;
                 stats.per_type[client.kind].latency_ns_sum += now - client.submitted_ns;
                 stats.latency_ns.record(now - client.submitted_ns);
@@ -95,7 +111,9 @@ fn collect_completions<W: Workload>(env: &CalvinEnv<'_, W>, clients: &mut [Clien
                     client.sealed_ns - client.submitted_ns;
             } else {
                 let count = |flag: u64| (done / flag) & DONE_FLAG_MASK;
-                let reason = if count(DONE_UNDECLARED) > 0 {
+                let reason = if given_up {
+                    AbortReason::PeerFailed
+                } else if count(DONE_UNDECLARED) > 0 {
                     AbortReason::Undeclared
                 } else {
                     debug_assert!(count(DONE_USER_ABORT) > 0);
@@ -103,15 +121,18 @@ fn collect_completions<W: Workload>(env: &CalvinEnv<'_, W>, clients: &mut [Clien
                 };
                 stats.aborts[reason.index()] += 1;
                 stats.per_type[client.kind].aborted += 1;
-                if reason == AbortReason::User || !client.reconnoitred {
+                if reason == AbortReason::User
+                    || (reason == AbortReason::Undeclared && !client.reconnoitred)
+                {
                     stats.user_aborted += 1;
                     stats.per_type[client.kind].user_aborted += 1;
                 }
             }
         }
-        // A stale reconnaissance restarts the request (Deneva §3.4).
+        // A stale reconnaissance restarts the request (Deneva §3.4), and
+        // so does a failover that gave it up.
         let count = (done / DONE_UNDECLARED) & DONE_FLAG_MASK;
-        client.retry = client.reconnoitred && count > 0;
+        client.retry = (client.reconnoitred && count > 0) || given_up;
         if !client.retry {
             client.submitted_ns = now;
         }
@@ -153,6 +174,7 @@ fn well_formed<W: Workload>(
 /// The sequencer coroutine of a node.
 pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     let worker = env.worker;
+    env.enter(co);
     let node = env.shared.node;
     let nodes = env.nodes() as usize;
     let calvin = env.calvin;
@@ -181,12 +203,20 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     let mut poll = Poll::new(env.epoch_ns);
     let mut stopped = false;
     let mut epoch: u64 = 0;
+    if env.failover.is_some() {
+        let mut state = env.shared.lock();
+        state.in_flight = (0..calvin.clients)
+            .map(|_| super::failover::InFlight::default())
+            .collect();
+    }
+    let mut nodes_touched: Vec<NodeId> = Vec::new();
     'epochs: loop {
         let boundary = env.start_ns + (epoch + 1) * env.epoch_ns;
         if stopped {
             // Empty epochs go out, each once this node has scheduled the
             // one before, until some epoch saw every sequencer stopped.
             loop {
+                env.park_if_paused(co).await;
                 collect_completions(env, &mut clients);
                 env.note_boundaries(worker.now_ns());
                 let (scheduled_below, last_epoch) = {
@@ -205,6 +235,7 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             // Epoch-synchronous: the boundary, and every client's last
             // transaction complete.
             loop {
+                env.park_if_paused(co).await;
                 collect_completions(env, &mut clients);
                 let now = worker.now_ns();
                 env.note_boundaries(now);
@@ -230,6 +261,8 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             words.clear();
         }
         let stop = epoch >= env.final_epoch || sealed_ns >= env.stop_ns;
+        // The routing the entries are sealed under (`failover`).
+        let generation = env.failover.map_or(0, |f| f.generation());
         for (slot, client) in clients.iter_mut().enumerate() {
             if stopped {
                 break;
@@ -293,9 +326,11 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             );
             counter += 1;
             let id = ((node as u64) << 40) | counter;
+            // Each participant is the node serving a partition the set
+            // touches (one node may serve several after a failover).
             touched.iter_mut().for_each(|t| *t = false);
             for access in &declared {
-                touched[access.node as usize] = true;
+                touched[env.serving(access.node) as usize] = true;
             }
             client.busy = true;
             client.sealed_ns = sealed_ns;
@@ -303,11 +338,18 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             client.kind = env.workload.txn_type(&request);
             // Free slot: every report of its last transaction is in.
             env.store.region.store(calvin.done_addr(slot as u32), 0);
+            if env.failover.is_some() {
+                nodes_touched.clear();
+                nodes_touched
+                    .extend((0..nodes as NodeId).filter(|&receiver| touched[receiver as usize]));
+                let mut state = env.shared.lock();
+                state.in_flight[slot].set(id, epoch, position as u32, &nodes_touched, &declared);
+            }
             entry.clear();
             entry.extend_from_slice(&[
                 id,
                 ((node as u64) << 32) | slot as u64,
-                position,
+                ((generation as u64) << 32) | position,
                 ((declared.len() as u64) << 32) | request_words.len() as u64,
                 client.submitted_ns,
             ]);
@@ -323,18 +365,26 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             }
         }
 
-        // Deliver.
+        // Deliver, to the live nodes. Receivers may be parked by a failover
+        // meanwhile (flow control then waits for them): the recovery need
+        // not wait for this coroutine, whose rounds go out regardless.
+        let failover = worker.failover();
+        if let Some(failover) = failover {
+            failover.step_out(node, worker.now_ns());
+        }
+        let live = |receiver: NodeId| !env.is_failed(receiver);
         if onesided {
             loop {
                 let ids: Vec<_> = {
                     let mut batch = worker.slot(co).batch.borrow_mut();
                     batch.clear();
                     (0..nodes as NodeId)
+                        .filter(|&receiver| live(receiver))
                         .map(|receiver| batch.read(receiver, calvin.crb_addr(node, epoch), 1))
                         .collect()
                 };
-                // CALVIN runs without failure handling (`fault::validate` refuses
-                // faults with it), so its rounds never fail.
+                // A round fails only for a receiver declared failed, which
+                // the next round leaves out.
                 let _ = worker.submit(co).await;
                 let all_free = {
                     let batch = worker.slot(co).batch.borrow();
@@ -352,6 +402,9 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                 let slot = calvin.crb_addr(node, epoch);
                 for (receiver, (count, words)) in sub_batches.iter().enumerate() {
                     let receiver = receiver as NodeId;
+                    if !live(receiver) {
+                        continue;
+                    }
                     let mut body = Vec::with_capacity(4 + words.len());
                     body.extend_from_slice(&[*count, words.len() as u64, sealed_ns, stop as u64]);
                     body.extend_from_slice(words);
@@ -360,14 +413,16 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                 }
                 debug_assert_eq!(CRB_HEADER_WORDS, 5);
             }
-            // CALVIN runs without failure handling (`fault::validate` refuses
-            // faults with it), so its rounds never fail.
+            // Only a receiver declared failed misses it (`failover`).
             let _ = worker.submit(co).await;
         } else {
             {
                 let mut batch = worker.slot(co).batch.borrow_mut();
                 batch.clear();
                 for (receiver, (count, words)) in sub_batches.iter().enumerate() {
+                    if !live(receiver as NodeId) {
+                        continue;
+                    }
                     let mut payload = batch.payload();
                     payload.extend_from_slice(&[
                         node as u64,
@@ -380,15 +435,18 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                     batch.call(receiver as NodeId, RPC_BATCH, payload, false);
                 }
             }
-            // CALVIN runs without failure handling (`fault::validate` refuses
-            // faults with it), so its rounds never fail.
+            // Only a receiver declared failed misses it (`failover`).
             let _ = worker.submit(co).await;
+        }
+        if let Some(failover) = failover {
+            failover.step_in(node);
         }
         stopped = stop;
         epoch += 1;
     }
     // Every transaction sequenced here completes before the node stops.
     while clients.iter().any(|c| c.busy) {
+        env.park_if_paused(co).await;
         collect_completions(env, &mut clients);
         env.note_boundaries(worker.now_ns());
         if clients.iter().any(|c| c.busy) {
@@ -397,4 +455,7 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     }
     env.note_boundaries(worker.now_ns());
     worker.drain(co).await;
+    if let Some(failover) = worker.failover() {
+        failover.finished(node);
+    }
 }

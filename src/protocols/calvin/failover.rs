@@ -1,0 +1,761 @@
+//! CALVIN's failover (issue 8 item 3): what the survivors of a replicated
+//! run (`--replication 2|3`) do when the failure detector declares a node
+//! dead, so that every sequenced transaction ends the same way everywhere
+//! and the survivors' clients keep running.
+//!
+//! Calvin itself (Thomson et al. §3.1) survives failures by replicating the
+//! *input* and re-executing it deterministically on a replica. Verbena
+//! replicates CALVIN as every other protocol, by RCC §4.1's coordinator log
+//! of each participant's writes (`protocols::calvin`, *Replication*), and
+//! fails over as every other protocol does (`replication::failover`: a
+//! pause, the dead node's log records rolled forward, its partitions
+//! promoted to their first live backup, FaRM's reconfiguration, DrTM+H
+//! §5.4). What CALVIN adds is the resolution of the transactions the dead
+//! node D had a hand in, run by [`CalvinFailover`] as a
+//! `replication::RecoveryHook` while every survivor is parked:
+//!
+//! * **Committed or given up.** A transaction `T` that D sequenced or whose
+//!   set touches D's partition is *committed* if some live active
+//!   participant finished it (its part logged and installed) or D logged
+//!   its own part (a whole record in a survivor's ring, or the promoted
+//!   copy already holding a newer version of a record D writes than the
+//!   one D forwarded). Otherwise no participant installed anything (a part
+//!   installs only after its log is acknowledged, and passive parts only
+//!   read), so `T` is *given up*: every live part still scheduled is
+//!   dropped (its locks withdrawn), every live node that has not scheduled
+//!   it yet skips it (its entry carries the routing generation it was
+//!   sealed under, [`CalvinFailover::generation`]), and its origin's client
+//!   learns `DONE_FAILED` and submits the request again.
+//! * **A committed transaction finishes everywhere.** Every live active
+//!   participant needs D's records: D forwarded them before it logged or
+//!   released a lock, and with failure handling a part goes on only once
+//!   its forwards landed (`executor::start`), so a live part still missing
+//!   one of D's records proves D had neither logged nor released `T` — the
+//!   promoted copy then holds exactly the versions `T` reads, and the
+//!   recovery forwards them from it. D's writes come from the log, or when
+//!   D never logged them, from a live active participant that finished `T`:
+//!   every active participant runs the whole program, and each keeps what
+//!   it computed for the last epochs ([`Retained`]); the recovery installs
+//!   D's partition's writes from it on every live copy, and records D's
+//!   part in the history.
+//! * **Origins learn the outcome.** A live origin's client whose
+//!   transaction D had a part in gets its completion counter set: given up
+//!   (`DONE_FAILED`), or committed with D's report counted.
+//! * **After the pause** D's partition is served by its promoted backup:
+//!   sequencers deliver to live nodes only and route each access to the
+//!   node serving its partition, schedulers wait for live sequencers only,
+//!   and a node may serve two partitions.
+//!
+//! Each part of a transaction keeps the routing it was scheduled with
+//! (`Scheduled::homes`): a failover resolves every transaction it touches
+//! before anyone resumes, so a transaction scheduled before it and still
+//! running after it never involves the failed node.
+//!
+//! Where it runs: `sim` and `threads`, whose recovery reads and writes the
+//! survivors' memory directly, as for every protocol. CALVIN does not run
+//! on `ucx` at all. One failure per run: `fault::validate` refuses more.
+//!
+//! Invariants: a transaction is committed iff some part of it installed
+//! or logged a write, and then every live part finishes it; a transaction
+//! given up left no write anywhere; no part scheduled before a failover
+//! involves the failed node after it; an origin counts each transaction
+//! once.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::scheduler::Scheduled;
+use super::{
+    read_consistent, CalvinLayout, NodeShared, NodeState, DONE_COUNT_MASK, DONE_FAILED, INSERTED,
+    MISSING, RING,
+};
+use crate::check::history::SECONDARY_ENTRY;
+use crate::check::{History, Item};
+use crate::fabric::NodeId;
+use crate::replication::recovery::{self, apply_on};
+use crate::replication::ring::LoggedWrite;
+use crate::replication::{RecoveryHook, Replication};
+use crate::store::{NodeStore, TableId};
+use crate::txn::{IndexOp, TxnCx};
+use crate::workloads::Declared;
+
+/// The bits of a log record's transaction id below its node and worker
+/// (`txn::ids`): a CALVIN part puts its transaction's id there.
+const PLACE_BITS: u32 = 44;
+
+/// The transaction id a CALVIN part's log records carry: the writing node
+/// and worker (the ring's owner, as `replication` reads it back) above the
+/// transaction's own id (`sequencer << 40 | counter`, the counter cut to
+/// 32 bits), so a recovery knows which transaction a record belongs to.
+pub fn log_txn_id(node: NodeId, worker: u16, id: u64) -> u64 {
+    let sequencer = id >> 40;
+    debug_assert!(sequencer < 1 << 12);
+    debug_assert!(
+        id & ((1 << 40) - 1) < 1 << 32,
+        "a sequencer counter past 2^32"
+    );
+    let place = (sequencer << 32) | (id & 0xffff_ffff);
+    ((node as u64) << (PLACE_BITS + 8)) | ((worker as u64 & 0xff) << PLACE_BITS) | place
+}
+
+/// The CALVIN transaction id inside a log record's id ([`log_txn_id`]).
+pub fn calvin_id_of_log(txn_id: u64) -> u64 {
+    let place = txn_id & ((1 << PLACE_BITS) - 1);
+    ((place >> 32) << 40) | (place & 0xffff_ffff)
+}
+
+/// One access of a [`Retained`] part.
+#[derive(Clone, Copy, Debug)]
+pub struct RetainedItem {
+    pub table: TableId,
+    pub partition: NodeId,
+    pub key: u64,
+    pub write: bool,
+    /// A row the program inserted (installed by the home node only).
+    pub inserted: bool,
+    /// The version the program read (`MISSING`: absent).
+    pub seq: u64,
+    /// Where its record's words start in [`Retained::records`] (writes).
+    pub record_at: usize,
+}
+
+/// What an active participant computed for a transaction it finished, kept
+/// (with failure handling only) for the epochs a failed participant may
+/// still have been running it: every access with the version read and
+/// every write's new record.
+#[derive(Clone, Debug)]
+pub struct Retained {
+    pub epoch: u64,
+    pub sequencer: NodeId,
+    pub id: u64,
+    pub origin: NodeId,
+    /// The program aborted: nothing was written.
+    pub aborted: bool,
+    /// The workload's type of the request, and the program's note.
+    pub txn_type: u8,
+    pub note: i64,
+    pub items: Vec<RetainedItem>,
+    pub records: Vec<u64>,
+    /// The ordered-index changes the program made (applied by the home).
+    pub index_ops: Vec<IndexOp>,
+}
+
+impl Retained {
+    /// What `cx` (whose program ran for `txn`) computed.
+    pub fn of_part(
+        txn: &Scheduled,
+        cx: &TxnCx<'_>,
+        aborted: bool,
+        txn_type: u8,
+        note: i64,
+    ) -> Retained {
+        let mut items = Vec::with_capacity(cx.accesses.len());
+        let mut records = Vec::new();
+        for (index, access) in cx.accesses.iter().enumerate() {
+            let record_at = records.len();
+            if access.write && !aborted {
+                records.extend_from_slice(cx.record(index));
+            }
+            items.push(RetainedItem {
+                table: access.table,
+                partition: access.partition,
+                key: access.key,
+                write: access.write && !aborted,
+                inserted: access.meta == INSERTED,
+                seq: access.seq,
+                record_at,
+            });
+        }
+        Retained {
+            epoch: txn.epoch,
+            sequencer: txn.sequencer,
+            id: txn.id,
+            origin: txn.origin,
+            aborted,
+            txn_type,
+            note,
+            items,
+            records,
+            index_ops: if aborted {
+                Vec::new()
+            } else {
+                cx.index_ops.clone()
+            },
+        }
+    }
+}
+
+/// Drops what no failover can need any more: parts of epochs every node
+/// finished long ago (no node starts epoch `e + RING` before every node
+/// finished `e`, so a node past `e + 2·RING` knows every part of `e` ended).
+pub fn prune_retained(state: &mut NodeState) {
+    while state
+        .retained
+        .front()
+        .is_some_and(|r| r.epoch + 2 * RING < state.done_below)
+    {
+        state.retained.pop_front();
+    }
+}
+
+/// An origin's client transaction in flight (with failure handling only).
+#[derive(Clone, Debug, Default)]
+pub struct InFlight {
+    pub busy: bool,
+    pub id: u64,
+    pub epoch: u64,
+    pub position: u32,
+    /// The participants it was sealed with (the nodes serving its
+    /// partitions then).
+    pub nodes: Vec<NodeId>,
+    /// The partitions its set touches.
+    pub partitions: Vec<NodeId>,
+}
+
+impl InFlight {
+    pub fn set(
+        &mut self,
+        id: u64,
+        epoch: u64,
+        position: u32,
+        nodes: &[NodeId],
+        declared: &[Declared],
+    ) {
+        self.busy = true;
+        self.id = id;
+        self.epoch = epoch;
+        self.position = position;
+        self.nodes.clear();
+        self.nodes.extend_from_slice(nodes);
+        self.partitions.clear();
+        for access in declared {
+            if !self.partitions.contains(&access.node) {
+                self.partitions.push(access.node);
+            }
+        }
+    }
+}
+
+/// What CALVIN's recoveries did (added to the report's `recovery`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CalvinResolution {
+    /// Transactions the failed node had a hand in that the recovery
+    /// finished: live parts still to run, or writes of the failed node's
+    /// part the promoted copy lacked.
+    pub committed: u64,
+    /// Transactions given up (their clients submit them again).
+    pub given_up: u64,
+    /// Records the recovery forwarded from a promoted copy.
+    pub records_forwarded: u64,
+    /// Writes of the failed node installed from a survivor's computation.
+    pub writes_installed: u64,
+}
+
+/// A run's CALVIN failover: shared by every node on `sim` and `threads`.
+pub struct CalvinFailover {
+    shared: Arc<[NodeShared]>,
+    stores: Vec<Arc<NodeStore>>,
+    calvin: CalvinLayout,
+    replication: Arc<Replication>,
+    onesided_forwards: bool,
+    generation: AtomicU32,
+    /// The transactions whose whole log records the failed nodes left in
+    /// the survivors' rings (found before they are rolled forward).
+    dead_logged: Mutex<HashSet<u64>>,
+    /// The failed nodes' parts the recoveries recorded.
+    history: Mutex<History>,
+    resolution: Mutex<CalvinResolution>,
+    /// Ordered-index changes of failed homes the recovery took from a
+    /// survivor's computation, for the first executor to apply
+    /// ([`CalvinFailover::apply_index_ops`]).
+    index_ops: Mutex<Vec<(NodeId, Vec<IndexOp>)>>,
+    index_ops_pending: AtomicBool,
+}
+
+/// One transaction the failed nodes had a hand in, as the survivors hold
+/// it.
+struct Case {
+    /// Its live parts still scheduled: `(node, slab index)`.
+    parts: Vec<(NodeId, usize)>,
+    /// A live active part that finished it: `(node, index in retained)`.
+    retained: Option<(NodeId, usize)>,
+    committed: bool,
+}
+
+impl CalvinFailover {
+    pub fn new(
+        shared: Arc<[NodeShared]>,
+        stores: Vec<Arc<NodeStore>>,
+        calvin: CalvinLayout,
+        replication: Arc<Replication>,
+        onesided_forwards: bool,
+    ) -> CalvinFailover {
+        CalvinFailover {
+            shared,
+            stores,
+            calvin,
+            replication,
+            onesided_forwards,
+            generation: AtomicU32::new(0),
+            dead_logged: Mutex::new(HashSet::new()),
+            history: Mutex::new(History::new()),
+            resolution: Mutex::new(CalvinResolution::default()),
+            index_ops: Mutex::new(Vec::new()),
+            index_ops_pending: AtomicBool::new(false),
+        }
+    }
+
+    /// Applies, through `apply(home, ops)` (the workload's
+    /// `at_commit_point`), the ordered-index changes a recovery took for a
+    /// failed home; at once if there are none. Every executor calls it
+    /// before taking work, and the others wait while one applies.
+    pub fn apply_index_ops(&self, apply: impl Fn(NodeId, &[IndexOp])) {
+        if !self.index_ops_pending.load(Ordering::Acquire) {
+            return;
+        }
+        let mut pending = self.index_ops.lock().unwrap_or_else(|p| p.into_inner());
+        for (home, ops) in pending.drain(..) {
+            apply(home, &ops);
+        }
+        self.index_ops_pending.store(false, Ordering::Release);
+    }
+
+    /// The routing generation: how many failovers have completed. A
+    /// sequencer seals each entry with it.
+    #[inline]
+    pub fn generation(&self) -> u32 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The failed nodes' parts the recoveries recorded (merged into the
+    /// run's history with the survivors' parts).
+    pub fn take_history(&self) -> History {
+        std::mem::take(&mut *self.history.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub fn resolution(&self) -> CalvinResolution {
+        *self.resolution.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The sequence number of the record forwarded to `node` for access `k`
+    /// of `txn`, if it has arrived there.
+    fn forwarded_seq(
+        &self,
+        state: &NodeState,
+        node: NodeId,
+        txn: &Scheduled,
+        k: usize,
+    ) -> Option<u64> {
+        if self.onesided_forwards {
+            let block = txn.homes[..k].iter().filter(|&&h| h != node).count() as u32;
+            let addr = self
+                .calvin
+                .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
+            let region = &self.stores[node as usize].region;
+            (region.load(addr) == txn.epoch + 1).then(|| region.load(addr + 1))
+        } else {
+            let (_, words) = state
+                .forwards
+                .get(&(txn.epoch, txn.sequencer, txn.position))?;
+            let mut at = 0;
+            while at < words.len() {
+                let j = words[at] as usize;
+                if j == k {
+                    return Some(words[at + 1]);
+                }
+                let table = self.stores[node as usize]
+                    .layout
+                    .table(txn.accesses[j].table);
+                at += 2 + table.record_words as usize;
+            }
+            None
+        }
+    }
+
+    /// Forwards to `node`, for access `k` of `txn`, the record as the
+    /// promoted copy of its partition holds it.
+    fn forward_from_promoted(
+        &self,
+        state: &mut NodeState,
+        node: NodeId,
+        txn: &Scheduled,
+        k: usize,
+    ) {
+        let access = txn.accesses[k];
+        let promoted = self.replication.serving(access.node);
+        let store = &self.stores[promoted as usize];
+        let words = store.layout.table(access.table).record_words as usize;
+        let mut value = vec![0u64; 1 + words];
+        value[0] = read_consistent(store, access.table, access.key, &mut value[1..]);
+        if self.onesided_forwards {
+            let block = txn.homes[..k].iter().filter(|&&h| h != node).count() as u32;
+            let addr = self
+                .calvin
+                .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
+            let region = &self.stores[node as usize].region;
+            region.write(addr + 1, &value);
+            region.store(addr, txn.epoch + 1);
+        } else {
+            let entry = state
+                .forwards
+                .entry((txn.epoch, txn.sequencer, txn.position))
+                .or_default();
+            entry.0 += 1;
+            entry.1.push(k as u64);
+            entry.1.extend_from_slice(&value);
+        }
+    }
+
+    /// Whether a failed node logged its part of the transaction that `parts`
+    /// still run: the promoted copy holds a newer version of a record it
+    /// writes than the one it forwarded.
+    fn logged_by_versions(
+        &self,
+        states: &[Option<MutexGuard<'_, NodeState>>],
+        parts: &[(NodeId, usize)],
+        failed: &[NodeId],
+    ) -> bool {
+        for &(node, index) in parts {
+            let state = states[node as usize].as_ref().expect("a live node");
+            let txn = state.txns[index].as_ref().expect("a scheduled part");
+            for (k, access) in txn.accesses.iter().enumerate() {
+                if !access.write || !failed.contains(&txn.homes[k]) {
+                    continue;
+                }
+                let Some(read) = self.forwarded_seq(state, node, txn, k) else {
+                    continue;
+                };
+                let promoted = &self.stores[self.replication.serving(access.node) as usize];
+                let now = promoted
+                    .lookup(access.table, access.key)
+                    .map_or(MISSING, |slot| promoted.seq(access.table, slot));
+                if read != MISSING && now != MISSING && now > read {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Installs the failed partitions' writes `retained` computed on every
+    /// live copy of them, and records the failed nodes' part of it.
+    /// Returns how many of the writes the promoted copies lacked.
+    fn install_retained(&self, retained: &Retained, failed: &[NodeId], live: &[NodeId]) -> u64 {
+        let placement = self.replication.placement;
+        let mut installed = 0;
+        let mut reads = Vec::new();
+        let mut writes = Vec::new();
+        for item in &retained.items {
+            if !failed.contains(&item.partition) {
+                continue;
+            }
+            if item.seq != MISSING {
+                reads.push(Item {
+                    table: item.table,
+                    key: item.key,
+                    seq: item.seq,
+                });
+            }
+            if !item.write {
+                continue;
+            }
+            let seq = if item.seq == MISSING { 0 } else { item.seq } + 1;
+            let words = self.stores[0].layout.table(item.table).record_words as usize;
+            let promoted = &self.stores[self.replication.serving(item.partition) as usize];
+            let newer = promoted
+                .lookup(item.table, item.key)
+                .is_none_or(|slot| promoted.seq(item.table, slot) < seq);
+            let write = LoggedWrite {
+                table: item.table,
+                partition: item.partition,
+                key: item.key,
+                seq,
+                record: &retained.records[item.record_at..item.record_at + words],
+            };
+            for &node in live {
+                if placement.copy_on(node, item.partition).is_some() {
+                    apply_on(&self.stores[node as usize], &placement, &write);
+                }
+            }
+            installed += newer as u64;
+            writes.push(Item {
+                table: item.table,
+                key: item.key,
+                seq,
+            });
+        }
+        // The type and note ride on the designated part (`executor`): a
+        // failed node's, if it was the lowest writer.
+        let writers = retained
+            .items
+            .iter()
+            .filter(|i| i.write && !i.inserted)
+            .map(|i| i.partition)
+            .min();
+        let designated = writers.or_else(|| retained.items.iter().map(|i| i.partition).min());
+        let kind = match designated {
+            Some(node) if failed.contains(&node) && !retained.aborted => retained.txn_type,
+            _ => SECONDARY_ENTRY,
+        };
+        let note = if kind == SECONDARY_ENTRY {
+            0
+        } else {
+            retained.note
+        };
+        self.history
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_noted(retained.id, retained.origin, kind, note, &reads, &writes);
+        installed
+    }
+
+    /// Drops a live part of a transaction given up: its lock requests are
+    /// withdrawn (granting what waited behind them) and it leaves every
+    /// queue.
+    fn drop_part(&self, state: &mut NodeState, node: NodeId, index: usize) {
+        let txn = state.txns[index].take().expect("a scheduled part");
+        let mut granted = Vec::new();
+        for (access, &home) in txn.accesses.iter().zip(&txn.homes) {
+            if home == node {
+                state
+                    .locks
+                    .withdraw(access.table, access.key, index, &mut granted);
+            }
+        }
+        state.ready.retain(|&i| i != index);
+        state.parked.retain(|&i| i != index);
+        for other in granted {
+            if let Some(waiting) = state.txns[other].as_mut() {
+                debug_assert!(waiting.locks_pending > 0);
+                waiting.locks_pending -= 1;
+                if waiting.locks_pending == 0 {
+                    state.ready.push_back(other);
+                }
+            }
+        }
+        state
+            .forwards
+            .remove(&(txn.epoch, txn.sequencer, txn.position));
+        let left = &mut state.epoch_left[(txn.epoch % RING) as usize];
+        debug_assert!(*left > 0);
+        *left -= 1;
+        state.free.push(index);
+    }
+
+    /// Resolves every transaction the `failed` nodes had a hand in (see the
+    /// module docs). Runs with every survivor parked.
+    fn resolve(&self, failed: &[NodeId]) -> CalvinResolution {
+        let nodes = self.shared.len() as NodeId;
+        let live: Vec<NodeId> = (0..nodes).filter(|n| !failed.contains(n)).collect();
+        let mut states: Vec<Option<MutexGuard<'_, NodeState>>> = (0..nodes)
+            .map(|n| (!failed.contains(&n)).then(|| self.shared[n as usize].lock()))
+            .collect();
+        let touches_failed = |sequencer: NodeId, mut partitions: std::slice::Iter<'_, NodeId>| {
+            failed.contains(&sequencer) || partitions.any(|p| failed.contains(p))
+        };
+        let dead_logged =
+            std::mem::take(&mut *self.dead_logged.lock().unwrap_or_else(|p| p.into_inner()));
+
+        // The transactions concerned, as the survivors hold them.
+        let mut cases: HashMap<u64, Case> = HashMap::new();
+        for &node in &live {
+            let state = states[node as usize].as_ref().expect("a live node");
+            for (index, txn) in state.txns.iter().enumerate() {
+                let Some(txn) = txn else { continue };
+                if touches_failed(txn.sequencer, txn.homes.iter()) {
+                    cases
+                        .entry(txn.id)
+                        .or_insert_with(|| Case {
+                            parts: Vec::new(),
+                            retained: None,
+                            committed: false,
+                        })
+                        .parts
+                        .push((node, index));
+                }
+            }
+            for (at, retained) in state.retained.iter().enumerate() {
+                let partitions: Vec<NodeId> = retained.items.iter().map(|i| i.partition).collect();
+                if touches_failed(retained.sequencer, partitions.iter()) {
+                    cases
+                        .entry(retained.id)
+                        .or_insert_with(|| Case {
+                            parts: Vec::new(),
+                            retained: None,
+                            committed: false,
+                        })
+                        .retained = Some((node, at));
+                }
+            }
+        }
+
+        let mut resolution = CalvinResolution::default();
+        let mut ids: Vec<u64> = cases.keys().copied().collect();
+        ids.sort_unstable();
+        for id in &ids {
+            let case = cases.get_mut(id).expect("listed");
+            case.committed = case.retained.is_some()
+                || dead_logged.contains(id)
+                || self.logged_by_versions(&states, &case.parts, failed);
+            if case.committed {
+                let mut finished_here = !case.parts.is_empty();
+                for &(node, index) in &case.parts {
+                    let state = states[node as usize].as_mut().expect("a live node");
+                    debug_assert!(
+                        state.parked.contains(&index),
+                        "a committed transaction's live part has not forwarded yet"
+                    );
+                    let txn = state.txns[index].take().expect("a scheduled part");
+                    for k in 0..txn.accesses.len() {
+                        if failed.contains(&txn.homes[k])
+                            && self.forwarded_seq(state, node, &txn, k).is_none()
+                        {
+                            self.forward_from_promoted(state, node, &txn, k);
+                            resolution.records_forwarded += 1;
+                        }
+                    }
+                    state.txns[index] = Some(txn);
+                }
+                if let Some((node, at)) = case.retained {
+                    let state = states[node as usize].as_ref().expect("a live node");
+                    let retained = state.retained[at].clone();
+                    let installed = self.install_retained(&retained, failed, &live);
+                    resolution.writes_installed += installed;
+                    finished_here |= installed > 0;
+                    // The promoted copy lacked the failed home's writes: it
+                    // never reached its commit point, where it would have
+                    // changed its ordered indexes (`executor`).
+                    if installed > 0
+                        && failed.contains(&retained.origin)
+                        && !retained.index_ops.is_empty()
+                    {
+                        self.index_ops
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push((retained.origin, retained.index_ops.clone()));
+                        self.index_ops_pending.store(true, Ordering::Release);
+                    }
+                }
+                resolution.committed += finished_here as u64;
+            } else {
+                resolution.given_up += 1;
+                for &(node, index) in &case.parts {
+                    let state = states[node as usize].as_mut().expect("a live node");
+                    self.drop_part(state, node, index);
+                }
+            }
+        }
+        for &node in &live {
+            let state = states[node as usize].as_mut().expect("a live node");
+            state.advance(&self.stores[node as usize], &self.calvin);
+        }
+
+        // The live origins' clients.
+        for &origin in &live {
+            let scheduled_below: Vec<u64> = (0..nodes)
+                .map(|n| states[n as usize].as_ref().map_or(0, |s| s.scheduled_below))
+                .collect();
+            let state = states[origin as usize].as_mut().expect("a live node");
+            let region = &self.stores[origin as usize].region;
+            for (slot, flight) in state.in_flight.iter().enumerate() {
+                if !flight.busy || !touches_failed(origin, flight.partitions.iter()) {
+                    continue;
+                }
+                let addr = self.calvin.done_addr(slot as u32);
+                let done = region.load(addr);
+                let participants = flight.nodes.len() as u64;
+                let given_up = DONE_FAILED | participants;
+                let counted = |remaining: usize| {
+                    (done & !DONE_COUNT_MASK) | (participants - remaining as u64)
+                };
+                let value = match cases.get(&flight.id) {
+                    Some(case) if case.committed => counted(case.parts.len()),
+                    Some(_) => given_up,
+                    None => {
+                        let unscheduled = flight.nodes.iter().any(|&n| {
+                            !failed.contains(&n) && scheduled_below[n as usize] <= flight.epoch
+                        });
+                        if unscheduled {
+                            // Scheduled nowhere it was not yet: not
+                            // committed, and skipped from now on.
+                            resolution.given_up += 1;
+                            given_up
+                        } else if done & DONE_COUNT_MASK >= participants {
+                            done
+                        } else if dead_logged.contains(&flight.id) {
+                            resolution.committed += 1;
+                            counted(0)
+                        } else {
+                            resolution.given_up += 1;
+                            given_up
+                        }
+                    }
+                };
+                region.store(addr, value);
+            }
+        }
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        resolution
+    }
+}
+
+impl RecoveryHook for CalvinFailover {
+    fn before(&self, failed: &[NodeId]) {
+        let mut logged = self.dead_logged.lock().unwrap_or_else(|p| p.into_inner());
+        for store in self.stores.iter().filter(|s| !failed.contains(&s.node)) {
+            for record in recovery::dead_records(&self.replication, store, failed) {
+                logged.insert(calvin_id_of_log(record.txn_id));
+            }
+        }
+    }
+
+    fn after(&self, failed: &[NodeId]) -> (u64, u64) {
+        let resolution = self.resolve(failed);
+        let mut total = self.resolution.lock().unwrap_or_else(|p| p.into_inner());
+        total.committed += resolution.committed;
+        total.given_up += resolution.given_up;
+        total.records_forwarded += resolution.records_forwarded;
+        total.writes_installed += resolution.writes_installed;
+        (resolution.committed, resolution.given_up)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_record_id_names_its_writer_and_its_transaction() {
+        let id = (7u64 << 40) | 123_456;
+        let txn_id = log_txn_id(3, 5, id);
+        assert_eq!(crate::txn::ids::node_of_txn(txn_id), 3);
+        assert_eq!((txn_id >> (crate::txn::ids::COUNTER_BITS + 8)) & 0xff, 5);
+        assert_eq!(calvin_id_of_log(txn_id), id);
+        let last = (4095u64 << 40) | 0xffff_ffff;
+        assert_eq!(calvin_id_of_log(log_txn_id(4095, 255, last)), last);
+    }
+
+    #[test]
+    fn old_parts_are_pruned_once_every_node_is_far_past_them() {
+        let shared = NodeShared::new(0);
+        let mut state = shared.lock();
+        for epoch in 0..20 {
+            state.retained.push_back(Retained {
+                epoch,
+                sequencer: 0,
+                id: epoch,
+                origin: 0,
+                aborted: false,
+                txn_type: 0,
+                note: 0,
+                items: Vec::new(),
+                records: Vec::new(),
+                index_ops: Vec::new(),
+            });
+        }
+        state.done_below = 12;
+        prune_retained(&mut state);
+        assert_eq!(state.retained.front().map(|r| r.epoch), Some(12 - 2 * RING));
+    }
+}
