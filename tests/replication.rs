@@ -481,32 +481,42 @@ fn calvin_participants_log_their_own_partitions_writes_only_when_replicated() {
     );
 }
 
-/// CALVIN replicates but has no failover: a run with a crash is refused
-/// before it starts, saying so and what runs instead.
+/// CALVIN fails over only from a backup (a sequenced transaction cannot
+/// abort) and one crash per run: anything else is refused before the run
+/// starts, saying what is allowed (`tests/failover.rs` runs the failover).
 #[test]
-fn calvin_with_a_fault_is_refused_with_what_is_missing() {
-    for replication in [1, 2, 3] {
-        let mut config = calvin_replicated(
-            FabricKind::Sim,
-            WorkloadKind::Ycsb,
-            Primitive::OneSided,
-            Primitive::OneSided,
-            replication,
-            1,
-        );
-        config.faults = vec![verbena::fault::RunFault::Crash {
-            node: 1,
-            at_s: 0.002,
-        }];
-        let error = engine::run(&config)
-            .err()
-            .expect("calvin with --fault")
-            .to_string();
-        assert!(
-            error.contains("--fault is not supported with protocol calvin")
-                && error.contains("--replication 2 or 3")
-                && error.contains("run calvin without --fault"),
-            "r={replication}: {error}"
-        );
-    }
+fn calvin_with_a_fault_it_cannot_fail_over_is_refused() {
+    let mut config = calvin_replicated(
+        FabricKind::Sim,
+        WorkloadKind::Ycsb,
+        Primitive::OneSided,
+        Primitive::OneSided,
+        1,
+        1,
+    );
+    config.faults = vec![verbena::fault::RunFault::Crash {
+        node: 1,
+        at_s: 0.002,
+    }];
+    let error = engine::run(&config)
+        .err()
+        .expect("calvin with --fault and replication 1")
+        .to_string();
+    assert!(
+        error.contains("protocol calvin needs --replication 2 or 3"),
+        "{error}"
+    );
+    config.replication = 2;
+    config.faults.push(verbena::fault::RunFault::Crash {
+        node: 2,
+        at_s: 0.003,
+    });
+    let error = engine::run(&config)
+        .err()
+        .expect("calvin with two crashes")
+        .to_string();
+    assert!(
+        error.contains("allowed: exactly one crash:NODE@SECONDS"),
+        "{error}"
+    );
 }
