@@ -62,7 +62,20 @@ fn crash_and_check(protocol: ProtocolKind, log: Primitive, replication: u32, see
         protocol.name(),
         log.name()
     );
-    let report = engine::run(&config)
+    let recovery = run_and_check_failover(&config, node, &what);
+    assert!(recovery.headers_reset > 0, "{what}");
+}
+
+/// Runs `config` (a `sim` run in which `node` crashes) and checks what a
+/// user relies on: the checker's verdict on the whole run, the detection,
+/// a failover within the run to the partition's first live backup, the
+/// survivors committing after it, and nothing left waiting at the end.
+fn run_and_check_failover(
+    config: &Config,
+    node: u32,
+    what: &str,
+) -> verbena::fault::RecoveryReport {
+    let report = engine::run(config)
         .unwrap_or_else(|e| panic!("{what}: {e}"))
         .report;
     let check = report.check.as_ref().expect("checked");
@@ -70,7 +83,7 @@ fn crash_and_check(protocol: ProtocolKind, log: Primitive, replication: u32, see
     assert!(check.invariants_ok, "{what}: {check:?}");
     let recovery = report
         .recovery
-        .as_ref()
+        .clone()
         .expect("a fault run reports recovery");
     let fault = &recovery.faults[0];
     assert!(fault.detection_s.is_some(), "{what}: not detected");
@@ -83,7 +96,6 @@ fn crash_and_check(protocol: ProtocolKind, log: Primitive, replication: u32, see
     );
     // The failed partition is served by its first live backup.
     assert_eq!(recovery.promoted, vec![(node, (node + 1) % 3)], "{what}");
-    assert!(recovery.headers_reset > 0, "{what}");
     // The survivors keep running, through the failed partition too, and
     // nothing waits until the give-up margin.
     assert!(recovery.committed_before_fault > 0, "{what}");
@@ -93,6 +105,7 @@ fn crash_and_check(protocol: ProtocolKind, log: Primitive, replication: u32, see
     );
     assert_eq!(recovery.abandoned_rounds, 0, "{what}: {recovery:?}");
     assert_eq!(report.sim.as_ref().unwrap().stuck_workers, 0, "{what}");
+    recovery
 }
 
 fn protocols() -> Vec<ProtocolKind> {
@@ -168,37 +181,55 @@ fn smallbank_keeps_its_money_through_a_failover() {
     assert!(recovery.committed_after_detection > 0, "{recovery:?}");
 }
 
-#[test]
-fn a_failover_on_threads_keeps_every_partition_serving() {
+/// A 3-node `threads` run of `protocol` with replication 2 in which node
+/// `crashed` dies 0.2 s in: checked, failed over to its backup, and the
+/// survivors go on committing, with either primitive.
+fn threads_failover(protocol: ProtocolKind, crashed: u32, calvin_epoch_us: u64) {
     let mut config = Config {
         fabric: FabricKind::Threads,
         nodes: 3,
         workers: 1,
         coroutines: 4,
-        protocol: ProtocolKind::Occ,
+        protocol,
         replication: 2,
         duration_s: 0.6,
         warmup_s: 0.05,
         check: true,
-        faults: vec![RunFault::Crash { node: 2, at_s: 0.2 }],
+        faults: vec![RunFault::Crash {
+            node: crashed,
+            at_s: 0.2,
+        }],
         ..Config::default()
     };
+    config.protocol_options.calvin_epoch_us = calvin_epoch_us;
     config.ycsb.rows_per_node = 2_000;
     config.ycsb.compute_us = 0.0;
     for primitive in [Primitive::OneSided, Primitive::Rpc] {
         config.primitive = primitive;
+        let what = format!("{} {}", protocol.name(), primitive.name());
         let report = engine::run(&config).unwrap().report;
         let check = report.check.as_ref().unwrap();
-        assert!(check.serializable && check.invariants_ok, "{check:?}");
+        assert!(
+            check.serializable && check.invariants_ok,
+            "{what}: {check:?}"
+        );
         let recovery = report.recovery.unwrap();
-        assert!(recovery.recovery_time_s.is_some(), "{recovery:?}");
+        assert!(recovery.recovery_time_s.is_some(), "{what}: {recovery:?}");
         assert_eq!(
             recovery.promoted,
-            vec![(2, 0)],
-            "the backup of partition 2 is node 0"
+            vec![(crashed, (crashed + 1) % 3)],
+            "{what}: the backup of partition {crashed} is the next node"
         );
-        assert!(recovery.committed_after_detection > 0, "{recovery:?}");
+        assert!(
+            recovery.committed_after_detection > 0,
+            "{what}: {recovery:?}"
+        );
     }
+}
+
+#[test]
+fn a_failover_on_threads_keeps_every_partition_serving() {
+    threads_failover(ProtocolKind::Occ, 2, 5_000);
 }
 
 #[test]
@@ -287,32 +318,7 @@ fn calvin_crash_and_check(
         "calvin {workload:?} log={} r={replication} seed {seed} crash:{node}@{at_s}",
         log.name()
     );
-    let report = engine::run(&config)
-        .unwrap_or_else(|e| panic!("{what}: {e}"))
-        .report;
-    let check = report.check.as_ref().expect("checked");
-    assert!(check.serializable, "{what}: {check:?}");
-    assert!(check.invariants_ok, "{what}: {check:?}");
-    let recovery = report
-        .recovery
-        .as_ref()
-        .expect("a fault run reports recovery");
-    assert!(
-        recovery.faults[0].detection_s.is_some(),
-        "{what}: not detected"
-    );
-    assert!(
-        recovery.recovery_time_s.is_some(),
-        "{what}: no failover completed during the run: {recovery:?}"
-    );
-    assert_eq!(recovery.promoted, vec![(node, (node + 1) % 3)], "{what}");
-    assert!(recovery.committed_before_fault > 0, "{what}");
-    assert!(
-        recovery.committed_after_detection > 0,
-        "{what}: survivors stopped committing: {recovery:?}"
-    );
-    assert_eq!(recovery.abandoned_rounds, 0, "{what}: {recovery:?}");
-    assert_eq!(report.sim.as_ref().unwrap().stuck_workers, 0, "{what}");
+    let recovery = run_and_check_failover(&config, node, &what);
     CalvinOutcome {
         finished: recovery.sequenced_finished_count,
         given_up: recovery.sequenced_given_up_count,
@@ -400,30 +406,5 @@ fn a_calvin_failover_is_deterministic_on_sim() {
 
 #[test]
 fn a_calvin_failover_on_threads_keeps_every_partition_serving() {
-    let mut config = Config {
-        fabric: FabricKind::Threads,
-        nodes: 3,
-        workers: 1,
-        coroutines: 4,
-        protocol: ProtocolKind::Calvin,
-        replication: 2,
-        duration_s: 0.6,
-        warmup_s: 0.05,
-        check: true,
-        faults: vec![RunFault::Crash { node: 1, at_s: 0.2 }],
-        ..Config::default()
-    };
-    config.protocol_options.calvin_epoch_us = 1_000;
-    config.ycsb.rows_per_node = 2_000;
-    config.ycsb.compute_us = 0.0;
-    for primitive in [Primitive::OneSided, Primitive::Rpc] {
-        config.primitive = primitive;
-        let report = engine::run(&config).unwrap().report;
-        let check = report.check.as_ref().unwrap();
-        assert!(check.serializable && check.invariants_ok, "{check:?}");
-        let recovery = report.recovery.unwrap();
-        assert!(recovery.recovery_time_s.is_some(), "{recovery:?}");
-        assert_eq!(recovery.promoted, vec![(1, 2)], "the backup of partition 1");
-        assert!(recovery.committed_after_detection > 0, "{recovery:?}");
-    }
+    threads_failover(ProtocolKind::Calvin, 1, 1_000);
 }

@@ -353,15 +353,9 @@ fn attach_faults(
     stop_ns: u64,
 ) -> Worker {
     match faults {
-        Some(faults) => faults.run.attach(
-            worker,
-            layout
-                .heartbeat_addr
-                .expect("a detector run has a heartbeat"),
-            config.nodes,
-            (config.duration_s * 1e9) as u64,
-            stop_ns,
-        ),
+        Some(faults) => faults
+            .run
+            .attach_in_process(worker, layout, config, stop_ns),
         None => worker,
     }
 }

@@ -571,15 +571,7 @@ fn run_threads<P: Protocol, W: Workload>(
                         let start = start_ns.load(Ordering::SeqCst);
                         let end = start + warmup_ns + duration_ns;
                         if let Some(faults) = faults {
-                            worker = faults.attach(
-                                worker,
-                                layout
-                                    .heartbeat_addr
-                                    .expect("a detector run has a heartbeat"),
-                                config.nodes,
-                                duration_ns,
-                                end,
-                            );
+                            worker = faults.attach_in_process(worker, layout, config, end);
                         }
                         let env = CoroutineEnv {
                             worker: &worker,

@@ -161,15 +161,7 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
                 fabric.endpoint(node_of(index), (index % workers_per_node as usize) as u16);
             let worker = Worker::new(Box::new(endpoint), config.coroutines as usize);
             match faults {
-                Some(faults) => faults.attach(
-                    worker,
-                    layout
-                        .heartbeat_addr
-                        .expect("a detector run has a heartbeat"),
-                    config.nodes,
-                    (config.duration_s * 1e9) as u64,
-                    end_ns,
-                ),
+                Some(faults) => faults.attach_in_process(worker, layout, config, end_ns),
                 None => worker,
             }
         })

@@ -667,6 +667,26 @@ impl FaultRun {
         worker
     }
 
+    /// [`FaultRun::attach`] for an in-process run (`sim`, `threads`) of
+    /// `config` whose store layout is `layout`; `end_ns` as there.
+    pub fn attach_in_process(
+        &self,
+        worker: Worker,
+        layout: &crate::store::StoreLayout,
+        config: &Config,
+        end_ns: u64,
+    ) -> Worker {
+        self.attach(
+            worker,
+            layout
+                .heartbeat_addr
+                .expect("a detector run has a heartbeat"),
+            config.nodes,
+            (config.duration_s * 1e9) as u64,
+            end_ns,
+        )
+    }
+
     /// Whether `node` crashed during the run.
     pub fn crashed(&self, node: usize) -> bool {
         self.crash_after_ns[node] != u64::MAX

@@ -67,8 +67,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::scheduler::Scheduled;
 use super::{
-    read_consistent, CalvinLayout, NodeShared, NodeState, DONE_COUNT_MASK, DONE_FAILED, INSERTED,
-    MISSING, RING,
+    read_consistent, CalvinLayout, NodeShared, NodeState, DONE_COUNT_MASK, DONE_FAILED, MISSING,
+    RING,
 };
 use crate::check::history::SECONDARY_ENTRY;
 use crate::check::{History, Item};
@@ -111,9 +111,9 @@ pub struct RetainedItem {
     pub table: TableId,
     pub partition: NodeId,
     pub key: u64,
+    /// Written (a row the program inserted is written too: by the home
+    /// node only, which is its partition's).
     pub write: bool,
-    /// A row the program inserted (installed by the home node only).
-    pub inserted: bool,
     /// The version the program read (`MISSING`: absent).
     pub seq: u64,
     /// Where its record's words start in [`Retained::records`] (writes).
@@ -135,6 +135,9 @@ pub struct Retained {
     /// The workload's type of the request, and the program's note.
     pub txn_type: u8,
     pub note: i64,
+    /// The node whose part carries the type and note in the history
+    /// (`executor::designated_node`).
+    pub designated: Option<NodeId>,
     pub items: Vec<RetainedItem>,
     pub records: Vec<u64>,
     /// The ordered-index changes the program made (applied by the home).
@@ -162,7 +165,6 @@ impl Retained {
                 partition: access.partition,
                 key: access.key,
                 write: access.write && !aborted,
-                inserted: access.meta == INSERTED,
                 seq: access.seq,
                 record_at,
             });
@@ -175,6 +177,7 @@ impl Retained {
             aborted,
             txn_type,
             note,
+            designated: super::executor::designated_node(&txn.accesses, &txn.homes),
             items,
             records,
             index_ops: if aborted {
@@ -485,16 +488,8 @@ impl CalvinFailover {
                 seq,
             });
         }
-        // The type and note ride on the designated part (`executor`): a
-        // failed node's, if it was the lowest writer.
-        let writers = retained
-            .items
-            .iter()
-            .filter(|i| i.write && !i.inserted)
-            .map(|i| i.partition)
-            .min();
-        let designated = writers.or_else(|| retained.items.iter().map(|i| i.partition).min());
-        let kind = match designated {
+        // The type and note ride on the designated part (`executor`).
+        let kind = match retained.designated {
             Some(node) if failed.contains(&node) && !retained.aborted => retained.txn_type,
             _ => SECONDARY_ENTRY,
         };
@@ -749,6 +744,7 @@ mod tests {
                 aborted: false,
                 txn_type: 0,
                 note: 0,
+                designated: None,
                 items: Vec::new(),
                 records: Vec::new(),
                 index_ops: Vec::new(),
