@@ -54,6 +54,10 @@
 //! Where it runs: `sim` and `threads`, whose recovery reads and writes the
 //! survivors' memory directly, as for every protocol. CALVIN does not run
 //! on `ucx` at all. One failure per run: `fault::validate` refuses more.
+//! What it assumes of the fabric: what the dead node posted before it died
+//! lands (or is lost) before it is declared dead — the detector's timeout
+//! is many round trips — so no forward, record or report of it arrives
+//! after the recovery counted it.
 //!
 //! Invariants: a transaction is committed iff some part of it installed
 //! or logged a write, and then every live part finishes it; a transaction
