@@ -622,7 +622,7 @@ impl Report {
                 if recovery.sequenced_finished_count + recovery.sequenced_given_up_count > 0 {
                     let _ = writeln!(
                         out,
-                        "  sequenced       {} transactions the dead node had a part in finished by the survivors, {} given up and submitted again",
+                        "  sequenced       of the transactions the dead node had a part in: {} finished by the survivors, {} given up and submitted again",
                         recovery.sequenced_finished_count, recovery.sequenced_given_up_count
                     );
                 }
