@@ -282,6 +282,7 @@ pub struct CalvinFailover {
 
 /// One transaction the failed nodes had a hand in, as the survivors hold
 /// it.
+#[derive(Default)]
 struct Case {
     /// Its live parts still scheduled: `(node, slab index)`.
     parts: Vec<(NodeId, usize)>,
@@ -563,28 +564,13 @@ impl CalvinFailover {
             for (index, txn) in state.txns.iter().enumerate() {
                 let Some(txn) = txn else { continue };
                 if touches_failed(txn.sequencer, txn.homes.iter()) {
-                    cases
-                        .entry(txn.id)
-                        .or_insert_with(|| Case {
-                            parts: Vec::new(),
-                            retained: None,
-                            committed: false,
-                        })
-                        .parts
-                        .push((node, index));
+                    cases.entry(txn.id).or_default().parts.push((node, index));
                 }
             }
             for (at, retained) in state.retained.iter().enumerate() {
                 let partitions: Vec<NodeId> = retained.items.iter().map(|i| i.partition).collect();
                 if touches_failed(retained.sequencer, partitions.iter()) {
-                    cases
-                        .entry(retained.id)
-                        .or_insert_with(|| Case {
-                            parts: Vec::new(),
-                            retained: None,
-                            committed: false,
-                        })
-                        .retained = Some((node, at));
+                    cases.entry(retained.id).or_default().retained = Some((node, at));
                 }
             }
         }
