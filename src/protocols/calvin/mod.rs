@@ -834,10 +834,23 @@ pub fn final_epoch(start_ns: u64, end_ns: u64, epoch_ns: u64) -> u64 {
     (end_ns - start_ns).div_ceil(epoch_ns) - 1
 }
 
-/// Drops repeated items, keeping the first of each.
+/// Drops repeated items, keeping the first of each (a transaction's parts
+/// are few and small: a scan, unless the set is large).
 fn dedup_items(items: &mut Vec<Item>) {
-    let mut seen = std::collections::HashSet::with_capacity(items.len());
-    items.retain(|item| seen.insert((item.table, item.key, item.seq)));
+    if items.len() > 32 {
+        let mut seen = std::collections::HashSet::with_capacity(items.len());
+        items.retain(|item| seen.insert((item.table, item.key, item.seq)));
+        return;
+    }
+    let mut kept = 0;
+    for at in 0..items.len() {
+        let item = items[at];
+        if !items[..kept].contains(&item) {
+            items[kept] = item;
+            kept += 1;
+        }
+    }
+    items.truncate(kept);
 }
 
 /// Merges the per-participant partial entries of each transaction into one
@@ -895,6 +908,26 @@ mod tests {
         assert_eq!(seven.id, 7);
         assert_eq!(merged.reads(&seven), &[item(1, 3), item(2, 8)]);
         assert_eq!(merged.writes(&seven), &[item(1, 4)]);
+    }
+
+    #[test]
+    fn a_part_recorded_twice_merges_into_one() {
+        let mut partial = History::new();
+        let item = |key, seq| Item { table: 0, key, seq };
+        // A failed node's part, recorded by the node and by a failover.
+        partial.push_noted(9, 1, 2, 40, &[item(1, 3)], &[item(1, 4)]);
+        partial.push_noted(9, 1, 2, 40, &[item(1, 3)], &[item(1, 4)]);
+        partial.push_noted(9, 1, SECONDARY_ENTRY, 0, &[item(2, 8)], &[]);
+        let many: Vec<Item> = (0..40).map(|k| item(100 + k, 1)).collect();
+        partial.push_noted(10, 0, 1, 5, &many, &[]);
+        partial.push_noted(10, 0, SECONDARY_ENTRY, 0, &many, &[]);
+        let merged = merge_partial_history(&partial);
+        assert_eq!(merged.len(), 2);
+        let nine = merged.txns[0];
+        assert_eq!(merged.reads(&nine), &[item(1, 3), item(2, 8)]);
+        assert_eq!(merged.writes(&nine), &[item(1, 4)]);
+        assert_eq!((nine.kind, nine.note), (2, 40), "the type and note once");
+        assert_eq!(merged.reads(&merged.txns[1]), &many[..]);
     }
 
     #[test]
