@@ -676,23 +676,7 @@ async fn finish<W: Workload>(
     items.inserted.clear();
     {
         let mut state = env.shared.lock();
-        let mut granted = Vec::new();
-        for (access, &home) in txn.accesses.iter().zip(&txn.homes) {
-            if home == node {
-                state
-                    .locks
-                    .release(access.table, access.key, index, &mut granted);
-            }
-        }
-        for other in granted {
-            let waiting = state.txns[other].as_mut().expect("a waiting transaction");
-            debug_assert!(waiting.locks_pending > 0);
-            waiting.locks_pending -= 1;
-            if waiting.locks_pending == 0 {
-                waiting.ready_ns = now;
-                state.ready.push_back(other);
-            }
-        }
+        state.drop_locks(node, index, &txn, false, Some(now));
         let left = &mut state.epoch_left[(txn.epoch % super::RING) as usize];
         debug_assert!(*left > 0);
         *left -= 1;

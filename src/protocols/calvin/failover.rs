@@ -515,25 +515,11 @@ impl CalvinFailover {
     /// queue.
     fn drop_part(&self, state: &mut NodeState, node: NodeId, index: usize) {
         let txn = state.txns[index].take().expect("a scheduled part");
-        let mut granted = Vec::new();
-        for (access, &home) in txn.accesses.iter().zip(&txn.homes) {
-            if home == node {
-                state
-                    .locks
-                    .withdraw(access.table, access.key, index, &mut granted);
-            }
-        }
         state.ready.retain(|&i| i != index);
         state.parked.retain(|&i| i != index);
-        for other in granted {
-            if let Some(waiting) = state.txns[other].as_mut() {
-                debug_assert!(waiting.locks_pending > 0);
-                waiting.locks_pending -= 1;
-                if waiting.locks_pending == 0 {
-                    state.ready.push_back(other);
-                }
-            }
-        }
+        // Parts it granted may be given up too: they leave the ready
+        // queue again when their turn comes.
+        state.drop_locks(node, index, &txn, true, None);
         state
             .forwards
             .remove(&(txn.epoch, txn.sequencer, txn.position));

@@ -495,6 +495,44 @@ impl NodeShared {
 }
 
 impl NodeState {
+    /// Drops the local lock requests of `txn`, slab entry `index` on `node`
+    /// — released when its part finished, withdrawn (granted or not) when
+    /// a failover gave it up — and readies the parts they granted, ready
+    /// since `now_ns` (`None`: unknown, left as it was).
+    pub fn drop_locks(
+        &mut self,
+        node: NodeId,
+        index: usize,
+        txn: &scheduler::Scheduled,
+        withdraw: bool,
+        now_ns: Option<u64>,
+    ) {
+        let mut granted = Vec::new();
+        for (access, &home) in txn.accesses.iter().zip(&txn.homes) {
+            if home != node {
+                continue;
+            }
+            if withdraw {
+                self.locks
+                    .withdraw(access.table, access.key, index, &mut granted);
+            } else {
+                self.locks
+                    .release(access.table, access.key, index, &mut granted);
+            }
+        }
+        for other in granted {
+            let waiting = self.txns[other].as_mut().expect("a waiting transaction");
+            debug_assert!(waiting.locks_pending > 0);
+            waiting.locks_pending -= 1;
+            if waiting.locks_pending == 0 {
+                if let Some(now_ns) = now_ns {
+                    waiting.ready_ns = now_ns;
+                }
+                self.ready.push_back(other);
+            }
+        }
+    }
+
     /// Marks epochs finished while the lowest unfinished one is scheduled
     /// and empty; frees their request-buffer slots (`store`'s region).
     pub fn advance(&mut self, store: &NodeStore, calvin: &CalvinLayout) {
