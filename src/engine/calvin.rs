@@ -457,11 +457,9 @@ fn run_threads<W: Workload>(
         let start = fabric.now_ns();
         start_ns.store(start, Ordering::SeqCst);
         if let Some(faults) = faults {
-            for (node, &after) in faults.run.crash_after_ns.iter().enumerate() {
-                if after != u64::MAX {
-                    fabric.crash_node(node as NodeId, start + after);
-                }
-            }
+            faults
+                .run
+                .each_crash(start, |node, at| fabric.crash_node(node, at));
         }
         go.wait();
         let results = handles
@@ -498,15 +496,10 @@ fn run_sim<W: Workload>(
     let warmup_end_ns = START_NS + (config.warmup_s * 1e9) as u64;
     let end_ns = warmup_end_ns + (config.duration_s * 1e9) as u64;
     let stop_ns = end_ns + (end_ns - START_NS).max(STOP_SLACK_NS);
-    if faults.is_some() {
-        for (node, &after) in crate::fault::crash_times_ns(&config.faults, config.nodes)
-            .iter()
-            .enumerate()
-        {
-            if after != u64::MAX {
-                fabric.crash_node(node as NodeId, START_NS + after);
-            }
-        }
+    if let Some(faults) = faults {
+        faults
+            .run
+            .each_crash(START_NS, |node, at| fabric.crash_node(node, at));
     }
     let workers: Vec<Worker> = (0..total)
         .map(|index| {

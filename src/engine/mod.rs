@@ -617,11 +617,7 @@ fn run_threads<P: Protocol, W: Workload>(
         let start = fabric.now_ns();
         start_ns.store(start, Ordering::SeqCst);
         if let Some(faults) = faults {
-            for (node, &after) in faults.crash_after_ns.iter().enumerate() {
-                if after != u64::MAX {
-                    fabric.crash_node(node as NodeId, start + after);
-                }
-            }
+            faults.each_crash(start, |node, at| fabric.crash_node(node, at));
         }
         go.wait();
         let results = handles

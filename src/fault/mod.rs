@@ -687,6 +687,16 @@ impl FaultRun {
         )
     }
 
+    /// Calls `crash(node, at_ns)` for every node the run crashes, with its
+    /// crash time on a fabric clock whose run started at `start_ns`.
+    pub fn each_crash(&self, start_ns: u64, mut crash: impl FnMut(NodeId, u64)) {
+        for (node, &after) in self.crash_after_ns.iter().enumerate() {
+            if after != u64::MAX {
+                crash(node as NodeId, start_ns.saturating_add(after));
+            }
+        }
+    }
+
     /// Whether `node` crashed during the run.
     pub fn crashed(&self, node: usize) -> bool {
         self.crash_after_ns[node] != u64::MAX

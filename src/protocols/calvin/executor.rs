@@ -249,58 +249,56 @@ fn forward<W: Workload>(
 ) {
     let node = env.shared.node;
     let stride = 1 + env.calvin.max_record_words as usize;
-    {
-        let mut batch = env.worker.slot(co).batch.borrow_mut();
-        batch.clear();
-        for &receiver in actives {
-            if onesided {
-                // Block `b` at the receiver holds its `b`-th access on
-                // another node than itself (`CalvinLayout::fwd_addr`).
-                let blocks = || {
-                    txn.accesses
-                        .iter()
-                        .enumerate()
-                        .filter(|&(k, _)| txn.homes[k] != receiver)
-                        .zip(0u32..)
-                        .filter(|&((k, _), _)| txn.homes[k] == node)
-                        .map(|((k, a), block)| (k, a, block))
-                };
-                for (k, access, block) in blocks() {
-                    let words = env.layout.table(access.table).record_words as usize;
-                    let addr = env
-                        .calvin
-                        .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
-                    batch.write(
-                        receiver,
-                        addr + 1,
-                        &txn.values[k * stride..k * stride + 1 + words],
-                    );
-                }
-                for (_, _, block) in blocks() {
-                    let addr = env
-                        .calvin
-                        .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
-                    batch.write_word(receiver, addr, txn.epoch + 1);
-                }
-            } else {
-                let mut payload = batch.payload();
-                let local = txn.homes.iter().filter(|&&home| home == node).count();
-                payload.extend_from_slice(&[
-                    txn.epoch,
-                    txn.sequencer as u64,
-                    txn.position as u64,
-                    local as u64,
-                ]);
-                for (k, access) in txn.accesses.iter().enumerate() {
-                    if txn.homes[k] != node {
-                        continue;
-                    }
-                    let words = env.layout.table(access.table).record_words as usize;
-                    payload.push(k as u64);
-                    payload.extend_from_slice(&txn.values[k * stride..k * stride + 1 + words]);
-                }
-                batch.call(receiver, RPC_FORWARD, payload, true);
+    let mut batch = env.worker.slot(co).batch.borrow_mut();
+    batch.clear();
+    for &receiver in actives {
+        if onesided {
+            // Block `b` at the receiver holds its `b`-th access on
+            // another node than itself (`CalvinLayout::fwd_addr`).
+            let blocks = || {
+                txn.accesses
+                    .iter()
+                    .enumerate()
+                    .filter(|&(k, _)| txn.homes[k] != receiver)
+                    .zip(0u32..)
+                    .filter(|&((k, _), _)| txn.homes[k] == node)
+                    .map(|((k, a), block)| (k, a, block))
+            };
+            for (k, access, block) in blocks() {
+                let words = env.layout.table(access.table).record_words as usize;
+                let addr = env
+                    .calvin
+                    .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
+                batch.write(
+                    receiver,
+                    addr + 1,
+                    &txn.values[k * stride..k * stride + 1 + words],
+                );
             }
+            for (_, _, block) in blocks() {
+                let addr = env
+                    .calvin
+                    .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
+                batch.write_word(receiver, addr, txn.epoch + 1);
+            }
+        } else {
+            let mut payload = batch.payload();
+            let local = txn.homes.iter().filter(|&&home| home == node).count();
+            payload.extend_from_slice(&[
+                txn.epoch,
+                txn.sequencer as u64,
+                txn.position as u64,
+                local as u64,
+            ]);
+            for (k, access) in txn.accesses.iter().enumerate() {
+                if txn.homes[k] != node {
+                    continue;
+                }
+                let words = env.layout.table(access.table).record_words as usize;
+                payload.push(k as u64);
+                payload.extend_from_slice(&txn.values[k * stride..k * stride + 1 + words]);
+            }
+            batch.call(receiver, RPC_FORWARD, payload, true);
         }
     }
 }

@@ -212,7 +212,6 @@ pub struct InFlight {
     pub busy: bool,
     pub id: u64,
     pub epoch: u64,
-    pub position: u32,
     /// The participants it was sealed with (the nodes serving its
     /// partitions then).
     pub nodes: Vec<NodeId>,
@@ -221,18 +220,10 @@ pub struct InFlight {
 }
 
 impl InFlight {
-    pub fn set(
-        &mut self,
-        id: u64,
-        epoch: u64,
-        position: u32,
-        nodes: &[NodeId],
-        declared: &[Declared],
-    ) {
+    pub fn set(&mut self, id: u64, epoch: u64, nodes: &[NodeId], declared: &[Declared]) {
         self.busy = true;
         self.id = id;
         self.epoch = epoch;
-        self.position = position;
         self.nodes.clear();
         self.nodes.extend_from_slice(nodes);
         self.partitions.clear();
@@ -253,10 +244,6 @@ pub struct CalvinResolution {
     pub committed: u64,
     /// Transactions given up (their clients submit them again).
     pub given_up: u64,
-    /// Records the recovery forwarded from a promoted copy.
-    pub records_forwarded: u64,
-    /// Writes of the failed node installed from a survivor's computation.
-    pub writes_installed: u64,
 }
 
 /// A run's CALVIN failover: shared by every node on `sim` and `threads`.
@@ -272,7 +259,6 @@ pub struct CalvinFailover {
     dead_logged: Mutex<HashSet<u64>>,
     /// The failed nodes' parts the recoveries recorded.
     history: Mutex<History>,
-    resolution: Mutex<CalvinResolution>,
     /// Ordered-index changes of failed homes the recovery took from a
     /// survivor's computation, for the first executor to apply
     /// ([`CalvinFailover::apply_index_ops`]).
@@ -308,7 +294,6 @@ impl CalvinFailover {
             generation: AtomicU32::new(0),
             dead_logged: Mutex::new(HashSet::new()),
             history: Mutex::new(History::new()),
-            resolution: Mutex::new(CalvinResolution::default()),
             index_ops: Mutex::new(Vec::new()),
             index_ops_pending: AtomicBool::new(false),
         }
@@ -340,10 +325,6 @@ impl CalvinFailover {
     /// run's history with the survivors' parts).
     pub fn take_history(&self) -> History {
         std::mem::take(&mut *self.history.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    pub fn resolution(&self) -> CalvinResolution {
-        *self.resolution.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The sequence number of the record forwarded to `node` for access `k`
@@ -583,7 +564,6 @@ impl CalvinFailover {
                             && self.forwarded_seq(state, node, &txn, k).is_none()
                         {
                             self.forward_from_promoted(state, node, &txn, k);
-                            resolution.records_forwarded += 1;
                         }
                     }
                     state.txns[index] = Some(txn);
@@ -592,7 +572,6 @@ impl CalvinFailover {
                     let state = states[node as usize].as_ref().expect("a live node");
                     let retained = state.retained[at].clone();
                     let installed = self.install_retained(&retained, failed, &live);
-                    resolution.writes_installed += installed;
                     finished_here |= installed > 0;
                     // The promoted copy lacked the failed home's writes: it
                     // never reached its commit point, where it would have
@@ -683,11 +662,6 @@ impl RecoveryHook for CalvinFailover {
 
     fn after(&self, failed: &[NodeId]) -> (u64, u64) {
         let resolution = self.resolve(failed);
-        let mut total = self.resolution.lock().unwrap_or_else(|p| p.into_inner());
-        total.committed += resolution.committed;
-        total.given_up += resolution.given_up;
-        total.records_forwarded += resolution.records_forwarded;
-        total.writes_installed += resolution.writes_installed;
         (resolution.committed, resolution.given_up)
     }
 }

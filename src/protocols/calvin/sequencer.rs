@@ -343,7 +343,7 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                 nodes_touched
                     .extend((0..nodes as NodeId).filter(|&receiver| touched[receiver as usize]));
                 let mut state = env.shared.lock();
-                state.in_flight[slot].set(id, epoch, position as u32, &nodes_touched, &declared);
+                state.in_flight[slot].set(id, epoch, &nodes_touched, &declared);
             }
             entry.clear();
             entry.extend_from_slice(&[
