@@ -23,7 +23,7 @@ type Co<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
 
 struct Echo;
 impl RpcService for Echo {
-    fn serve(&self, _kind: u16, _payload: &mut Vec<u64>) -> Served {
+    fn serve(&self, _kind: u16, _payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         Served::Reply
     }
 }

@@ -205,7 +205,7 @@ const SET: u16 = 1;
 const GET: u16 = 2;
 
 impl RpcService for Register {
-    fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served {
+    fn serve(&self, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         match kind {
             SET => {
                 self.0.store(payload[0], Ordering::SeqCst);
@@ -263,7 +263,7 @@ fn passive_rpc_then_read_sees_the_write(latency: LatencyConfig) {
             vec![Box::pin(client)];
         struct NoService;
         impl RpcService for NoService {
-            fn serve(&self, kind: u16, _: &mut Vec<u64>) -> Served {
+            fn serve(&self, kind: u16, _: &mut Vec<u64>, _now_ns: u64) -> Served {
                 panic!("node 0 serves nothing, got {kind}")
             }
         }

@@ -105,7 +105,7 @@ impl Endpoint for Deferring {
 
 struct NoService;
 impl RpcService for NoService {
-    fn serve(&self, kind: u16, _: &mut Vec<u64>) -> Served {
+    fn serve(&self, kind: u16, _: &mut Vec<u64>, _now_ns: u64) -> Served {
         panic!("no RPCs in this test, got {kind}")
     }
 }
@@ -187,7 +187,7 @@ const ENTER: u16 = 1;
 const OPEN: u16 = 2;
 
 impl RpcService for Gate {
-    fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served {
+    fn serve(&self, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         use std::sync::atomic::Ordering;
         match kind {
             ENTER => {
@@ -273,7 +273,7 @@ fn a_waiting_request_is_answered_once_it_can_be_served() {
 /// Node 1's service for the single-thread test: adds the request's words.
 struct Adder;
 impl RpcService for Adder {
-    fn serve(&self, _kind: u16, payload: &mut Vec<u64>) -> Served {
+    fn serve(&self, _kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         let sum = payload.iter().sum();
         payload.clear();
         payload.push(sum);

@@ -143,7 +143,7 @@ fn concurrent_writes_tear_multi_word_reads() {
     })];
     struct NoService;
     impl RpcService for NoService {
-        fn serve(&self, _: u16, _: &mut Vec<u64>) -> Served {
+        fn serve(&self, _: u16, _: &mut Vec<u64>, _now_ns: u64) -> Served {
             unreachable!("no RPCs in this test")
         }
     }

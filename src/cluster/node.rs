@@ -133,13 +133,13 @@ struct NodeService<'a, P: Protocol> {
 }
 
 impl<P: Protocol> RpcService for NodeService<'_, P> {
-    fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served {
+    fn serve(&self, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
         if let Some(replication) = self.replication {
             if let Some(served) = replication.serve(self.store, kind, payload) {
                 return served;
             }
         }
-        self.protocol.serve(self.store, kind, payload)
+        self.protocol.serve(self.store, kind, payload, now_ns)
     }
 
     fn background(&self, worker: u16) -> bool {

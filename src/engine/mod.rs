@@ -249,7 +249,7 @@ impl<'a, P: Protocol> Service<'a, P> {
 }
 
 impl<P: Protocol> RpcService for Service<'_, P> {
-    fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served {
+    fn serve(&self, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
         if let Some(replication) = self.replication {
             if replication::log::kind::owned(kind) {
                 if let Some(served) = replication.serve(self.store, kind, payload) {
@@ -257,7 +257,7 @@ impl<P: Protocol> RpcService for Service<'_, P> {
                 }
             }
         }
-        self.protocol.serve(self.store, kind, payload)
+        self.protocol.serve(self.store, kind, payload, now_ns)
     }
 
     fn background(&self, worker: u16) -> bool {

@@ -852,7 +852,7 @@ impl Protocol for Cicada {
         self.finish(cx, false);
     }
 
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         let region = &store.region;
         match kind {
             kind::CICADA_READ => {

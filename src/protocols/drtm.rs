@@ -418,7 +418,7 @@ impl Protocol for Drtm {
         common::post_release(cx);
     }
 
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         match kind {
             kind::DRTM_ACCESS => self.serve_access(store, payload),
             other => assert!(

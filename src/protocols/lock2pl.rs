@@ -133,6 +133,15 @@ pub const COMMITTING: u64 = 2;
 /// same period, takes the lock again first, forever (a livelock the sim
 /// matrix found: `verbena check --protocol wound_wait --seed 9 --hybrid 8`).
 const PARK_OFFERS: u64 = 8;
+/// The same limit in time, ns of the serving worker's clock, whichever
+/// comes first: 8 offers of an idle loop that offers every 2 µs, doubled
+/// as the offers are. An idle event loop on a loaded host does not offer
+/// every 2 µs but once per scheduler wake-up (tens of µs, or a time slice
+/// of another process), and 4096 offers then let a wounded waiter sleep
+/// through a quarter of a second while its wounder waited for it (CI:
+/// `tests/tpcc.rs`, WOUND_WAIT over RPC on `threads`, nothing committed).
+/// On `sim` the offers bound comes first, as before.
+const PARK_NS: u64 = PARK_OFFERS * 2_000;
 const MAX_PARK_DOUBLINGS: u64 = 9;
 /// One-sided wait loop: pause between retries, doubling up to the cap.
 const WAIT_PAUSE_MIN_NS: u64 = 500;
@@ -466,6 +475,7 @@ impl Lock2pl {
                     0,
                     wounded_holder,
                     timeouts,
+                    0,
                 ]);
                 let call = batch.call(access.node, kind::NO_WAIT_LOCK_READ, payload, false);
                 (status, call)
@@ -707,9 +717,15 @@ impl Lock2pl {
     }
 
     /// RPC handlers of the family; false if `kind` is not one of them.
-    pub fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Option<Served> {
+    pub fn serve(
+        &self,
+        store: &NodeStore,
+        kind: u16,
+        payload: &mut Vec<u64>,
+        now_ns: u64,
+    ) -> Option<Served> {
         match kind {
-            kind::NO_WAIT_LOCK_READ => Some(self.serve_lock(store, payload)),
+            kind::NO_WAIT_LOCK_READ => Some(self.serve_lock(store, payload, now_ns)),
             kind::LOCK2PL_UPGRADE => {
                 let table = store.layout.table(payload[0] as u32);
                 let (lock, me) = (lock_addr(table, payload[1]), payload[2]);
@@ -748,12 +764,14 @@ impl Lock2pl {
         }
     }
 
-    /// Lock handler: `[table, key, me, flags, offers, wounded holder]` →
+    /// Lock handler: `[table, key, me, flags, offers, wounded holder,
+    /// timeouts, parked at]` →
     /// `[OK, slot, seq, record…]`, `[LOCKED | DIED | TIMEOUT, slot]`,
     /// `[WOUND, slot, holder]`, `[NOT_FOUND]`, or `Served::Wait` (the event
-    /// loop's waiting list; the payload keeps the request, with its flags
-    /// and offer count updated).
-    fn serve_lock(&self, store: &NodeStore, payload: &mut Vec<u64>) -> Served {
+    /// loop's waiting list; the payload keeps the request, with its flags,
+    /// offer count and the time it was first parked (+ 1; 0 = never)
+    /// updated).
+    fn serve_lock(&self, store: &NodeStore, payload: &mut Vec<u64>, now_ns: u64) -> Served {
         let (table_id, key, me, flags) = (payload[0] as u32, payload[1], payload[2], payload[3]);
         let wounded_holder = payload[5];
         let Some(slot) = store.lookup(table_id, key) else {
@@ -818,9 +836,14 @@ impl Lock2pl {
                         payload[3] |= FLAG_REGISTERED;
                     }
                     if self.policy == Policy::WoundWait {
+                        let doublings = payload[6].min(MAX_PARK_DOUBLINGS);
                         payload[4] += 1;
-                        let doublings = payload.get(6).copied().unwrap_or(0);
-                        if payload[4] > PARK_OFFERS << doublings.min(MAX_PARK_DOUBLINGS) {
+                        if payload[7] == 0 {
+                            payload[7] = now_ns + 1;
+                        }
+                        let parked_ns = (now_ns + 1).saturating_sub(payload[7]);
+                        if payload[4] > PARK_OFFERS << doublings || parked_ns > PARK_NS << doublings
+                        {
                             return reply(payload, &[REPLY_TIMEOUT, slot]);
                         }
                     }
@@ -884,6 +907,54 @@ mod tests {
             Decision::Wound(young & !EXCLUSIVE)
         );
         assert_eq!(ww.decide(old, young, false), Decision::Wait);
+    }
+
+    /// A parked WOUND_WAIT request must come back within its bound on a
+    /// busy event loop (offers) and on one that is rarely scheduled (its
+    /// clock), so that a wounded waiter notices the wound either way.
+    #[test]
+    fn a_parked_wound_wait_request_times_out_by_offers_or_by_time() {
+        use crate::store::{StoreLayout, TableSpec};
+        let ww = Lock2pl::new(Policy::WoundWait);
+        let layout = StoreLayout::new(
+            &[TableSpec {
+                name: "t",
+                record_words: 1,
+                capacity_per_node: 4,
+            }],
+            |_| Lock2pl::header_words(Policy::WoundWait),
+        );
+        let store = NodeStore::new(0, std::sync::Arc::new(layout));
+        store.insert(0, 7, &[0]).unwrap();
+        let slot = store.lookup(0, 7).unwrap();
+        let (old, young) = (ts(5, 1), ts(9, 2));
+        store
+            .region
+            .store(lock_addr(store.layout.table(0), slot), old);
+        let request = |timeouts: u64| vec![0, 7, young, FLAG_EXCLUSIVE, 0, 0, timeouts, 0];
+        let timed_out = |served: Served, payload: &[u64]| {
+            served == Served::Reply && payload[0] == REPLY_TIMEOUT
+        };
+
+        let mut busy = request(0);
+        for offer in 0..PARK_OFFERS {
+            let served = ww.serve_lock(&store, &mut busy, 1_000 + offer);
+            assert!(served == Served::Wait, "offer {offer}");
+        }
+        let served = ww.serve_lock(&store, &mut busy, 1_000 + PARK_OFFERS);
+        assert!(timed_out(served, &busy), "the offers bound");
+
+        for timeouts in [0, 3, MAX_PARK_DOUBLINGS + 2] {
+            let limit_ns = PARK_NS << timeouts.min(MAX_PARK_DOUBLINGS);
+            let mut idle = request(timeouts);
+            assert!(ww.serve_lock(&store, &mut idle, 1_000) == Served::Wait);
+            assert!(ww.serve_lock(&store, &mut idle, 1_000 + limit_ns) == Served::Wait);
+            let served = ww.serve_lock(&store, &mut idle, 1_001 + limit_ns);
+            assert!(
+                timed_out(served, &idle),
+                "the time bound after {timeouts} timeouts"
+            );
+        }
     }
 
     #[test]

@@ -1044,7 +1044,7 @@ impl Protocol for Maat {
         }
     }
 
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         let region = &store.region;
         match kind {
             kind::MAAT_INIT => {

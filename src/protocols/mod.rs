@@ -154,6 +154,7 @@ pub trait Protocol: Sync {
 
     /// RPC handler, run on the event loop of a worker of `store`'s node:
     /// rewrites the request into its reply, or returns [`Served::Wait`] to
-    /// be offered it again later (waiting protocols).
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served;
+    /// be offered it again later (waiting protocols). `now_ns` is the
+    /// serving worker's clock (see [`crate::runtime::RpcService`]).
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served;
 }

@@ -639,7 +639,7 @@ impl Protocol for Mvcc {
         common::post_release(cx);
     }
 
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         match kind {
             kind::MVCC_READ => return self.serve_read(store, payload),
             kind::MVCC_LOCK_READ => self.serve_lock_read(store, payload),

@@ -80,8 +80,8 @@ impl Protocol for NoWait {
         self.0.release(cx);
     }
 
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
-        let served = self.0.serve(store, kind, payload);
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
+        let served = self.0.serve(store, kind, payload, now_ns);
         assert!(served.is_some(), "no_wait has no RPC handler {kind}");
         served.unwrap_or(Served::Reply)
     }

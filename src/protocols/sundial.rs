@@ -609,7 +609,7 @@ impl Protocol for Sundial {
         self.post_release(cx);
     }
 
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         match kind {
             kind::SUNDIAL_READ => {
                 let (table_id, key) = (payload[0] as u32, payload[1]);

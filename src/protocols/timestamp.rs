@@ -1173,7 +1173,7 @@ impl Protocol for Timestamp {
         }
     }
 
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         match kind {
             kind::TS_READ => return serve_read(store, payload),
             kind::TS_LOCK => {

@@ -90,8 +90,8 @@ impl Protocol for WaitDie {
         self.0.release(cx);
     }
 
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
-        let served = self.0.serve(store, kind, payload);
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
+        let served = self.0.serve(store, kind, payload, now_ns);
         assert!(served.is_some(), "wait_die has no RPC handler {kind}");
         served.unwrap_or(Served::Reply)
     }

@@ -31,8 +31,10 @@
 //!   wounds it (one-sided CAS or `LOCK2PL_STATUS_CAS` RPC to the holder's
 //!   node, by the lock stage's primitive) and asks again, naming the holder
 //!   it wounded, and the handler parks the request (`Served::Wait`). A
-//!   parked request is answered `TIMEOUT` after `PARK_OFFERS` offers, so
-//!   that its requester reads its own status and asks again.
+//!   parked request is answered `TIMEOUT` after 8 offers or 16 µs of the
+//!   serving worker's clock, whichever comes first (both doubling with
+//!   each timeout of the same access), so that its requester reads its own
+//!   status and asks again.
 //! * commit / release: as NO_WAIT (`lock2pl`).
 //! * `lock_mode = shared`: the shared word keeps the maximum (coarse)
 //!   timestamp of its readers. Readers are anonymous, so they cannot be
@@ -101,8 +103,8 @@ impl Protocol for WoundWait {
         self.0.release(cx);
     }
 
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> Served {
-        let served = self.0.serve(store, kind, payload);
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
+        let served = self.0.serve(store, kind, payload, now_ns);
         assert!(served.is_some(), "wound_wait has no RPC handler {kind}");
         served.unwrap_or(Served::Reply)
     }

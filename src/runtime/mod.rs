@@ -122,8 +122,10 @@ pub enum Served {
 
 /// Handles RPC requests on the target worker: turns the request payload
 /// into the reply payload in place, or asks to be offered it again.
+/// `now_ns` is the worker's clock at the turn that serves it (virtual on
+/// `sim`), for handlers that bound how long a request may wait.
 pub trait RpcService {
-    fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served;
+    fn serve(&self, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served;
 
     /// Work the event loop does on every turn besides messages, on worker
     /// `worker` (the backups' apply of one-sided log records,
@@ -679,14 +681,19 @@ impl Worker {
         self.endpoint.borrow_mut().send(msg);
     }
 
-    /// Offers every waiting request again, in arrival order; answers those
-    /// that can be served now. Returns whether any was.
-    fn offer_waiting(&self, waiting: &mut Vec<Message>, service: &dyn RpcService) -> bool {
+    /// Offers every waiting request again, in arrival order, at `now_ns`;
+    /// answers those that can be served now. Returns whether any was.
+    fn offer_waiting(
+        &self,
+        waiting: &mut Vec<Message>,
+        service: &dyn RpcService,
+        now_ns: u64,
+    ) -> bool {
         let mut served = false;
         let mut index = 0;
         while index < waiting.len() {
             let msg = &mut waiting[index];
-            if service.serve(msg.kind, &mut msg.payload) == Served::Reply {
+            if service.serve(msg.kind, &mut msg.payload, now_ns) == Served::Reply {
                 self.send_reply(waiting.remove(index));
                 served = true;
             } else {
@@ -735,7 +742,9 @@ impl Worker {
                 serve_start_ns = Some(self.now_ns());
                 served |= self.refuse_waiting_if_paused(&mut waiting);
             }
-            served |= self.offer_waiting(&mut waiting, service);
+            if let Some(now_ns) = serve_start_ns {
+                served |= self.offer_waiting(&mut waiting, service, now_ns);
+            }
             served |= service.background(self.worker);
             let mut inbox = self.inbox.borrow_mut();
             self.endpoint.borrow_mut().receive(&mut inbox);
@@ -743,6 +752,9 @@ impl Worker {
             if serve_start_ns.is_none() && !inbox.is_empty() {
                 serve_start_ns = Some(self.now_ns());
             }
+            // One clock read serves the whole turn's handlers: a parked
+            // request's timeout needs µs, not ns.
+            let now_ns = serve_start_ns.unwrap_or(0);
             let mut changed = false;
             for mut msg in inbox.drain(..) {
                 if msg.flags & MSG_FAILED != 0 {
@@ -766,9 +778,9 @@ impl Worker {
                     continue;
                 }
                 if changed && !waiting.is_empty() {
-                    self.offer_waiting(&mut waiting, service);
+                    self.offer_waiting(&mut waiting, service, now_ns);
                 }
-                if service.serve(msg.kind, &mut msg.payload) == Served::Reply {
+                if service.serve(msg.kind, &mut msg.payload, now_ns) == Served::Reply {
                     self.send_reply(msg);
                     changed = true;
                 } else {

@@ -590,7 +590,7 @@ impl RpcService for CalvinService<'_> {
         }
     }
 
-    fn serve(&self, kind: u16, payload: &mut Vec<u64>) -> Served {
+    fn serve(&self, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         if let Some(replication) = self.replication {
             if replication::log::kind::owned(kind) {
                 if let Some(served) = replication.serve(self.store, kind, payload) {
@@ -741,7 +741,13 @@ impl Protocol for CalvinExec<'_> {
 
     async fn release(&self, _cx: &mut TxnCx<'_>) {}
 
-    fn serve(&self, _store: &NodeStore, _kind: u16, payload: &mut Vec<u64>) -> Served {
+    fn serve(
+        &self,
+        _store: &NodeStore,
+        _kind: u16,
+        payload: &mut Vec<u64>,
+        _now_ns: u64,
+    ) -> Served {
         payload.clear();
         Served::Reply
     }

@@ -80,7 +80,13 @@ impl Protocol for Recon<'_> {
 
     async fn release(&self, _cx: &mut TxnCx<'_>) {}
 
-    fn serve(&self, _store: &NodeStore, _kind: u16, payload: &mut Vec<u64>) -> Served {
+    fn serve(
+        &self,
+        _store: &NodeStore,
+        _kind: u16,
+        payload: &mut Vec<u64>,
+        _now_ns: u64,
+    ) -> Served {
         payload.clear();
         Served::Reply
     }
