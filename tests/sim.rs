@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use verbena::check::matrix::{self, Case};
-use verbena::config::{Config, FabricKind};
+use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine::{self, Report};
 use verbena::fabric::sim::{FaultSpec, SimConfig, SimFabric};
 use verbena::fabric::{NetworkProfile, Region};
@@ -323,6 +323,29 @@ fn the_matrix_passes_for_every_implemented_protocol() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// WOUND_WAIT over RPC gives a freed lock to the oldest parked waiter:
+/// first come, first served, a younger waiter parked earlier took it, was
+/// wounded by every older waiter, and the next younger one took it after
+/// its abort; this seed's hot SmallBank customer committed nothing.
+#[test]
+fn wound_wait_gives_a_freed_lock_to_the_oldest_waiter() {
+    for code in matrix::codes(ProtocolKind::WoundWait, 9) {
+        let case = Case {
+            protocol: ProtocolKind::WoundWait,
+            seed: 9,
+            code,
+            workload: WorkloadKind::SmallBank,
+        };
+        let outcome = matrix::run_case(case, |_| {});
+        assert!(
+            outcome.passed,
+            "{}: {}",
+            matrix::replay_command_for(case, WorkloadKind::SmallBank),
+            outcome.detail
+        );
+    }
 }
 
 #[test]

@@ -142,6 +142,10 @@ impl<P: Protocol> RpcService for NodeService<'_, P> {
         self.protocol.serve(self.store, kind, payload, now_ns)
     }
 
+    fn waiting_rank(&self, kind: u16, payload: &[u64]) -> u64 {
+        self.protocol.waiting_rank(kind, payload)
+    }
+
     fn background(&self, worker: u16) -> bool {
         match self.replication {
             Some(r) => r.poll(self.store, worker, &mut self.scratch.borrow_mut()),

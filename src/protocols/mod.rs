@@ -157,4 +157,11 @@ pub trait Protocol: Sync {
     /// be offered it again later (waiting protocols). `now_ns` is the
     /// serving worker's clock (see [`crate::runtime::RpcService`]).
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served;
+
+    /// Where a request its handler parked joins the worker's waiting list
+    /// ([`crate::runtime::RpcService::waiting_rank`]): lower first. Default:
+    /// arrival order.
+    fn waiting_rank(&self, _kind: u16, _payload: &[u64]) -> u64 {
+        0
+    }
 }

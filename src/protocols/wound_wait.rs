@@ -30,7 +30,9 @@
 //!   A younger holder is answered `WOUND` with its timestamp; the requester
 //!   wounds it (one-sided CAS or `LOCK2PL_STATUS_CAS` RPC to the holder's
 //!   node, by the lock stage's primitive) and asks again, naming the holder
-//!   it wounded, and the handler parks the request (`Served::Wait`). A
+//!   it wounded, and the handler parks the request (`Served::Wait`) in the
+//!   worker's waiting list by its timestamp, oldest first, so a freed lock
+//!   goes to the oldest waiter, which nobody wounds. A
 //!   parked request is answered `TIMEOUT` after 8 offers or 16 µs of the
 //!   serving worker's clock, whichever comes first (both doubling with
 //!   each timeout of the same access), so that its requester reads its own
@@ -107,5 +109,10 @@ impl Protocol for WoundWait {
         let served = self.0.serve(store, kind, payload, now_ns);
         assert!(served.is_some(), "wound_wait has no RPC handler {kind}");
         served.unwrap_or(Served::Reply)
+    }
+
+    /// Parked lock requests oldest first (see the module doc).
+    fn waiting_rank(&self, kind: u16, payload: &[u64]) -> u64 {
+        self.0.waiting_rank(kind, payload)
     }
 }

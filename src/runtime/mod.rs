@@ -127,6 +127,13 @@ pub enum Served {
 pub trait RpcService {
     fn serve(&self, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served;
 
+    /// Where a request whose handler answered [`Served::Wait`] joins the
+    /// waiting list: lower ranks are offered first, equal ones in arrival
+    /// order. Default: 0 for every request (first come, first served).
+    fn waiting_rank(&self, _kind: u16, _payload: &[u64]) -> u64 {
+        0
+    }
+
     /// Work the event loop does on every turn besides messages, on worker
     /// `worker` (the backups' apply of one-sided log records,
     /// `replication::log`). Returns whether it did anything. Default:
@@ -156,7 +163,8 @@ pub struct Worker {
     /// Messages taken from the endpoint in the current turn (kept for its
     /// capacity).
     inbox: RefCell<Vec<Message>>,
-    /// Requests whose handler answered `Served::Wait`, in arrival order.
+    /// Requests whose handler answered `Served::Wait`, by
+    /// [`RpcService::waiting_rank`], then in arrival order.
     waiting: RefCell<Vec<Message>>,
     /// Failure detection and failed peers (see the module docs).
     faults: Option<FaultState>,
@@ -731,12 +739,12 @@ impl Worker {
             }
         }
         {
-            // Requests that had to wait are offered again first, in order,
-            // and again before each new request whenever something was
-            // served since: a parked request must see the lock its
-            // predecessor just released before a newcomer can take it
-            // (otherwise a waiting list never makes progress against a
-            // stream of fresh requests).
+            // Requests that had to wait are offered again first, in their
+            // order (`RpcService::waiting_rank`), and again before each new
+            // request whenever something was served since: a parked
+            // request must see the lock its predecessor just released
+            // before a newcomer can take it (otherwise a waiting list never
+            // makes progress against a stream of fresh requests).
             let mut waiting = self.waiting.borrow_mut();
             if !waiting.is_empty() {
                 serve_start_ns = Some(self.now_ns());
@@ -784,7 +792,10 @@ impl Worker {
                     self.send_reply(msg);
                     changed = true;
                 } else {
-                    waiting.push(msg);
+                    let rank = service.waiting_rank(msg.kind, &msg.payload);
+                    let at = waiting
+                        .partition_point(|w| service.waiting_rank(w.kind, &w.payload) <= rank);
+                    waiting.insert(at, msg);
                     changed = false;
                 }
             }
