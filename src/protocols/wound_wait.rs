@@ -32,11 +32,11 @@
 //!   node, by the lock stage's primitive) and asks again, naming the holder
 //!   it wounded, and the handler parks the request (`Served::Wait`) in the
 //!   worker's waiting list by its timestamp, oldest first, so a freed lock
-//!   goes to the oldest waiter, which nobody wounds. A
-//!   parked request is answered `TIMEOUT` after 8 offers or 16 µs of the
-//!   serving worker's clock, whichever comes first (both doubling with
-//!   each timeout of the same access), so that its requester reads its own
-//!   status and asks again.
+//!   goes to the oldest waiter, which nobody wounds. A parked request is
+//!   answered `TIMEOUT` after 8 offers or 16 µs of the serving worker's
+//!   clock, whichever comes first (both doubling with each timeout of the
+//!   same access), so that its requester reads its own status and asks
+//!   again.
 //! * commit / release: as NO_WAIT (`lock2pl`).
 //! * `lock_mode = shared`: the shared word keeps the maximum (coarse)
 //!   timestamp of its readers. Readers are anonymous, so they cannot be
