@@ -114,12 +114,16 @@ fn assert_checked_report(report: &serde_json::Value, nodes: usize, transport: &s
         for name in &to_others {
             let ok = match transport {
                 "tcp" => name.starts_with("tcp/"),
-                _ => ["sysv/", "posix/", "cma/", "xpmem/", "knem/"]
+                _ => ["sysv/", "posix/", "cma/", "xpmem/", "knem/", "cpu/mapped"]
                     .iter()
                     .any(|p| name.starts_with(p)),
             };
             assert!(ok, "transport {transport} but UCX chose {name}");
         }
+        // Over shared memory one-sided verbs run on the peers' mapped
+        // regions (UCX's shared-memory PUT is a memcpy, not word-atomic).
+        let mapped = to_others.iter().any(|n| n == "cpu/mapped");
+        assert_eq!(mapped, transport == "shm", "rank {index}: {to_others:?}");
     }
     assert_eq!(cluster["transport"], transport);
 }
@@ -166,6 +170,40 @@ fn four_processes_over_shared_memory_are_serializable() {
         "shm",
         &["--protocol", "no_wait", "--local-atomics", "cpu"],
     );
+}
+
+/// Four ranks' coroutines all fight for each rank's one hot row (200 rows
+/// a rank, hot area 1 row), releasing with one-sided WRITEs while the others
+/// CAS the same lock word. UCX's shared-memory PUT is a `memcpy`, which
+/// stores an 8-byte word twice; a CAS landing between the two stores was
+/// wiped, and two transactions held one lock (the checker saw lost updates,
+/// debug builds "an exclusive lock holds its owner", in about one run of
+/// three). Over shared memory verbs now run on the mapped regions.
+#[test]
+fn a_hot_lock_word_is_never_lost_over_shared_memory() {
+    for local_atomics in ["nic", "cpu", "nic"] {
+        let (_, report) = launch(&[
+            "--local",
+            "4",
+            "--transport",
+            "shm",
+            "--duration",
+            "1",
+            "--warmup",
+            "0.1",
+            "--rows-per-node",
+            "200",
+            "--check",
+            "--compute-us",
+            "1",
+            "--protocol",
+            "no_wait",
+            "--local-atomics",
+            local_atomics,
+        ]);
+        assert_checked_report(&report, 4, "shm");
+        assert!(report["committed"].as_u64().unwrap() > 0);
+    }
 }
 
 #[test]
@@ -332,6 +370,27 @@ fn mismatched_ranks_and_bad_launch_flags_are_refused() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("local_atomics = cpu") && stderr.contains("shm or tcp"),
+        "{stderr}"
+    );
+    // One-sided WRITEs over TCP are a memcpy on the target: not word-atomic
+    // against another worker thread's CAS.
+    let mut command = verbena();
+    command.args([
+        "launch",
+        "--local",
+        "2",
+        "--transport",
+        "tcp",
+        "--workers",
+        "2",
+        "--protocol",
+        "no_wait",
+    ]);
+    let output = output_within(command, Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("transport tcp with 2 workers") && stderr.contains("--primitive rpc"),
         "{stderr}"
     );
     let mut command = verbena();

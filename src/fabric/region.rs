@@ -54,6 +54,22 @@ impl Region {
         }
     }
 
+    /// A view of `len_words` words at `base` that another process owns and
+    /// initializes (a peer's region mapped into this process): nothing is
+    /// zeroed, and dropping the view releases nothing.
+    ///
+    /// # Safety
+    /// `base` must stay valid for atomic reads and writes of `len_words`
+    /// 8-byte aligned words while the view lives.
+    pub unsafe fn mapped(base: *mut AtomicU64, len_words: usize) -> Region {
+        debug_assert_eq!(base as usize % 8, 0, "words must be 8-byte aligned");
+        let slice = std::ptr::slice_from_raw_parts_mut(base, len_words);
+        Region {
+            words: Box::from_raw(slice),
+            external: Some(Box::new(())),
+        }
+    }
+
     /// Address of word 0: what a real NIC registers (`ucx` fabric's
     /// `ucp_mem_map`). The region's words never move once created.
     pub fn base_ptr(&self) -> *const AtomicU64 {

@@ -29,6 +29,22 @@
 //! * RPC → `ucp_am_send_nbx` (eager protocol forced: one AM lane, no
 //!   rendezvous), received by the target worker's AM handler during its
 //!   `ucp_worker_progress`, i.e. inside its event loop's `receive`.
+//! * Over shared memory (`--transport shm`, or `auto` with every rank on
+//!   one host) one-sided verbs do not go through UCX at all: each worker
+//!   maps every node's region into its process (`ucp_rkey_ptr` on the
+//!   region UCX allocated in a shared segment) and runs READ, WRITE, CAS
+//!   and FAA as word-by-word CPU loads, stores and atomics there — the
+//!   [`Region`] semantics of every other fabric, complete when `post`
+//!   returns. The reason is correctness, not speed (though it is faster):
+//!   UCX's shared-memory PUT is a `memcpy`, and glibc copies 8 or 16 bytes
+//!   with two overlapping stores to the same words, so a lock word released
+//!   by a WRITE was stored twice, and a peer's CAS that took the lock
+//!   between the two stores was wiped out (two holders of one exclusive
+//!   lock; `tests/ucx.rs::a_hot_lock_word_is_never_lost_over_shared_memory`).
+//!   It is all nodes or none: if any node's region cannot be mapped,
+//!   every verb goes through UCX, since CPU and NIC atomics are not atomic
+//!   with each other. The report names this path `cpu/mapped` among the
+//!   transports.
 //!
 //! Ordering and completion (what UCP does not give by itself, and what this
 //! module adds):
@@ -57,9 +73,19 @@
 //! its loopback endpoint like everyone else's; with `cpu` they run on the
 //! region directly — correct only where remote atomics are CPU atomics too
 //! (shared memory, and TCP, where UCP emulates them on the target's CPU),
-//! which `Config::validate` enforces. RPC handlers always use CPU atomics,
-//! so on RDMA a hybrid that locks the same tuples both one-sided and by RPC
-//! is not coherent (the papers' reason to keep one primitive per lock).
+//! which `Config::validate` enforces. On mapped shared memory every verb is
+//! a CPU operation, so both settings are coherent there. RPC handlers
+//! always use CPU atomics, so on RDMA a hybrid that locks the same tuples
+//! both one-sided and by RPC is not coherent (the papers' reason to keep
+//! one primitive per lock).
+//!
+//! Known limit, TCP: UCP emulates RMA there on the target's worker thread,
+//! a PUT again by `memcpy`. With one worker per node every emulated verb
+//! and every local one on a node's words runs on that one thread, so none
+//! interleave; with several workers per node a WRITE that releases a lock
+//! could in principle wipe a CAS another worker thread runs between its two
+//! stores. One-sided stages over TCP are slow anyway (use RPC stages there);
+//! this is not guarded.
 //!
 //! Faults: over TCP and RDMA endpoints use `UCP_ERR_HANDLING_MODE_PEER`
 //! (UCX 1.13's shared-memory transports lack it, so `shm`/`auto` rely on
@@ -114,6 +140,9 @@ const MAX_SLEEP: Duration = Duration::from_micros(200);
 const IMMEDIATE_BACKOFF: u32 = 4096;
 /// Longest one `idle` call lasts.
 const MAX_IDLE_NS: u64 = 2_000_000;
+/// The name [`UcxEndpoint::transports_to`] gives the mapped-memory path of
+/// one-sided verbs.
+pub const MAPPED_TRANSPORT: &str = "cpu/mapped";
 
 /// Which transports UCX may use (`--transport`, sets `UCX_TLS`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -353,6 +382,9 @@ pub struct UcxContext {
     pub failure: Arc<PeerFailure>,
     pub epoch: Instant,
     peer_errors: bool,
+    /// Whether one-sided verbs may run on peers' regions mapped into this
+    /// process (`--transport shm` or `auto`; see the module docs).
+    map_peers: bool,
 }
 
 // SAFETY: see `ContextHandle`; the rest is plain data.
@@ -454,6 +486,7 @@ impl UcxContext {
                 failure: Arc::new(PeerFailure::default()),
                 epoch: Instant::now(),
                 peer_errors: transport.peer_errors(),
+                map_peers: matches!(transport, TransportChoice::Shm | TransportChoice::Auto),
             })
         }
     }
@@ -708,6 +741,7 @@ impl UcxWorkerHost {
             bases: peers.iter().map(|p| p.base_address).collect(),
             region: context.region.clone(),
             local_atomics_cpu,
+            mapped: Vec::new(),
             failure: context.failure.clone(),
             epoch: context.epoch,
             counters: VerbCounters::default(),
@@ -757,6 +791,9 @@ impl UcxWorkerHost {
                 endpoint.rkeys.push(rkey);
             }
         }
+        if context.map_peers {
+            endpoint.mapped = endpoint.map_regions();
+        }
         Ok(endpoint)
     }
 }
@@ -786,6 +823,10 @@ pub struct UcxEndpoint {
     bases: Vec<u64>,
     region: Arc<Region>,
     local_atomics_cpu: bool,
+    /// Per node, its region mapped into this process, when every node's is
+    /// (one host, shared memory): one-sided verbs then run as CPU loads,
+    /// stores and atomics (see the module docs). Empty otherwise.
+    mapped: Vec<Region>,
     failure: Arc<PeerFailure>,
     epoch: Instant,
     counters: VerbCounters,
@@ -849,7 +890,46 @@ impl UcxEndpoint {
                 }
             }
         }
+        if self.maps_regions() {
+            // One-sided verbs bypass UCX's RMA lanes for this node.
+            names.push(MAPPED_TRANSPORT.to_string());
+        }
         names
+    }
+
+    /// Every node's region mapped into this process (`ucp_rkey_ptr`), or
+    /// nothing if any node's cannot be (another host, or a transport that
+    /// does not map memory): all or none, so that every one-sided verb on a
+    /// node's words is a CPU operation, or every one goes through UCX — CPU
+    /// atomics and a NIC's are not atomic with each other.
+    fn map_regions(&self) -> Vec<Region> {
+        let words = self.region.len_words() as usize;
+        let mut mapped = Vec::with_capacity(self.rkeys.len());
+        for (node, &rkey) in self.rkeys.iter().enumerate() {
+            let base = self.bases[node];
+            let last = base + (words.max(1) as u64 - 1) * 8;
+            let (mut first_ptr, mut last_ptr) = (null_mut(), null_mut());
+            // SAFETY: the rkey was unpacked on this worker's endpoint and
+            // lives until `drop`, after the views are gone.
+            let ok = unsafe {
+                ucp_rkey_ptr(rkey, base, &mut first_ptr) == UCS_OK
+                    && ucp_rkey_ptr(rkey, last, &mut last_ptr) == UCS_OK
+            };
+            let contiguous = last_ptr as usize == first_ptr as usize + (last - base) as usize;
+            if !ok || first_ptr.is_null() || !contiguous || first_ptr as usize % 8 != 0 {
+                return Vec::new();
+            }
+            // SAFETY: UCX mapped the node's whole registered region here
+            // (checked at both ends) and keeps it mapped while the rkey
+            // lives; the view is dropped before the rkey is destroyed.
+            mapped.push(unsafe { Region::mapped(first_ptr as *mut AtomicU64, words) });
+        }
+        mapped
+    }
+
+    /// Whether one-sided verbs run on mapped memory (see the module docs).
+    pub fn maps_regions(&self) -> bool {
+        !self.mapped.is_empty()
     }
 
     fn ep_info(&self, node: NodeId) -> String {
@@ -1218,23 +1298,31 @@ impl UcxEndpoint {
         }
     }
 
-    /// Runs a batch to this node on the region itself (`local_atomics = cpu`).
-    fn post_local(&mut self, verbs: &[Verb], write_data: &[u64], results: &mut [u64]) {
+    /// Runs a batch on `region` with CPU loads, stores and atomics, word by
+    /// word (this node's own region with `local_atomics = cpu`, or a mapped
+    /// one): complete when it returns.
+    fn run_on(
+        region: &Region,
+        counters: &mut VerbCounters,
+        verbs: &[Verb],
+        write_data: &[u64],
+        results: &mut [u64],
+    ) {
         for verb in verbs {
-            self.counters.count(verb);
+            counters.count(verb);
             let buf = verb.buf as usize;
             match verb.kind {
-                VerbKind::Read => self
-                    .region
-                    .read(verb.addr, &mut results[buf..buf + verb.len as usize]),
-                VerbKind::Write => self
-                    .region
-                    .write(verb.addr, &write_data[buf..buf + verb.len as usize]),
-                VerbKind::Cas => results[buf] = self.region.cas(verb.addr, verb.compare, verb.swap),
-                VerbKind::Faa => results[buf] = self.region.faa(verb.addr, verb.compare),
+                VerbKind::Read => {
+                    region.read(verb.addr, &mut results[buf..buf + verb.len as usize])
+                }
+                VerbKind::Write => {
+                    region.write(verb.addr, &write_data[buf..buf + verb.len as usize])
+                }
+                VerbKind::Cas => results[buf] = region.cas(verb.addr, verb.compare, verb.swap),
+                VerbKind::Faa => results[buf] = region.faa(verb.addr, verb.compare),
             }
         }
-        self.counters.doorbells += 1;
+        counters.doorbells += 1;
     }
 }
 
@@ -1265,12 +1353,16 @@ impl Endpoint for UcxEndpoint {
         };
         let target = first.node;
         if target == self.node && self.local_atomics_cpu {
-            self.post_local(verbs, write_data, results);
+            Self::run_on(&self.region, &mut self.counters, verbs, write_data, results);
             return Posted::At(0);
         }
         if self.track && (self.failure.is_dead(target) || !self.leased()) {
             self.fail_now(coroutine, tag, verbs.len(), target);
             return Posted::Deferred;
+        }
+        if let Some(region) = self.mapped.get(target as usize) {
+            Self::run_on(region, &mut self.counters, verbs, write_data, results);
+            return Posted::At(0);
         }
         if verbs.len() == 1 {
             match self.try_immediate(&verbs[0], results) {
@@ -1675,6 +1767,8 @@ impl Drop for UcxEndpoint {
         // local progress. Flights still outstanding (a failed run) are
         // leaked rather than freed under UCX.
         unsafe {
+            // The mapped views go before the rkeys that keep them mapped.
+            self.mapped.clear();
             for &rkey in &self.rkeys {
                 ucp_rkey_destroy(rkey);
             }
