@@ -900,24 +900,6 @@ impl Config {
                 u.transport.name()
             )));
         }
-        if self.fabric == FabricKind::Ucx
-            && u.transport == UcxTransport::Tcp
-            && self.workers > 1
-            && self
-                .stages
-                .stages()
-                .any(|stage| self.stages.get(stage) == Primitive::OneSided)
-        {
-            // UCP emulates PUT over TCP with a memcpy on the target's
-            // worker thread, which stores a word twice; with several worker
-            // threads a CAS run by another between the two stores is lost
-            // (see fabric::ucx, "Known limit, TCP").
-            return Err(ConfigError(format!(
-                "ucx transport tcp with {} workers per node and one-sided stages ({}): not allowed, because UCX emulates one-sided WRITEs over TCP with a copy that is not atomic per word against another worker thread's CAS; allowed: --workers 1, or RPC for every stage (--primitive rpc)",
-                self.workers,
-                self.stages.describe()
-            )));
-        }
         if self.fabric == FabricKind::Ucx && !cfg!(feature = "ucx") {
             return Err(ConfigError(UCX_MISSING.into()));
         }

@@ -90,9 +90,10 @@ fn assert_checked_report(report: &serde_json::Value, nodes: usize, transport: &s
     assert_eq!(report["config"]["fabric"], "ucx");
     assert_eq!(report["config"]["nodes"], nodes);
     assert_eq!(report["time"], "wall");
+    let workers = report["config"]["workers"].as_u64().unwrap() as usize;
     assert_eq!(
         report["worker_txn_per_s"].as_array().unwrap().len(),
-        nodes,
+        nodes * workers,
         "one entry per worker of every rank"
     );
     let cluster = &report["cluster"];
@@ -113,7 +114,7 @@ fn assert_checked_report(report: &serde_json::Value, nodes: usize, transport: &s
         assert!(!to_others.is_empty(), "rank {index} names no transport");
         for name in &to_others {
             let ok = match transport {
-                "tcp" => name.starts_with("tcp/"),
+                "tcp" => name.starts_with("tcp/") || name == "am/verbs",
                 _ => ["sysv/", "posix/", "cma/", "xpmem/", "knem/", "cpu/mapped"]
                     .iter()
                     .any(|p| name.starts_with(p)),
@@ -121,9 +122,16 @@ fn assert_checked_report(report: &serde_json::Value, nodes: usize, transport: &s
             assert!(ok, "transport {transport} but UCX chose {name}");
         }
         // Over shared memory one-sided verbs run on the peers' mapped
-        // regions (UCX's shared-memory PUT is a memcpy, not word-atomic).
+        // regions, over TCP as verbena's own messages (UCX's PUT is a
+        // memcpy there, not word-atomic).
         let mapped = to_others.iter().any(|n| n == "cpu/mapped");
         assert_eq!(mapped, transport == "shm", "rank {index}: {to_others:?}");
+        let by_message = to_others.iter().any(|n| n == "am/verbs");
+        assert_eq!(
+            by_message,
+            transport == "tcp",
+            "rank {index}: {to_others:?}"
+        );
     }
     assert_eq!(cluster["transport"], transport);
 }
@@ -174,19 +182,29 @@ fn four_processes_over_shared_memory_are_serializable() {
 
 /// Four ranks' coroutines all fight for each rank's one hot row (200 rows
 /// a rank, hot area 1 row), releasing with one-sided WRITEs while the others
-/// CAS the same lock word. UCX's shared-memory PUT is a `memcpy`, which
+/// CAS the same lock word. UCX's PUT is a `memcpy` (into the mapped segment
+/// over shared memory, on the target's worker thread over TCP), which
 /// stores an 8-byte word twice; a CAS landing between the two stores was
 /// wiped, and two transactions held one lock (the checker saw lost updates,
-/// debug builds "an exclusive lock holds its owner", in about one run of
-/// three). Over shared memory verbs now run on the mapped regions.
+/// debug builds "an exclusive lock holds its owner", in about one shared
+/// memory run of three). Verbs now run as word-atomic CPU operations: on
+/// the mapped regions over shared memory, by the target's fabric over TCP
+/// (two workers a rank, so two threads serve each rank's words).
 #[test]
-fn a_hot_lock_word_is_never_lost_over_shared_memory() {
-    for local_atomics in ["nic", "cpu", "nic"] {
+fn a_hot_lock_word_is_never_lost() {
+    for (transport, local_atomics, workers) in [
+        ("shm", "nic", "1"),
+        ("shm", "cpu", "1"),
+        ("shm", "nic", "2"),
+        ("tcp", "nic", "2"),
+    ] {
         let (_, report) = launch(&[
             "--local",
             "4",
             "--transport",
-            "shm",
+            transport,
+            "--workers",
+            workers,
             "--duration",
             "1",
             "--warmup",
@@ -201,8 +219,8 @@ fn a_hot_lock_word_is_never_lost_over_shared_memory() {
             "--local-atomics",
             local_atomics,
         ]);
-        assert_checked_report(&report, 4, "shm");
-        assert!(report["committed"].as_u64().unwrap() > 0);
+        assert_checked_report(&report, 4, transport);
+        assert!(report["committed"].as_u64().unwrap() > 0, "{transport}");
     }
 }
 
@@ -370,27 +388,6 @@ fn mismatched_ranks_and_bad_launch_flags_are_refused() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("local_atomics = cpu") && stderr.contains("shm or tcp"),
-        "{stderr}"
-    );
-    // One-sided WRITEs over TCP are a memcpy on the target: not word-atomic
-    // against another worker thread's CAS.
-    let mut command = verbena();
-    command.args([
-        "launch",
-        "--local",
-        "2",
-        "--transport",
-        "tcp",
-        "--workers",
-        "2",
-        "--protocol",
-        "no_wait",
-    ]);
-    let output = output_within(command, Duration::from_secs(120));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("transport tcp with 2 workers") && stderr.contains("--primitive rpc"),
         "{stderr}"
     );
     let mut command = verbena();

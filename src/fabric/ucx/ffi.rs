@@ -24,6 +24,7 @@ pub type ucp_datatype_t = u64;
 pub const UCS_OK: ucs_status_t = 0;
 pub const UCS_INPROGRESS: ucs_status_t = 1;
 pub const UCS_ERR_NO_RESOURCE: ucs_status_t = -2;
+pub const UCS_ERR_INVALID_PARAM: ucs_status_t = -5;
 /// `UCS_ERR_LAST`: pointers at or above `(uintptr_t)UCS_ERR_LAST` are errors.
 pub const UCS_ERR_LAST: isize = -100;
 

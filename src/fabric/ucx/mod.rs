@@ -45,6 +45,21 @@
 //!   every verb goes through UCX, since CPU and NIC atomics are not atomic
 //!   with each other. The report names this path `cpu/mapped` among the
 //!   transports.
+//! * Where UCX has no RMA or atomic lane to any other node (TCP) it would
+//!   emulate each verb with active messages served by the target's worker,
+//!   PUT again by `memcpy`, one round trip per verb plus flushes — and in
+//!   UCX 1.13 a software GET whose reply finds the requester's endpoint
+//!   failed aborts the *serving* process (`ucs_fatal` in
+//!   `ucp_get_req_handler`), so a survivor died with the rank it served.
+//!   verbena emulates instead: a doorbell batch travels as one active
+//!   message (`MSG_VERBS`) to the target worker of the same index, whose
+//!   fabric (`receive`) runs it on the region with the same word-atomic
+//!   CPU operations and answers with the results, which become the batch's
+//!   completion; a node's own verbs then run on its region directly. One
+//!   round trip per batch; AMs of one endpoint arrive in order and are
+//!   served in order, so FIFO and passive ACK hold as for RPCs; a batch to
+//!   a peer declared dead fails like an RPC to it. The report names this
+//!   path `am/verbs`. On RDMA UCX's own lanes carry the verbs.
 //!
 //! Ordering and completion (what UCP does not give by itself, and what this
 //! module adds):
@@ -73,19 +88,13 @@
 //! its loopback endpoint like everyone else's; with `cpu` they run on the
 //! region directly — correct only where remote atomics are CPU atomics too
 //! (shared memory, and TCP, where UCP emulates them on the target's CPU),
-//! which `Config::validate` enforces. On mapped shared memory every verb is
-//! a CPU operation, so both settings are coherent there. RPC handlers
+//! which `Config::validate` enforces. On mapped shared memory and with
+//! verbena's emulation (TCP) every verb is a CPU operation, so both settings
+//! are coherent there. RPC handlers
 //! always use CPU atomics, so on RDMA a hybrid that locks the same tuples
 //! both one-sided and by RPC is not coherent (the papers' reason to keep
 //! one primitive per lock).
-//!
-//! Known limit, TCP: UCP emulates RMA there on the target's worker thread,
-//! a PUT again by `memcpy`. With one worker per node every emulated verb
-//! and every local one on a node's words runs on that one thread, so none
-//! interleave; with several workers per node a WRITE that releases a lock
-//! could in principle wipe a CAS another worker thread runs between its two
-//! stores. One-sided stages over TCP are slow anyway (use RPC stages there);
-//! this is not guarded.
+
 //!
 //! Faults: over TCP and RDMA endpoints use `UCP_ERR_HANDLING_MODE_PEER`
 //! (UCX 1.13's shared-memory transports lack it, so `shm`/`auto` rely on
@@ -143,6 +152,19 @@ const MAX_IDLE_NS: u64 = 2_000_000;
 /// The name [`UcxEndpoint::transports_to`] gives the mapped-memory path of
 /// one-sided verbs.
 pub const MAPPED_TRANSPORT: &str = "cpu/mapped";
+/// The name [`UcxEndpoint::transports_to`] gives one-sided verbs that the
+/// target's fabric runs for the sender (see the module docs).
+pub const AM_VERBS_TRANSPORT: &str = "am/verbs";
+/// Flag of an active message that carries a doorbell batch of verbs to run
+/// on the target's region (with `MSG_REPLY`: their results). Never reaches
+/// the runtime: the fabric serves and completes these itself.
+const MSG_VERBS: u8 = 0x80;
+/// Verb codes of a `MSG_VERBS` request: per verb `[code | len << 8, addr]`,
+/// then a WRITE's words, a CAS's compare and swap, or an FAA's addend.
+const VERB_READ: u64 = 0;
+const VERB_WRITE: u64 = 1;
+const VERB_CAS: u64 = 2;
+const VERB_FAA: u64 = 3;
 
 /// Which transports UCX may use (`--transport`, sets `UCX_TLS`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -742,6 +764,8 @@ impl UcxWorkerHost {
             region: context.region.clone(),
             local_atomics_cpu,
             mapped: Vec::new(),
+            emulate: false,
+            arrivals: Vec::new(),
             failure: context.failure.clone(),
             epoch: context.epoch,
             counters: VerbCounters::default(),
@@ -794,6 +818,7 @@ impl UcxWorkerHost {
         if context.map_peers {
             endpoint.mapped = endpoint.map_regions();
         }
+        endpoint.emulate = !endpoint.maps_regions() && endpoint.rma_is_emulated();
         Ok(endpoint)
     }
 }
@@ -827,6 +852,11 @@ pub struct UcxEndpoint {
     /// (one host, shared memory): one-sided verbs then run as CPU loads,
     /// stores and atomics (see the module docs). Empty otherwise.
     mapped: Vec<Region>,
+    /// One-sided verbs to other nodes travel as active messages that the
+    /// target's fabric runs on its region (TCP; see the module docs).
+    emulate: bool,
+    /// Scratch for `serve_verbs` (keeps its capacity).
+    arrivals: Vec<Message>,
     failure: Arc<PeerFailure>,
     epoch: Instant,
     counters: VerbCounters,
@@ -861,7 +891,10 @@ struct Awaited {
     coroutine: u16,
     call: u16,
     kind: u16,
-    flags: u8,
+    /// The flags of the failure message that stands in for the answer.
+    fail_flags: u8,
+    /// A batch of verbs run by the target (`MSG_VERBS`), not an RPC.
+    verbs: bool,
 }
 
 // SAFETY: an endpoint is created on its worker's thread and used there only;
@@ -893,6 +926,8 @@ impl UcxEndpoint {
         if self.maps_regions() {
             // One-sided verbs bypass UCX's RMA lanes for this node.
             names.push(MAPPED_TRANSPORT.to_string());
+        } else if self.emulate && node != self.node {
+            names.push(AM_VERBS_TRANSPORT.to_string());
         }
         names
     }
@@ -930,6 +965,193 @@ impl UcxEndpoint {
     /// Whether one-sided verbs run on mapped memory (see the module docs).
     pub fn maps_regions(&self) -> bool {
         !self.mapped.is_empty()
+    }
+
+    /// Whether UCX has no RMA or atomic lane to any other node, so that it
+    /// would emulate every one-sided verb with active messages (TCP): then
+    /// verbena runs them itself (see the module docs). All or none, as for
+    /// mapping.
+    fn rma_is_emulated(&self) -> bool {
+        let others: Vec<NodeId> = (0..self.eps.len() as NodeId)
+            .filter(|&node| node != self.node)
+            .collect();
+        !others.is_empty()
+            && others.iter().all(|&node| {
+                let info = self.ep_info(node);
+                !info.contains("amo#") && !info.contains(" rma#") && !info.contains(" rma ")
+            })
+    }
+
+    /// One-sided verbs run for the sender, by this worker (a peer's
+    /// `MSG_VERBS` requests), and results of its own (`MSG_VERBS` replies,
+    /// turned into the batch's completion). Every other message in
+    /// `out[first_new..]` stays, in order.
+    fn serve_verbs(&mut self, out: &mut Vec<Message>, first_new: usize) {
+        if !out[first_new..].iter().any(|m| m.flags & MSG_VERBS != 0) {
+            return;
+        }
+        let mut arrivals = std::mem::take(&mut self.arrivals);
+        arrivals.extend(out.drain(first_new..));
+        for msg in arrivals.drain(..) {
+            if msg.flags & MSG_VERBS == 0 {
+                out.push(msg);
+            } else if msg.flags & MSG_REPLY == 0 {
+                self.run_for_peer(msg);
+            } else {
+                self.complete_verbs(msg, out);
+            }
+        }
+        self.arrivals = arrivals;
+    }
+
+    /// Runs a peer's batch on this node's region and answers it with the
+    /// results of its READs, CASes and FAAs, in verb order.
+    fn run_for_peer(&mut self, msg: Message) {
+        let mut results = self.state().pool.pop().unwrap_or_default();
+        results.clear();
+        let words = self.region.len_words();
+        let request = &msg.payload;
+        let mut at = 0;
+        let mut well_formed = true;
+        while at + 2 <= request.len() {
+            let (code, len, addr) = (request[at] & 0xff, request[at] >> 8, request[at + 1]);
+            at += 2;
+            let operands = match code {
+                VERB_WRITE => len as usize,
+                VERB_CAS => 2,
+                VERB_FAA => 1,
+                _ => 0,
+            };
+            if code > VERB_FAA
+                || at + operands > request.len()
+                || addr.checked_add(len).is_none_or(|end| end > words)
+            {
+                well_formed = false;
+                break;
+            }
+            match code {
+                VERB_READ => {
+                    let start = results.len();
+                    results.resize(start + len as usize, 0);
+                    self.region.read(addr, &mut results[start..]);
+                }
+                VERB_WRITE => self.region.write(addr, &request[at..at + operands]),
+                VERB_CAS => results.push(self.region.cas(addr, request[at], request[at + 1])),
+                _ => results.push(self.region.faa(addr, request[at])),
+            }
+            at += operands;
+        }
+        let peer = msg.src_node;
+        self.state().pool.push(msg.payload);
+        if !well_formed {
+            // Only a peer built otherwise (another verbena) sends this.
+            self.failure.set(peer, UCS_ERR_INVALID_PARAM);
+            self.state().pool.push(results);
+            return;
+        }
+        if self.track && self.failure.is_dead(peer) {
+            self.state().pool.push(results);
+            return;
+        }
+        self.send_am(Message {
+            src_node: self.node,
+            src_worker: self.worker_index,
+            dst_node: peer,
+            dst_worker: msg.src_worker,
+            coroutine: msg.coroutine,
+            call: msg.call,
+            kind: msg.kind,
+            flags: MSG_VERBS | MSG_REPLY,
+            deliver_at_ns: 0,
+            payload: results,
+        });
+    }
+
+    /// A peer's answer to one of this worker's batches: its completion,
+    /// unless the batch was already failed (the peer declared dead).
+    fn complete_verbs(&mut self, msg: Message, out: &mut Vec<Message>) {
+        if self.track {
+            let Some(index) = self.awaiting.iter().position(|a| {
+                a.verbs
+                    && a.node == msg.src_node
+                    && a.coroutine == msg.coroutine
+                    && a.call == msg.call
+            }) else {
+                self.state().pool.push(msg.payload);
+                return;
+            };
+            self.awaiting.swap_remove(index);
+        }
+        out.push(Message {
+            src_node: self.node,
+            src_worker: self.worker_index,
+            dst_node: self.node,
+            dst_worker: self.worker_index,
+            coroutine: msg.coroutine,
+            call: msg.call,
+            kind: msg.kind,
+            flags: MSG_COMPLETION,
+            deliver_at_ns: 0,
+            payload: msg.payload,
+        });
+    }
+
+    /// Sends a batch to `target` for its fabric to run (`emulate`).
+    fn post_to_peer(
+        &mut self,
+        coroutine: u16,
+        tag: u16,
+        verbs: &[Verb],
+        write_data: &[u64],
+        target: NodeId,
+    ) {
+        let mut payload = self.state().pool.pop().unwrap_or_default();
+        payload.clear();
+        for verb in verbs {
+            debug_assert_eq!(verb.node, target, "a doorbell batch targets one node");
+            self.counters.count(verb);
+            let len = verb.len as u64;
+            let buf = verb.buf as usize;
+            match verb.kind {
+                VerbKind::Read => payload.extend_from_slice(&[VERB_READ | len << 8, verb.addr]),
+                VerbKind::Write => {
+                    payload.extend_from_slice(&[VERB_WRITE | len << 8, verb.addr]);
+                    payload.extend_from_slice(&write_data[buf..buf + verb.len as usize]);
+                }
+                VerbKind::Cas => payload.extend_from_slice(&[
+                    VERB_CAS | 1 << 8,
+                    verb.addr,
+                    verb.compare,
+                    verb.swap,
+                ]),
+                VerbKind::Faa => {
+                    payload.extend_from_slice(&[VERB_FAA | 1 << 8, verb.addr, verb.compare])
+                }
+            }
+        }
+        self.counters.doorbells += 1;
+        if self.track {
+            self.awaiting.push(Awaited {
+                node: target,
+                coroutine,
+                call: tag,
+                kind: verbs.len() as u16,
+                fail_flags: MSG_COMPLETION | MSG_FAILED,
+                verbs: true,
+            });
+        }
+        self.send_am(Message {
+            src_node: self.node,
+            src_worker: self.worker_index,
+            dst_node: target,
+            dst_worker: self.worker_index,
+            coroutine,
+            call: tag,
+            kind: verbs.len() as u16,
+            flags: MSG_VERBS,
+            deliver_at_ns: 0,
+            payload,
+        });
     }
 
     fn ep_info(&self, node: NodeId) -> String {
@@ -1267,7 +1489,7 @@ impl UcxEndpoint {
                 coroutine: awaited.coroutine,
                 call: awaited.call,
                 kind: awaited.kind,
-                flags: awaited.flags | MSG_REPLY | MSG_FAILED,
+                flags: awaited.fail_flags,
                 deliver_at_ns: 0,
                 payload,
             };
@@ -1324,6 +1546,59 @@ impl UcxEndpoint {
         }
         counters.doorbells += 1;
     }
+
+    /// Sends `msg` as an active message (no bookkeeping: see `send`).
+    fn send_am(&mut self, msg: Message) {
+        let mut send = self.sends.pop().unwrap_or_else(|| {
+            Box::new(SendFlight {
+                state: self.state,
+                header: [0; HEADER_WORDS],
+                payload: Vec::new(),
+            })
+        });
+        send.header = [
+            ((msg.src_node as u64) << 48)
+                | ((msg.src_worker as u64) << 32)
+                | ((msg.coroutine as u64) << 16)
+                | msg.call as u64,
+            ((msg.kind as u64) << 8) | msg.flags as u64,
+        ];
+        send.payload = msg.payload;
+        let ep = self.eps[msg.dst_node as usize];
+        let raw = Box::into_raw(send);
+        // SAFETY: header and payload live in the boxed send flight until the
+        // completion callback (or now, if it completed at once).
+        let status = unsafe {
+            let mut param: ucp_request_param_t = std::mem::zeroed();
+            param.op_attr_mask =
+                UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+            param.cb = Some(on_send_done);
+            param.user_data = raw as *mut c_void;
+            param.flags = UCP_AM_SEND_FLAG_EAGER;
+            ucp_am_send_nbx(
+                ep,
+                AM_RPC,
+                (*raw).header.as_ptr() as *const c_void,
+                HEADER_WORDS * 8,
+                (*raw).payload.as_ptr() as *const c_void,
+                (*raw).payload.len() * 8,
+                &param,
+            )
+        };
+        match classify(status) {
+            StatusPtr::Request(_) => {}
+            other => {
+                if let StatusPtr::Error(code) = other {
+                    self.failure.set(msg.dst_node, code);
+                }
+                // SAFETY: UCX no longer refers to the buffers.
+                let mut send = unsafe { Box::from_raw(raw) };
+                let payload = std::mem::take(&mut send.payload);
+                self.state().pool.push(payload);
+                self.sends.push(send);
+            }
+        }
+    }
 }
 
 impl Endpoint for UcxEndpoint {
@@ -1363,6 +1638,16 @@ impl Endpoint for UcxEndpoint {
         if let Some(region) = self.mapped.get(target as usize) {
             Self::run_on(region, &mut self.counters, verbs, write_data, results);
             return Posted::At(0);
+        }
+        if self.emulate {
+            if target == self.node {
+                // Every other node's verbs on this region are CPU
+                // operations too (`run_for_peer`): coherent.
+                Self::run_on(&self.region, &mut self.counters, verbs, write_data, results);
+                return Posted::At(0);
+            }
+            self.post_to_peer(coroutine, tag, verbs, write_data, target);
+            return Posted::Deferred;
         }
         if verbs.len() == 1 {
             match self.try_immediate(&verbs[0], results) {
@@ -1571,59 +1856,14 @@ impl Endpoint for UcxEndpoint {
                     coroutine: msg.coroutine,
                     call: msg.call,
                     kind: msg.kind,
-                    flags: msg.flags & (MSG_PASSIVE | MSG_COMPLETION),
+                    fail_flags: (msg.flags & (MSG_PASSIVE | MSG_COMPLETION))
+                        | MSG_REPLY
+                        | MSG_FAILED,
+                    verbs: false,
                 });
             }
         }
-        let mut send = self.sends.pop().unwrap_or_else(|| {
-            Box::new(SendFlight {
-                state: self.state,
-                header: [0; HEADER_WORDS],
-                payload: Vec::new(),
-            })
-        });
-        send.header = [
-            ((msg.src_node as u64) << 48)
-                | ((msg.src_worker as u64) << 32)
-                | ((msg.coroutine as u64) << 16)
-                | msg.call as u64,
-            ((msg.kind as u64) << 8) | msg.flags as u64,
-        ];
-        send.payload = msg.payload;
-        let ep = self.eps[msg.dst_node as usize];
-        let raw = Box::into_raw(send);
-        // SAFETY: header and payload live in the boxed send flight until the
-        // completion callback (or now, if it completed at once).
-        let status = unsafe {
-            let mut param: ucp_request_param_t = std::mem::zeroed();
-            param.op_attr_mask =
-                UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-            param.cb = Some(on_send_done);
-            param.user_data = raw as *mut c_void;
-            param.flags = UCP_AM_SEND_FLAG_EAGER;
-            ucp_am_send_nbx(
-                ep,
-                AM_RPC,
-                (*raw).header.as_ptr() as *const c_void,
-                HEADER_WORDS * 8,
-                (*raw).payload.as_ptr() as *const c_void,
-                (*raw).payload.len() * 8,
-                &param,
-            )
-        };
-        match classify(status) {
-            StatusPtr::Request(_) => {}
-            other => {
-                if let StatusPtr::Error(code) = other {
-                    self.failure.set(msg.dst_node, code);
-                }
-                // SAFETY: UCX no longer refers to the buffers.
-                let mut send = unsafe { Box::from_raw(raw) };
-                let payload = std::mem::take(&mut send.payload);
-                self.state().pool.push(payload);
-                self.sends.push(send);
-            }
-        }
+        self.send_am(msg);
     }
 
     fn receive(&mut self, out: &mut Vec<Message>) {
@@ -1636,11 +1876,15 @@ impl Endpoint for UcxEndpoint {
             if self.track && self.failure.dead_epoch() > 0 {
                 self.drop_from_dead_peers(out, first_new);
             }
+            if self.emulate {
+                self.serve_verbs(out, first_new);
+            }
             if self.track {
                 for msg in &out[first_new..] {
                     if msg.flags & MSG_REPLY != 0 && msg.src_node != self.node {
                         if let Some(index) = self.awaiting.iter().position(|a| {
-                            a.node == msg.src_node
+                            !a.verbs
+                                && a.node == msg.src_node
                                 && a.coroutine == msg.coroutine
                                 && a.call == msg.call
                         }) {
