@@ -1041,6 +1041,7 @@ impl UcxEndpoint {
             }
             at += operands;
         }
+        let well_formed = well_formed && at == request.len();
         let peer = msg.src_node;
         self.state().pool.push(msg.payload);
         if !well_formed {
