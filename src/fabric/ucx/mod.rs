@@ -71,10 +71,11 @@
 //!   that node may still be incomplete and either of them writes
 //!   (WRITE/CAS/FAA), the endpoint is flushed (`ucp_ep_flush_nbx`) and the
 //!   flush awaited, progressing the worker meanwhile. READs after READs go
-//!   at once. Where operations complete inside their UCX call (shared
-//!   memory) nothing is ever pending and nothing waits; elsewhere a lock
-//!   round (CAS then READ of the tuple) costs two round trips where a NIC's
-//!   QP needs one — the price of correctness without ordering.
+//!   at once. Where operations complete inside their UCX call nothing is
+//!   ever pending and nothing waits; elsewhere (RDMA; shared memory and TCP
+//!   no longer use this path) a lock round (CAS then READ of the tuple)
+//!   costs two round trips where a NIC's QP needs one — the price of
+//!   correctness without ordering.
 //! * A PUT's completion only means its source buffer is free. A batch with
 //!   WRITEs therefore ends with `ucp_ep_flush_nbx`, whose completion means
 //!   every earlier operation on the endpoint is remotely complete; with the
@@ -1278,8 +1279,8 @@ impl UcxEndpoint {
     /// `UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL` straight into the caller's result
     /// slot, no staging, no completion message. Taken only while nothing
     /// to that node is pending (FIFO holds trivially) and while UCX keeps
-    /// completing such operations at once (shared memory does: they are
-    /// loads and CPU atomics on the mapped region). If UCX answers with a
+    /// completing such operations at once (UCX's shared-memory lanes do,
+    /// where they carry verbs). If UCX answers with a
     /// request anyway (a connection still being set up, a transport that
     /// completes later), it is awaited here — the caller's buffer must not
     /// outlive the call — and the fast path rests for that node for the
