@@ -40,7 +40,7 @@
 //!   with two overlapping stores to the same words, so a lock word released
 //!   by a WRITE was stored twice, and a peer's CAS that took the lock
 //!   between the two stores was wiped out (two holders of one exclusive
-//!   lock; `tests/ucx.rs::a_hot_lock_word_is_never_lost_over_shared_memory`).
+//!   lock; `tests/ucx.rs::a_hot_lock_word_is_never_lost`).
 //!   It is all nodes or none: if any node's region cannot be mapped,
 //!   every verb goes through UCX, since CPU and NIC atomics are not atomic
 //!   with each other. The report names this path `cpu/mapped` among the
