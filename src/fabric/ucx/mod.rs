@@ -91,11 +91,9 @@
 //! (shared memory, and TCP, where UCP emulates them on the target's CPU),
 //! which `Config::validate` enforces. On mapped shared memory and with
 //! verbena's emulation (TCP) every verb is a CPU operation, so both settings
-//! are coherent there. RPC handlers
-//! always use CPU atomics, so on RDMA a hybrid that locks the same tuples
-//! both one-sided and by RPC is not coherent (the papers' reason to keep
-//! one primitive per lock).
-
+//! are coherent there. RPC handlers always use CPU atomics, so on RDMA a
+//! hybrid that locks the same tuples both one-sided and by RPC is not
+//! coherent (the papers' reason to keep one primitive per lock).
 //!
 //! Faults: over TCP and RDMA endpoints use `UCP_ERR_HANDLING_MODE_PEER`
 //! (UCX 1.13's shared-memory transports lack it, so `shm`/`auto` rely on
