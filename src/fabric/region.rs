@@ -12,6 +12,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::verbs::{Verb, VerbKind};
+
 /// A node's registered memory region, addressed in 8-byte words.
 pub struct Region {
     words: Box<[AtomicU64]>,
@@ -117,6 +119,21 @@ impl Region {
         let len = out.len();
         for (slot, cell) in out.iter_mut().zip(&self.words[start..start + len]) {
             *slot = cell.load(Ordering::Acquire);
+        }
+    }
+
+    /// Runs one verb here with CPU operations, complete on return: a READ
+    /// into `results[verb.buf..]`, a WRITE from `write_data[verb.buf..]`,
+    /// a CAS's or FAA's previous value into `results[verb.buf]` (the
+    /// fabrics whose verbs are CPU operations share this).
+    #[inline]
+    pub fn apply(&self, verb: &Verb, write_data: &[u64], results: &mut [u64]) {
+        let buf = verb.buf as usize;
+        match verb.kind {
+            VerbKind::Read => self.read(verb.addr, &mut results[buf..buf + verb.len as usize]),
+            VerbKind::Write => self.write(verb.addr, &write_data[buf..buf + verb.len as usize]),
+            VerbKind::Cas => results[buf] = self.cas(verb.addr, verb.compare, verb.swap),
+            VerbKind::Faa => results[buf] = self.faa(verb.addr, verb.compare),
         }
     }
 

@@ -947,17 +947,7 @@ impl Endpoint for SimEndpoint {
         // Local verbs bypass the NIC and take effect at once.
         let region = &state.regions[target as usize];
         for verb in verbs {
-            let buf = verb.buf as usize;
-            match verb.kind {
-                VerbKind::Read => {
-                    region.read(verb.addr, &mut results[buf..buf + verb.len as usize])
-                }
-                VerbKind::Write => {
-                    region.write(verb.addr, &write_data[buf..buf + verb.len as usize])
-                }
-                VerbKind::Cas => results[buf] = region.cas(verb.addr, verb.compare, verb.swap),
-                VerbKind::Faa => results[buf] = region.faa(verb.addr, verb.compare),
-            }
+            region.apply(verb, write_data, results);
         }
         Posted::At(0)
     }

@@ -278,25 +278,12 @@ impl Endpoint for ThreadsEndpoint {
         for verb in verbs {
             debug_assert_eq!(verb.node, target, "a doorbell batch targets one node");
             self.counters.count(verb);
-            let buf = verb.buf as usize;
-            match verb.kind {
-                VerbKind::Read => {
-                    region.read(verb.addr, &mut results[buf..buf + verb.len as usize]);
-                    rtt_ns = rtt_ns.max(self.shared.latency.onesided_ns);
-                }
-                VerbKind::Write => {
-                    region.write(verb.addr, &write_data[buf..buf + verb.len as usize]);
-                    rtt_ns = rtt_ns.max(self.shared.latency.onesided_ns);
-                }
-                VerbKind::Cas => {
-                    results[buf] = region.cas(verb.addr, verb.compare, verb.swap);
-                    rtt_ns = rtt_ns.max(self.shared.latency.atomic_ns);
-                }
-                VerbKind::Faa => {
-                    results[buf] = region.faa(verb.addr, verb.compare);
-                    rtt_ns = rtt_ns.max(self.shared.latency.atomic_ns);
-                }
-            }
+            region.apply(verb, write_data, results);
+            let verb_rtt_ns = match verb.kind {
+                VerbKind::Read | VerbKind::Write => self.shared.latency.onesided_ns,
+                VerbKind::Cas | VerbKind::Faa => self.shared.latency.atomic_ns,
+            };
+            rtt_ns = rtt_ns.max(verb_rtt_ns);
         }
         self.counters.doorbells += 1;
         if target == self.node || rtt_ns == 0 {

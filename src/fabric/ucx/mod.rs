@@ -1532,17 +1532,7 @@ impl UcxEndpoint {
     ) {
         for verb in verbs {
             counters.count(verb);
-            let buf = verb.buf as usize;
-            match verb.kind {
-                VerbKind::Read => {
-                    region.read(verb.addr, &mut results[buf..buf + verb.len as usize])
-                }
-                VerbKind::Write => {
-                    region.write(verb.addr, &write_data[buf..buf + verb.len as usize])
-                }
-                VerbKind::Cas => results[buf] = region.cas(verb.addr, verb.compare, verb.swap),
-                VerbKind::Faa => results[buf] = region.faa(verb.addr, verb.compare),
-            }
+            region.apply(verb, write_data, results);
         }
         counters.doorbells += 1;
     }
