@@ -761,7 +761,7 @@ impl UcxWorkerHost {
             rkeys: Vec::with_capacity(peers.len()),
             bases: peers.iter().map(|p| p.base_address).collect(),
             region: context.region.clone(),
-            local_atomics_cpu,
+            local_on_cpu: local_atomics_cpu,
             mapped: Vec::new(),
             emulate: false,
             arrivals: Vec::new(),
@@ -818,6 +818,8 @@ impl UcxWorkerHost {
             endpoint.mapped = endpoint.map_regions();
         }
         endpoint.emulate = !endpoint.maps_regions() && endpoint.rma_is_emulated();
+        // Coherent with every peer's verbs, which are CPU operations too.
+        endpoint.local_on_cpu |= endpoint.maps_regions() || endpoint.emulate;
         Ok(endpoint)
     }
 }
@@ -846,7 +848,10 @@ pub struct UcxEndpoint {
     rkeys: Vec<ucp_rkey_h>,
     bases: Vec<u64>,
     region: Arc<Region>,
-    local_atomics_cpu: bool,
+    /// This node's own verbs run on its region with CPU operations:
+    /// `local_atomics = cpu`, or every node's verbs are CPU operations
+    /// (mapped regions, verbena's emulation).
+    local_on_cpu: bool,
     /// Per node, its region mapped into this process, when every node's is
     /// (one host, shared memory): one-sided verbs then run as CPU loads,
     /// stores and atomics (see the module docs). Empty otherwise.
@@ -1287,7 +1292,7 @@ impl UcxEndpoint {
         let node = verb.node as usize;
         if verb.kind == VerbKind::Write
             || self.links[node].pending
-            || (verb.node == self.node && self.local_atomics_cpu)
+            || (verb.node == self.node && self.local_on_cpu)
         {
             return Immediate::NotTaken;
         }
@@ -1617,7 +1622,7 @@ impl Endpoint for UcxEndpoint {
             return Posted::At(0);
         };
         let target = first.node;
-        if target == self.node && self.local_atomics_cpu {
+        if target == self.node && self.local_on_cpu {
             Self::run_on(&self.region, &mut self.counters, verbs, write_data, results);
             return Posted::At(0);
         }
@@ -1630,12 +1635,6 @@ impl Endpoint for UcxEndpoint {
             return Posted::At(0);
         }
         if self.emulate {
-            if target == self.node {
-                // Every other node's verbs on this region are CPU
-                // operations too (`run_for_peer`): coherent.
-                Self::run_on(&self.region, &mut self.counters, verbs, write_data, results);
-                return Posted::At(0);
-            }
             self.post_to_peer(coroutine, tag, verbs, write_data, target);
             return Posted::Deferred;
         }
