@@ -747,6 +747,31 @@ fn write_file(
         .map_err(|e| failed(format!("cannot write {path}: {e}")))
 }
 
+/// Proves before any work starts that `path` can be written, so a long run
+/// is not lost to a typo at its end. A file that did not exist is removed
+/// again; an existing one is left as it is (opened, not truncated).
+fn check_output_path(flag: &str, path: &str) -> Result<(), CliError> {
+    if path == "-" {
+        return Ok(());
+    }
+    let file = std::path::Path::new(path);
+    if file.is_dir() {
+        return Err(usage(format!(
+            "{flag} {path}: is a directory; give a file path"
+        )));
+    }
+    let existed = file.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(file)
+        .map_err(|e| usage(format!("{flag} {path}: cannot create this file: {e}")))?;
+    if !existed {
+        let _ = std::fs::remove_file(file);
+    }
+    Ok(())
+}
+
 fn write_json<T: serde::Serialize>(path: &str, value: &T) -> Result<(), CliError> {
     write_file(path, |out| {
         serde_json::to_writer_pretty(&mut *out, value).map_err(std::io::Error::other)?;
@@ -835,6 +860,8 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
         .collect();
     let mut hybrid = None;
     let mut workloads = vec![WorkloadKind::Ycsb];
+    let mut hashes_out: Option<String> = None;
+    let mut hashes_expected: Option<(String, String)> = None;
     let mut flags = Flags::new(args);
     while let Some(flag) = flags.next_flag() {
         let (flag, inline) = flag?;
@@ -866,9 +893,21 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
                     .collect::<Result<_, _>>()?
             }
             "--hybrid" => hybrid = Some(parse_hybrid_code(&value)?),
+            "--hashes" => {
+                check_output_path(f, &value)?;
+                hashes_out = Some(value);
+            }
+            "--expect-hashes" => {
+                let recorded = std::fs::read_to_string(&value).map_err(|e| {
+                    usage(format!(
+                        "--expect-hashes {value}: cannot read the recorded hashes: {e}"
+                    ))
+                })?;
+                hashes_expected = Some((value, recorded));
+            }
             other => {
                 return Err(usage(format!(
-                    "unknown flag `{other}` for check; flags: --seeds N, --seed S, --protocol P[,P…], --hybrid CODE, --workload W[,W…]|all"
+                    "unknown flag `{other}` for check; flags: --seeds N, --seed S, --protocol P[,P…], --hybrid CODE, --workload W[,W…]|all, --hashes PATH, --expect-hashes PATH"
                 )))
             }
         }
@@ -951,6 +990,22 @@ fn command_check(args: &[String]) -> Result<i32, CliError> {
                 eprint!("{}", outcome.report_table);
             }
         }
+    }
+    if let Some(path) = &hashes_out {
+        let text = matrix::hash_file(&outcomes);
+        write_file(path, |out| out.write_all(text.as_bytes()))?;
+    }
+    if let Some((path, recorded)) = &hashes_expected {
+        let differences = matrix::compare_hashes(&outcomes, recorded);
+        for difference in &differences {
+            eprintln!("HASH {difference}");
+        }
+        println!(
+            "check: hashes of {} cases compared with {path}: {} differ",
+            outcomes.len(),
+            differences.len()
+        );
+        failed += differences.len();
     }
     let committed: u64 = outcomes.iter().map(|o| o.committed).sum();
     println!(

@@ -228,6 +228,8 @@ pub struct CaseOutcome {
     /// Why it failed (empty when it passed).
     pub detail: String,
     pub history_hash: String,
+    /// FNV-1a of every node's memory at the end of the run.
+    pub memory_hash: String,
     /// The run's report table (for a failure's context).
     pub report_table: String,
 }
@@ -247,6 +249,7 @@ pub fn run_case(case: Case, adjust: impl FnOnce(&mut Config)) -> CaseOutcome {
                 abort_rate: 0.0,
                 detail: format!("the run failed: {error}"),
                 history_hash: String::new(),
+                memory_hash: String::new(),
                 report_table: String::new(),
             }
         }
@@ -279,6 +282,7 @@ pub fn run_case(case: Case, adjust: impl FnOnce(&mut Config)) -> CaseOutcome {
         abort_rate: report.abort_rate,
         detail: problems.join("; "),
         history_hash: sim.history_hash.clone(),
+        memory_hash: sim.memory_hash.clone(),
         report_table: report.table(),
     }
 }
@@ -310,6 +314,67 @@ pub fn cases_of(
         }
     }
     all
+}
+
+/// One line of a recorded hash file: the case's identity, then its two
+/// hashes. Lines sort by case, so a file diffs cleanly.
+pub fn hash_line(outcome: &CaseOutcome) -> String {
+    let case = outcome.case;
+    format!(
+        "{} {} seed={} code={} history={} memory={}",
+        case.workload.name(),
+        case.protocol.name(),
+        case.seed,
+        case.code,
+        outcome.history_hash,
+        outcome.memory_hash
+    )
+}
+
+/// The text of a hash file for `outcomes`: a header, then [`hash_line`]s.
+pub fn hash_file(outcomes: &[CaseOutcome]) -> String {
+    let mut text = String::from(
+        "# verbena check: history and memory hashes per case (workload protocol seed code).\n\
+         # A sim run is a pure function of config and seed: a change that moves a line\n\
+         # changes what the simulator does, and its commit says why.\n",
+    );
+    for outcome in outcomes {
+        text.push_str(&hash_line(outcome));
+        text.push('\n');
+    }
+    text
+}
+
+/// Compares `outcomes` with a recorded hash file's text. Cases the file
+/// lacks are reported as unrecorded; cases of the file that did not run
+/// are ignored, so a subset of the matrix compares against the whole file.
+/// Returns one message per difference.
+pub fn compare_hashes(outcomes: &[CaseOutcome], recorded: &str) -> Vec<String> {
+    let mut expected = std::collections::HashMap::new();
+    for line in recorded.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some((key, hashes)) = line.split_once(" history=") {
+            expected.insert(key.to_string(), hashes.to_string());
+        }
+    }
+    let mut differences = Vec::new();
+    for outcome in outcomes {
+        let line = hash_line(outcome);
+        let (key, hashes) = line
+            .split_once(" history=")
+            .expect("hash_line always has a history field");
+        match expected.get(key) {
+            None => differences.push(format!("{key}: not recorded (history={hashes})")),
+            Some(recorded) if recorded != hashes => differences.push(format!(
+                "{key}: recorded history={recorded}, now history={hashes}"
+            )),
+            Some(_) => {}
+        }
+    }
+    differences
 }
 
 #[cfg(test)]
