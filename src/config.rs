@@ -247,6 +247,12 @@ pub struct YcsbConfig {
     pub ops_per_txn: u32,
     /// Fraction of operations that are read-modify-writes.
     pub write_ratio: f64,
+    /// Deneva's transaction mix (Deneva §4.1, Fig. 3) instead of
+    /// `write_ratio`: with this probability a transaction is an update
+    /// transaction (half its operations, rounded down, are
+    /// read-modify-writes: 5 reads and 5 updates of 10), else it is
+    /// read-only. `None`: every operation is a write with `write_ratio`.
+    pub update_txn_ratio: Option<f64>,
     pub distribution: KeyDistribution,
     /// Zipf skew, in [0, 1).
     pub theta: f64,
@@ -310,6 +316,7 @@ impl Default for YcsbConfig {
             record_bytes: 64,
             ops_per_txn: 10,
             write_ratio: 0.2,
+            update_txn_ratio: None,
             distribution: KeyDistribution::Hot,
             theta: 0.99,
             hot_fraction: 0.001,
@@ -551,6 +558,9 @@ impl Config {
             )));
         }
         check_real("ycsb.write_ratio", y.write_ratio, 0.0, 1.0, false)?;
+        if let Some(ratio) = y.update_txn_ratio {
+            check_real("ycsb.update_txn_ratio", ratio, 0.0, 1.0, false)?;
+        }
         check_real("ycsb.theta", y.theta, 0.0, 1.0, true)?;
         check_real("ycsb.hot_probability", y.hot_probability, 0.0, 1.0, false)?;
         if !(y.hot_fraction > 0.0 && y.hot_fraction <= 1.0) {

@@ -372,6 +372,57 @@ fn sim_runs_report_virtual_time_and_hashes_and_check_replays() {
     assert_usage_error(&["check", "--seeds", "0"], &["--seeds 0"]);
 }
 
+/// `check --expect-hashes` holds a change of the simulator to the recorded
+/// hashes: equal ones pass, a moved one fails the check and names the case.
+#[test]
+fn check_compares_every_case_hash_with_the_recorded_file() {
+    let dir = std::env::temp_dir().join(format!("verbena-hashes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let recorded = dir.join("recorded.txt");
+    let case = ["check", "--protocol", "mvcc", "--seed", "2", "--seeds", "1"];
+    let record = verbena(&[&case[..], &["--hashes", recorded.to_str().unwrap()]].concat());
+    assert_eq!(record.status.code(), Some(0));
+    let text = std::fs::read_to_string(&recorded).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert!(
+        lines.len() > 2,
+        "every plan of the seed is recorded: {text}"
+    );
+    assert!(lines.iter().all(|l| l.starts_with("ycsb mvcc seed=2 code=")
+        && l.contains(" history=")
+        && l.contains(" memory=")));
+
+    let again = verbena(&[&case[..], &["--expect-hashes", recorded.to_str().unwrap()]].concat());
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains(": 0 differ"), "{stdout}");
+
+    // One plan's memory hash moved: the check fails and names that case.
+    let moved =
+        lines[1].rsplit_once(" memory=").unwrap().0.to_string() + " memory=0000000000000000";
+    let tampered = dir.join("tampered.txt");
+    std::fs::write(&tampered, text.replace(lines[1], &moved)).unwrap();
+    let differs = verbena(&[&case[..], &["--expect-hashes", tampered.to_str().unwrap()]].concat());
+    let stderr = String::from_utf8_lossy(&differs.stderr);
+    assert_eq!(differs.status.code(), Some(3), "{stderr}");
+    let key = lines[1].split_once(" history=").unwrap().0;
+    assert!(
+        stderr.contains(&format!("HASH {key}: recorded")),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&differs.stdout).contains(": 1 differ"));
+
+    assert_usage_error(
+        &["check", "--expect-hashes", "/nonexistent/hashes.txt"],
+        &["--expect-hashes /nonexistent/hashes.txt", "cannot read"],
+    );
+    assert_usage_error(
+        &["check", "--hashes", "/nonexistent/dir/hashes.txt"],
+        &["--hashes /nonexistent/dir/hashes.txt", "cannot create"],
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// Multi-process commands (issue 7) check their own flags before anything
 /// starts; a build without the `ucx` feature says what to install.
 #[test]

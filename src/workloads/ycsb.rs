@@ -8,6 +8,13 @@
 //! uniformly, by Zipf θ, or by RCC's hot area (`hot_fraction` of the rows get
 //! `hot_probability` of the accesses).
 //!
+//! Writes: each operation is a read-modify-write with `write_ratio` (RCC's
+//! definition), or, with `update_txn_ratio` set, Deneva's (Deneva §4.1,
+//! Fig. 3): a transaction is an update transaction with that probability —
+//! half its operations, rounded down, at random positions, are
+//! read-modify-writes (5 reads and 5 updates of 10) — and read-only
+//! otherwise.
+//!
 //! Record: word 0 is a counter every write increments; every other word `i`
 //! starts at `key + i` and every write adds 1 to it. Invariant after a run,
 //! per row: `counter == seq` and `word[i] == key + i + seq` — so a lost,
@@ -156,8 +163,21 @@ impl Workload for Ycsb {
             request.ops[i] = YcsbOp {
                 node: partition,
                 key: partition as u64 * rows + row,
-                write: rng.unit() < self.config.write_ratio,
+                write: self.config.update_txn_ratio.is_none()
+                    && rng.unit() < self.config.write_ratio,
             };
+        }
+        if let Some(ratio) = self.config.update_txn_ratio {
+            if rng.unit() < ratio {
+                // A partial Fisher–Yates shuffle picks the written half.
+                let len = request.len as usize;
+                let mut order: [u8; MAX_OPS_PER_TXN as usize] = std::array::from_fn(|i| i as u8);
+                for i in 0..len / 2 {
+                    let j = i + rng.below((len - i) as u64) as usize;
+                    order.swap(i, j);
+                    request.ops[order[i] as usize].write = true;
+                }
+            }
         }
         request
     }
@@ -281,5 +301,57 @@ impl Workload for Ycsb {
             ));
         }
         report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn requests(config: YcsbConfig, count: usize) -> Vec<YcsbRequest> {
+        let ycsb = Ycsb::new(&config, 2);
+        let mut rng = Rng::new(7);
+        (0..count).map(|_| ycsb.generate(&mut rng, 0)).collect()
+    }
+
+    #[test]
+    fn deneva_mix_is_read_only_or_half_updates_in_the_configured_share() {
+        let config = YcsbConfig {
+            rows_per_node: 1000,
+            update_txn_ratio: Some(0.3),
+            write_ratio: 1.0,
+            ..YcsbConfig::default()
+        };
+        let all = requests(config, 4000);
+        let mut updates = 0;
+        for request in &all {
+            let writes = request.ops[..request.len as usize]
+                .iter()
+                .filter(|op| op.write)
+                .count();
+            assert!(writes == 0 || writes == 5, "{writes} writes of 10");
+            updates += (writes == 5) as usize;
+        }
+        let share = updates as f64 / all.len() as f64;
+        assert!((share - 0.3).abs() < 0.03, "update share {share}");
+        // The written half is not always the same positions.
+        let first_written = all.iter().filter(|r| r.ops[0].write).count();
+        assert!(first_written > 0 && first_written < updates);
+    }
+
+    #[test]
+    fn without_the_mix_each_operation_writes_with_write_ratio() {
+        let config = YcsbConfig {
+            rows_per_node: 1000,
+            write_ratio: 0.25,
+            ..YcsbConfig::default()
+        };
+        let all = requests(config, 2000);
+        let writes: usize = all
+            .iter()
+            .map(|r| r.ops[..r.len as usize].iter().filter(|op| op.write).count())
+            .sum();
+        let share = writes as f64 / (all.len() * 10) as f64;
+        assert!((share - 0.25).abs() < 0.02, "write share {share}");
     }
 }
