@@ -64,12 +64,7 @@ use crate::store::{LocationCache, NodeStore, StoreLayout};
 use crate::workloads::Workload;
 use std::sync::atomic::AtomicU64;
 
-/// Which node this process is, and where rank 0 listens.
-#[derive(Clone, Debug)]
-pub struct NodeOptions {
-    pub rank: u32,
-    pub bootstrap: String,
-}
+pub use super::launch::NodeOptions;
 
 /// Runs this process's node of `config` (fabric forced to `ucx`). Rank 0
 /// returns the run's output; the other ranks `None`.
@@ -410,6 +405,8 @@ fn run_protocol<P: Protocol, W: Workload>(
         join_timeout: Duration::from_secs_f64(config.ucx.join_timeout_s),
         stall_timeout: stall,
         digest: config_digest,
+        key: options.key.clone(),
+        job: options.job.clone(),
     };
     let stop = AtomicBool::new(false);
     let local_done = AtomicUsize::new(0);
