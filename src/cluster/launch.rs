@@ -367,6 +367,14 @@ mod tests {
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
     }
 
+    #[test]
+    fn the_remote_shell_is_ssh_unless_verbena_rsh_names_another() {
+        assert_eq!(remote_shell(env(&[])), ["ssh", "-o", "BatchMode=yes"]);
+        assert_eq!(remote_shell(env(&[("VERBENA_RSH", "  ")]))[0], "ssh");
+        let rsh = remote_shell(env(&[("VERBENA_RSH", "/opt/netns-rsh --quiet")]));
+        assert_eq!(rsh, ["/opt/netns-rsh", "--quiet"]);
+    }
+
     fn shell(script: &str) -> Child {
         Command::new("sh").args(["-c", script]).spawn().unwrap()
     }

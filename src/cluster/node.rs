@@ -7,8 +7,9 @@
 //! 2. each worker thread creates its `ucp_worker` and hands its address to
 //!    the main thread;
 //! 3. join: addresses, rkeys and region layouts of every rank are exchanged
-//!    (rank 0 checks that every rank runs the same configuration and the
-//!    same region size);
+//!    (rank 0 admits only ranks of this job — the job key and job id of
+//!    `cluster::auth` — and checks that every rank runs the same
+//!    configuration and the same region size);
 //! 4. each worker connects to the worker of its index on every node, then a
 //!    cluster barrier (`Ready` → `Go`) starts every rank's clock;
 //! 5. the main thread watches: its workers' progress, peers' heartbeats and
