@@ -236,7 +236,9 @@ LAUNCH FLAGS: --local N | --hosts FILE, --port P (bootstrap port of
     [this binary's path]); every RUN FLAG is passed to every rank
 NODE FLAGS: --rank R, --bootstrap HOST:PORT (rank 0 listens there; or
     VERBENA_BOOTSTRAP), --nodes N; rank and size may come from
-    SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/PMI_SIZE
+    SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/PMI_SIZE;
+    --cluster-key KEY (or VERBENA_CLUSTER_KEY, which ps does not show): the
+    job's secret, the same on every rank (launch makes a random one)
 
 FABRIC-BENCH FLAGS: --transport shm|tcp|rdma|auto [shm], --op
     read|write|cas|faa|rpc [read], --bytes N (READ/WRITE/RPC payload) [8],
@@ -1266,7 +1268,8 @@ fn command_node(args: &[String]) -> Result<i32, CliError> {
         print!("{HELP}");
         return Ok(EXIT_OK);
     }
-    let (values, mut rest) = take_flags(args, &["--rank", "--bootstrap"])?;
+    let (values, mut rest) = take_flags(args, &["--rank", "--bootstrap", "--cluster-key"])?;
+    let key = cluster_key(values[2].as_deref())?;
     let from_env =
         crate::cluster::launch::rank_from_env(|name| std::env::var(name).ok()).map_err(usage)?;
     let rank = match (&values[0], &from_env) {
@@ -1310,17 +1313,38 @@ fn command_node(args: &[String]) -> Result<i32, CliError> {
             config.nodes
         )));
     }
-    run_node_and_report(&config, rank, bootstrap, &outputs)
+    let job = crate::cluster::auth::job_id_from_env(|name| std::env::var(name).ok())
+        .map(|(id, _)| id)
+        .unwrap_or_default();
+    let options = crate::cluster::launch::NodeOptions {
+        rank,
+        bootstrap,
+        key,
+        job,
+    };
+    run_node_and_report(&config, options, &outputs)
+}
+
+/// The job's key: `--cluster-key`, else `VERBENA_CLUSTER_KEY`, else none.
+fn cluster_key(flag: Option<&str>) -> Result<Option<crate::cluster::auth::ClusterKey>, CliError> {
+    use crate::cluster::auth::ClusterKey;
+    match flag {
+        Some(text) => ClusterKey::parse(text, "--cluster-key").map(Some),
+        None => match std::env::var("VERBENA_CLUSTER_KEY") {
+            Ok(text) => ClusterKey::parse(&text, "VERBENA_CLUSTER_KEY").map(Some),
+            Err(_) => Ok(None),
+        },
+    }
+    .map_err(usage)
 }
 
 #[cfg(feature = "ucx")]
 fn run_node_and_report(
     config: &Config,
-    rank: u32,
-    bootstrap: String,
+    options: crate::cluster::launch::NodeOptions,
     outputs: &Outputs,
 ) -> Result<i32, CliError> {
-    let options = crate::cluster::node::NodeOptions { rank, bootstrap };
+    let rank = options.rank;
     // Crash-stop: a rank whose thread panicked must not linger half alive
     // (its peers would wait on it); it dies at once, its connections
     // close, and the launcher reports it as failed.
@@ -1345,8 +1369,7 @@ fn run_node_and_report(
 #[cfg(not(feature = "ucx"))]
 fn run_node_and_report(
     _config: &Config,
-    _rank: u32,
-    _bootstrap: String,
+    _options: crate::cluster::launch::NodeOptions,
     _outputs: &Outputs,
 ) -> Result<i32, CliError> {
     // `Config::validate` refuses fabric ucx in such a build first.
@@ -1360,7 +1383,26 @@ fn command_launch(args: &[String]) -> Result<i32, CliError> {
         print!("{HELP}");
         return Ok(EXIT_OK);
     }
-    let (values, rest) = take_flags(args, &["--local", "--hosts", "--port", "--remote-exe"])?;
+    let (values, rest) = take_flags(
+        args,
+        &[
+            "--local",
+            "--hosts",
+            "--port",
+            "--remote-exe",
+            "--cluster-key",
+        ],
+    )?;
+    // Every launch is a job of its own: the user's key, or a random one.
+    let key = match cluster_key(values[4].as_deref())? {
+        Some(key) => key,
+        None => crate::cluster::auth::ClusterKey::generate().map_err(failed)?,
+    };
+    let job_id = crate::cluster::auth::fresh_job_id().map_err(failed)?;
+    let job = crate::cluster::launch::Job {
+        key: &key,
+        id: &job_id,
+    };
     let hosts = match (&values[0], &values[1]) {
         (Some(_), Some(_)) => return Err(usage("give either --local N or --hosts FILE, not both")),
         (Some(count), None) => {
@@ -1416,7 +1458,7 @@ fn command_launch(args: &[String]) -> Result<i32, CliError> {
                 remote_exe: &remote_exe,
             },
         };
-        match spawn_rank(&spawn, rank as u32, nodes, &bootstrap, &rest) {
+        match spawn_rank(&spawn, rank as u32, nodes, &bootstrap, &rest, &job) {
             Ok(child) => children.push((rank as u32, child)),
             Err(e) => {
                 for (_, mut child) in children {

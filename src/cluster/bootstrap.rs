@@ -1,9 +1,25 @@
 //! The TCP rendezvous of a multi-process run: rank 0 listens on
-//! `HOST:PORT`; every other rank connects, says who it is (`Hello`: rank,
-//! host, pid, configuration digest, its region's address and rkey, its
-//! workers' UCX addresses), and receives everyone's (`Table`). The same
-//! connections then carry the barriers (`Ready`/`Go`, `Done`/`AllDone`),
-//! heartbeats, the results rank 0 gathers, and `Abort`.
+//! `HOST:PORT`; every other rank connects, is challenged (`Challenge`: a
+//! fresh nonce), says who it is (`Hello`: configuration digest, job id,
+//! its answer to the nonce under the job key, then rank, host, pid, its
+//! region's address and rkey, its workers' UCX addresses), and receives
+//! everyone's (`Table`). The same connections then carry the barriers
+//! (`Ready`/`Go`, `Done`/`AllDone`), heartbeats, the results rank 0
+//! gathers, and `Abort`.
+//!
+//! Admission (`cluster::auth`): the port is open to anything that reaches
+//! it, so rank 0 admits a connection only once its `Hello` proves the job
+//! key (when the job has one), names the same job id and carries the same
+//! configuration digest. Anything else — garbage, a wrong or missing key,
+//! a rank of another job, a different configuration — is refused: logged
+//! once on stderr with the peer's address and the reason, told the reason
+//! if it is a verbena rank, and the join goes on (a rank that never
+//! comes is named when the join deadline passes, with the refusals seen
+//! meanwhile). Each new connection proves itself on a thread of its own,
+//! within `HELLO_TIMEOUT`, and may send at most `MAX_HELLO_BYTES` before
+//! it is admitted. A rank that is admitted but clashes with the run (a
+//! rank number out of range or taken twice) is the launch's mistake and
+//! stops the run.
 //!
 //! Faults are bounded in time: a rank that never joins is named when the
 //! join deadline passes; one that dies closes its connection (named at
@@ -24,11 +40,12 @@
 
 use std::collections::VecDeque;
 use std::io::Write;
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use super::wire::{read_frame, write_frame, Dec, Enc, Frame, Kind};
+use super::auth::{self, ClusterKey};
+use super::wire::{read_frame, read_frame_limited, write_frame, Dec, Enc, Frame, Kind};
 
 /// How often a rank tells the others it is alive.
 pub const HEARTBEAT: Duration = Duration::from_millis(250);
@@ -102,6 +119,147 @@ pub struct BootstrapOptions {
     pub stall_timeout: Duration,
     /// Digest of the run's configuration: every rank must run the same.
     pub digest: u64,
+    /// The job's key (`cluster::auth`): rank 0 admits only a joiner that
+    /// proves it holds the same (or, without one, a joiner without one).
+    pub key: Option<ClusterKey>,
+    /// What the launcher calls this job (`auth::job_id_from_env`; empty
+    /// when none): rank 0 refuses a rank of another job.
+    pub job: String,
+}
+
+/// The longest join message rank 0 reads from a connection it has not
+/// admitted yet (a join carries a few UCX addresses: kilobytes).
+const MAX_HELLO_BYTES: u64 = 16 << 20;
+
+/// How long a new connection has to answer rank 0's challenge.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many connections may be proving themselves at once; past that rank
+/// 0 closes new ones at once (a flood of idle connections costs a thread
+/// each for `HELLO_TIMEOUT`).
+const MAX_PENDING_JOINS: usize = 64;
+
+/// What rank 0 admits a joiner by.
+#[derive(Clone)]
+struct Gate {
+    key: Option<ClusterKey>,
+    job: String,
+    digest: u64,
+}
+
+/// A new connection's peer and either its stream and join message or the
+/// reason it was refused.
+type Admission = (SocketAddr, Result<(TcpStream, RankInfo), String>);
+
+/// The abort frame's marker: rank 0 refused this connection (the run
+/// itself goes on).
+const REFUSED: u64 = 1;
+
+/// Logs, once, a connection rank 0 turned away; the join goes on.
+fn log_refusal(peer: SocketAddr, reason: &str) {
+    eprintln!("verbena: rank 0 refused a connection from {peer}: {reason}; the run goes on");
+}
+
+fn describe_job(job: &str) -> String {
+    if job.is_empty() {
+        "no job id".into()
+    } else {
+        format!("job `{job}`")
+    }
+}
+
+/// Challenges a new connection and reads its join message; `Err` is why
+/// it is refused (the peer is told when it is a verbena rank).
+fn admit(mut stream: TcpStream, gate: &Gate) -> Result<(TcpStream, RankInfo), String> {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_read_timeout(Some(HELLO_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(HELLO_TIMEOUT));
+    let nonce = auth::nonce()?;
+    let mut challenge = Enc::default();
+    challenge.bytes(&nonce);
+    write_frame(&mut stream, Kind::Challenge, &challenge.bytes)
+        .map_err(|e| format!("sending it the challenge failed: {e}"))?;
+    let started = Instant::now();
+    let hello = match read_frame_limited(&mut stream, MAX_HELLO_BYTES) {
+        Ok(Some(frame)) if frame.kind == Kind::Hello => frame,
+        Ok(Some(frame)) => {
+            return Err(format!(
+                "it sent a {:?} message instead of a join message (not a joining verbena rank)",
+                frame.kind
+            ))
+        }
+        Ok(None) => return Err("it closed the connection without a join message".into()),
+        Err(_) if started.elapsed() >= HELLO_TIMEOUT => {
+            return Err(format!(
+                "it sent no join message within {} s",
+                HELLO_TIMEOUT.as_secs()
+            ))
+        }
+        Err(e) => return Err(format!("not a verbena join message: {e}")),
+    };
+    let mut dec = Dec::new(&hello.body);
+    let decoded = (|| {
+        let digest = dec.u64("configuration digest")?;
+        let job = dec.str("job id")?;
+        let proof = dec.bytes("key proof")?;
+        let info = RankInfo::decode(&mut dec)?;
+        Ok::<_, String>((digest, job, proof, info))
+    })();
+    let (digest, job, proof, info) =
+        decoded.map_err(|e| format!("not a verbena join message: {e}"))?;
+    let who = format!(
+        "rank {} (host {}, pid {})",
+        info.rank,
+        if info.host.is_empty() {
+            "unnamed"
+        } else {
+            &info.host
+        },
+        info.pid
+    );
+    // The key first: until the proof holds, nothing else it says is
+    // trusted (a wrong key could come with any job id or digest).
+    let problem = match (&gate.key, proof.is_empty()) {
+        (Some(_), true) => Some(format!(
+            "a peer calling itself {who} holds no cluster key and this job has one (give every rank the same VERBENA_CLUSTER_KEY or --cluster-key)"
+        )),
+        (Some(key), false) if !auth::verify(key, &nonce, info.rank, digest, &job, &proof) => {
+            Some(format!(
+                "a peer calling itself {who} does not hold this job's cluster key (a rank of another job, or one given another key)"
+            ))
+        }
+        (None, false) => Some(format!(
+            "a peer calling itself {who} holds a cluster key and this job has none (give every rank the same VERBENA_CLUSTER_KEY or --cluster-key)"
+        )),
+        _ if job != gate.job => Some(format!(
+            "{who} belongs to another job ({}; this one has {})",
+            describe_job(&job),
+            describe_job(&gate.job)
+        )),
+        _ if digest != gate.digest => Some(format!(
+            "{who} was started with a different configuration than rank 0; every rank needs the same flags and config file"
+        )),
+        _ => None,
+    };
+    if let Some(reason) = problem {
+        let mut enc = Enc::default();
+        enc.str(&reason).u64(REFUSED);
+        let _ = write_frame(&mut stream, Kind::Abort, &enc.bytes);
+        return Err(reason);
+    }
+    Ok((stream, info))
+}
+
+/// The error a joining rank reports for rank 0's `Abort`.
+fn abort_message(frame: &Frame, address: &str) -> String {
+    let mut dec = Dec::new(&frame.body);
+    let message = dec.str("message").unwrap_or_default();
+    if dec.u64("marker") == Ok(REFUSED) {
+        format!("rank 0 at {address} refused this rank: {message}")
+    } else {
+        format!("rank 0 stopped the run: {message}")
+    }
 }
 
 enum Event {
@@ -224,6 +382,16 @@ impl Bootstrap {
             }
             message
         };
+        let gate = Gate {
+            key: options.key.clone(),
+            job: options.job.clone(),
+            digest: options.digest,
+        };
+        // Each new connection proves itself on a thread of its own, so a
+        // stranger that connects and says nothing delays no rank's join.
+        let (admitted_tx, admitted_rx) = channel::<Admission>();
+        let mut pending = 0usize;
+        let mut refusals: Vec<String> = Vec::new();
         while ranks.iter().any(Option::is_none) {
             if Instant::now() >= deadline {
                 let missing: Vec<String> = ranks
@@ -232,44 +400,65 @@ impl Bootstrap {
                     .filter(|(_, r)| r.is_none())
                     .map(|(rank, _)| rank.to_string())
                     .collect();
-                let message = format!(
+                let mut message = format!(
                     "rank(s) {} never joined {} within {:.0} s (not started, crashed before joining, or cannot reach rank 0 on host {}); their hosts are unknown because they never connected",
                     missing.join(", "),
                     options.address,
                     options.join_timeout.as_secs_f64(),
                     hostname()
                 );
+                if !refusals.is_empty() {
+                    message.push_str(&format!(
+                        "; connections refused meanwhile: {}",
+                        refusals.join("; ")
+                    ));
+                }
                 return Err(fail(&mut writers, message));
             }
-            let (mut stream, peer) = match listener.accept() {
-                Ok(pair) => pair,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
+            match listener.accept() {
+                Ok((stream, peer)) if pending >= MAX_PENDING_JOINS => {
+                    drop(stream);
+                    let reason = format!(
+                        "{MAX_PENDING_JOINS} other connections are still to send their join message"
+                    );
+                    log_refusal(peer, &reason);
+                    refusals.push(format!("from {peer}: {reason}"));
                 }
+                Ok((stream, peer)) => {
+                    let (gate, admitted_tx) = (gate.clone(), admitted_tx.clone());
+                    std::thread::Builder::new()
+                        .name("verbena-boot-admit".into())
+                        .spawn(move || {
+                            let outcome = admit(stream, &gate);
+                            if let Err(reason) = &outcome {
+                                log_refusal(peer, reason);
+                            }
+                            let _ = admitted_tx.send((peer, outcome));
+                        })
+                        .map_err(|e| format!("rank 0: starting a bootstrap thread: {e}"))?;
+                    pending += 1;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(fail(&mut writers, format!("rank 0: accept failed: {e}"))),
+            }
+            let (peer, outcome) = match admitted_rx.recv_timeout(Duration::from_millis(10)) {
+                Ok(admission) => admission,
+                Err(_) => continue,
             };
-            let _ = stream.set_nonblocking(false);
-            let _ = stream.set_nodelay(true);
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-            let hello = match read_frame(&mut stream) {
-                Ok(Some(frame)) if frame.kind == Kind::Hello => frame,
-                // Not a verbena rank (a port scan, a stale process): ignore it.
-                _ => continue,
-            };
-            let mut dec = Dec::new(&hello.body);
-            let digest = dec.u64("configuration digest");
-            let info = digest.and_then(|d| RankInfo::decode(&mut dec).map(|i| (d, i)));
-            let (digest, mut info) = match info {
-                Ok(pair) => pair,
-                Err(e) => {
-                    let message = format!("a peer at {peer} sent a malformed join message: {e}");
-                    return Err(fail(&mut writers, message));
+            pending -= 1;
+            let (stream, mut info) = match outcome {
+                Ok(joined) => joined,
+                Err(reason) => {
+                    refusals.push(format!("from {peer}: {reason}"));
+                    continue;
                 }
             };
             if info.host.is_empty() {
                 info.host = peer.ip().to_string();
             }
+            // A rank of this job (proven with a key, claimed without one)
+            // with this configuration: a rank number that clashes is the
+            // launch's mistake, and fatal.
             let who = format!("rank {} (host {}, pid {})", info.rank, info.host, info.pid);
             let problem = if info.rank as usize >= nodes || info.rank == 0 {
                 Some(format!(
@@ -282,10 +471,6 @@ impl Bootstrap {
                     "{who} joined twice: two processes were given rank {}",
                     info.rank
                 ))
-            } else if digest != options.digest {
-                Some(format!(
-                    "{who} was started with a different configuration than rank 0; every rank needs the same flags and config file"
-                ))
             } else {
                 None
             };
@@ -294,6 +479,7 @@ impl Bootstrap {
                 return Err(fail(&mut writers, message));
             }
             let _ = stream.set_read_timeout(None);
+            let _ = stream.set_write_timeout(None);
             let slot = info.rank as usize;
             writers[slot] = Some(stream);
             ranks[slot] = Some(info);
@@ -350,8 +536,48 @@ impl Bootstrap {
             }
         };
         let _ = stream.set_nodelay(true);
+        // Rank 0 speaks first: the nonce this rank's join must answer.
+        let _ = stream.set_read_timeout(Some(options.join_timeout + Duration::from_secs(5)));
+        let nonce = match read_frame_limited(&mut stream, MAX_HELLO_BYTES) {
+            Ok(Some(frame)) if frame.kind == Kind::Challenge => Dec::new(&frame.body)
+                .bytes("nonce")
+                .ok()
+                .filter(|nonce| nonce.len() == auth::NONCE_BYTES)
+                .ok_or_else(|| {
+                    format!(
+                        "rank {rank}: the peer at {} sent a malformed challenge (a different verbena version?)",
+                        options.address
+                    )
+                })?,
+            Ok(Some(frame)) if frame.kind == Kind::Abort => {
+                return Err(abort_message(&frame, &options.address))
+            }
+            Ok(Some(frame)) => {
+                return Err(format!(
+                    "rank {rank}: the peer at {} sent a {:?} message before any challenge: it is not rank 0 of this verbena version",
+                    options.address, frame.kind
+                ))
+            }
+            Ok(None) => {
+                return Err(format!(
+                    "rank 0 at {} closed the connection before rank {rank} could join",
+                    options.address
+                ))
+            }
+            Err(e) => {
+                return Err(format!(
+                    "rank {rank}: no challenge from rank 0 at {} (is it a verbena rank 0?): {e}",
+                    options.address
+                ))
+            }
+        };
+        let proof = options
+            .key
+            .as_ref()
+            .map(|key| auth::prove(key, &nonce, rank, options.digest, &options.job))
+            .unwrap_or_default();
         let mut hello = Enc::default();
-        hello.u64(options.digest);
+        hello.u64(options.digest).str(&options.job).bytes(&proof);
         mine.encode(&mut hello);
         write_frame(&mut stream, Kind::Hello, &hello.bytes)
             .map_err(|e| format!("rank {rank}: sending the join message to rank 0: {e}"))?;
@@ -375,12 +601,7 @@ impl Bootstrap {
         let mut dec = Dec::new(&frame.body);
         match frame.kind {
             Kind::Table => {}
-            Kind::Abort => {
-                return Err(format!(
-                    "rank 0 stopped the run: {}",
-                    dec.str("message").unwrap_or_default()
-                ))
-            }
+            Kind::Abort => return Err(abort_message(&frame, &options.address)),
             other => return Err(format!("rank 0 sent {other:?} instead of the table")),
         }
         let count = dec.u64("rank count")?;
@@ -770,6 +991,16 @@ mod tests {
             join_timeout: Duration::from_secs(3),
             stall_timeout: Duration::from_secs(3),
             digest,
+            key: None,
+            job: String::new(),
+        }
+    }
+
+    fn keyed(rank: u32, nodes: u32, port: u16, key: &str, job: &str) -> BootstrapOptions {
+        BootstrapOptions {
+            key: Some(ClusterKey::parse(key, "test").unwrap()),
+            job: job.into(),
+            ..options(rank, nodes, port, 7)
         }
     }
 
@@ -865,5 +1096,101 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(5);
         let error = leader.gather(Kind::Done, deadline, "finish").err().unwrap();
         assert!(error.contains("lost rank 1 (host h1, pid 101)"), "{error}");
+    }
+
+    #[test]
+    fn strangers_are_refused_and_the_job_still_joins() {
+        let port = free_port();
+        let key = "the job's own secret key";
+        let leader = std::thread::spawn(move || {
+            let mut short = keyed(0, 3, port, key, "job-a");
+            short.join_timeout = Duration::from_secs(20);
+            Bootstrap::join(&short, info(0))
+        });
+        // Garbage: a stranger that answers the challenge with noise.
+        let mut garbage = loop {
+            match TcpStream::connect(("127.0.0.1", port)) {
+                Ok(stream) => break stream,
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        garbage.write_all(&[0xde; 64]).unwrap();
+        // A huge length must not be allocated: refused from the header.
+        let mut huge = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut head = [0u8; 16];
+        head[..4].copy_from_slice(&(Kind::Hello as u32).to_le_bytes());
+        head[8..].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        huge.write_all(&head).unwrap();
+        let refused = |options: BootstrapOptions, rank: u32| {
+            let error = Bootstrap::join(&options, info(rank))
+                .err()
+                .expect("refused");
+            assert!(error.contains("refused this rank"), "{error}");
+            error
+        };
+        let error = refused(keyed(1, 3, port, "not the job's secret key", "job-a"), 1);
+        assert!(
+            error.contains("does not hold this job's cluster key"),
+            "{error}"
+        );
+        let error = refused(options(1, 3, port, 7), 1);
+        assert!(error.contains("holds no cluster key"), "{error}");
+        let error = refused(keyed(2, 3, port, key, "job-b"), 2);
+        assert!(
+            error.contains("another job (job `job-b`; this one has job `job-a`)"),
+            "{error}"
+        );
+        let mut other_config = keyed(2, 3, port, key, "job-a");
+        other_config.digest = 8;
+        let error = refused(other_config, 2);
+        assert!(error.contains("different configuration"), "{error}");
+        // The job's own ranks still join, and the run goes on.
+        let members: Vec<_> = (1..3)
+            .map(|rank| {
+                std::thread::spawn(move || {
+                    let mut boot =
+                        Bootstrap::join(&keyed(rank, 3, port, key, "job-a"), info(rank)).unwrap();
+                    boot.send(Kind::Done, &[rank as u8]).unwrap();
+                    boot.linger(Duration::from_secs(5));
+                })
+            })
+            .collect();
+        let mut leader = leader.join().unwrap().expect("the job's ranks join");
+        assert_eq!(leader.ranks[2].pid, 102);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        assert_eq!(
+            leader.gather(Kind::Done, deadline, "finish").unwrap().len(),
+            2
+        );
+        drop(leader);
+        for member in members {
+            member.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn without_keys_a_rank_of_another_job_is_refused() {
+        let port = free_port();
+        let job = move |rank: u32, job: &str| BootstrapOptions {
+            job: job.into(),
+            ..options(rank, 2, port, 7)
+        };
+        let leader_options = job(0, "4242");
+        let leader = std::thread::spawn(move || Bootstrap::join(&leader_options, info(0)));
+        let error = loop {
+            match Bootstrap::join(&job(1, "4343"), info(1)) {
+                Err(e) if e.contains("could not reach rank 0") => continue,
+                Err(e) => break e,
+                Ok(_) => panic!("a rank of another job joined"),
+            }
+        };
+        assert!(
+            error.contains("another job (job `4343`; this one has job `4242`)"),
+            "{error}"
+        );
+        let member =
+            std::thread::spawn(move || Bootstrap::join(&job(1, "4242"), info(1)).map(|_| ()));
+        assert!(leader.join().unwrap().is_ok());
+        member.join().unwrap().unwrap();
     }
 }

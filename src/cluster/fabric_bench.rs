@@ -101,6 +101,10 @@ pub fn run_rank(
             join_timeout: Duration::from_secs(30),
             stall_timeout: Duration::from_secs(10),
             digest,
+            // Both ranks are this command's own children on a port it
+            // just found free: nothing else to keep out.
+            key: None,
+            job: String::new(),
         },
         mine,
     )?;

@@ -11,15 +11,60 @@
 //! * `verbena launch --hosts FILE`: one process per line of FILE (a host
 //!   name, `#` comments), started with `ssh HOST`; rank 0 runs on the first
 //!   host, which is also the bootstrap address. The remote command is this
-//!   binary's path unless `--remote-exe` names another.
+//!   binary's path unless `--remote-exe` names another. `VERBENA_RSH`
+//!   replaces `ssh -o BatchMode=yes` with another remote shell (a command
+//!   and its arguments, split on whitespace, then given `HOST COMMAND` as
+//!   ssh is): e.g. `ip netns exec` behind a script, as the tests do.
+//!
+//! `verbena launch` makes each run a job of its own (`cluster::auth`): a
+//! random key and job id, handed to every rank in its environment
+//! (`VERBENA_CLUSTER_KEY`, `VERBENA_JOB_ID`), never on a command line,
+//! where `ps` would show the key. Over ssh the environment does not travel,
+//! so the remote shell reads the key from its standard input.
 //!
 //! The launcher waits for every process; once one fails it gives the others
 //! the bootstrap's own fault bound (they stop by themselves with an error
 //! naming the rank at fault) and then kills what is left, so a launch never
 //! hangs.
 
+use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use super::auth::ClusterKey;
+
+/// Which node this process is, where rank 0 listens, and what admits it
+/// to the job (`cluster::auth`).
+#[derive(Clone, Debug)]
+pub struct NodeOptions {
+    pub rank: u32,
+    pub bootstrap: String,
+    /// The job's key (`--cluster-key` / `VERBENA_CLUSTER_KEY`).
+    pub key: Option<ClusterKey>,
+    /// The launcher's job id (`auth::job_id_from_env`), empty if none.
+    pub job: String,
+}
+
+/// What makes the launched ranks one job (`cluster::auth`).
+pub struct Job<'a> {
+    pub key: &'a ClusterKey,
+    pub id: &'a str,
+}
+
+/// The remote shell `--hosts` starts ranks with: `VERBENA_RSH` split on
+/// whitespace, or `ssh -o BatchMode=yes`.
+pub fn remote_shell(lookup: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    let words: Vec<String> = lookup("VERBENA_RSH")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    if words.is_empty() {
+        ["ssh", "-o", "BatchMode=yes"].map(String::from).to_vec()
+    } else {
+        words
+    }
+}
 
 /// Where a rank's number and the run's size came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,13 +166,15 @@ pub enum Spawn<'a> {
     Ssh { host: &'a str, remote_exe: &'a str },
 }
 
-/// Starts rank `rank` of `nodes` with `run_args` (the run's own flags).
+/// Starts rank `rank` of `nodes` of `job` with `run_args` (the run's own
+/// flags).
 pub fn spawn_rank(
     spawn: &Spawn,
     rank: u32,
     nodes: u32,
     bootstrap: &str,
     run_args: &[String],
+    job: &Job,
 ) -> Result<Child, String> {
     let mut args: Vec<String> = vec![
         "node".into(),
@@ -144,24 +191,31 @@ pub fn spawn_rank(
             let exe = std::env::current_exe()
                 .map_err(|e| format!("cannot find this program's path: {e}"))?;
             let mut command = Command::new(exe);
-            command.args(&args);
+            command
+                .args(&args)
+                .env("VERBENA_CLUSTER_KEY", job.key.expose())
+                .env("VERBENA_JOB_ID", job.id);
             command
         }
         Spawn::Ssh { host, remote_exe } => {
             let cwd = std::env::current_dir()
                 .map(|d| d.display().to_string())
                 .unwrap_or_else(|_| ".".into());
+            // The key arrives on standard input (see the module docs).
             let mut remote = format!(
-                "cd {} && exec {}",
+                "cd {} && IFS= read -r VERBENA_CLUSTER_KEY && export VERBENA_CLUSTER_KEY VERBENA_JOB_ID={} && exec {}",
                 shell_quote(&cwd),
+                shell_quote(job.id),
                 shell_quote(remote_exe)
             );
             for arg in &args {
                 remote.push(' ');
                 remote.push_str(&shell_quote(arg));
             }
-            let mut command = Command::new("ssh");
-            command.args(["-o", "BatchMode=yes", host, &remote]);
+            let rsh = remote_shell(|name| std::env::var(name).ok());
+            let mut command = Command::new(&rsh[0]);
+            command.args(&rsh[1..]).arg(host).arg(&remote);
+            command.stdin(Stdio::piped());
             command
         }
     };
@@ -169,10 +223,19 @@ pub fn spawn_rank(
         // Only rank 0 reports; the others' errors still reach stderr.
         command.stdout(Stdio::null());
     }
-    command.spawn().map_err(|e| match spawn {
+    let mut child = command.spawn().map_err(|e| match spawn {
         Spawn::Local => format!("starting rank {rank}: {e}"),
-        Spawn::Ssh { host, .. } => format!("starting rank {rank} with ssh on {host}: {e}"),
-    })
+        Spawn::Ssh { host, .. } => format!(
+            "starting rank {rank} on {host} with {}: {e}",
+            remote_shell(|name| std::env::var(name).ok()).join(" ")
+        ),
+    })?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A remote shell that died before reading it is reported as that
+        // rank's failure by `wait_all`.
+        let _ = stdin.write_all(format!("{}\n", job.key.expose()).as_bytes());
+    }
+    Ok(child)
 }
 
 /// Waits for every child; returns rank 0's exit code, or the first
@@ -302,6 +365,14 @@ mod tests {
         assert_eq!(shell_quote("--nodes"), "--nodes");
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+
+    #[test]
+    fn the_remote_shell_is_ssh_unless_verbena_rsh_names_another() {
+        assert_eq!(remote_shell(env(&[])), ["ssh", "-o", "BatchMode=yes"]);
+        assert_eq!(remote_shell(env(&[("VERBENA_RSH", "  ")]))[0], "ssh");
+        let rsh = remote_shell(env(&[("VERBENA_RSH", "/opt/netns-rsh --quiet")]));
+        assert_eq!(rsh, ["/opt/netns-rsh", "--quiet"]);
     }
 
     fn shell(script: &str) -> Child {

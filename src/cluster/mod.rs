@@ -4,6 +4,8 @@
 //! * [`bootstrap`] — the TCP rendezvous (rank 0 listens): worker addresses,
 //!   rkeys and region layouts exchanged, barriers, heartbeats, bounded-time
 //!   fault detection naming the rank and host at fault.
+//! * [`auth`] — who may join: the job key (HMAC challenge–response) and
+//!   the launcher's job id.
 //! * [`wire`] — the frames and encodings ranks exchange (statistics,
 //!   histories, region images).
 //! * [`launch`] — ranks from flags or from `srun`/`mpirun`/PMI environment
@@ -22,6 +24,7 @@
 //! The bootstrap, wire format and launchers build without UCX (and are
 //! tested without it); only `node` and the fabric need `libucp`.
 
+pub mod auth;
 pub mod bootstrap;
 #[cfg(feature = "ucx")]
 pub mod fabric_bench;

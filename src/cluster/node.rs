@@ -7,8 +7,9 @@
 //! 2. each worker thread creates its `ucp_worker` and hands its address to
 //!    the main thread;
 //! 3. join: addresses, rkeys and region layouts of every rank are exchanged
-//!    (rank 0 checks that every rank runs the same configuration and the
-//!    same region size);
+//!    (rank 0 admits only ranks of this job — the job key and job id of
+//!    `cluster::auth` — and checks that every rank runs the same
+//!    configuration and the same region size);
 //! 4. each worker connects to the worker of its index on every node, then a
 //!    cluster barrier (`Ready` → `Go`) starts every rank's clock;
 //! 5. the main thread watches: its workers' progress, peers' heartbeats and
@@ -64,12 +65,7 @@ use crate::store::{LocationCache, NodeStore, StoreLayout};
 use crate::workloads::Workload;
 use std::sync::atomic::AtomicU64;
 
-/// Which node this process is, and where rank 0 listens.
-#[derive(Clone, Debug)]
-pub struct NodeOptions {
-    pub rank: u32,
-    pub bootstrap: String,
-}
+pub use super::launch::NodeOptions;
 
 /// Runs this process's node of `config` (fabric forced to `ucx`). Rank 0
 /// returns the run's output; the other ranks `None`.
@@ -410,6 +406,8 @@ fn run_protocol<P: Protocol, W: Workload>(
         join_timeout: Duration::from_secs_f64(config.ucx.join_timeout_s),
         stall_timeout: stall,
         digest: config_digest,
+        key: options.key.clone(),
+        job: options.job.clone(),
     };
     let stop = AtomicBool::new(false);
     let local_done = AtomicUsize::new(0);

@@ -54,6 +54,9 @@ pub enum Kind {
     LeaseBeat = 20,
     /// Rank 0: the echo of a `LeaseBeat`, which renews that rank's lease.
     LeaseGrant = 21,
+    /// Rank 0, first thing on a new connection: the nonce the joiner must
+    /// answer (`cluster::auth`).
+    Challenge = 22,
 }
 
 impl Kind {
@@ -79,6 +82,7 @@ impl Kind {
             19 => Kind::Decide,
             20 => Kind::LeaseBeat,
             21 => Kind::LeaseGrant,
+            22 => Kind::Challenge,
             _ => return None,
         })
     }
@@ -101,6 +105,13 @@ pub fn write_frame(out: &mut impl Write, kind: Kind, body: &[u8]) -> std::io::Re
 
 /// Reads one frame; `Ok(None)` at a clean end of stream.
 pub fn read_frame(input: &mut impl Read) -> Result<Option<Frame>, String> {
+    read_frame_limited(input, MAX_FRAME_BYTES)
+}
+
+/// [`read_frame`] refusing a frame longer than `max_bytes` before reading
+/// (or allocating) its body: what a peer not yet admitted gets, so a
+/// stranger cannot make rank 0 allocate gigabytes with one header.
+pub fn read_frame_limited(input: &mut impl Read, max_bytes: u64) -> Result<Option<Frame>, String> {
     let mut head = [0u8; 16];
     let mut got = 0;
     while got < head.len() {
@@ -116,8 +127,10 @@ pub fn read_frame(input: &mut impl Read) -> Result<Option<Frame>, String> {
     let kind = Kind::from_u32(kind_word)
         .ok_or_else(|| format!("unknown message kind {kind_word} (not a verbena peer?)"))?;
     let length = u64::from_le_bytes(head[8..].try_into().expect("8 bytes"));
-    if length > MAX_FRAME_BYTES {
-        return Err(format!("message of {length} bytes is too large"));
+    if length > max_bytes {
+        return Err(format!(
+            "message of {length} bytes is too large (at most {max_bytes} here)"
+        ));
     }
     let mut body = vec![0u8; length as usize];
     input
@@ -410,6 +423,10 @@ mod tests {
         assert!(read_frame(&mut [1u8, 0, 0].as_slice()).is_err());
         assert!(read_frame(&mut [99u8; 16].as_slice()).is_err());
         assert!(read_frame(&mut [].as_slice()).unwrap().is_none());
+        let mut huge = Vec::new();
+        write_frame(&mut huge, Kind::Hello, &[0; 64]).unwrap();
+        let error = read_frame_limited(&mut huge.as_slice(), 32).unwrap_err();
+        assert!(error.contains("64 bytes is too large"), "{error}");
         let mut enc = Enc::default();
         enc.u64(1 << 40);
         assert!(Dec::new(&enc.bytes).words("x").is_err());
