@@ -724,7 +724,7 @@ pub struct HybridArgs {
 pub struct PlotArgs {
     /// A sweep/hybrid directory, its results.json or rows.jsonl
     #[arg(value_name = "RESULTS")]
-    pub results: PathBuf,
+    pub results: Option<PathBuf>,
     /// Where figures and report.html go [RESULTS' directory]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

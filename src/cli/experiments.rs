@@ -143,7 +143,9 @@ fn render(results: &Path, out: &Path, x: Option<&str>, png: bool) -> Result<(), 
 
 /// `verbena plot RESULTS`.
 pub(super) fn command_plot(a: PlotArgs) -> Result<i32, CliError> {
-    let results = a.results;
+    let results = a.results.ok_or_else(|| {
+        usage("verbena plot needs RESULTS: a sweep directory, its results.json or rows.jsonl")
+    })?;
     let out = a.out.unwrap_or_else(|| {
         if results.is_dir() {
             results.clone()
