@@ -8,7 +8,7 @@
 //! (`--config`), then flags (flags win, and only those given); the result is
 //! checked by `Config::validate`, the one place that knows value ranges.
 //! Every output path is checked as creatable before the first transaction
-//! ([`outputs`]). Every bad value exits with code 2 and a message that names
+//! (`outputs`). Every bad value exits with code 2 and a message that names
 //! the value and what is allowed; nothing here panics on user input.
 //!
 //! Exit codes: 0 success (`--help` and `--version` too, on stdout); 1 the run

@@ -309,7 +309,7 @@ pub enum Commands {
 }
 
 /// Where a run writes its results. Each path is checked as creatable
-/// before the run starts ([`super::outputs`]); a new output flag is one
+/// before the run starts (`cli::outputs`); a new output flag is one
 /// field here and one line in `Outputs::check`.
 #[derive(Args, Clone, Default)]
 #[command(next_help_heading = "Outputs")]
