@@ -1,26 +1,36 @@
 //! The `verbena` command line (ARCHITECTURE.md layer 10): `run`, `demo`,
-//! `help`. A run's configuration comes from defaults, then an optional TOML
-//! file (`--config`), then flags (flags win); `Config::validate` checks the
-//! result. Every bad value exits with code 2 and a message that names the
-//! value and what is allowed; nothing here panics on user input.
+//! `check`, the experiment commands, the multi-process ones and `help`.
+//! The grammar — every flag, its help and usage, "did you mean" hints and
+//! shell completions — is clap's, defined once in [`args`]; this module maps
+//! parsed flags onto a [`Config`] and runs the command.
 //!
-//! Exit codes: 0 success; 1 the run failed (e.g. writing the report); 2 bad
-//! input; 3 the run finished but `--check` found a violation; 4 (a `ucx`
+//! A run's configuration comes from defaults, then an optional TOML file
+//! (`--config`), then flags (flags win, and only those given); the result is
+//! checked by `Config::validate`, the one place that knows value ranges.
+//! Every output path is checked as creatable before the first transaction
+//! (`outputs`). Every bad value exits with code 2 and a message that names
+//! the value and what is allowed; nothing here panics on user input.
+//!
+//! Exit codes: 0 success (`--help` and `--version` too, on stdout); 1 the run
+//! failed (e.g. writing the report); 2 bad input (clap's own parse errors
+//! included); 3 the run finished but `--check` found a violation; 4 (a `ucx`
 //! rank) this rank was declared failed by its peers and stopped, the run
 //! going on without it.
 
+pub mod args;
 mod experiments;
+mod outputs;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use crate::config::{
-    Config, FabricKind, KeyDistribution, LocalAtomics, LockMode, TpccMix, UcxTransport,
-    WorkloadKind,
-};
+use clap::FromArgMatches as _;
+
+use crate::config::{Config, FabricKind, TpccMix, UcxTransport, WorkloadKind};
 use crate::engine::{self, Report};
-use crate::fabric::NetworkProfile;
 use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
+use args::{Cli, Commands, Outputs, RunFlags};
+pub use outputs::{check_output_dir, check_output_path};
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
@@ -49,295 +59,173 @@ fn failed(message: impl Into<String>) -> CliError {
     }
 }
 
-pub const HELP: &str = "\
-verbena — distributed in-memory transactions: every concurrency-control
-protocol on one store, runtime and network; each stage one-sided or RPC.
-
-USAGE:
-    verbena run [FLAGS]     run one configuration and report it
-    verbena demo [FLAGS]    YCSB on 2 nodes: NO_WAIT and OCC, one-sided and
-                            RPC, checker on, one comparison table
-    verbena check [FLAGS]   the seeded correctness matrix on the sim fabric
-    verbena protocols       each protocol's stages and hybrid-code bits
-    verbena sweep [FLAGS]   run every combination of knob values, with
-                            repetitions; rows to CSV and JSON; resumable
-    verbena hybrid [FLAGS]  every hybrid stage code of a protocol, ranked
-                            (RCC §5.1), and the latency-breakdown pick
-    verbena plot RESULTS    SVG/PNG figures and an HTML report of a sweep
-    verbena reproduce NAME  a small-scale paper experiment and its report
-                            (--list names them)
-    verbena launch --local N [FLAGS]     N processes on this host, one per
-                            node, over UCX (fabric ucx)
-    verbena launch --hosts FILE [FLAGS]  one process per line of FILE, by ssh
-    verbena node --rank R --nodes N --bootstrap HOST:PORT [FLAGS]
-                            one node of a multi-process run, for any
-                            launcher (rank/size also from srun, mpirun, PMI)
-    verbena fabric-bench [FLAGS]  one verb type's rate between two local
-                            processes over UCX (compare with ucx_perftest)
-    verbena help            this text
-
-RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
-    --config FILE             TOML file with any of the keys below (flags win)
-    --nodes N                 nodes [2]
-    --workers N               worker threads per node [1]
-    --coroutines N            transaction coroutines per worker [8]
-    --workload W              ycsb | smallbank | pps | tpce-cp [ycsb]
-    --protocol NAME           no_wait | wait_die | wound_wait | timestamp |
-                              mvcc | occ | maat | sundial | cicada | drtm |
-                              calvin [no_wait]
-    --lock-mode M             2PL family: exclusive | shared [exclusive]
-    --wait-die-starvation-fix B  true | false: RCC §4.3's fix [false]
-    --calvin-epoch-us N       CALVIN: sequencing epoch, µs, 1..=1000000 [5000]
-    --primitive P             onesided | rpc: every stage's default [onesided]
-    --stages LIST             per-stage choice, e.g. read=rpc,lock=onesided
-                              stages: lock, read, validate, renew, log,
-                              commit, release, txn_broadcast_input,
-                              value_forwarding (those the protocol has)
-    --duration S              measured seconds [2]
-    --warmup S                warm-up seconds, not measured [0.5]
-    --seed N                  seed of every generator [1]
-    --check                   record the history; run the serializability
-                              checker and the workload invariants
-    --json PATH               write the JSON report (`-`: to stdout, and the
-                              table to stderr)
-    --history PATH            write the committed history as JSON lines
-                              (implies --check)
-    --hybrid CODE             RCC hybrid code: bit set = stage one-sided
-                              (28 or 0b11100; bits per `verbena protocols`)
-    --fabric F                threads | sim (deterministic, virtual time)
-                              [threads]; ucx: one process per node, run
-                              with `verbena launch` or `verbena node`
-    --profile P               network: none, cx4-edr, cx3, roce, tcp-10g,
-                              cloud-lan, or a TOML file [none]; sim runs on
-                              it, threads injects its round trips
-    --jitter F                sim: random extra share of each one-way time
-                              [0.1]
-    --swarm                   sim: scale each latency class per seed
-    --fault crash:N@S         crash node N S seconds into the run (virtual on
-                              sim, wall on threads and ucx, where rank N
-                              kills itself with SIGKILL); repeatable; also
-                              pause:N@S+D on sim. Turns on the failure
-                              detector; the report gains `recovery`
-    --heartbeat-interval-us U failure detector heartbeat [per fabric]
-    --detector-timeout-us U   silence before a peer is dead [per fabric]
-    --failure-detector on|off run the detector without a planned fault; on
-                              ucx with --replication >= 2 the survivors then
-                              fail over a rank that is killed [on with --fault]
-    --backoff-base-ns N       abort back-off base [1000]
-    --replication R           copies of every partition, primary included: 1..=3, <= nodes [1]
-    --log-ring-bytes N        coordinator log ring per worker per backup, bytes [65536]
-    --backoff-cap-ns N        abort back-off cap [100000]
-    --location-cache N        location-cache entries per worker, 0 = off [262144]
-    --workload W              ycsb | tpcc [ycsb]
-  UCX (fabric ucx: verbena launch / verbena node):
-    --transport T             shm | tcp | rdma | auto: UCX_TLS [auto]
-    --local-atomics A         nic | cpu: a node's own verbs through its NIC
-                              (loopback) or on the CPU; cpu only with shm
-                              or tcp [nic]
-    --join-timeout S          wait for every rank to join [60]
-    --stall-timeout S         a silent or unfinished rank is hung after [10]
-  YCSB:
-    --rows-per-node N         [100000]
-    --record-bytes N          multiple of 8 [64]
-    --ops-per-txn N           1..=64 [10]
-    --write-ratio F           [0.2]
-    --distribution D          uniform | zipf | hot [hot]
-    --theta F                 Zipf skew in [0, 1) [0.99]
-    --hot-fraction F          share of rows in the hot area [0.001]
-    --hot-probability F       share of accesses to the hot area [0.1]
-    --compute-us F            execution-phase compute per txn, µs [5]
-    --partitions-per-txn N    nodes a transaction touches [min(2, nodes)]
-  TPC-C (--workload tpcc; `[tpcc]` in a config file):
-    --warehouses N            warehouses per node [1]
-    --items N                 ITEM rows (specification: 100000) [100000]
-    --customers-per-district N  customers, and initial orders, per district
-                              (specification: 3000) [3000]
-    --insert-headroom N       run-time orders each district has room for
-                              [5000]
-    --tpcc-mix MIX            standard (45,43,4,4,4) | new-order-only |
-                              new-order-distributed (DrTM+H: NewOrder only,
-                              each with a supplier on another node) |
-                              NO,P,OS,D,SL weights [standard]
-    --remote-item-probability F   NewOrder remote stock per item [0.01]
-    --invalid-item-probability F  NewOrder rolled back (unused item) [0.01]
-    --payment-remote-probability F  Payment remote customer [0.15]
-    --by-last-name-probability F    Payment/OrderStatus by last name [0.6]
-  SmallBank (--workload smallbank; DrTM Table 5, DrTM+H §5):
-    --sb-accounts-per-worker N customers per worker thread [100000]
-    --sb-hot-fraction F       share of customers that is hot [0.04]
-    --sb-hot-probability F    share of accesses to hot customers [0.9]
-    --sb-distributed F        probability a txn crosses nodes [1.0]
-    --sb-max-amount N         amounts uniform in 1..=N [100]
-    --sb-lookup-accounts B    read the accounts row first: true|false [false]
-    --sb-mix LIST             weights, e.g. send_payment=25,balance=15 (types
-                              not named get 0) [send_payment=25, amalgamate,
-                              balance, deposit_checking, write_check,
-                              transact_savings=15 each]
-  PPS (--workload pps; Deneva §4.1):
-    --pps-products-per-node N [10000]
-    --pps-parts-per-node N    [10000]
-    --pps-suppliers-per-node N [1000]
-    --pps-parts-per-product N parts each product uses, 1..=32 [10]
-    --pps-parts-per-supplier N parts each supplier supplies, 1..=32 [10]
-    --pps-local-parts F       share of part assignments on the owner's node;
-                              0 = uniform over the cluster [0]
-    --pps-max-quantity N      order quantities uniform in 1..=N [10]
-    --pps-initial-stock N     stock of each part when loaded [1000000000]
-    --pps-mix LIST            order_product, lookup_product,
-                              update_product_part, lookup_supplier
-                              [40, 40, 20, 0]
-  TPC-E customer-position (--workload tpce-cp; DrTM+H §5.5):
-    --tpce-customers-per-node N   [5000]
-    --tpce-max-accounts N         accounts per customer 1..=N, N <= 10 [10]
-    --tpce-holdings-per-account N 1..=16 [4]
-    --tpce-securities-per-node N  [6850]
-    --tpce-feed-size N            securities a market_feed reprices [10]
-    --tpce-mix LIST               customer_position, market_feed [100, 0]
-
-CHECK FLAGS (verbena check: the correctness matrix on the sim fabric —
-every implemented protocol × all one-sided, all RPC, each stage flipped,
-random hybrid codes × seeds, YCSB under high contention, checker on):
-    --seeds N                 seeds to run [10]
-    --seed S                  first seed [1]
-    --protocol P[,P…]         only these protocols [every implemented one]
-    --hybrid CODE             only this hybrid code (replays a failure)
-    --workload W[,W…]|all     workloads, each at a small contended scale
-                              drawn from the seed: ycsb, tpcc, smallbank,
-                              pps, tpce-cp [ycsb]
-
-SWEEP FLAGS (verbena sweep; every RUN FLAG sets the base of each point):
-    --vary KEY=V1,V2,...      a knob: any config key by TOML path
-                              (ycsb.theta, profile, protocol_options.lock_mode),
-                              its leaf name (theta) or flag name
-                              (hot-probability), or hybrid / stages
-                              (stages=read=rpc+lock=rpc); `|` separates values
-                              that hold commas; protocol=all; repeatable
-    --repeat N                runs per point, seeds seed, seed+1, ... [1]
-    --out DIR                 results directory [results/sweep-<hash>]; the
-                              same command resumes an interrupted sweep
-    --restart                 discard another sweep's results in DIR
-    --jobs N                  sim runs at once [1]
-    --quiet                   no progress line
-    --plot                    render figures and report.html afterwards
-    --no-png                  SVG figures only (no Chromium screenshots)
-
-HYBRID FLAGS (verbena hybrid --protocol P [RUN FLAGS]): --method
-    exhaustive | breakdown | both [both], --repeat, --out, --jobs, --plot,
-    --vary (e.g. coroutines=1,8: one enumeration per value)
-
-PLOT: verbena plot RESULTS [--out DIR] [--x KNOB] [--no-png]
-    RESULTS: a sweep/hybrid directory, results.json or rows.jsonl. Writes
-    SVG figures, PNG copies when Chromium is installed, and report.html.
-
-REPRODUCE: verbena reproduce --list | NAME [RUN FLAGS] [--out DIR] [--no-png]
-
-LAUNCH FLAGS: --local N | --hosts FILE, --port P (bootstrap port of
-    rank 0 with --hosts [17017]), --remote-exe PATH (verbena on the hosts
-    [this binary's path]); every RUN FLAG is passed to every rank
-NODE FLAGS: --rank R, --bootstrap HOST:PORT (rank 0 listens there; or
-    VERBENA_BOOTSTRAP), --nodes N; rank and size may come from
-    SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/PMI_SIZE;
-    --cluster-key KEY (or VERBENA_CLUSTER_KEY, which ps does not show): the
-    job's secret, the same on every rank (launch makes a random one)
-
-FABRIC-BENCH FLAGS: --transport shm|tcp|rdma|auto [shm], --op
-    read|write|cas|faa|rpc [read], --bytes N (READ/WRITE/RPC payload) [8],
-    --window N (operations in flight) [16], --seconds S [2]
-
-DEMO FLAGS: --duration S [2], --warmup S [0.5], --json PATH (all four reports)
-
-EXIT CODES: 0 ok, 1 run failed, 2 bad input, 3 check found a violation
-";
-
 /// Runs the command line `args` (without the program name); returns the
 /// exit code. Output goes to stdout, errors to stderr.
 pub fn main_with_args(args: &[String]) -> i32 {
+    let command_name = args
+        .first()
+        .filter(|a| args::command().find_subcommand(a.as_str()).is_some())
+        .cloned();
     match dispatch(args) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("verbena: {}", error.message);
+            eprintln!("verbena: {}", error.message.trim_end());
             if error.code == EXIT_USAGE {
-                eprintln!("(see `verbena help`)");
+                match command_name {
+                    Some(name) => eprintln!("(see `verbena {name} --help`)"),
+                    None => eprintln!("(see `verbena help`)"),
+                }
             }
             error.code
         }
     }
 }
 
+/// A parsed command line: the command, and the run flags as given (in
+/// order, `--flag=value`), which a sweep records and a launcher passes on.
+struct Parsed {
+    command: Option<Commands>,
+    given: Vec<String>,
+}
+
+/// Parses `args` with clap; help and version print here and come back as
+/// `Err` with exit code 0 so the caller stops.
+fn parse(args: &[String]) -> Result<Parsed, CliError> {
+    let command = args::command();
+    let argv = std::iter::once("verbena".to_string()).chain(args.iter().cloned());
+    let matches = match command.clone().try_get_matches_from(argv) {
+        Ok(matches) => matches,
+        Err(error) => return Err(clap_failure(&error, args)),
+    };
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| clap_failure(&e, args))?;
+    let given = match matches.subcommand() {
+        Some((name, sub)) => {
+            let mut ids = args::ids_of::<RunFlags>();
+            // A launcher passes the output flags on to rank 0.
+            if name == "launch" {
+                ids.extend(args::ids_of::<Outputs>());
+            }
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let sub_command = command
+                .find_subcommand(name)
+                .expect("clap matched this subcommand");
+            args::given_flags(sub_command, sub, &ids)
+        }
+        None => Vec::new(),
+    };
+    Ok(Parsed {
+        command: cli.command,
+        given,
+    })
+}
+
+/// Help and version go to stdout with exit 0; every other clap error
+/// becomes a usage error (exit 2) worded like the project's own.
+fn clap_failure(error: &clap::Error, args: &[String]) -> CliError {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let context = |kind: ContextKind| match error.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        Some(ContextValue::Strings(v)) => v.first().cloned(),
+        _ => None,
+    };
+    let hint = |kind: ContextKind| {
+        context(kind)
+            .map(|near| format!("; did you mean `{near}`?"))
+            .unwrap_or_default()
+    };
+    let message = match error.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            print!("{error}");
+            return CliError {
+                code: EXIT_OK,
+                message: String::new(),
+            };
+        }
+        ErrorKind::UnknownArgument => {
+            let arg = context(ContextKind::InvalidArg).unwrap_or_default();
+            let command = match args.first() {
+                Some(name) if args::command().find_subcommand(name).is_some() => {
+                    format!("verbena {name}")
+                }
+                _ => "verbena".to_string(),
+            };
+            if arg.starts_with('-') {
+                let flag = arg.split('=').next().unwrap_or(&arg);
+                format!(
+                    "unknown flag {flag} for `{command}`{}",
+                    hint(ContextKind::SuggestedArg)
+                )
+            } else {
+                format!("unexpected argument `{arg}` for `{command}`; flags start with --")
+            }
+        }
+        ErrorKind::InvalidSubcommand => format!(
+            "unknown command `{}`; commands: {}{}",
+            context(ContextKind::InvalidSubcommand).unwrap_or_default(),
+            args::command()
+                .get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .map(|s| s.get_name())
+                .chain(["help"])
+                .collect::<Vec<_>>()
+                .join(", "),
+            hint(ContextKind::SuggestedSubcommand)
+        ),
+        ErrorKind::InvalidValue
+            if context(ContextKind::InvalidValue).is_none_or(|v| v.is_empty()) =>
+        {
+            let arg = context(ContextKind::InvalidArg).unwrap_or_default();
+            format!("{} needs a value", arg.split(' ').next().unwrap_or(&arg))
+        }
+        _ => {
+            // clap's own wording, less its "error: " and usage lines (the
+            // caller points to --help).
+            let text = error.render().to_string();
+            let text = text.strip_prefix("error: ").unwrap_or(&text);
+            let text = text.split("\n\nUsage:").next().unwrap_or(text);
+            text.trim_end().to_string()
+        }
+    };
+    usage(message)
+}
+
 fn dispatch(args: &[String]) -> Result<i32, CliError> {
-    let Some(command) = args.first() else {
-        print!("{HELP}");
+    let parsed = match parse(args) {
+        Ok(parsed) => parsed,
+        Err(e) if e.code == EXIT_OK => return Ok(EXIT_OK),
+        Err(e) => return Err(e),
+    };
+    let Some(command) = parsed.command else {
+        print!("{}", args::command().render_help());
         return Ok(EXIT_OK);
     };
-    match command.as_str() {
-        "run" => command_run(&args[1..]),
-        "demo" => command_demo(&args[1..]),
-        "check" => command_check(&args[1..]),
-        "protocols" => command_protocols(),
-        "sweep" => experiments::command_sweep(&args[1..]),
-        "hybrid" => experiments::command_hybrid(&args[1..]),
-        "plot" => experiments::command_plot(&args[1..]),
-        "reproduce" => experiments::command_reproduce(&args[1..]),
-        "node" => command_node(&args[1..]),
-        "launch" => command_launch(&args[1..]),
-        "fabric-bench" => command_fabric_bench(&args[1..]),
-        "help" | "--help" | "-h" => {
-            print!("{HELP}");
+    match command {
+        Commands::Run(a) => command_run(a.flags, a.outputs),
+        Commands::Demo(a) => command_demo(a),
+        Commands::Check(a) => command_check(a),
+        Commands::Protocols => command_protocols(),
+        Commands::Sweep(a) => experiments::command_sweep(a, parsed.given),
+        Commands::Hybrid(a) => experiments::command_hybrid(a, parsed.given),
+        Commands::Plot(a) => experiments::command_plot(a),
+        Commands::Reproduce(a) => experiments::command_reproduce(a, args),
+        Commands::Node(a) => command_node(a),
+        Commands::Launch(a) => command_launch(a, parsed.given),
+        Commands::FabricBench(a) => command_fabric_bench(a, &args[1..]),
+        Commands::Completions(a) => {
+            let mut command = args::command();
+            let mut script = Vec::new();
+            clap_complete::generate(a.shell, &mut command, "verbena", &mut script);
+            std::io::stdout()
+                .write_all(&script)
+                .map_err(|e| failed(format!("cannot write the completion script: {e}")))?;
             Ok(EXIT_OK)
         }
-        "--version" | "-V" | "version" => {
+        Commands::Version => {
             println!("verbena {}", env!("CARGO_PKG_VERSION"));
             Ok(EXIT_OK)
         }
-        other => Err(usage(format!(
-            "unknown command `{other}`; commands: run, demo, check, protocols, sweep, hybrid, plot, reproduce, node, launch, fabric-bench, help"
-        ))),
-    }
-}
-
-/// Where a run's outputs go.
-#[derive(Default)]
-struct Outputs {
-    json: Option<String>,
-    history: Option<String>,
-}
-
-/// Splits `--flag=value` / `--flag value` pairs.
-struct Flags<'a> {
-    args: &'a [String],
-    at: usize,
-}
-
-impl<'a> Flags<'a> {
-    fn new(args: &'a [String]) -> Flags<'a> {
-        Flags { args, at: 0 }
-    }
-
-    /// Next `(flag, inline value)`.
-    fn next_flag(&mut self) -> Option<Result<(String, Option<String>), CliError>> {
-        let arg = self.args.get(self.at)?;
-        self.at += 1;
-        if !arg.starts_with("--") {
-            return Some(Err(usage(format!(
-                "unexpected argument `{arg}`; flags start with --"
-            ))));
-        }
-        Some(Ok(match arg.split_once('=') {
-            Some((flag, value)) => (flag.to_string(), Some(value.to_string())),
-            None => (arg.clone(), None),
-        }))
-    }
-
-    fn value(&mut self, flag: &str, inline: Option<String>) -> Result<String, CliError> {
-        if let Some(value) = inline {
-            return Ok(value);
-        }
-        let value = self
-            .args
-            .get(self.at)
-            .ok_or_else(|| usage(format!("{flag} needs a value")))?;
-        self.at += 1;
-        Ok(value.clone())
     }
 }
 
@@ -433,308 +321,190 @@ fn load_toml(path: &str) -> Result<Config, CliError> {
     toml::from_str(&text).map_err(|e| usage(format!("config file {path}: {e}")))
 }
 
-/// Flags of `verbena run` that take no value (the experiment commands
-/// split their arguments by this list too).
-const RUN_BARE_FLAGS: [&str; 2] = ["--check", "--swarm"];
-
-/// Builds the configuration of `verbena run` from its flags.
-fn parse_run_flags(args: &[String]) -> Result<(Config, Outputs), CliError> {
-    let (mut config, outputs, hybrid) = parse_run_flags_unresolved(args)?;
+/// Builds the configuration of a run from its flags: defaults, then
+/// `--config`, then every flag given; `--hybrid` applied; validated.
+fn run_config(flags: &RunFlags) -> Result<Config, CliError> {
+    let (mut config, hybrid) = run_config_unresolved(flags)?;
     if let Some(code) = hybrid {
         apply_hybrid(&mut config, code)?;
     }
     config.validate().map_err(|e| usage(e.0))?;
-    Ok((config, outputs))
+    Ok(config)
 }
 
-/// The flags of `verbena run` applied to the defaults (or `--config`), before
-/// `--hybrid` is applied and the config validated: sweeps set their knobs on
-/// this and then resolve each point with [`resolve_run_config`].
-fn parse_run_flags_unresolved(args: &[String]) -> Result<(Config, Outputs, Option<u16>), CliError> {
-    // Split into (flag, value) pairs first: the file is read before any flag
-    // applies, whatever its position, so flags override it.
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    let mut flags = Flags::new(args);
-    while let Some(flag) = flags.next_flag() {
-        let (flag, inline) = flag?;
-        if RUN_BARE_FLAGS.contains(&flag.as_str()) {
-            if inline.is_some() {
-                return Err(usage(format!("{flag} takes no value")));
-            }
-            pairs.push((flag, String::new()));
-        } else {
-            let value = flags.value(&flag, inline)?;
-            pairs.push((flag, value));
+/// The flags applied to the defaults (or `--config`), before `--hybrid` is
+/// applied and the config validated: sweeps set their knobs on this and
+/// then resolve each point.
+fn run_config_unresolved(flags: &RunFlags) -> Result<(Config, Option<u16>), CliError> {
+    fn set<T: Clone>(slot: &mut T, value: &Option<T>) {
+        if let Some(value) = value {
+            *slot = value.clone();
         }
     }
-    let mut config = match pairs.iter().rev().find(|(flag, _)| flag == "--config") {
-        Some((_, path)) => load_toml(path)?,
+    let mut config = match &flags.config {
+        Some(path) => load_toml(path)?,
         None => Config::default(),
     };
-    let mut outputs = Outputs::default();
-    let mut hybrid = None;
-    for (flag, value) in pairs {
-        let f = flag.as_str();
-        let v = value.as_str();
-        let count = "a whole number";
-        let real = "a number";
-        match f {
-            "--config" => {}
-            "--check" => config.check = true,
-            "--nodes" => config.nodes = parse_number(f, v, count)?,
-            "--workers" => config.workers = parse_number(f, v, count)?,
-            "--coroutines" => config.coroutines = parse_number(f, v, count)?,
-            "--protocol" => {
-                config.protocol = ProtocolKind::parse(v).ok_or_else(|| {
-                    usage(format!(
-                        "unknown protocol `{v}`; protocols: {}",
-                        ProtocolKind::ALL.map(|p| p.name()).join(", ")
-                    ))
-                })?
-            }
-            "--primitive" => {
-                config.primitive = Primitive::parse(v).ok_or_else(|| {
-                    usage(format!("unknown primitive `{v}`; allowed: onesided, rpc"))
-                })?
-            }
-            "--stages" => {
-                let given = parse_stages(v)?;
-                for stage in given.stages() {
-                    config.stages = config.stages.with(stage, given.get(stage));
-                }
-            }
-            "--workload" => {
-                config.workload = WorkloadKind::parse(v).ok_or_else(|| {
-                    usage(format!(
-                        "unknown workload `{v}`; workloads in this build: {}",
-                        WorkloadKind::NAMED.map(|(name, _)| name).join(", ")
-                    ))
-                })?
-            }
-            "--duration" => config.duration_s = parse_number(f, v, real)?,
-            "--warmup" => config.warmup_s = parse_number(f, v, real)?,
-            "--seed" => config.seed = parse_number(f, v, count)?,
-            "--json" => outputs.json = Some(value),
-            "--history" => {
-                outputs.history = Some(value);
-                config.check = true;
-            }
-            "--fabric" => {
-                config.fabric = FabricKind::parse(v).ok_or_else(|| {
-                    usage(format!("unknown fabric `{v}`; allowed: threads, sim, ucx"))
-                })?
-            }
-            "--transport" => {
-                config.ucx.transport = UcxTransport::parse(v).ok_or_else(|| {
-                    usage(format!(
-                        "unknown transport `{v}`; allowed: shm, tcp, rdma, auto"
-                    ))
-                })?
-            }
-            "--local-atomics" => {
-                config.ucx.local_atomics = LocalAtomics::parse(v).ok_or_else(|| {
-                    usage(format!("unknown local atomics `{v}`; allowed: nic, cpu"))
-                })?
-            }
-            "--join-timeout" => config.ucx.join_timeout_s = parse_number(f, v, real)?,
-            "--stall-timeout" => config.ucx.stall_timeout_s = parse_number(f, v, real)?,
-            "--profile" => config.profile = NetworkProfile::resolve(v).map_err(usage)?,
-            "--jitter" => config.sim.jitter = parse_number(f, v, real)?,
-            "--swarm" => config.sim.swarm = true,
-            "--hybrid" => hybrid = Some(parse_hybrid_code(v)?),
-            "--backoff-base-ns" => config.backoff.base_ns = parse_number(f, v, count)?,
-            // Replication (issue 8, `replication`).
-            "--replication" => config.replication = parse_number(f, v, count)?,
-            "--log-ring-bytes" => {
-                config.replication_options.ring_bytes = parse_number(f, v, count)?
-            }
-            "--calvin-epoch-us" => {
-                config.protocol_options.calvin_epoch_us = parse_number(f, v, count)?
-            }
-            "--backoff-cap-ns" => config.backoff.cap_ns = parse_number(f, v, count)?,
-            "--location-cache" => config.location_cache_entries = parse_number(f, v, count)?,
-            "--rows-per-node" => config.ycsb.rows_per_node = parse_number(f, v, count)?,
-            "--record-bytes" => config.ycsb.record_bytes = parse_number(f, v, count)?,
-            "--ops-per-txn" => config.ycsb.ops_per_txn = parse_number(f, v, count)?,
-            "--write-ratio" => config.ycsb.write_ratio = parse_number(f, v, real)?,
-            "--distribution" => {
-                config.ycsb.distribution = match v {
-                    "uniform" => KeyDistribution::Uniform,
-                    "zipf" => KeyDistribution::Zipf,
-                    "hot" => KeyDistribution::Hot,
-                    other => {
-                        return Err(usage(format!(
-                            "unknown distribution `{other}`; allowed: uniform, zipf, hot"
-                        )))
-                    }
-                }
-            }
-            "--theta" => config.ycsb.theta = parse_number(f, v, real)?,
-            "--hot-fraction" => config.ycsb.hot_fraction = parse_number(f, v, real)?,
-            "--hot-probability" => config.ycsb.hot_probability = parse_number(f, v, real)?,
-            "--compute-us" => config.ycsb.compute_us = parse_number(f, v, real)?,
-            "--lock-mode" => {
-                config.protocol_options.lock_mode = match v {
-                    "exclusive" => LockMode::Exclusive,
-                    "shared" => LockMode::Shared,
-                    other => {
-                        return Err(usage(format!(
-                            "unknown lock mode `{other}`; allowed: exclusive, shared"
-                        )))
-                    }
-                }
-            }
-            "--wait-die-starvation-fix" => {
-                config.protocol_options.wait_die_starvation_fix = match v {
-                    "true" => true,
-                    "false" => false,
-                    other => {
-                        return Err(usage(format!(
-                    "--wait-die-starvation-fix = `{other}` is not allowed; allowed: true, false"
-                )))
-                    }
-                }
-            }
-            "--partitions-per-txn" => {
-                config.ycsb.partitions_per_txn = Some(parse_number(f, v, count)?)
-            }
-            other => {
-                if !apply_workload_flag(&mut config, other, v)?
-                    && !apply_fault_flag(&mut config, other, v)?
-                {
-                    return Err(usage(format!("unknown flag {other} for `verbena run`")));
-                }
-            }
+    let c = &mut config;
+    set(&mut c.nodes, &flags.nodes);
+    set(&mut c.workers, &flags.workers);
+    set(&mut c.coroutines, &flags.coroutines);
+    set(&mut c.workload, &flags.workload);
+    set(&mut c.protocol, &flags.protocol);
+    set(&mut c.protocol_options.lock_mode, &flags.lock_mode);
+    set(
+        &mut c.protocol_options.wait_die_starvation_fix,
+        &flags.wait_die_starvation_fix,
+    );
+    set(
+        &mut c.protocol_options.calvin_epoch_us,
+        &flags.calvin_epoch_us,
+    );
+    set(&mut c.primitive, &flags.primitive);
+    for given in &flags.stages {
+        for stage in given.stages() {
+            c.stages = c.stages.with(stage, given.get(stage));
         }
     }
-    Ok((config, outputs, hybrid))
+    set(&mut c.duration_s, &flags.duration);
+    set(&mut c.warmup_s, &flags.warmup);
+    set(&mut c.seed, &flags.seed);
+    c.check |= flags.check;
+    set(&mut c.fabric, &flags.fabric);
+    set(&mut c.profile, &flags.profile);
+    set(&mut c.sim.jitter, &flags.jitter);
+    c.sim.swarm |= flags.swarm;
+    set(&mut c.backoff.base_ns, &flags.backoff_base_ns);
+    set(&mut c.backoff.cap_ns, &flags.backoff_cap_ns);
+    set(&mut c.location_cache_entries, &flags.location_cache);
+    set(&mut c.replication, &flags.replication);
+    set(&mut c.replication_options.ring_bytes, &flags.log_ring_bytes);
+
+    let f = &flags.faults;
+    c.faults.extend(f.fault.iter().cloned());
+    if f.heartbeat_interval_us.is_some() {
+        c.failure_detector.heartbeat_interval_us = f.heartbeat_interval_us;
+    }
+    if f.detector_timeout_us.is_some() {
+        c.failure_detector.timeout_us = f.detector_timeout_us;
+    }
+    if f.failure_detector.is_some() {
+        c.failure_detector.enabled = f.failure_detector;
+    }
+
+    let u = &flags.ucx;
+    set(&mut c.ucx.transport, &u.transport);
+    set(&mut c.ucx.local_atomics, &u.local_atomics);
+    set(&mut c.ucx.join_timeout_s, &u.join_timeout);
+    set(&mut c.ucx.stall_timeout_s, &u.stall_timeout);
+
+    let y = &flags.ycsb;
+    set(&mut c.ycsb.rows_per_node, &y.rows_per_node);
+    set(&mut c.ycsb.record_bytes, &y.record_bytes);
+    set(&mut c.ycsb.ops_per_txn, &y.ops_per_txn);
+    set(&mut c.ycsb.write_ratio, &y.write_ratio);
+    set(&mut c.ycsb.distribution, &y.distribution);
+    set(&mut c.ycsb.theta, &y.theta);
+    set(&mut c.ycsb.hot_fraction, &y.hot_fraction);
+    set(&mut c.ycsb.hot_probability, &y.hot_probability);
+    set(&mut c.ycsb.compute_us, &y.compute_us);
+    if y.partitions_per_txn.is_some() {
+        c.ycsb.partitions_per_txn = y.partitions_per_txn;
+    }
+
+    let t = &flags.tpcc;
+    set(&mut c.tpcc.warehouses_per_node, &t.warehouses);
+    set(&mut c.tpcc.items, &t.items);
+    set(
+        &mut c.tpcc.customers_per_district,
+        &t.customers_per_district,
+    );
+    set(&mut c.tpcc.insert_headroom_per_district, &t.insert_headroom);
+    set(
+        &mut c.tpcc.remote_item_probability,
+        &t.remote_item_probability,
+    );
+    set(
+        &mut c.tpcc.invalid_item_probability,
+        &t.invalid_item_probability,
+    );
+    set(
+        &mut c.tpcc.payment_remote_probability,
+        &t.payment_remote_probability,
+    );
+    set(
+        &mut c.tpcc.by_last_name_probability,
+        &t.by_last_name_probability,
+    );
+    if let Some(v) = &t.tpcc_mix {
+        if v == "new-order-distributed" {
+            c.tpcc.mix = TpccMix::NEW_ORDER_ONLY;
+            c.tpcc.new_order_always_distributed = true;
+        } else {
+            c.tpcc.mix = TpccMix::parse(v).ok_or_else(|| {
+                usage(format!(
+                    "--tpcc-mix `{v}` is not a mix; allowed: standard, new-order-only, new-order-distributed, or five weights NO,P,OS,D,SL such as 45,43,4,4,4"
+                ))
+            })?;
+        }
+    }
+    apply_workload_flags(c, flags)?;
+    Ok((config, flags.hybrid))
 }
 
-/// The fault-injection flags of `verbena run` (`fault`): `--fault`
-/// (repeatable), `--heartbeat-interval-us`, `--detector-timeout-us`;
-/// false if `flag` is not one of them.
-fn apply_fault_flag(config: &mut Config, flag: &str, value: &str) -> Result<bool, CliError> {
-    let real = "a number";
-    match flag {
-        "--fault" => config
-            .faults
-            .push(crate::fault::RunFault::parse(value).map_err(usage)?),
-        "--heartbeat-interval-us" => {
-            config.failure_detector.heartbeat_interval_us = Some(parse_number(flag, value, real)?)
+/// The SmallBank, PPS and TPC-E flags (`--sb-…`, `--pps-…`, `--tpce-…`).
+fn apply_workload_flags(c: &mut Config, flags: &RunFlags) -> Result<(), CliError> {
+    use crate::workloads::{common::parse_mix, pps, smallbank, tpce};
+    fn set<T: Clone>(slot: &mut T, value: &Option<T>) {
+        if let Some(value) = value {
+            *slot = value.clone();
         }
-        "--detector-timeout-us" => {
-            config.failure_detector.timeout_us = Some(parse_number(flag, value, real)?)
-        }
-        "--failure-detector" => {
-            config.failure_detector.enabled = Some(match value {
-                "on" => true,
-                "off" => false,
-                other => {
-                    return Err(usage(format!(
-                        "--failure-detector `{other}`; allowed: on, off"
-                    )))
-                }
-            })
-        }
-        _ => return Ok(false),
     }
-    Ok(true)
-}
-
-/// The TPC-C flags of `verbena run`; false if `flag` is not one of them.
-fn apply_tpcc_flag(config: &mut Config, flag: &str, value: &str) -> Result<bool, CliError> {
-    let (f, v) = (flag, value);
-    let count = "a whole number";
-    let real = "a number";
-    let t = &mut config.tpcc;
-    match f {
-        "--warehouses" => t.warehouses_per_node = parse_number(f, v, count)?,
-        "--items" => t.items = parse_number(f, v, count)?,
-        "--customers-per-district" => t.customers_per_district = parse_number(f, v, count)?,
-        "--insert-headroom" => t.insert_headroom_per_district = parse_number(f, v, count)?,
-        "--remote-item-probability" => t.remote_item_probability = parse_number(f, v, real)?,
-        "--invalid-item-probability" => t.invalid_item_probability = parse_number(f, v, real)?,
-        "--payment-remote-probability" => t.payment_remote_probability = parse_number(f, v, real)?,
-        "--by-last-name-probability" => t.by_last_name_probability = parse_number(f, v, real)?,
-        "--tpcc-mix" => {
-            if v == "new-order-distributed" {
-                t.mix = TpccMix::NEW_ORDER_ONLY;
-                t.new_order_always_distributed = true;
-            } else {
-                t.mix = TpccMix::parse(v).ok_or_else(|| {
-                    usage(format!(
-                        "--tpcc-mix `{v}` is not a mix; allowed: standard, new-order-only, new-order-distributed, or five weights NO,P,OS,D,SL such as 45,43,4,4,4"
-                    ))
-                })?;
-            }
-        }
-        _ => return Ok(false),
+    let sb = &flags.smallbank;
+    set(
+        &mut c.smallbank.accounts_per_worker,
+        &sb.sb_accounts_per_worker,
+    );
+    set(&mut c.smallbank.hot_account_fraction, &sb.sb_hot_fraction);
+    set(
+        &mut c.smallbank.hot_account_probability,
+        &sb.sb_hot_probability,
+    );
+    set(&mut c.smallbank.distributed_probability, &sb.sb_distributed);
+    set(&mut c.smallbank.max_amount, &sb.sb_max_amount);
+    set(&mut c.smallbank.lookup_accounts, &sb.sb_lookup_accounts);
+    if let Some(v) = &sb.sb_mix {
+        let weights = parse_mix("--sb-mix", v, &smallbank::TXN_TYPES).map_err(usage)?;
+        c.smallbank.mix = smallbank::SmallBankMix::from_weights(&weights);
     }
-    Ok(true)
-}
-
-/// The flags of the SmallBank, PPS and TPC-E workloads (`--sb-…`,
-/// `--pps-…`, `--tpce-…`); false when `flag` is none of them.
-fn apply_workload_flag(config: &mut Config, flag: &str, v: &str) -> Result<bool, CliError> {
-    let count = "a whole number";
-    let real = "a number";
-    let boolean = |v: &str| match v.trim() {
-        "true" | "on" | "yes" | "1" => Ok(true),
-        "false" | "off" | "no" | "0" => Ok(false),
-        other => Err(usage(format!(
-            "{flag} `{other}` is not a switch; allowed: true, false"
-        ))),
-    };
-    let sb = &mut config.smallbank;
-    match flag {
-        "--sb-accounts-per-worker" => sb.accounts_per_worker = parse_number(flag, v, count)?,
-        "--sb-hot-fraction" => sb.hot_account_fraction = parse_number(flag, v, real)?,
-        "--sb-hot-probability" => sb.hot_account_probability = parse_number(flag, v, real)?,
-        "--sb-distributed" => sb.distributed_probability = parse_number(flag, v, real)?,
-        "--sb-max-amount" => sb.max_amount = parse_number(flag, v, count)?,
-        "--sb-lookup-accounts" => sb.lookup_accounts = boolean(v)?,
-        "--sb-mix" => {
-            let weights = crate::workloads::common::parse_mix(
-                flag,
-                v,
-                &crate::workloads::smallbank::TXN_TYPES,
-            )
-            .map_err(usage)?;
-            sb.mix = crate::workloads::smallbank::SmallBankMix::from_weights(&weights);
-        }
-        _ => return apply_pps_tpce_flag(config, flag, v),
+    let p = &flags.pps;
+    set(&mut c.pps.products_per_node, &p.pps_products_per_node);
+    set(&mut c.pps.parts_per_node, &p.pps_parts_per_node);
+    set(&mut c.pps.suppliers_per_node, &p.pps_suppliers_per_node);
+    set(&mut c.pps.parts_per_product, &p.pps_parts_per_product);
+    set(&mut c.pps.parts_per_supplier, &p.pps_parts_per_supplier);
+    set(&mut c.pps.local_part_probability, &p.pps_local_parts);
+    set(&mut c.pps.max_quantity, &p.pps_max_quantity);
+    set(&mut c.pps.initial_stock, &p.pps_initial_stock);
+    if let Some(v) = &p.pps_mix {
+        c.pps.mix =
+            pps::PpsMix::from_weights(&parse_mix("--pps-mix", v, &pps::TXN_TYPES).map_err(usage)?);
     }
-    Ok(true)
-}
-
-fn apply_pps_tpce_flag(config: &mut Config, flag: &str, v: &str) -> Result<bool, CliError> {
-    use crate::workloads::{common::parse_mix, pps, tpce};
-    let count = "a whole number";
-    let (p, t) = (&mut config.pps, &mut config.tpce);
-    match flag {
-        "--pps-products-per-node" => p.products_per_node = parse_number(flag, v, count)?,
-        "--pps-parts-per-node" => p.parts_per_node = parse_number(flag, v, count)?,
-        "--pps-suppliers-per-node" => p.suppliers_per_node = parse_number(flag, v, count)?,
-        "--pps-parts-per-product" => p.parts_per_product = parse_number(flag, v, count)?,
-        "--pps-parts-per-supplier" => p.parts_per_supplier = parse_number(flag, v, count)?,
-        "--pps-local-parts" => p.local_part_probability = parse_number(flag, v, "a number")?,
-        "--pps-max-quantity" => p.max_quantity = parse_number(flag, v, count)?,
-        "--pps-initial-stock" => p.initial_stock = parse_number(flag, v, count)?,
-        "--pps-mix" => {
-            p.mix = pps::PpsMix::from_weights(&parse_mix(flag, v, &pps::TXN_TYPES).map_err(usage)?)
-        }
-        "--tpce-customers-per-node" => t.customers_per_node = parse_number(flag, v, count)?,
-        "--tpce-max-accounts" => t.max_accounts_per_customer = parse_number(flag, v, count)?,
-        "--tpce-holdings-per-account" => t.holdings_per_account = parse_number(flag, v, count)?,
-        "--tpce-securities-per-node" => t.securities_per_node = parse_number(flag, v, count)?,
-        "--tpce-feed-size" => t.feed_size = parse_number(flag, v, count)?,
-        "--tpce-mix" => {
-            t.mix =
-                tpce::TpceMix::from_weights(&parse_mix(flag, v, &tpce::TXN_TYPES).map_err(usage)?)
-        }
-        _ => return apply_tpcc_flag(config, flag, v),
+    let t = &flags.tpce;
+    set(&mut c.tpce.customers_per_node, &t.tpce_customers_per_node);
+    set(&mut c.tpce.max_accounts_per_customer, &t.tpce_max_accounts);
+    set(
+        &mut c.tpce.holdings_per_account,
+        &t.tpce_holdings_per_account,
+    );
+    set(&mut c.tpce.securities_per_node, &t.tpce_securities_per_node);
+    set(&mut c.tpce.feed_size, &t.tpce_feed_size);
+    if let Some(v) = &t.tpce_mix {
+        c.tpce.mix = tpce::TpceMix::from_weights(
+            &parse_mix("--tpce-mix", v, &tpce::TXN_TYPES).map_err(usage)?,
+        );
     }
-    Ok(true)
+    Ok(())
 }
 
 fn write_file(
@@ -748,32 +518,6 @@ fn write_file(
         .and_then(|_| out.flush())
         .map_err(|e| failed(format!("cannot write {path}: {e}")))
 }
-
-/// Proves before any work starts that `path` can be written, so a long run
-/// is not lost to a typo at its end. A file that did not exist is removed
-/// again; an existing one is left as it is (opened, not truncated).
-fn check_output_path(flag: &str, path: &str) -> Result<(), CliError> {
-    if path == "-" {
-        return Ok(());
-    }
-    let file = std::path::Path::new(path);
-    if file.is_dir() {
-        return Err(usage(format!(
-            "{flag} {path}: is a directory; give a file path"
-        )));
-    }
-    let existed = file.exists();
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(file)
-        .map_err(|e| usage(format!("{flag} {path}: cannot create this file: {e}")))?;
-    if !existed {
-        let _ = std::fs::remove_file(file);
-    }
-    Ok(())
-}
-
 fn write_json<T: serde::Serialize>(path: &str, value: &T) -> Result<(), CliError> {
     write_file(path, |out| {
         serde_json::to_writer_pretty(&mut *out, value).map_err(std::io::Error::other)?;
@@ -781,16 +525,20 @@ fn write_json<T: serde::Serialize>(path: &str, value: &T) -> Result<(), CliError
     })
 }
 
-fn command_run(args: &[String]) -> Result<i32, CliError> {
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        print!("{HELP}");
-        return Ok(EXIT_OK);
-    }
-    let (config, outputs) = parse_run_flags(args)?;
+fn command_run(mut flags: RunFlags, outputs: Outputs) -> Result<i32, CliError> {
+    flags.check |= outputs.history.is_some();
+    let config = run_config(&flags)?;
     if config.fabric == FabricKind::Ucx {
         return Err(usage(engine::UCX_ONE_PROCESS));
     }
+    outputs.check()?;
     let output = engine::run(&config).map_err(|e| failed(e.to_string()))?;
+    emit_report(&output, &outputs)
+}
+
+/// Prints a run's report (`verbena run`, rank 0 of a `ucx` run) and writes
+/// its outputs.
+fn emit_report(output: &engine::RunOutput, outputs: &Outputs) -> Result<i32, CliError> {
     if outputs.json.as_deref() == Some("-") {
         // The report is the output; the table goes where messages go.
         eprint!("{}", output.report.table());
@@ -810,6 +558,282 @@ fn command_run(args: &[String]) -> Result<i32, CliError> {
         write_file(path, |out| history.write_jsonl(out))?;
     }
     Ok(check_exit(&[&output.report]))
+}
+
+fn command_demo(a: args::DemoArgs) -> Result<i32, CliError> {
+    let (duration_s, warmup_s) = (a.duration.unwrap_or(2.0), a.warmup.unwrap_or(0.5));
+    let mut configs = demo_configs(duration_s, warmup_s);
+    for config in &mut configs {
+        config.validate().map_err(|e| usage(e.0))?;
+    }
+    if let Some(path) = &a.json {
+        check_output_path("--json", path)?;
+    }
+    let mut reports = Vec::new();
+    for config in configs {
+        eprintln!(
+            "running {} with {} verbs for {:.1} s (+{:.1} s warm-up), checker on…",
+            config.protocol.name(),
+            config.primitive.name(),
+            duration_s,
+            warmup_s
+        );
+        let output = engine::run(&config).map_err(|e| failed(e.to_string()))?;
+        reports.push(output.report);
+    }
+    print!("{}", demo_table(&reports));
+    if let Some(path) = &a.json {
+        write_json(path, &reports)?;
+    }
+    Ok(check_exit(&reports.iter().collect::<Vec<_>>()))
+}
+
+/// The protocols of `verbena check --protocol`: a list, each implemented.
+fn parse_check_protocols(text: &str) -> Result<Vec<ProtocolKind>, CliError> {
+    text.split(',')
+        .map(|name| {
+            let protocol = ProtocolKind::parse(name.trim()).ok_or_else(|| {
+                usage(format!(
+                    "unknown protocol `{name}`; protocols: {}",
+                    ProtocolKind::ALL.map(|p| p.name()).join(", ")
+                ))
+            })?;
+            if !protocol.implemented() {
+                return Err(usage(format!(
+                    "protocol {} is not implemented in this build yet; implemented: {}",
+                    protocol.name(),
+                    ProtocolKind::implemented_names().join(", ")
+                )));
+            }
+            Ok(protocol)
+        })
+        .collect()
+}
+
+// ---- multi-process runs over UCX: `verbena node`, `verbena launch` ----
+
+/// `verbena node`: this process is one node of a `ucx` run.
+fn command_node(a: args::NodeArgs) -> Result<i32, CliError> {
+    let from_env =
+        crate::cluster::launch::rank_from_env(|name| std::env::var(name).ok()).map_err(usage)?;
+    let rank = match (a.rank, &from_env) {
+        (Some(rank), _) => rank,
+        (None, Some(source)) => source.rank,
+        (None, None) => {
+            return Err(usage(
+                "verbena node needs --rank R (or a launcher's SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)",
+            ))
+        }
+    };
+    let bootstrap = a
+        .bootstrap
+        .clone()
+        .or_else(|| std::env::var("VERBENA_BOOTSTRAP").ok())
+        .ok_or_else(|| {
+            usage(
+                "verbena node needs --bootstrap HOST:PORT (rank 0's address; or VERBENA_BOOTSTRAP)",
+            )
+        })?;
+    if !bootstrap.contains(':') {
+        return Err(usage(format!("--bootstrap `{bootstrap}` is not HOST:PORT")));
+    }
+    let mut flags = a.flags;
+    if let Some(source) = &from_env {
+        // The launcher's size is the default; a --nodes flag wins.
+        flags.nodes.get_or_insert(source.size);
+    }
+    flags.fabric = Some(FabricKind::Ucx);
+    flags.check |= a.outputs.history.is_some();
+    let config = run_config(&flags)?;
+    if let Some(source) = &from_env {
+        if source.size != config.nodes {
+            return Err(usage(format!(
+                "--nodes {} contradicts the launcher's {} (size {})",
+                config.nodes, source.origin, source.size
+            )));
+        }
+    }
+    if rank >= config.nodes {
+        return Err(usage(format!(
+            "--rank {rank} is out of range; allowed: 0..={} (--nodes {})",
+            config.nodes - 1,
+            config.nodes
+        )));
+    }
+    // Rank 0 writes the outputs; it alone checks them.
+    if rank == 0 {
+        a.outputs.check()?;
+    }
+    let key = cluster_key(a.cluster_key.as_deref())?;
+    let job = crate::cluster::auth::job_id_from_env(|name| std::env::var(name).ok())
+        .map(|(id, _)| id)
+        .unwrap_or_default();
+    let options = crate::cluster::launch::NodeOptions {
+        rank,
+        bootstrap,
+        key,
+        job,
+    };
+    run_node_and_report(&config, options, &a.outputs)
+}
+
+/// The job's key: `--cluster-key`, else `VERBENA_CLUSTER_KEY`, else none.
+fn cluster_key(flag: Option<&str>) -> Result<Option<crate::cluster::auth::ClusterKey>, CliError> {
+    use crate::cluster::auth::ClusterKey;
+    match flag {
+        Some(text) => ClusterKey::parse(text, "--cluster-key").map(Some),
+        None => match std::env::var("VERBENA_CLUSTER_KEY") {
+            Ok(text) => ClusterKey::parse(&text, "VERBENA_CLUSTER_KEY").map(Some),
+            Err(_) => Ok(None),
+        },
+    }
+    .map_err(usage)
+}
+
+/// `verbena launch`: starts every node of a `ucx` run; `given` are the run
+/// and output flags as given, passed on to every rank.
+fn command_launch(a: args::LaunchArgs, given: Vec<String>) -> Result<i32, CliError> {
+    use crate::cluster::launch::{free_local_port, read_hosts, spawn_rank, wait_all, Spawn};
+    let hosts = match (a.local, &a.hosts) {
+        (Some(_), Some(_)) => return Err(usage("give either --local N or --hosts FILE, not both")),
+        (Some(count), None) => {
+            if count == 0 || count > 256 {
+                return Err(usage(format!(
+                    "--local {count} is out of range; allowed: 1..=256 processes"
+                )));
+            }
+            vec![None; count as usize]
+        }
+        (None, Some(path)) => read_hosts(path)
+            .map_err(usage)?
+            .into_iter()
+            .map(Some)
+            .collect(),
+        (None, None) => return Err(usage("verbena launch needs --local N or --hosts FILE")),
+    };
+    let nodes = hosts.len() as u32;
+    // Check the flags once here, before any process starts.
+    let mut flags = a.flags;
+    flags.nodes.get_or_insert(nodes);
+    flags.fabric = Some(FabricKind::Ucx);
+    flags.check |= a.outputs.history.is_some();
+    let config = run_config(&flags)?;
+    if config.nodes != nodes {
+        return Err(usage(format!(
+            "--nodes {} contradicts the {nodes} process(es) to launch",
+            config.nodes
+        )));
+    }
+    a.outputs.check()?;
+    // Every launch is a job of its own: the user's key, or a random one.
+    let key = match cluster_key(a.cluster_key.as_deref())? {
+        Some(key) => key,
+        None => crate::cluster::auth::ClusterKey::generate().map_err(failed)?,
+    };
+    let job_id = crate::cluster::auth::fresh_job_id().map_err(failed)?;
+    let job = crate::cluster::launch::Job {
+        key: &key,
+        id: &job_id,
+    };
+    let remote_exe = match &a.remote_exe {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .map_err(|e| failed(format!("cannot find this program's path: {e}")))?,
+    };
+    let bootstrap = match &hosts[0] {
+        None => format!("127.0.0.1:{}", free_local_port().map_err(failed)?),
+        Some(host) => format!("{host}:{}", a.port.unwrap_or(17017)),
+    };
+    let mut children = Vec::with_capacity(hosts.len());
+    for (rank, host) in hosts.iter().enumerate() {
+        let spawn = match host {
+            None => Spawn::Local,
+            Some(host) => Spawn::Ssh {
+                host,
+                remote_exe: &remote_exe,
+            },
+        };
+        match spawn_rank(&spawn, rank as u32, nodes, &bootstrap, &given, &job) {
+            Ok(child) => children.push((rank as u32, child)),
+            Err(e) => {
+                for (_, mut child) in children {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                return Err(failed(e));
+            }
+        }
+    }
+    let grace = std::time::Duration::from_secs_f64(
+        config.ucx.join_timeout_s + 3.0 * config.ucx.stall_timeout_s,
+    );
+    let tolerant = config.replication > 1 && crate::fault::DetectorSettings::of(&config).is_some();
+    Ok(wait_all(children, grace, tolerant))
+}
+
+/// `verbena fabric-bench`: starts two local processes (or, with the
+/// internal `--rank`/`--bootstrap`, is one of them); `raw` are its
+/// arguments as given, passed on to both.
+fn command_fabric_bench(a: args::FabricBenchArgs, raw: &[String]) -> Result<i32, CliError> {
+    let transport = a.transport.unwrap_or(UcxTransport::Shm);
+    let op = a.op.as_deref().unwrap_or("read");
+    let bytes = a.bytes.unwrap_or(8);
+    if bytes == 0 || bytes % 8 != 0 || bytes > 1 << 20 {
+        return Err(usage(format!(
+            "--bytes {bytes} is not allowed; allowed: a multiple of 8 in 8..=1048576"
+        )));
+    }
+    let window = a.window.unwrap_or(16);
+    if window == 0 || window > 1024 {
+        return Err(usage(format!(
+            "--window {window} is out of range; allowed: 1..=1024"
+        )));
+    }
+    let seconds = a.seconds.unwrap_or(2.0);
+    if !(0.1..=600.0).contains(&seconds) {
+        return Err(usage(format!(
+            "--seconds {seconds} is out of range; allowed: [0.1, 600]"
+        )));
+    }
+    if !cfg!(feature = "ucx") {
+        return Err(usage(crate::config::UCX_MISSING));
+    }
+    match (a.rank, &a.bootstrap) {
+        (Some(rank), Some(bootstrap)) => {
+            if rank > 1 {
+                return Err(usage("--rank of fabric-bench is 0 or 1"));
+            }
+            fabric_bench_rank(transport, op, bytes, window, seconds, rank, bootstrap)
+        }
+        _ => {
+            let port = crate::cluster::launch::free_local_port().map_err(failed)?;
+            let exe = std::env::current_exe()
+                .map_err(|e| failed(format!("cannot find this program's path: {e}")))?;
+            let mut children = Vec::new();
+            for rank in 0..2u32 {
+                let mut command = std::process::Command::new(&exe);
+                command.arg("fabric-bench").args(raw).args([
+                    "--rank".to_string(),
+                    rank.to_string(),
+                    "--bootstrap".to_string(),
+                    format!("127.0.0.1:{port}"),
+                ]);
+                if rank == 1 {
+                    command.stdout(std::process::Stdio::null());
+                }
+                let child = command
+                    .spawn()
+                    .map_err(|e| failed(format!("starting rank {rank}: {e}")))?;
+                children.push((rank, child));
+            }
+            Ok(crate::cluster::launch::wait_all(
+                children,
+                std::time::Duration::from_secs(30),
+                false,
+            ))
+        }
+    }
 }
 
 fn check_exit(reports: &[&Report]) -> i32 {
@@ -852,68 +876,37 @@ fn command_protocols() -> Result<i32, CliError> {
 }
 
 /// `verbena check`: the seeded correctness matrix on `sim`.
-fn command_check(args: &[String]) -> Result<i32, CliError> {
+fn command_check(a: args::CheckArgs) -> Result<i32, CliError> {
     use crate::check::matrix::{self, Case};
-    let mut seeds = 10u64;
-    let mut first_seed = 1u64;
-    let mut protocols: Vec<ProtocolKind> = ProtocolKind::ALL
-        .into_iter()
-        .filter(|p| p.implemented())
-        .collect();
-    let mut hybrid = None;
-    let mut workloads = vec![WorkloadKind::Ycsb];
-    let mut hashes_out: Option<String> = None;
-    let mut hashes_expected: Option<(String, String)> = None;
-    let mut flags = Flags::new(args);
-    while let Some(flag) = flags.next_flag() {
-        let (flag, inline) = flag?;
-        let value = flags.value(&flag, inline)?;
-        let f = flag.as_str();
-        match f {
-            "--workload" => workloads = parse_check_workloads(&value)?,
-            "--seeds" => seeds = parse_number(f, &value, "a whole number")?,
-            "--seed" | "--first-seed" => first_seed = parse_number(f, &value, "a whole number")?,
-            "--protocol" => {
-                protocols = value
-                    .split(',')
-                    .map(|name| {
-                        let protocol = ProtocolKind::parse(name.trim()).ok_or_else(|| {
-                            usage(format!(
-                                "unknown protocol `{name}`; protocols: {}",
-                                ProtocolKind::ALL.map(|p| p.name()).join(", ")
-                            ))
-                        })?;
-                        if !protocol.implemented() {
-                            return Err(usage(format!(
-                                "protocol {} is not implemented in this build yet; implemented: {}",
-                                protocol.name(),
-                                ProtocolKind::implemented_names().join(", ")
-                            )));
-                        }
-                        Ok(protocol)
-                    })
-                    .collect::<Result<_, _>>()?
-            }
-            "--hybrid" => hybrid = Some(parse_hybrid_code(&value)?),
-            "--hashes" => {
-                check_output_path(f, &value)?;
-                hashes_out = Some(value);
-            }
-            "--expect-hashes" => {
-                let recorded = std::fs::read_to_string(&value).map_err(|e| {
-                    usage(format!(
-                        "--expect-hashes {value}: cannot read the recorded hashes: {e}"
-                    ))
-                })?;
-                hashes_expected = Some((value, recorded));
-            }
-            other => {
-                return Err(usage(format!(
-                    "unknown flag `{other}` for check; flags: --seeds N, --seed S, --protocol P[,P…], --hybrid CODE, --workload W[,W…]|all, --hashes PATH, --expect-hashes PATH"
-                )))
-            }
-        }
+    let seeds = a.seeds.unwrap_or(10);
+    let first_seed = a.seed.unwrap_or(1);
+    let protocols: Vec<ProtocolKind> = match &a.protocol {
+        Some(list) => parse_check_protocols(list)?,
+        None => ProtocolKind::ALL
+            .into_iter()
+            .filter(|p| p.implemented())
+            .collect(),
+    };
+    let hybrid = a.hybrid;
+    let workloads = match &a.workload {
+        Some(list) => parse_check_workloads(list)?,
+        None => vec![WorkloadKind::Ycsb],
+    };
+    let hashes_out = a.hashes.clone();
+    if let Some(path) = &hashes_out {
+        check_output_path("--hashes", path)?;
     }
+    let hashes_expected = match &a.expect_hashes {
+        Some(path) => {
+            let recorded = std::fs::read_to_string(path).map_err(|e| {
+                usage(format!(
+                    "--expect-hashes {path}: cannot read the recorded hashes: {e}"
+                ))
+            })?;
+            Some((path.clone(), recorded))
+        }
+        None => None,
+    };
     if seeds == 0 {
         return Err(usage("--seeds 0 runs nothing; allowed: 1 or more"));
     }
@@ -1098,43 +1091,6 @@ pub fn demo_configs(duration_s: f64, warmup_s: f64) -> Vec<Config> {
     configs
 }
 
-fn command_demo(args: &[String]) -> Result<i32, CliError> {
-    let (mut duration_s, mut warmup_s, mut json) = (2.0, 0.5, None);
-    let mut flags = Flags::new(args);
-    while let Some(flag) = flags.next_flag() {
-        let (flag, inline) = flag?;
-        let value = flags.value(&flag, inline)?;
-        match flag.as_str() {
-            "--duration" => duration_s = parse_number(&flag, &value, "a number")?,
-            "--warmup" => warmup_s = parse_number(&flag, &value, "a number")?,
-            "--json" => json = Some(value),
-            other => {
-                return Err(usage(format!(
-                    "unknown flag {other} for `verbena demo`; allowed: --duration, --warmup, --json"
-                )))
-            }
-        }
-    }
-    let mut reports = Vec::new();
-    for mut config in demo_configs(duration_s, warmup_s) {
-        config.validate().map_err(|e| usage(e.0))?;
-        eprintln!(
-            "running {} with {} verbs for {:.1} s (+{:.1} s warm-up), checker on…",
-            config.protocol.name(),
-            config.primitive.name(),
-            duration_s,
-            warmup_s
-        );
-        let output = engine::run(&config).map_err(|e| failed(e.to_string()))?;
-        reports.push(output.report);
-    }
-    print!("{}", demo_table(&reports));
-    if let Some(path) = &json {
-        write_json(path, &reports)?;
-    }
-    Ok(check_exit(&reports.iter().collect::<Vec<_>>()))
-}
-
 /// One row per report: the comparison `verbena demo` prints.
 pub fn demo_table(reports: &[Report]) -> String {
     let mut out = String::new();
@@ -1203,141 +1159,6 @@ pub fn demo_table(reports: &[Report]) -> String {
     out
 }
 
-// ---- multi-process runs over UCX (issue 7): `verbena node`, `verbena launch` ----
-
-/// Takes `--NAME VALUE` / `--NAME=VALUE` out of `args` for each of `names`;
-/// returns the values found (last wins) and the remaining arguments.
-fn take_flags(
-    args: &[String],
-    names: &[&str],
-) -> Result<(Vec<Option<String>>, Vec<String>), CliError> {
-    let mut values = vec![None; names.len()];
-    let mut rest = Vec::new();
-    let mut index = 0;
-    while index < args.len() {
-        let arg = &args[index];
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if arg.starts_with("--") => (flag, Some(value.to_string())),
-            _ => (arg.as_str(), None),
-        };
-        if let Some(slot) = names.iter().position(|n| *n == flag) {
-            let value = match inline {
-                Some(value) => value,
-                None => {
-                    index += 1;
-                    args.get(index)
-                        .cloned()
-                        .ok_or_else(|| usage(format!("{flag} needs a value")))?
-                }
-            };
-            values[slot] = Some(value);
-        } else {
-            rest.push(arg.clone());
-        }
-        index += 1;
-    }
-    Ok((values, rest))
-}
-
-/// Prints a run's report as `verbena run` does (rank 0 of a `ucx` run).
-#[cfg(feature = "ucx")]
-fn emit_report(output: &engine::RunOutput, outputs: &Outputs) -> Result<i32, CliError> {
-    if outputs.json.as_deref() == Some("-") {
-        eprint!("{}", output.report.table());
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        serde_json::to_writer_pretty(&mut out, &output.report)
-            .map_err(std::io::Error::other)
-            .and_then(|_| out.write_all(b"\n"))
-            .map_err(|e| failed(format!("cannot write the report to stdout: {e}")))?;
-    } else {
-        print!("{}", output.report.table());
-        if let Some(path) = &outputs.json {
-            write_json(path, &output.report)?;
-        }
-    }
-    if let (Some(path), Some(history)) = (&outputs.history, &output.history) {
-        write_file(path, |out| history.write_jsonl(out))?;
-    }
-    Ok(check_exit(&[&output.report]))
-}
-
-/// `verbena node`: this process is one node of a `ucx` run.
-fn command_node(args: &[String]) -> Result<i32, CliError> {
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        print!("{HELP}");
-        return Ok(EXIT_OK);
-    }
-    let (values, mut rest) = take_flags(args, &["--rank", "--bootstrap", "--cluster-key"])?;
-    let key = cluster_key(values[2].as_deref())?;
-    let from_env =
-        crate::cluster::launch::rank_from_env(|name| std::env::var(name).ok()).map_err(usage)?;
-    let rank = match (&values[0], &from_env) {
-        (Some(text), _) => parse_number::<u32>("--rank", text, "a whole number")?,
-        (None, Some(source)) => source.rank,
-        (None, None) => {
-            return Err(usage(
-                "verbena node needs --rank R (or a launcher's SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)",
-            ))
-        }
-    };
-    let bootstrap = values[1]
-        .clone()
-        .or_else(|| std::env::var("VERBENA_BOOTSTRAP").ok())
-        .ok_or_else(|| {
-            usage(
-                "verbena node needs --bootstrap HOST:PORT (rank 0's address; or VERBENA_BOOTSTRAP)",
-            )
-        })?;
-    if !bootstrap.contains(':') {
-        return Err(usage(format!("--bootstrap `{bootstrap}` is not HOST:PORT")));
-    }
-    if let Some(source) = &from_env {
-        // The launcher's size is the default; flags given later win.
-        rest.insert(0, format!("--nodes={}", source.size));
-    }
-    rest.push("--fabric=ucx".into());
-    let (config, outputs) = parse_run_flags(&rest)?;
-    if let Some(source) = &from_env {
-        if source.size != config.nodes {
-            return Err(usage(format!(
-                "--nodes {} contradicts the launcher's {} (size {})",
-                config.nodes, source.origin, source.size
-            )));
-        }
-    }
-    if rank >= config.nodes {
-        return Err(usage(format!(
-            "--rank {rank} is out of range; allowed: 0..={} (--nodes {})",
-            config.nodes - 1,
-            config.nodes
-        )));
-    }
-    let job = crate::cluster::auth::job_id_from_env(|name| std::env::var(name).ok())
-        .map(|(id, _)| id)
-        .unwrap_or_default();
-    let options = crate::cluster::launch::NodeOptions {
-        rank,
-        bootstrap,
-        key,
-        job,
-    };
-    run_node_and_report(&config, options, &outputs)
-}
-
-/// The job's key: `--cluster-key`, else `VERBENA_CLUSTER_KEY`, else none.
-fn cluster_key(flag: Option<&str>) -> Result<Option<crate::cluster::auth::ClusterKey>, CliError> {
-    use crate::cluster::auth::ClusterKey;
-    match flag {
-        Some(text) => ClusterKey::parse(text, "--cluster-key").map(Some),
-        None => match std::env::var("VERBENA_CLUSTER_KEY") {
-            Ok(text) => ClusterKey::parse(&text, "VERBENA_CLUSTER_KEY").map(Some),
-            Err(_) => Ok(None),
-        },
-    }
-    .map_err(usage)
-}
-
 #[cfg(feature = "ucx")]
 fn run_node_and_report(
     config: &Config,
@@ -1374,210 +1195,6 @@ fn run_node_and_report(
 ) -> Result<i32, CliError> {
     // `Config::validate` refuses fabric ucx in such a build first.
     Err(usage(crate::config::UCX_MISSING))
-}
-
-/// `verbena launch`: starts every node of a `ucx` run.
-fn command_launch(args: &[String]) -> Result<i32, CliError> {
-    use crate::cluster::launch::{free_local_port, read_hosts, spawn_rank, wait_all, Spawn};
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        print!("{HELP}");
-        return Ok(EXIT_OK);
-    }
-    let (values, rest) = take_flags(
-        args,
-        &[
-            "--local",
-            "--hosts",
-            "--port",
-            "--remote-exe",
-            "--cluster-key",
-        ],
-    )?;
-    // Every launch is a job of its own: the user's key, or a random one.
-    let key = match cluster_key(values[4].as_deref())? {
-        Some(key) => key,
-        None => crate::cluster::auth::ClusterKey::generate().map_err(failed)?,
-    };
-    let job_id = crate::cluster::auth::fresh_job_id().map_err(failed)?;
-    let job = crate::cluster::launch::Job {
-        key: &key,
-        id: &job_id,
-    };
-    let hosts = match (&values[0], &values[1]) {
-        (Some(_), Some(_)) => return Err(usage("give either --local N or --hosts FILE, not both")),
-        (Some(count), None) => {
-            let count: u32 = parse_number("--local", count, "a whole number")?;
-            if count == 0 || count > 256 {
-                return Err(usage(format!(
-                    "--local {count} is out of range; allowed: 1..=256 processes"
-                )));
-            }
-            vec![None; count as usize]
-        }
-        (None, Some(path)) => read_hosts(path)
-            .map_err(usage)?
-            .into_iter()
-            .map(Some)
-            .collect(),
-        (None, None) => return Err(usage("verbena launch needs --local N or --hosts FILE")),
-    };
-    let nodes = hosts.len() as u32;
-    // Check the flags once here, before any process starts.
-    let mut check_args = vec![format!("--nodes={nodes}")];
-    check_args.extend(rest.iter().cloned());
-    check_args.push("--fabric=ucx".into());
-    let (config, _) = parse_run_flags(&check_args)?;
-    if config.nodes != nodes {
-        return Err(usage(format!(
-            "--nodes {} contradicts the {nodes} process(es) to launch",
-            config.nodes
-        )));
-    }
-    let remote_exe = match &values[3] {
-        Some(path) => path.clone(),
-        None => std::env::current_exe()
-            .map(|p| p.display().to_string())
-            .map_err(|e| failed(format!("cannot find this program's path: {e}")))?,
-    };
-    let bootstrap = match &hosts[0] {
-        None => format!("127.0.0.1:{}", free_local_port().map_err(failed)?),
-        Some(host) => {
-            let port: u16 = match &values[2] {
-                Some(text) => parse_number("--port", text, "a port number")?,
-                None => 17017,
-            };
-            format!("{host}:{port}")
-        }
-    };
-    let mut children = Vec::with_capacity(hosts.len());
-    for (rank, host) in hosts.iter().enumerate() {
-        let spawn = match host {
-            None => Spawn::Local,
-            Some(host) => Spawn::Ssh {
-                host,
-                remote_exe: &remote_exe,
-            },
-        };
-        match spawn_rank(&spawn, rank as u32, nodes, &bootstrap, &rest, &job) {
-            Ok(child) => children.push((rank as u32, child)),
-            Err(e) => {
-                for (_, mut child) in children {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                }
-                return Err(failed(e));
-            }
-        }
-    }
-    let grace = std::time::Duration::from_secs_f64(
-        config.ucx.join_timeout_s + 3.0 * config.ucx.stall_timeout_s,
-    );
-    let tolerant = config.replication > 1 && crate::fault::DetectorSettings::of(&config).is_some();
-    Ok(wait_all(children, grace, tolerant))
-}
-
-/// `verbena fabric-bench`: starts two local processes (or, with the
-/// internal `--rank`/`--bootstrap`, is one of them).
-fn command_fabric_bench(args: &[String]) -> Result<i32, CliError> {
-    let (values, rest) = take_flags(
-        args,
-        &[
-            "--transport",
-            "--op",
-            "--bytes",
-            "--window",
-            "--seconds",
-            "--rank",
-            "--bootstrap",
-        ],
-    )?;
-    if let Some(extra) = rest.first() {
-        return Err(usage(format!(
-            "unknown flag {extra} for fabric-bench; flags: --transport, --op, --bytes, --window, --seconds"
-        )));
-    }
-    let transport = match &values[0] {
-        Some(v) => UcxTransport::parse(v).ok_or_else(|| {
-            usage(format!(
-                "unknown transport `{v}`; allowed: shm, tcp, rdma, auto"
-            ))
-        })?,
-        None => UcxTransport::Shm,
-    };
-    let op = values[1].as_deref().unwrap_or("read");
-    let known = ["read", "write", "cas", "faa", "rpc"];
-    if !known.contains(&op) {
-        return Err(usage(format!(
-            "unknown --op `{op}`; allowed: {}",
-            known.join(", ")
-        )));
-    }
-    let bytes: u32 = match &values[2] {
-        Some(v) => parse_number("--bytes", v, "a whole number")?,
-        None => 8,
-    };
-    if bytes == 0 || bytes % 8 != 0 || bytes > 1 << 20 {
-        return Err(usage(format!(
-            "--bytes {bytes} is not allowed; allowed: a multiple of 8 in 8..=1048576"
-        )));
-    }
-    let window: u32 = match &values[3] {
-        Some(v) => parse_number("--window", v, "a whole number")?,
-        None => 16,
-    };
-    if window == 0 || window > 1024 {
-        return Err(usage(format!(
-            "--window {window} is out of range; allowed: 1..=1024"
-        )));
-    }
-    let seconds: f64 = match &values[4] {
-        Some(v) => parse_number("--seconds", v, "a number")?,
-        None => 2.0,
-    };
-    if !(0.1..=600.0).contains(&seconds) {
-        return Err(usage(format!(
-            "--seconds {seconds} is out of range; allowed: [0.1, 600]"
-        )));
-    }
-    if !cfg!(feature = "ucx") {
-        return Err(usage(crate::config::UCX_MISSING));
-    }
-    match (&values[5], &values[6]) {
-        (Some(rank), Some(bootstrap)) => {
-            let rank: u32 = parse_number("--rank", rank, "0 or 1")?;
-            if rank > 1 {
-                return Err(usage("--rank of fabric-bench is 0 or 1"));
-            }
-            fabric_bench_rank(transport, op, bytes, window, seconds, rank, bootstrap)
-        }
-        _ => {
-            let port = crate::cluster::launch::free_local_port().map_err(failed)?;
-            let exe = std::env::current_exe()
-                .map_err(|e| failed(format!("cannot find this program's path: {e}")))?;
-            let mut children = Vec::new();
-            for rank in 0..2u32 {
-                let mut command = std::process::Command::new(&exe);
-                command.arg("fabric-bench").args(args).args([
-                    "--rank".to_string(),
-                    rank.to_string(),
-                    "--bootstrap".to_string(),
-                    format!("127.0.0.1:{port}"),
-                ]);
-                if rank == 1 {
-                    command.stdout(std::process::Stdio::null());
-                }
-                let child = command
-                    .spawn()
-                    .map_err(|e| failed(format!("starting rank {rank}: {e}")))?;
-                children.push((rank, child));
-            }
-            Ok(crate::cluster::launch::wait_all(
-                children,
-                std::time::Duration::from_secs(30),
-                false,
-            ))
-        }
-    }
 }
 
 #[cfg(feature = "ucx")]

@@ -480,3 +480,224 @@ fn run_with_the_ucx_fabric_points_to_launch() {
         &["verbena launch --local N"],
     );
 }
+
+#[test]
+fn each_command_has_its_own_help() {
+    let run = verbena(&["run", "--help"]);
+    assert_eq!(run.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&run.stdout);
+    for flag in [
+        "--protocol",
+        "--stages",
+        "--json",
+        "--history",
+        "--rows-per-node",
+        "--fault",
+    ] {
+        assert!(text.contains(flag), "run --help lacks {flag}: {text}");
+    }
+    for flag in ["--seeds", "--hashes", "--vary"] {
+        assert!(
+            !text.contains(flag),
+            "run --help shows {flag} of another command"
+        );
+    }
+    let check = verbena(&["check", "--help"]);
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "check --help is help, not a flag"
+    );
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        text.contains("--seeds") && text.contains("--hashes"),
+        "{text}"
+    );
+    assert!(!text.contains("--rows-per-node"), "{text}");
+    let sweep = verbena(&["help", "sweep"]);
+    assert_eq!(sweep.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&sweep.stdout);
+    assert!(
+        text.contains("--vary") && text.contains("--theta"),
+        "{text}"
+    );
+    let version = verbena(&["--version"]);
+    assert_eq!(version.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn misspelled_flags_and_names_get_a_suggestion() {
+    assert_usage_error(
+        &["run", "--protocl", "occ"],
+        &["unknown flag --protocl", "did you mean `--protocol`?"],
+    );
+    assert_usage_error(
+        &["run", "--protocol", "ooc"],
+        &["unknown protocol `ooc`", "no_wait", "did you mean `occ`?"],
+    );
+    assert_usage_error(
+        &["run", "--workload=ycbs"],
+        &["unknown workload `ycbs`", "did you mean `ycsb`?"],
+    );
+    assert_usage_error(
+        &["run", "--fabric", "simm"],
+        &["unknown fabric `simm`", "did you mean `sim`?"],
+    );
+    assert_usage_error(
+        &["run", "--profile", "roec"],
+        &["unknown network profile `roec`", "did you mean `roce`?"],
+    );
+    assert_usage_error(
+        &["check", "--protocol", "occ,nowiat"],
+        &["unknown protocol `nowiat`", "did you mean `no_wait`?"],
+    );
+    assert_usage_error(
+        &["sweep", "--jbos", "2"],
+        &["unknown flag --jbos for `verbena sweep`", "`--jobs`"],
+    );
+    // Aliases parse as they always did; the last of a repeated flag wins.
+    let output = verbena(&[
+        "run",
+        "--protocol",
+        "occ",
+        "--protocol=nowait",
+        "--primitive",
+        "one-sided",
+        "--fabric=sim",
+        "--duration",
+        "0.001",
+        "--warmup",
+        "0",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["config"]["protocol"], "no_wait");
+}
+
+#[test]
+fn completions_name_every_command() {
+    for shell in ["bash", "zsh", "fish"] {
+        let output = verbena(&["completions", shell]);
+        assert_eq!(output.status.code(), Some(0), "{shell}");
+        let script = String::from_utf8_lossy(&output.stdout);
+        for word in [
+            "sweep",
+            "fabric-bench",
+            "reproduce",
+            "protocol",
+            "rows-per-node",
+        ] {
+            assert!(script.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+    assert_usage_error(&["completions", "tcsh"], &["tcsh"]);
+}
+
+/// The README's flag tables (the configuration reference and the workload
+/// tables it points to) list exactly the flags `verbena run` parses.
+#[test]
+fn the_readme_flag_tables_match_the_parser() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let documented: std::collections::BTreeSet<String> = readme
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `--"))
+        .map(|rest| {
+            let cell = rest.split('`').next().unwrap();
+            format!("--{}", cell.split_whitespace().next().unwrap())
+        })
+        .collect();
+    let parsed: std::collections::BTreeSet<String> =
+        verbena::cli::args::run_flag_names().into_iter().collect();
+    let undocumented: Vec<_> = parsed.difference(&documented).collect();
+    let unknown: Vec<_> = documented.difference(&parsed).collect();
+    assert!(
+        undocumented.is_empty(),
+        "run flags missing from README's tables: {undocumented:?}"
+    );
+    assert!(
+        unknown.is_empty(),
+        "README documents flags `verbena run` does not parse: {unknown:?}"
+    );
+    let reference = readme
+        .split("## Configuration reference")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("README has a Configuration reference");
+    for flag in ["--config", "--protocol", "--json", "--fault", "--transport"] {
+        assert!(
+            reference.contains(&format!("| `{flag}")),
+            "the reference table lacks {flag}"
+        );
+    }
+}
+
+fn assert_quick_usage_error(args: &[&str], path: &str) {
+    let started = std::time::Instant::now();
+    assert_usage_error(args, &[path]);
+    // The run asked for an hour; it never started.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{args:?} took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn bad_output_paths_fail_before_the_run_starts() {
+    let hour = ["--duration", "3600", "--warmup", "0"];
+    let json = "/nonexistent/dir/out.json";
+    assert_quick_usage_error(&[&["run", "--json", json][..], &hour].concat(), json);
+    let history = "/nonexistent/dir/history.jsonl";
+    assert_quick_usage_error(
+        &[&["run", "--history", history][..], &hour].concat(),
+        history,
+    );
+    // A directory below a plain file cannot be made, not even by root.
+    let dir = std::env::temp_dir().join(format!("verbena-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("plain-file");
+    std::fs::write(&file, "").unwrap();
+    let out = file.join("sweep");
+    let out = out.to_str().unwrap();
+    assert_quick_usage_error(
+        &[
+            &[
+                "sweep",
+                "--out",
+                out,
+                "--vary",
+                "coroutines=1,2",
+                "--fabric",
+                "sim",
+            ][..],
+            &hour,
+        ]
+        .concat(),
+        out,
+    );
+    assert_quick_usage_error(
+        &[
+            &[
+                "hybrid",
+                "--protocol",
+                "occ",
+                "--out",
+                out,
+                "--fabric",
+                "sim",
+            ][..],
+            &hour,
+        ]
+        .concat(),
+        out,
+    );
+    assert_quick_usage_error(&["plot", dir.to_str().unwrap(), "--out", out], out);
+    let hashes = "/nonexistent/dir/hashes.txt";
+    assert_quick_usage_error(&["check", "--seeds", "1000", "--hashes", hashes], hashes);
+    assert!(!std::path::Path::new(out).exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -5,94 +5,30 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{
-    failed, parse_number, parse_run_flags_unresolved, usage, CliError, Flags, RUN_BARE_FLAGS,
-};
+use super::args::{ExperimentFlags, HybridArgs, PlotArgs, ReproduceArgs, RunFlags, SweepArgs};
+use super::{check_output_dir, failed, run_config_unresolved, usage, CliError};
 use super::{EXIT_CHECK_FAILED, EXIT_OK};
 use crate::experiments::sweep::{self, Knob, SweepOptions, SweepSpec};
 use crate::experiments::{html, hybrid, plot, presets};
 
-/// The flags the experiment commands share, and the run flags left over.
-struct ExperimentFlags {
-    knobs: Vec<Knob>,
-    repeat: u32,
-    out: Option<PathBuf>,
-    jobs: usize,
-    restart: bool,
-    quiet: bool,
-    plot: bool,
-    /// Render PNGs (`--no-png` turns them off).
-    png: bool,
-    /// Flags of the command itself (e.g. `--protocol` for hybrid is a run
-    /// flag; `--method` is not), by name.
-    own: Vec<(String, String)>,
-    run_args: Vec<String>,
-}
-
-fn split_flags(
-    args: &[String],
-    own_valued: &[&str],
-    own_bare: &[&str],
-) -> Result<ExperimentFlags, CliError> {
-    let mut parsed = ExperimentFlags {
-        knobs: Vec::new(),
-        repeat: 1,
-        out: None,
-        jobs: 1,
-        restart: false,
-        quiet: false,
-        plot: false,
-        png: true,
-        own: Vec::new(),
-        run_args: Vec::new(),
-    };
-    let mut flags = Flags::new(args);
-    while let Some(flag) = flags.next_flag() {
-        let (flag, inline) = flag?;
-        let f = flag.as_str();
-        let bare = ["--restart", "--quiet", "--plot", "--no-png"].contains(&f)
-            || RUN_BARE_FLAGS.contains(&f)
-            || own_bare.contains(&f);
-        if bare {
-            if inline.is_some() {
-                return Err(usage(format!("{flag} takes no value")));
-            }
-            match f {
-                "--restart" => parsed.restart = true,
-                "--quiet" => parsed.quiet = true,
-                "--plot" => parsed.plot = true,
-                "--no-png" => parsed.png = false,
-                _ if own_bare.contains(&f) => parsed.own.push((flag.clone(), String::new())),
-                _ => parsed.run_args.push(flag.clone()),
-            }
-            continue;
+/// Refuses what the experiment flags cannot mean together.
+fn check_experiment_flags(parsed: &ExperimentFlags) -> Result<(), CliError> {
+    for (flag, given) in [("--json", &parsed.json), ("--history", &parsed.history)] {
+        if given.is_some() {
+            return Err(usage(format!(
+                "{flag} is a flag of `verbena run`; an experiment writes its rows to --out DIR (rows.jsonl, results.json, results.csv)"
+            )));
         }
-        let value = flags.value(&flag, inline)?;
-        match f {
-            "--vary" => parsed.knobs.push(sweep::parse_knob(&value).map_err(usage)?),
-            "--repeat" => parsed.repeat = parse_number(f, &value, "a whole number")?,
-            "--out" => parsed.out = Some(PathBuf::from(value)),
-            "--jobs" => {
-                parsed.jobs = parse_number(f, &value, "a whole number")?;
-                if parsed.jobs == 0 {
-                    return Err(usage("--jobs 0 runs nothing; allowed: 1 or more"));
-                }
-            }
-            "--json" | "--history" => {
-                return Err(usage(format!(
-                    "{flag} is a flag of `verbena run`; an experiment writes its rows to --out DIR (rows.jsonl, results.json, results.csv)"
-                )))
-            }
-            _ if own_valued.contains(&f) => parsed.own.push((flag.clone(), value)),
-            _ => parsed.run_args.push(format!("{flag}={value}")),
-        }
+    }
+    if parsed.jobs == Some(0) {
+        return Err(usage("--jobs 0 runs nothing; allowed: 1 or more"));
     }
     for (i, knob) in parsed.knobs.iter().enumerate() {
         if parsed.knobs[..i].iter().any(|k| k.key == knob.key) {
             return Err(usage(format!("--vary {} is given twice", knob.key)));
         }
     }
-    Ok(parsed)
+    Ok(())
 }
 
 /// Resolves every point (a bad value fails before any run) and refuses
@@ -119,51 +55,49 @@ fn default_out(kind: &str, identity: &serde_json::Value) -> PathBuf {
     PathBuf::from("results").join(format!("{kind}-{:08x}", hash as u32))
 }
 
-fn spec_of(parsed: &ExperimentFlags, extra_knobs: Vec<Knob>) -> Result<SweepSpec, CliError> {
-    let (base, outputs, base_hybrid) =
-        parse_run_flags_unresolved(&parsed.run_args).map_err(|mut e| {
-            if e.message.starts_with("unknown flag") {
-                e.message.push_str(
-                    "; experiments take every run flag plus --vary, --repeat, --out, --jobs, --restart, --quiet, --plot, --no-png",
-                );
-            }
-            e
-        })?;
-    debug_assert!(outputs.json.is_none() && outputs.history.is_none());
+/// The sweep of `parsed`'s knobs (after `extra_knobs`) over the base
+/// config `flags` sets; `given` are those flags as given, the sweep's
+/// recorded identity.
+fn spec_of(
+    parsed: &ExperimentFlags,
+    flags: &RunFlags,
+    given: Vec<String>,
+    extra_knobs: Vec<Knob>,
+) -> Result<SweepSpec, CliError> {
+    let (base, base_hybrid) = run_config_unresolved(flags)?;
     let mut knobs = extra_knobs;
     knobs.extend(parsed.knobs.iter().cloned());
     Ok(SweepSpec {
-        base_args: parsed.run_args.clone(),
+        base_args: given,
         base,
         base_hybrid,
         knobs,
-        repeat: parsed.repeat,
+        repeat: parsed.repeat.unwrap_or(1),
     })
 }
 
 fn options_of(parsed: &ExperimentFlags, out: PathBuf) -> SweepOptions {
     SweepOptions {
         out_dir: out,
-        jobs: parsed.jobs,
+        jobs: parsed.jobs.unwrap_or(1),
         progress: !parsed.quiet,
         restart: parsed.restart,
     }
 }
 
-/// `verbena sweep`.
-pub(super) fn command_sweep(args: &[String]) -> Result<i32, CliError> {
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        print!("{}", super::HELP);
-        return Ok(EXIT_OK);
-    }
-    let parsed = split_flags(args, &[], &[])?;
-    let spec = spec_of(&parsed, Vec::new())?;
-    // Validate every point before the first run.
-    check_points(&spec, parsed.jobs)?;
+/// `verbena sweep`; `given` are its run flags as given.
+pub(super) fn command_sweep(a: SweepArgs, given: Vec<String>) -> Result<i32, CliError> {
+    let parsed = a.experiment;
+    check_experiment_flags(&parsed)?;
+    let spec = spec_of(&parsed, &a.flags, given, Vec::new())?;
+    let jobs = parsed.jobs.unwrap_or(1);
+    // Validate every point, and the output directory, before the first run.
+    check_points(&spec, jobs)?;
     let out = parsed
         .out
         .clone()
         .unwrap_or_else(|| default_out("sweep", &spec.identity()));
+    check_output_dir("--out", &out)?;
     let outcome = sweep::run_sweep(&spec, &options_of(&parsed, out.clone())).map_err(failed)?;
     let keys: Vec<String> = spec.knobs.iter().map(|k| k.key.clone()).collect();
     print!("{}", sweep::summary_table(&outcome.rows, &keys));
@@ -177,7 +111,7 @@ pub(super) fn command_sweep(args: &[String]) -> Result<i32, CliError> {
         }
     );
     if parsed.plot {
-        render(&out, &out, None, parsed.png)?;
+        render(&out, &out, None, !parsed.no_png)?;
     }
     Ok(verdict(outcome.check_failures))
 }
@@ -208,53 +142,11 @@ fn render(results: &Path, out: &Path, x: Option<&str>, png: bool) -> Result<(), 
 }
 
 /// `verbena plot RESULTS`.
-pub(super) fn command_plot(args: &[String]) -> Result<i32, CliError> {
-    let mut results = None;
-    let mut out = None;
-    let mut x = None;
-    let mut png = true;
-    let mut i = 0;
-    while i < args.len() {
-        let arg = &args[i];
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if arg.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = || -> Result<String, CliError> {
-            if let Some(v) = inline.clone() {
-                return Ok(v);
-            }
-            i += 1;
-            args.get(i)
-                .cloned()
-                .ok_or_else(|| usage(format!("{flag} needs a value")))
-        };
-        match flag.as_str() {
-            "--out" => out = Some(PathBuf::from(value()?)),
-            "--x" => x = Some(value()?),
-            "--no-png" => png = false,
-            "--help" | "-h" => {
-                print!("{}", super::HELP);
-                return Ok(EXIT_OK);
-            }
-            f if f.starts_with("--") => {
-                return Err(usage(format!(
-                    "unknown flag {f} for `verbena plot`; allowed: --out DIR, --x KNOB, --no-png"
-                )))
-            }
-            _ if results.is_none() => results = Some(PathBuf::from(arg)),
-            _ => {
-                return Err(usage(format!(
-                    "unexpected argument `{arg}`; give one RESULTS path"
-                )))
-            }
-        }
-        i += 1;
-    }
-    let results = results.ok_or_else(|| {
+pub(super) fn command_plot(a: PlotArgs) -> Result<i32, CliError> {
+    let results = a.results.ok_or_else(|| {
         usage("verbena plot needs RESULTS: a sweep directory, its results.json or rows.jsonl")
     })?;
-    let out = out.unwrap_or_else(|| {
+    let out = a.out.unwrap_or_else(|| {
         if results.is_dir() {
             results.clone()
         } else {
@@ -263,25 +155,16 @@ pub(super) fn command_plot(args: &[String]) -> Result<i32, CliError> {
                 .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
         }
     });
-    render(&results, &out, x.as_deref(), png)?;
+    check_output_dir("--out", &out)?;
+    render(&results, &out, a.x.as_deref(), !a.no_png)?;
     Ok(EXIT_OK)
 }
 
 /// `verbena hybrid --protocol P …`.
-pub(super) fn command_hybrid(args: &[String]) -> Result<i32, CliError> {
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        print!("{}", super::HELP);
-        return Ok(EXIT_OK);
-    }
-    let parsed = split_flags(args, &["--method"], &[])?;
-    let method = match parsed.own.iter().rev().find(|(f, _)| f == "--method") {
-        None => hybrid::Method::Both,
-        Some((_, m)) => hybrid::Method::parse(m).ok_or_else(|| {
-            usage(format!(
-                "unknown --method `{m}`; allowed: exhaustive, breakdown, both"
-            ))
-        })?,
-    };
+pub(super) fn command_hybrid(a: HybridArgs, given: Vec<String>) -> Result<i32, CliError> {
+    let parsed = a.experiment;
+    check_experiment_flags(&parsed)?;
+    let method = a.method.unwrap_or(hybrid::Method::Both);
     if parsed
         .knobs
         .iter()
@@ -291,15 +174,13 @@ pub(super) fn command_hybrid(args: &[String]) -> Result<i32, CliError> {
             "verbena hybrid chooses the stage codes itself; --vary hybrid, protocol or stages belongs to verbena sweep",
         ));
     }
-    if parsed.run_args.iter().any(|a| {
-        a.starts_with("--hybrid") || a.starts_with("--stages") || a.starts_with("--primitive")
-    }) {
+    if a.flags.hybrid.is_some() || !a.flags.stages.is_empty() || a.flags.primitive.is_some() {
         return Err(usage(
             "verbena hybrid runs every stage code itself; drop --hybrid, --stages and --primitive",
         ));
     }
-    let base_spec = spec_of(&parsed, Vec::new())?;
-    check_points(&base_spec, parsed.jobs)?;
+    let base_spec = spec_of(&parsed, &a.flags, given, Vec::new())?;
+    check_points(&base_spec, parsed.jobs.unwrap_or(1))?;
     let protocol = base_spec.base.protocol;
     if !protocol.implemented() {
         return Err(usage(format!(
@@ -314,6 +195,7 @@ pub(super) fn command_hybrid(args: &[String]) -> Result<i32, CliError> {
             &base_spec.identity(),
         )
     });
+    check_output_dir("--out", &out)?;
     let options = options_of(&parsed, out.clone());
     let analysis = hybrid::run(&base_spec, &options, method).map_err(failed)?;
     print!("{}", analysis.table());
@@ -322,39 +204,40 @@ pub(super) fn command_hybrid(args: &[String]) -> Result<i32, CliError> {
         out.display()
     );
     if parsed.plot {
-        render(&out, &out, None, parsed.png)?;
+        render(&out, &out, None, !parsed.no_png)?;
     }
     Ok(verdict(analysis.check_failures))
 }
 
 /// `verbena reproduce NAME` / `--list`.
-pub(super) fn command_reproduce(args: &[String]) -> Result<i32, CliError> {
-    if args.is_empty() || args.iter().any(|a| a == "--list" || a == "-l") {
-        print!("{}", presets::list_text());
-        return Ok(EXIT_OK);
-    }
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        print!("{}", super::HELP);
-        return Ok(EXIT_OK);
-    }
-    let name = &args[0];
-    let preset = presets::find(name).ok_or_else(|| {
-        usage(format!(
-            "unknown preset `{name}`; presets: {} (verbena reproduce --list)",
-            presets::PRESETS
-                .iter()
-                .map(|p| p.name)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
-    })?;
-    let mut all_args: Vec<String> = preset.base_args.iter().map(|s| s.to_string()).collect();
+/// `args` is the whole command line: the preset's own run flags are parsed
+/// again in front of the user's, so the user's win.
+pub(super) fn command_reproduce(a: ReproduceArgs, args: &[String]) -> Result<i32, CliError> {
+    let name = match &a.name {
+        Some(name) if !a.list => name,
+        _ => {
+            print!("{}", presets::list_text());
+            return Ok(EXIT_OK);
+        }
+    };
+    let preset = presets::find(name).expect("clap checked the preset name");
+    let mut all_args = vec![args[0].clone()];
+    all_args.extend(preset.base_args.iter().map(|s| s.to_string()));
     all_args.extend(args[1..].iter().cloned());
-    let parsed = split_flags(&all_args, &[], &[])?;
+    let (a, given) = match super::parse(&all_args)? {
+        super::Parsed {
+            command: Some(super::args::Commands::Reproduce(a)),
+            given,
+        } => (a, given),
+        _ => unreachable!("the same command line parses to the same command"),
+    };
+    let parsed = a.experiment;
+    check_experiment_flags(&parsed)?;
     let out = parsed
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(preset.name));
+    check_output_dir("--out", &out)?;
     eprintln!("{}: {} ({})", preset.name, preset.title, preset.source);
     let code = match &preset.kind {
         presets::Kind::Sweep(knobs) => {
@@ -367,8 +250,8 @@ pub(super) fn command_reproduce(args: &[String]) -> Result<i32, CliError> {
                 .into_iter()
                 .filter(|k| !parsed.knobs.iter().any(|given| given.key == k.key))
                 .collect();
-            let spec = spec_of(&parsed, preset_knobs)?;
-            check_points(&spec, parsed.jobs)?;
+            let spec = spec_of(&parsed, &a.flags, given, preset_knobs)?;
+            check_points(&spec, parsed.jobs.unwrap_or(1))?;
             let outcome =
                 sweep::run_sweep(&spec, &options_of(&parsed, out.clone())).map_err(failed)?;
             let keys: Vec<String> = spec.knobs.iter().map(|k| k.key.clone()).collect();
@@ -376,7 +259,7 @@ pub(super) fn command_reproduce(args: &[String]) -> Result<i32, CliError> {
             verdict(outcome.check_failures)
         }
         presets::Kind::Hybrid(method) => {
-            let spec = spec_of(&parsed, Vec::new())?;
+            let spec = spec_of(&parsed, &a.flags, given, Vec::new())?;
             let analysis =
                 hybrid::run(&spec, &options_of(&parsed, out.clone()), *method).map_err(failed)?;
             print!("{}", analysis.table());
@@ -391,7 +274,7 @@ pub(super) fn command_reproduce(args: &[String]) -> Result<i32, CliError> {
             out.join("preset.json").display()
         ))
     })?;
-    render(&out, &out, preset.x, parsed.png)?;
+    render(&out, &out, preset.x, !parsed.no_png)?;
     println!("report: {}", out.join("report.html").display());
     Ok(code)
 }
