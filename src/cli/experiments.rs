@@ -9,6 +9,7 @@ use super::{
     failed, parse_number, parse_run_flags_unresolved, usage, CliError, Flags, RUN_BARE_FLAGS,
 };
 use super::{EXIT_CHECK_FAILED, EXIT_OK};
+use crate::experiments::plot::PlotOptions;
 use crate::experiments::sweep::{self, Knob, SweepOptions, SweepSpec};
 use crate::experiments::{html, hybrid, plot, presets};
 
@@ -177,7 +178,7 @@ pub(super) fn command_sweep(args: &[String]) -> Result<i32, CliError> {
         }
     );
     if parsed.plot {
-        render(&out, &out, None, parsed.png)?;
+        render(&out, &out, &plot_options(None, parsed.png))?;
     }
     Ok(verdict(outcome.check_failures))
 }
@@ -192,27 +193,36 @@ fn verdict(check_failures: usize) -> i32 {
 }
 
 /// Renders the figures and report page of `results` into `out`.
-fn render(results: &Path, out: &Path, x: Option<&str>, png: bool) -> Result<(), CliError> {
+fn render(results: &Path, out: &Path, options: &PlotOptions) -> Result<(), CliError> {
     let rows = sweep::read_results(results).map_err(usage)?;
     let hybrid_analysis = hybrid::read_analysis(results);
-    let figures = plot::figures(&rows, x, hybrid_analysis.as_ref()).map_err(usage)?;
+    let figures = plot::figures(&rows, options, hybrid_analysis.as_ref()).map_err(usage)?;
     std::fs::create_dir_all(out)
         .map_err(|e| failed(format!("cannot create {}: {e}", out.display())))?;
-    let written = plot::write_figures(&figures, out, png).map_err(failed)?;
+    let written = plot::write_figures(&figures, out, options.png).map_err(failed)?;
     let page =
-        html::write_report(out, &rows, &figures, hybrid_analysis.as_ref(), png).map_err(failed)?;
+        html::write_report(out, &rows, &figures, hybrid_analysis.as_ref()).map_err(failed)?;
     for line in written.iter().chain(std::iter::once(&page)) {
         println!("{line}");
     }
     Ok(())
 }
 
+/// The plot options of an experiment command: the default knobs, PNGs
+/// unless `--no-png`.
+fn plot_options(x: Option<&str>, png: bool) -> PlotOptions {
+    PlotOptions {
+        x: x.map(str::to_string),
+        facet: None,
+        png,
+    }
+}
+
 /// `verbena plot RESULTS`.
 pub(super) fn command_plot(args: &[String]) -> Result<i32, CliError> {
     let mut results = None;
     let mut out = None;
-    let mut x = None;
-    let mut png = true;
+    let mut options = plot_options(None, true);
     let mut i = 0;
     while i < args.len() {
         let arg = &args[i];
@@ -231,15 +241,16 @@ pub(super) fn command_plot(args: &[String]) -> Result<i32, CliError> {
         };
         match flag.as_str() {
             "--out" => out = Some(PathBuf::from(value()?)),
-            "--x" => x = Some(value()?),
-            "--no-png" => png = false,
+            "--x" => options.x = Some(value()?),
+            "--facet" => options.facet = Some(value()?),
+            "--no-png" => options.png = false,
             "--help" | "-h" => {
                 print!("{}", super::HELP);
                 return Ok(EXIT_OK);
             }
             f if f.starts_with("--") => {
                 return Err(usage(format!(
-                    "unknown flag {f} for `verbena plot`; allowed: --out DIR, --x KNOB, --no-png"
+                    "unknown flag {f} for `verbena plot`; allowed: --out DIR, --x KNOB, --facet KNOB|none, --no-png"
                 )))
             }
             _ if results.is_none() => results = Some(PathBuf::from(arg)),
@@ -263,7 +274,7 @@ pub(super) fn command_plot(args: &[String]) -> Result<i32, CliError> {
                 .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
         }
     });
-    render(&results, &out, x.as_deref(), png)?;
+    render(&results, &out, &options)?;
     Ok(EXIT_OK)
 }
 
@@ -322,7 +333,7 @@ pub(super) fn command_hybrid(args: &[String]) -> Result<i32, CliError> {
         out.display()
     );
     if parsed.plot {
-        render(&out, &out, None, parsed.png)?;
+        render(&out, &out, &plot_options(None, parsed.png))?;
     }
     Ok(verdict(analysis.check_failures))
 }
@@ -391,7 +402,7 @@ pub(super) fn command_reproduce(args: &[String]) -> Result<i32, CliError> {
             out.join("preset.json").display()
         ))
     })?;
-    render(&out, &out, preset.x, parsed.png)?;
+    render(&out, &out, &plot_options(preset.x, parsed.png))?;
     println!("report: {}", out.join("report.html").display());
     Ok(code)
 }
