@@ -957,3 +957,79 @@ pub fn write_figures(figures: &[Figure], out: &Path, png: bool) -> Result<Vec<St
     }
     Ok(lines)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_protocol_has_its_own_colour() {
+        for kind in ProtocolKind::ALL {
+            let color = protocol_color(kind.name());
+            assert_ne!(color, svg::PALETTE[11], "{} has no colour", kind.name());
+            let others = ProtocolKind::ALL
+                .iter()
+                .filter(|k| **k != kind && protocol_color(k.name()) == color)
+                .count();
+            assert_eq!(others, 0, "{} shares {color}", kind.name());
+        }
+        // Any spelling the CLI takes maps to the same colour.
+        assert_eq!(protocol_color("NO_WAIT"), protocol_color("no_wait"));
+        assert_eq!(protocol_color("nowait"), protocol_color("no_wait"));
+    }
+
+    #[test]
+    fn without_a_font_pngs_are_refused_naming_the_package() {
+        let error = Rasterizer::with_fonts(usvg::fontdb::Database::new())
+            .err()
+            .expect("no fonts: no rasterizer");
+        assert!(error.contains("fonts-dejavu-core"), "{error}");
+    }
+
+    fn row(protocol: &str, primitive: &str, coroutines: &str) -> Value {
+        serde_json::json!({
+            "point": format!("{protocol}/{primitive}/{coroutines}"),
+            "knobs": {"protocol": protocol, "primitive": primitive, "coroutines": coroutines},
+            "report": {"throughput_txn_per_s": 1.0}
+        })
+    }
+
+    #[test]
+    fn the_facet_leaves_at_most_eight_lines_a_panel_in_the_fewest_panels() {
+        let keys = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut rows = Vec::new();
+        for p in ["no_wait", "occ", "mvcc", "maat", "drtm"] {
+            for m in ["onesided", "rpc"] {
+                for c in ["1", "2"] {
+                    rows.push(row(p, m, c));
+                }
+            }
+        }
+        let others = keys(&["protocol", "primitive"]);
+        // 10 lines: a panel per protocol leaves 2 each; a panel per
+        // primitive would leave 5, in 2 panels, so it wins.
+        assert_eq!(
+            choose_facet(&rows, "coroutines", &others, None).unwrap(),
+            Some("primitive".to_string())
+        );
+        // Eight lines or fewer: one panel.
+        let few: Vec<Value> = rows
+            .iter()
+            .filter(|r| r["knobs"]["protocol"] != "drtm")
+            .cloned()
+            .collect();
+        assert_eq!(
+            choose_facet(&few, "coroutines", &others, None).unwrap(),
+            None
+        );
+        assert_eq!(
+            choose_facet(&rows, "coroutines", &others, Some("none")).unwrap(),
+            None
+        );
+        let error = choose_facet(&rows, "coroutines", &others, Some("seed")).unwrap_err();
+        assert!(
+            error.contains("allowed: protocol, primitive, none"),
+            "{error}"
+        );
+    }
+}

@@ -543,6 +543,9 @@ pub fn line_chart(chart: &LineChart) -> String {
             r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333333"/>"##,
             frame.left, frame.bottom, frame.right, frame.bottom
         );
+        // A level label that would touch the one before it is left out
+        // (its tick stays): 0.8 and 0.9 in a 230-px panel.
+        let mut last_right = f64::NEG_INFINITY;
         for (x, label) in &x_ticks {
             let px = map_x(*x);
             let _ = writeln!(
@@ -552,6 +555,11 @@ pub fn line_chart(chart: &LineChart) -> String {
                 frame.bottom + 5.0
             );
             let ty = frame.bottom + 18.0;
+            let half = text_width(label) / 2.0;
+            if !rotate && px - half < last_right + 4.0 {
+                continue;
+            }
+            last_right = px + half;
             if rotate {
                 let _ = writeln!(
                     out,
