@@ -69,16 +69,17 @@ pub struct PlotOptions {
 /// being readable; the figure becomes small multiples.
 pub const MAX_LINES_PER_PANEL: usize = 8;
 
-/// Each protocol's colour, the same in every figure. The order is
-/// `ProtocolKind::ALL`'s, so the first two (the README's sweep) get
-/// Okabe–Ito's blue and vermillion.
+/// Each protocol's colour, the same in every figure. NO_WAIT and OCC, the
+/// pair most sweeps compare (the README's), get Okabe–Ito's most distinct
+/// pair, blue and vermillion; hues that are near each other (the blues)
+/// go to protocols seldom drawn side by side.
 pub const PROTOCOL_COLORS: [(&str, &str); 11] = [
     ("no_wait", svg::PALETTE[0]),
-    ("wait_die", svg::PALETTE[1]),
-    ("wound_wait", svg::PALETTE[2]),
-    ("timestamp", svg::PALETTE[3]),
-    ("mvcc", svg::PALETTE[4]),
-    ("occ", svg::PALETTE[5]),
+    ("occ", svg::PALETTE[1]),
+    ("wait_die", svg::PALETTE[2]),
+    ("wound_wait", svg::PALETTE[3]),
+    ("timestamp", svg::PALETTE[4]),
+    ("mvcc", svg::PALETTE[5]),
     ("maat", svg::PALETTE[6]),
     ("sundial", svg::PALETTE[7]),
     ("cicada", svg::PALETTE[8]),
