@@ -734,13 +734,15 @@ fn plot_writes_png_copies_in_process_with_their_labels() {
             .count();
         assert!(coloured > 200, "{name}.png: {coloured} coloured pixels");
         // Left of the y axis (x < 78 px, between the top and bottom ticks)
-        // there is only text: the tick labels and the axis label.
+        // there is only text: the axis label, and the tick labels where
+        // the axis is not moved right for turned bar labels. Unrendered
+        // text leaves it white.
         let text_pixels = (60..370)
             .flat_map(|y| (10..78).map(move |x| (x, y)))
             .filter(|&(x, y)| is_dark(&pixels[(y * png.width() + x) as usize]))
             .count();
         assert!(
-            text_pixels > 300,
+            text_pixels > 100,
             "{name}.png: {text_pixels} dark pixels where the y labels are: text not rendered"
         );
     }
