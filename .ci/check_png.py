@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks that PNG screenshots show a real page, not a blank or broken one.
+"""Checks that PNGs (verbena's figures, a screenshot of the report page)
+show a real picture, not a blank or broken one.
 
 Standard library only: the PNG is decoded here (zlib + scanline filters).
 A page passes when it is at least MIN_W x MIN_H pixels, has many distinct

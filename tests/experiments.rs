@@ -630,3 +630,245 @@ fn bad_experiment_input_exits_2_naming_what_is_allowed() {
         assert!(text.contains(name), "{text}");
     }
 }
+
+/// The `width` and `height` an SVG's root element declares.
+fn svg_declared_size(svg: &str) -> (u32, u32) {
+    let attr = |name: &str| {
+        let key = format!(" {name}=\"");
+        let start = svg.find(&key).unwrap() + key.len();
+        svg[start..start + svg[start..].find('"').unwrap()]
+            .parse()
+            .unwrap()
+    };
+    (attr("width"), attr("height"))
+}
+
+/// `(panel name, [(series name, data-color, stroke-dasharray)])` of a line
+/// chart, in drawing order.
+type PanelLines = Vec<(String, Vec<(String, String, String)>)>;
+
+fn svg_panels(svg: &str) -> PanelLines {
+    let attr = |text: &str, name: &str| {
+        let key = format!("{name}=\"");
+        text.find(&key).map_or(String::new(), |at| {
+            let rest = &text[at + key.len()..];
+            rest[..rest.find('"').unwrap()].to_string()
+        })
+    };
+    svg.split("<g class=\"panel\" ")
+        .skip(1)
+        .map(|panel| {
+            let lines = panel
+                .split("<g class=\"series\" ")
+                .skip(1)
+                .map(|series| {
+                    let polyline = &series[series.find("<polyline").unwrap()..];
+                    let polyline = &polyline[..polyline.find("/>").unwrap()];
+                    (
+                        attr(series, "data-name"),
+                        attr(series, "data-color"),
+                        attr(polyline, "stroke-dasharray"),
+                    )
+                })
+                .collect();
+            (attr(panel, "data-name"), lines)
+        })
+        .collect()
+}
+
+#[test]
+fn plot_writes_png_copies_in_process_with_their_labels() {
+    let dir = scratch("png");
+    let out = dir.to_str().unwrap();
+    let output = verbena(&sweep_args(
+        out,
+        &["--vary", "protocol=no_wait,occ", "--vary", "coroutines=1,2"],
+    ));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // No browser reachable: PATH holds nothing and VERBENA_CHROMIUM is unset.
+    let empty = dir.join("empty-path");
+    std::fs::create_dir_all(&empty).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_verbena"))
+        .args(["plot", out])
+        .env("PATH", &empty)
+        .env_remove("VERBENA_CHROMIUM")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!stdout.contains("skipped"), "{stdout}");
+    for name in [
+        "throughput",
+        "latency_p50",
+        "latency_p99",
+        "abort_rate",
+        "stages",
+        "time_breakdown",
+    ] {
+        assert!(stdout.contains(&format!("{name}.png")), "{stdout}");
+        let svg = std::fs::read_to_string(dir.join(format!("{name}.svg"))).unwrap();
+        let png = resvg::tiny_skia::Pixmap::load_png(dir.join(format!("{name}.png")))
+            .unwrap_or_else(|e| panic!("{name}.png does not decode: {e}"));
+        assert_eq!(
+            (png.width(), png.height()),
+            svg_declared_size(&svg),
+            "{name}.png is the SVG's size"
+        );
+        let pixels = png.pixels();
+        let is_dark = |p: &resvg::tiny_skia::PremultipliedColorU8| {
+            u32::from(p.red()) + u32::from(p.green()) + u32::from(p.blue()) < 300
+        };
+        let coloured = pixels
+            .iter()
+            .filter(|p| {
+                p.red().max(p.green()).max(p.blue()) - p.red().min(p.green()).min(p.blue()) > 80
+            })
+            .count();
+        assert!(coloured > 200, "{name}.png: {coloured} coloured pixels");
+        // Left of the y axis (x < 78 px, between the top and bottom ticks)
+        // there is only text: the axis label, and the tick labels where
+        // the axis is not moved right for turned bar labels. Unrendered
+        // text leaves it white.
+        let text_pixels = (60..370)
+            .flat_map(|y| (10..78).map(move |x| (x, y)))
+            .filter(|&(x, y)| is_dark(&pixels[(y * png.width() + x) as usize]))
+            .count();
+        assert!(
+            text_pixels > 100,
+            "{name}.png: {text_pixels} dark pixels where the y labels are: text not rendered"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn more_than_eight_lines_become_small_multiples_each_protocol_keeping_its_colour() {
+    let dir = scratch("facet");
+    let out = dir.to_str().unwrap();
+    let protocols = ["no_wait", "wait_die", "timestamp", "occ", "mvcc"];
+    let vary = format!("protocol={}", protocols.join(","));
+    let output = verbena(&sweep_args(
+        out,
+        &[
+            "--vary",
+            &vary,
+            "--vary",
+            "primitive=onesided,rpc",
+            "--vary",
+            "coroutines=1,2",
+        ],
+    ));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    let plot = |extra: &[&str]| {
+        let mut args = vec!["plot", out, "--no-png"];
+        args.extend(extra);
+        let output = verbena(&args);
+        assert!(
+            output.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        svg_panels(&read("throughput.svg"))
+    };
+    // 10 lines: more than a panel holds. By default the fewest panels of
+    // at most 8 lines: a panel per primitive (Deneva Fig. 2's layout), a
+    // line per protocol in the protocol's colour, dashed in the RPC panel.
+    let by_primitive = plot(&[]);
+    assert_eq!(by_primitive.len(), 2, "{by_primitive:?}");
+    for (title, lines) in &by_primitive {
+        let dash = if title == "primitive=rpc" { "7 4" } else { "" };
+        let expected: Vec<(String, String, String)> = protocols
+            .iter()
+            .map(|p| {
+                (
+                    format!("protocol={p}"),
+                    verbena::experiments::plot::protocol_color(p).to_string(),
+                    dash.to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(lines, &expected, "{title}");
+    }
+    assert_well_formed(&read("throughput.svg"));
+    assert!(read("report.html").contains("one panel per primitive"));
+    assert_eq!(plot(&["--facet", "primitive"]), by_primitive);
+    // A panel per protocol (RCC Fig. 18), a line per primitive: solid
+    // one-sided and dashed RPC, in that protocol's colour again.
+    let panels = plot(&["--facet", "protocol"]);
+    assert_eq!(panels.len(), protocols.len(), "{panels:?}");
+    for ((title, lines), protocol) in panels.iter().zip(protocols) {
+        assert_eq!(title, &format!("protocol={protocol}"));
+        let color = verbena::experiments::plot::protocol_color(protocol);
+        assert_eq!(
+            lines,
+            &vec![
+                (
+                    "primitive=onesided".to_string(),
+                    color.to_string(),
+                    String::new()
+                ),
+                (
+                    "primitive=rpc".to_string(),
+                    color.to_string(),
+                    "7 4".to_string()
+                ),
+            ],
+            "{protocol}"
+        );
+    }
+    assert_well_formed(&read("throughput.svg"));
+    // One panel on request.
+    let panels = plot(&["--facet", "none"]);
+    assert_eq!(panels.len(), 1);
+    assert_eq!(panels[0].1.len(), 10);
+    // Colours are fixed per protocol, not per position: OCC is drawn alike
+    // in a sweep where it is the second protocol.
+    let other = dir.join("two");
+    let output = verbena(&sweep_args(
+        other.to_str().unwrap(),
+        &["--vary", "protocol=mvcc,occ", "--vary", "coroutines=1,2"],
+    ));
+    assert!(output.status.success());
+    let output = verbena(&["plot", other.to_str().unwrap(), "--no-png"]);
+    assert!(output.status.success());
+    let two = svg_panels(&std::fs::read_to_string(other.join("throughput.svg")).unwrap());
+    let occ = |panels: &PanelLines| {
+        panels
+            .iter()
+            .flat_map(|(_, lines)| lines)
+            .find(|(name, _, _)| name.contains("protocol=occ"))
+            .map(|(_, color, _)| color.clone())
+            .unwrap()
+    };
+    assert_eq!(occ(&two), occ(&panels));
+    assert_ne!(two[0].1[0].1, two[0].1[1].1, "MVCC and OCC differ");
+    // A knob the results do not vary, or the x knob, is a usage error
+    // naming the knobs that can split the panels.
+    assert_usage_error(
+        &["plot", out, "--no-png", "--facet", "theta"],
+        &[
+            "--facet theta",
+            "ycsb.theta",
+            "allowed: protocol, primitive, none",
+        ],
+    );
+    assert_usage_error(
+        &["plot", out, "--no-png", "--facet", "coroutines"],
+        &["is the x axis", "allowed: protocol, primitive, none"],
+    );
+    assert_usage_error(&["plot", out, "--facet"], &["--facet needs a value"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

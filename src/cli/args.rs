@@ -686,7 +686,7 @@ pub struct ExperimentFlags {
     /// Render figures and report.html afterwards
     #[arg(long)]
     pub plot: bool,
-    /// SVG figures only (no Chromium screenshots)
+    /// SVG figures only (no PNG copies)
     #[arg(long)]
     pub no_png: bool,
     /// (a flag of `verbena run`; experiments write to --out DIR)
@@ -731,7 +731,11 @@ pub struct PlotArgs {
     /// The knob on the x axis
     #[arg(long, value_name = "KNOB")]
     pub x: Option<String>,
-    /// SVG figures only (no Chromium screenshots)
+    /// The knob whose values get one panel each (small multiples), or
+    /// `none` for one panel [past 8 lines, the knob that leaves 2-8 per panel]
+    #[arg(long, value_name = "KNOB|none")]
+    pub facet: Option<String>,
+    /// SVG figures only (no PNG copies)
     #[arg(long)]
     pub no_png: bool,
 }

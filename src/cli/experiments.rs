@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::args::{ExperimentFlags, HybridArgs, PlotArgs, ReproduceArgs, RunFlags, SweepArgs};
 use super::{check_output_dir, failed, run_config_unresolved, usage, CliError};
 use super::{EXIT_CHECK_FAILED, EXIT_OK};
+use crate::experiments::plot::PlotOptions;
 use crate::experiments::sweep::{self, Knob, SweepOptions, SweepSpec};
 use crate::experiments::{html, hybrid, plot, presets};
 
@@ -111,7 +112,7 @@ pub(super) fn command_sweep(a: SweepArgs, given: Vec<String>) -> Result<i32, Cli
         }
     );
     if parsed.plot {
-        render(&out, &out, None, !parsed.no_png)?;
+        render(&out, &out, &plot_options(None, !parsed.no_png))?;
     }
     Ok(verdict(outcome.check_failures))
 }
@@ -126,19 +127,29 @@ fn verdict(check_failures: usize) -> i32 {
 }
 
 /// Renders the figures and report page of `results` into `out`.
-fn render(results: &Path, out: &Path, x: Option<&str>, png: bool) -> Result<(), CliError> {
+fn render(results: &Path, out: &Path, options: &PlotOptions) -> Result<(), CliError> {
     let rows = sweep::read_results(results).map_err(usage)?;
     let hybrid_analysis = hybrid::read_analysis(results);
-    let figures = plot::figures(&rows, x, hybrid_analysis.as_ref()).map_err(usage)?;
+    let figures = plot::figures(&rows, options, hybrid_analysis.as_ref()).map_err(usage)?;
     std::fs::create_dir_all(out)
         .map_err(|e| failed(format!("cannot create {}: {e}", out.display())))?;
-    let written = plot::write_figures(&figures, out, png).map_err(failed)?;
+    let written = plot::write_figures(&figures, out, options.png).map_err(failed)?;
     let page =
-        html::write_report(out, &rows, &figures, hybrid_analysis.as_ref(), png).map_err(failed)?;
+        html::write_report(out, &rows, &figures, hybrid_analysis.as_ref()).map_err(failed)?;
     for line in written.iter().chain(std::iter::once(&page)) {
         println!("{line}");
     }
     Ok(())
+}
+
+/// The plot options of an experiment command: the default knobs, PNGs
+/// unless `--no-png`.
+fn plot_options(x: Option<&str>, png: bool) -> PlotOptions {
+    PlotOptions {
+        x: x.map(str::to_string),
+        facet: None,
+        png,
+    }
 }
 
 /// `verbena plot RESULTS`.
@@ -156,7 +167,15 @@ pub(super) fn command_plot(a: PlotArgs) -> Result<i32, CliError> {
         }
     });
     check_output_dir("--out", &out)?;
-    render(&results, &out, a.x.as_deref(), !a.no_png)?;
+    render(
+        &results,
+        &out,
+        &PlotOptions {
+            x: a.x.clone(),
+            facet: a.facet.clone(),
+            png: !a.no_png,
+        },
+    )?;
     Ok(EXIT_OK)
 }
 
@@ -204,7 +223,7 @@ pub(super) fn command_hybrid(a: HybridArgs, given: Vec<String>) -> Result<i32, C
         out.display()
     );
     if parsed.plot {
-        render(&out, &out, None, !parsed.no_png)?;
+        render(&out, &out, &plot_options(None, !parsed.no_png))?;
     }
     Ok(verdict(analysis.check_failures))
 }
@@ -274,7 +293,7 @@ pub(super) fn command_reproduce(a: ReproduceArgs, args: &[String]) -> Result<i32
             out.join("preset.json").display()
         ))
     })?;
-    render(&out, &out, preset.x, !parsed.no_png)?;
+    render(&out, &out, &plot_options(preset.x, !parsed.no_png))?;
     println!("report: {}", out.join("report.html").display());
     Ok(code)
 }

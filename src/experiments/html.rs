@@ -2,8 +2,13 @@
 //! (version, git revision, host, base config), every figure with its
 //! caption, the per-point summary table, the hybrid rankings when present,
 //! and links to the raw rows. Self-contained apart from the SVG files it
-//! shows, which sit beside it; printable. A PNG screenshot of the page
-//! (`report.png`) is taken with headless Chromium when it is installed.
+//! shows, which sit beside it; printable.
+//!
+//! `verbena plot` takes no screenshot of the page: that needs a browser,
+//! which is the point only where the page itself is checked (CI's
+//! `.ci/check_report.py`, or a reader's own browser). The page's estimated
+//! height at 1200 px wide is in `<meta name="verbena-page-height">` for
+//! such a screenshot.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -186,16 +191,14 @@ fn read_preset(dir: &Path) -> Option<(String, String, String)> {
     Some((field("name")?, field("source")?, field("title")?))
 }
 
-/// Writes `report.html` (and `report.png` when `png` and Chromium is
-/// found) into `out`; returns a line saying what was written.
+/// Writes `report.html` into `out`; returns a line saying what was
+/// written.
 pub fn write_report(
     out: &Path,
     rows: &[Value],
     figures: &[Figure],
     hybrid: Option<&Analysis>,
-    png: bool,
 ) -> Result<String, String> {
-    let mut html = String::new();
     let title = match hybrid {
         Some(a) => format!("verbena: {} hybrid stage codes", a.protocol.to_uppercase()),
         None => {
@@ -207,32 +210,27 @@ pub fn write_report(
             }
         }
     };
-    let _ = writeln!(
-        html,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>\n<h1>{}</h1>",
-        escape(&title),
-        escape(&title)
-    );
+    let mut body = String::new();
     if let Some(preset) = read_preset(out) {
         let _ = writeln!(
-            html,
+            body,
             "<p><b>Preset <code>{}</code></b>: {} — a small-scale version of {}.</p>",
             escape(&preset.0),
             escape(&preset.2),
             escape(&preset.1)
         );
     }
-    provenance(&mut html, rows);
-    base_config(&mut html, rows);
-    let _ = writeln!(html, "<h2>Figures</h2>");
-    // Page height for the screenshot: header, figures at their size (a
+    provenance(&mut body, rows);
+    base_config(&mut body, rows);
+    let _ = writeln!(body, "<h2>Figures</h2>");
+    // Page height for a screenshot: header, figures at their size (a
     // wider one is scaled to the 1120-px column) with captions, tables.
     let mut height = 300u32;
     for figure in figures {
         let (w, h) = plot::svg_size(&figure.svg);
         height += h * 1120 / w.max(1120) + 75;
         let _ = writeln!(
-            html,
+            body,
             "<figure><img src=\"{}.svg\" alt=\"{}\"><figcaption><b>{}.</b> {}</figcaption></figure>",
             escape(&figure.name),
             escape(&figure.title),
@@ -240,28 +238,24 @@ pub fn write_report(
             escape(&figure.caption)
         );
     }
-    summary_table(&mut html, rows);
+    summary_table(&mut body, rows);
     height += 60 + 26 * group_by_point(rows).len() as u32;
     if let Some(analysis) = hybrid {
-        hybrid_tables(&mut html, analysis);
+        hybrid_tables(&mut body, analysis);
         height += analysis
             .groups
             .iter()
             .map(|g| 120 + 24 * g.codes.len() as u32)
             .sum::<u32>();
     }
-    let _ = writeln!(html, "</body></html>");
+    let _ = writeln!(body, "</body></html>");
+    let html = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"verbena-page-height\" content=\"{}\"><title>{}</title><style>{STYLE}</style></head><body>\n<h1>{}</h1>\n{body}",
+        height.min(16_000),
+        escape(&title),
+        escape(&title)
+    );
     let path = out.join("report.html");
     std::fs::write(&path, html).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    let mut line = format!("wrote {}", path.display());
-    if png {
-        if let Some(chromium) = plot::find_chromium() {
-            let png_path = out.join("report.png");
-            match plot::screenshot(&chromium, &path, &png_path, 1200, height.min(16_000)) {
-                Ok(()) => line.push_str(&format!(" and {}", png_path.display())),
-                Err(e) => line.push_str(&format!(" (its PNG: {e})")),
-            }
-        }
-    }
-    Ok(line)
+    Ok(format!("wrote {}", path.display()))
 }

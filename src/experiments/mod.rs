@@ -10,8 +10,9 @@
 //!   throughput and by latency, and the latency-breakdown method (compare
 //!   the pure forms stage by stage, cherry-pick, test the pick).
 //! - [`plot`] and [`html`]: SVG figures written here, without a plotting
-//!   dependency (RCC Fig. 13, 14, 16, 18, 19; Deneva Fig. 2–6), PNG through
-//!   headless Chromium when it is installed, and an HTML page per sweep.
+//!   dependency (RCC Fig. 13, 14, 16, 18, 19; Deneva Fig. 2–6), small
+//!   multiples past eight lines a panel, PNG copies rendered in process
+//!   (resvg, no browser), and an HTML page per sweep.
 //! - [`presets`]: small-scale versions of the papers' experiments
 //!   (`verbena reproduce`).
 //!

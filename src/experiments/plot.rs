@@ -6,6 +6,11 @@
 //!   over `hot_probability` RCC Fig. 18, over `compute_us` RCC Fig. 19,
 //!   over `theta` or `write_ratio` Deneva Fig. 2–3, over `nodes` Deneva
 //!   Fig. 5. Points are means over repetitions, whiskers their min and max.
+//! - Small multiples where one panel would hold more than
+//!   [`MAX_LINES_PER_PANEL`] lines: one panel per value of a facet knob on
+//!   shared axes, as the papers draw them (RCC Fig. 18: a panel per
+//!   protocol, a line per primitive; Deneva Fig. 2: a line per protocol).
+//!   `--facet KNOB` picks the knob, `--facet none` keeps one panel.
 //! - Stacked per-stage latency bars, one bar per point (RCC Fig. 13).
 //! - The time breakdown, one 100 % bar per point (Deneva Fig. 6; see
 //!   `engine::report::TimeBreakdown` for what is approximated).
@@ -14,19 +19,86 @@
 //!
 //! The x knob is `--x KEY`, else the knob with the most distinct numeric
 //! values (not `seed` or `hybrid`), else the first knob, as categories.
-//! PNG copies come from headless Chromium when it is installed.
+//!
+//! Invariants: a protocol has one colour in every line figure and panel
+//! ([`protocol_color`], a fixed table over a colour-blind-safe palette);
+//! one-sided lines are solid and RPC lines dashed, other primitive, stage
+//! or hybrid values get the further [`svg::DASHES`] in first-seen order;
+//! lines that colour and dash do not tell apart differ by marker.
+//!
+//! PNG copies are rendered in process from the same SVG with `resvg`
+//! (usvg parses, tiny-skia rasterizes, fonts come from the system through
+//! fontdb). Not `plotters`: it would draw the figures a second time with
+//! its own layout, so the PNG and the SVG — which tests and scripts read
+//! back — could disagree, and its bitmap text needs FreeType/fontconfig
+//! through C libraries; resvg renders exactly the markup written here and
+//! is pure Rust. No browser: headless Chromium took 3–4 s per figure
+//! (docs/PERFORMANCE.md); resvg takes milliseconds. Text needs a font:
+//! without one, PNGs are skipped with a message naming the package to
+//! install, never written without their labels.
 
 use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+
+use resvg::{tiny_skia, usvg};
 
 use serde_json::Value;
 
 use super::hybrid::Analysis;
-use super::svg::{self, BarKind, LineChart, RankedBars, Series, StackedBars, XAxis};
+use super::svg::{
+    self, BarKind, LineChart, LineStyle, Marker, Panel, RankedBars, Series, StackedBars, XAxis,
+};
 use super::sweep::group_by_point;
 use super::table::{number_at, Spread};
-use crate::protocols::Stage;
+use crate::protocols::{ProtocolKind, Stage};
+
+/// What `verbena plot` draws, and how.
+#[derive(Clone, Debug, Default)]
+pub struct PlotOptions {
+    /// The x knob (`--x`); chosen from the rows when `None`.
+    pub x: Option<String>,
+    /// The knob whose values get a panel each (`--facet`): `None` chooses
+    /// one when a panel would hold more than [`MAX_LINES_PER_PANEL`] lines,
+    /// `Some("none")` keeps one panel.
+    pub facet: Option<String>,
+    /// Also write a PNG of every figure (`--no-png` turns it off).
+    pub png: bool,
+}
+
+/// More lines than this in one panel and the colours and the legend stop
+/// being readable; the figure becomes small multiples.
+pub const MAX_LINES_PER_PANEL: usize = 8;
+
+/// Each protocol's colour, the same in every figure. NO_WAIT and OCC, the
+/// pair most sweeps compare (the README's), get Okabe–Ito's most distinct
+/// pair, blue and vermillion; hues that are near each other (the blues)
+/// go to protocols seldom drawn side by side.
+pub const PROTOCOL_COLORS: [(&str, &str); 11] = [
+    ("no_wait", svg::PALETTE[0]),
+    ("occ", svg::PALETTE[1]),
+    ("wait_die", svg::PALETTE[2]),
+    ("wound_wait", svg::PALETTE[3]),
+    ("timestamp", svg::PALETTE[4]),
+    ("mvcc", svg::PALETTE[5]),
+    ("maat", svg::PALETTE[6]),
+    ("sundial", svg::PALETTE[7]),
+    ("cicada", svg::PALETTE[8]),
+    ("calvin", svg::PALETTE[9]),
+    ("drtm", svg::PALETTE[10]),
+];
+
+/// The colour of a protocol by name (any spelling `--protocol` takes);
+/// grey for a name no protocol has.
+pub fn protocol_color(name: &str) -> &'static str {
+    let canonical = ProtocolKind::parse(name).map(ProtocolKind::name);
+    PROTOCOL_COLORS
+        .iter()
+        .find(|(p, _)| Some(*p) == canonical)
+        .map_or(svg::PALETTE[11], |(_, c)| c)
+}
+
+/// Knobs that choose primitives: their values set a line's dash.
+const PRIMITIVE_KNOBS: [&str; 3] = ["primitive", "stages", "hybrid"];
 
 /// One rendered figure.
 #[derive(Clone, Debug)]
@@ -190,15 +262,202 @@ fn point_name(row: &Value, keys: &[String], skip: Option<&str>) -> String {
     }
 }
 
+/// Distinct combinations of `keys`' values among the rows.
+fn combinations(rows: &[Value], keys: &[String]) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for row in rows {
+        let name = point_name(row, keys, None);
+        if !seen.contains(&name) {
+            seen.push(name);
+        }
+    }
+    seen
+}
+
+/// The facet knob: `requested` checked against the knobs that tell lines
+/// apart (`others`: every knob but x), or, when one panel would hold more
+/// than [`MAX_LINES_PER_PANEL`] lines, the knob leaving 2 to that many
+/// lines per panel in the fewest panels (a tie goes to the knob given
+/// first). `None`: one panel.
+pub fn choose_facet(
+    rows: &[Value],
+    x: &str,
+    others: &[String],
+    requested: Option<&str>,
+) -> Result<Option<String>, String> {
+    if let Some(name) = requested {
+        if name == "none" {
+            return Ok(None);
+        }
+        let key = super::sweep::canonical_key(name).unwrap_or_else(|_| name.to_string());
+        let allowed = others
+            .iter()
+            .map(String::as_str)
+            .chain(["none"])
+            .collect::<Vec<_>>()
+            .join(", ");
+        if key == x {
+            return Err(format!(
+                "--facet {name}: `{key}` is the x axis, so it cannot also split the panels; allowed: {allowed}"
+            ));
+        }
+        if !others.contains(&key) {
+            return Err(format!(
+                "--facet {name}: the results vary no knob `{key}`; allowed: {allowed}"
+            ));
+        }
+        return Ok(Some(key));
+    }
+    if combinations(rows, others).len() <= MAX_LINES_PER_PANEL {
+        return Ok(None);
+    }
+    Ok(others
+        .iter()
+        .filter_map(|key| {
+            let rest: Vec<String> = others.iter().filter(|k| *k != key).cloned().collect();
+            let per_panel = combinations(rows, &rest).len();
+            (2..=MAX_LINES_PER_PANEL)
+                .contains(&per_panel)
+                .then(|| (distinct_values(rows, key).len(), key.clone()))
+        })
+        .min_by_key(|(panels, _)| *panels)
+        .map(|(_, key)| key))
+}
+
+/// The protocol a row ran: its knob, else its config's.
+fn protocol_of(row: &Value) -> &str {
+    row["knobs"]["protocol"]
+        .as_str()
+        .or_else(|| row["report"]["config"]["protocol"].as_str())
+        .unwrap_or("")
+}
+
+/// How each line is drawn, from the knobs of its rows.
+struct Styler {
+    x: String,
+    /// `protocol` is a knob other than x: colour names the protocol.
+    protocol_varies: bool,
+    /// Knobs choosing primitives (not x): their values pick the dash.
+    dash_keys: Vec<String>,
+    /// Values of `dash_keys` other than `onesided` and `rpc`, first seen
+    /// first.
+    other_dash_values: Vec<String>,
+    /// The remaining knobs that tell lines apart.
+    rest_keys: Vec<String>,
+    rest_values: Vec<String>,
+}
+
+impl Styler {
+    fn new(rows: &[Value], x: &str, identity: &[String], others: &[String]) -> Styler {
+        let dash_keys: Vec<String> = others
+            .iter()
+            .filter(|k| PRIMITIVE_KNOBS.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        let rest_keys: Vec<String> = identity
+            .iter()
+            .filter(|k| *k != "protocol" && !dash_keys.contains(k))
+            .cloned()
+            .collect();
+        let mut other_dash_values: Vec<String> = Vec::new();
+        for row in rows {
+            let value = Self::dash_value(&dash_keys, row);
+            if value != "onesided" && value != "rpc" && !other_dash_values.contains(&value) {
+                other_dash_values.push(value);
+            }
+        }
+        Styler {
+            x: x.to_string(),
+            protocol_varies: others.iter().any(|k| k == "protocol"),
+            dash_keys,
+            other_dash_values,
+            rest_values: combinations(rows, &rest_keys),
+            rest_keys,
+        }
+    }
+
+    /// What colour, dash and marker mean in this figure.
+    fn note(&self) -> String {
+        let mut parts = Vec::new();
+        if self.protocol_varies {
+            parts.push("colour: protocol".to_string());
+        } else if !self.rest_keys.is_empty() {
+            parts.push(format!("colour: {}", self.rest_keys.join(" × ")));
+        }
+        if !self.dash_keys.is_empty() {
+            parts.push(format!(
+                "dash: {} (solid one-sided, dashed RPC)",
+                self.dash_keys.join(" × ")
+            ));
+        }
+        if self.protocol_varies && !self.rest_keys.is_empty() {
+            parts.push(format!("marker: {}", self.rest_keys.join(" × ")));
+        }
+        parts.iter().map(|p| format!("{p}; ")).collect()
+    }
+
+    fn dash_value(keys: &[String], row: &Value) -> String {
+        keys.iter()
+            .map(|k| knob_value(row, k))
+            .collect::<Vec<_>>()
+            .join("+")
+    }
+
+    fn style(&self, row: &Value) -> LineStyle {
+        let dash = if self.dash_keys.is_empty() {
+            0
+        } else {
+            match Self::dash_value(&self.dash_keys, row).as_str() {
+                "onesided" => 0,
+                "rpc" => 1,
+                other => {
+                    2 + self
+                        .other_dash_values
+                        .iter()
+                        .position(|v| v == other)
+                        .unwrap_or(0)
+                }
+            }
+        };
+        let rest = point_name(row, &self.rest_keys, None);
+        let rest_index = self
+            .rest_values
+            .iter()
+            .position(|v| *v == rest)
+            .unwrap_or(0);
+        let (color, marker) = if self.protocol_varies {
+            (
+                protocol_color(protocol_of(row)),
+                Marker::ALL[rest_index % 5],
+            )
+        } else if !self.rest_keys.is_empty() {
+            (
+                svg::PALETTE[rest_index % svg::PALETTE.len()],
+                Marker::Circle,
+            )
+        } else if self.x == "protocol" {
+            (svg::PALETTE[0], Marker::Circle)
+        } else {
+            (protocol_color(protocol_of(row)), Marker::Circle)
+        };
+        LineStyle {
+            color: color.to_string(),
+            dash: svg::DASHES[dash % svg::DASHES.len()].to_string(),
+            marker,
+        }
+    }
+}
+
 /// Every figure the rows support.
 pub fn figures(
     rows: &[Value],
-    requested_x: Option<&str>,
+    options: &PlotOptions,
     hybrid: Option<&Analysis>,
 ) -> Result<Vec<Figure>, String> {
     let mut figures = Vec::new();
     let keys = knob_keys(rows);
     let unit = time_unit(rows);
+    let requested_x = options.x.as_deref();
     if let Some(analysis) = hybrid {
         figures.extend(hybrid_figures(analysis, unit));
     }
@@ -207,6 +466,13 @@ pub fn figures(
     } else {
         choose_x(rows, requested_x)?
     };
+    if let (None, Some(name)) = (&x, options.facet.as_deref()) {
+        if name != "none" {
+            return Err(format!(
+                "--facet {name}: these results draw no line figures to split into panels (give --x KNOB to draw lines)"
+            ));
+        }
+    }
     if let Some(x) = &x {
         let values = distinct_values(rows, x);
         let numbers: Option<Vec<f64>> = values.iter().map(|v| v.parse().ok()).collect();
@@ -224,12 +490,48 @@ pub fn figures(
             None => XAxis::Categories(values.clone()),
         };
         let others: Vec<String> = keys.iter().filter(|k| *k != x).cloned().collect();
+        let facet = choose_facet(rows, x, &others, options.facet.as_deref())?;
+        let identity: Vec<String> = others
+            .iter()
+            .filter(|k| Some(*k) != facet.as_ref())
+            .cloned()
+            .collect();
+        // A panel of one line per panel value names its line by the facet.
+        let line_keys = if identity.is_empty() {
+            &others
+        } else {
+            &identity
+        };
+        let styler = Styler::new(rows, x, &identity, &others);
+        let panel_values: Vec<String> = match &facet {
+            Some(f) => distinct_values(rows, f),
+            None => vec![String::new()],
+        };
         let groups = group_by_point(rows);
         for (stem, title, y_label, path, scale) in LINE_METRICS {
-            let mut series: Vec<Series> = Vec::new();
+            let mut panels: Vec<Panel> = panel_values
+                .iter()
+                .map(|value| Panel {
+                    title: match &facet {
+                        Some(f) => format!("{}={value}", f.rsplit('.').next().unwrap_or(f)),
+                        None => String::new(),
+                    },
+                    title_color: (facet.as_deref() == Some("protocol"))
+                        .then(|| protocol_color(value).to_string()),
+                    series: Vec::new(),
+                })
+                .collect();
             for (_, members) in &groups {
-                let name = point_name(members[0], &others, None);
-                let value = knob_value(members[0], x);
+                let row = members[0];
+                let panel = match &facet {
+                    Some(f) => panel_values
+                        .iter()
+                        .position(|v| v == knob_value(row, f))
+                        .unwrap_or(0),
+                    None => 0,
+                };
+                let name = point_name(row, line_keys, None);
+                let value = knob_value(row, x);
                 let xv = match &axis {
                     XAxis::Categories(c) => c.iter().position(|v| v == value).unwrap_or(0) as f64,
                     _ => value.parse().unwrap_or(0.0),
@@ -244,10 +546,12 @@ pub fn figures(
                 }
                 let s = Spread::of(&samples);
                 let whisker = (s.count > 1).then_some((s.min, s.max));
+                let series = &mut panels[panel].series;
                 match series.iter_mut().find(|se| se.name == name) {
                     Some(se) => se.points.push((xv, s.mean, whisker)),
                     None => series.push(Series {
                         name,
+                        style: styler.style(row),
                         points: vec![(xv, s.mean, whisker)],
                     }),
                 }
@@ -257,16 +561,25 @@ pub fn figures(
                 x_label: knob_label(x),
                 y_label: y_label.replace("{t}", unit),
                 x_axis: axis.clone(),
-                series,
+                panels,
+            };
+            let lines = if others.is_empty() {
+                "sweep".to_string()
+            } else {
+                line_keys.join(" × ")
+            };
+            let layout = match &facet {
+                Some(f) => format!("one panel per {f} (shared axes), one line per {lines}"),
+                None => format!("one line per {lines}"),
             };
             figures.push(Figure {
                 name: stem.into(),
                 title: chart.title.clone(),
                 caption: format!(
-                    "{} against {}; one line per {}; points are means over repetitions, whiskers min–max.",
+                    "{} against {}; {layout}; {}points are means over repetitions, whiskers min–max.",
                     chart.y_label,
                     knob_label(x),
-                    if others.is_empty() { "sweep".to_string() } else { others.join(" × ") }
+                    styler.note(),
                 ),
                 svg: svg::line_chart(&chart),
             });
@@ -524,28 +837,6 @@ fn hybrid_figures(analysis: &Analysis, unit: &str) -> Vec<Figure> {
     figures
 }
 
-/// The Chromium binary: `VERBENA_CHROMIUM`, else the usual names on PATH.
-pub fn find_chromium() -> Option<String> {
-    if let Ok(path) = std::env::var("VERBENA_CHROMIUM") {
-        return (!path.is_empty()).then_some(path);
-    }
-    let path = std::env::var_os("PATH")?;
-    for dir in std::env::split_paths(&path) {
-        for name in [
-            "chromium",
-            "chromium-browser",
-            "google-chrome",
-            "google-chrome-stable",
-        ] {
-            let candidate = dir.join(name);
-            if candidate.is_file() {
-                return Some(candidate.to_string_lossy().into_owned());
-            }
-        }
-    }
-    None
-}
-
 /// Pixel size declared by an SVG's root element.
 pub fn svg_size(svg: &str) -> (u32, u32) {
     let attr = |name: &str| {
@@ -560,87 +851,186 @@ pub fn svg_size(svg: &str) -> (u32, u32) {
     )
 }
 
-/// Screenshots `input` (an SVG or HTML file) to `output` with headless
-/// Chromium at `width × height` pixels; gives up after 60 s.
-pub fn screenshot(
-    chromium: &str,
-    input: &Path,
-    output: &Path,
-    width: u32,
-    height: u32,
-) -> Result<(), String> {
-    let input = std::fs::canonicalize(input).map_err(|e| format!("{}: {e}", input.display()))?;
-    let out_abs = std::env::current_dir()
-        .map(|d| d.join(output))
-        .unwrap_or_else(|_| output.to_path_buf());
-    let profile = std::env::temp_dir().join(format!("verbena-chromium-{}", std::process::id()));
-    let mut child = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--no-first-run",
-            "--disable-dev-shm-usage",
-            "--force-device-scale-factor=1",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--screenshot={}", out_abs.display()))
-        .arg(format!("--window-size={width},{height}"))
-        .arg(format!("file://{}", input.display()))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start {chromium}: {e}"))?;
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if started.elapsed() > Duration::from_secs(60) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "{chromium} took over 60 s to render {}",
-                    input.display()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => return Err(format!("waiting for {chromium}: {e}")),
-        }
-    }
-    let _ = std::fs::remove_dir_all(&profile);
-    if !output.exists() {
-        return Err(format!(
-            "{chromium} wrote no screenshot of {}",
-            input.display()
-        ));
-    }
-    Ok(())
+/// Families tried, in order, for the figures' generic `sans-serif`: the
+/// one the SVG names first, then the usual metric-compatible stand-ins.
+const SANS_FAMILIES: [&str; 6] = [
+    "DejaVu Sans",
+    "Liberation Sans",
+    "Noto Sans",
+    "FreeSans",
+    "Arial",
+    "Helvetica",
+];
+
+/// Turns the SVG figures into PNG images in process. Loads the system's
+/// fonts once (a few ms with a handful of font files).
+pub struct Rasterizer {
+    options: usvg::Options<'static>,
 }
 
-/// Writes each figure's SVG, and its PNG when `png` and Chromium is found;
-/// returns a line per file written (or skipped).
+impl Rasterizer {
+    /// Loads the system fonts (fontconfig's directories and the usual
+    /// ones); an error, naming what to install, when there is none to set
+    /// the labels in.
+    pub fn new() -> Result<Rasterizer, String> {
+        let mut db = usvg::fontdb::Database::new();
+        db.load_system_fonts();
+        Self::with_fonts(db)
+    }
+
+    /// As [`Rasterizer::new`] with a font database of the caller's.
+    pub fn with_fonts(mut db: usvg::fontdb::Database) -> Result<Rasterizer, String> {
+        let has_family = |db: &usvg::fontdb::Database, family: &str| {
+            db.faces()
+                .any(|f| f.families.iter().any(|(name, _)| name == family))
+        };
+        let sans = SANS_FAMILIES
+            .iter()
+            .find(|f| has_family(&db, f))
+            .map(|f| f.to_string())
+            .or_else(|| {
+                db.faces()
+                    .find_map(|f| f.families.first().map(|(name, _)| name.clone()))
+            })
+            .ok_or(
+                "no font found to set the figures' labels in (searched fontconfig's and the usual font directories); install one, e.g. `apt-get install fonts-dejavu-core` on Debian/Ubuntu, or use --no-png",
+            )?;
+        db.set_sans_serif_family(sans.clone());
+        let options = usvg::Options {
+            font_family: sans,
+            fontdb: Arc::new(db),
+            ..usvg::Options::default()
+        };
+        Ok(Rasterizer { options })
+    }
+
+    /// The family the labels are set in.
+    pub fn font_family(&self) -> &str {
+        &self.options.font_family
+    }
+
+    /// The PNG of `svg` at its declared size (1 SVG px = 1 pixel).
+    pub fn png(&self, svg: &str) -> Result<Vec<u8>, String> {
+        let tree = usvg::Tree::from_str(svg, &self.options).map_err(|e| e.to_string())?;
+        let size = tree.size().to_int_size();
+        let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height())
+            .ok_or_else(|| format!("cannot draw {}x{} pixels", size.width(), size.height()))?;
+        resvg::render(
+            &tree,
+            tiny_skia::Transform::identity(),
+            &mut pixmap.as_mut(),
+        );
+        pixmap.encode_png().map_err(|e| e.to_string())
+    }
+}
+
+/// Writes each figure's SVG, and its PNG when `png`; returns a line per
+/// file written (or skipped). Without a font the PNGs are skipped with a
+/// line saying so: the SVGs are complete, and a PNG without its labels
+/// would mislead.
 pub fn write_figures(figures: &[Figure], out: &Path, png: bool) -> Result<Vec<String>, String> {
     let mut lines = Vec::new();
-    let chromium = if png { find_chromium() } else { None };
+    let rasterizer = if png {
+        match Rasterizer::new() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                lines.push(format!("PNG skipped: {e}; the SVGs are complete"));
+                None
+            }
+        }
+    } else {
+        None
+    };
     for figure in figures {
         let path = out.join(format!("{}.svg", figure.name));
         std::fs::write(&path, &figure.svg)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         lines.push(format!("wrote {}", path.display()));
-        if let Some(chromium) = &chromium {
-            let (w, h) = svg_size(&figure.svg);
+        if let Some(rasterizer) = &rasterizer {
             let png_path = out.join(format!("{}.png", figure.name));
-            match screenshot(chromium, &path, &png_path, w, h) {
-                Ok(()) => lines.push(format!("wrote {}", png_path.display())),
-                Err(e) => lines.push(format!("PNG of {} skipped: {e}", figure.name)),
-            }
+            let bytes = rasterizer
+                .png(&figure.svg)
+                .map_err(|e| format!("cannot render {}: {e}", figure.name))?;
+            std::fs::write(&png_path, bytes)
+                .map_err(|e| format!("cannot write {}: {e}", png_path.display()))?;
+            lines.push(format!("wrote {}", png_path.display()));
         }
     }
-    if png && chromium.is_none() {
-        lines.push(
-            "PNG skipped: Chromium not found (install chromium, or set VERBENA_CHROMIUM to its path); the SVGs are complete".into(),
+    Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_protocol_has_its_own_colour() {
+        for kind in ProtocolKind::ALL {
+            let color = protocol_color(kind.name());
+            assert_ne!(color, svg::PALETTE[11], "{} has no colour", kind.name());
+            let others = ProtocolKind::ALL
+                .iter()
+                .filter(|k| **k != kind && protocol_color(k.name()) == color)
+                .count();
+            assert_eq!(others, 0, "{} shares {color}", kind.name());
+        }
+        // Any spelling the CLI takes maps to the same colour.
+        assert_eq!(protocol_color("NO_WAIT"), protocol_color("no_wait"));
+        assert_eq!(protocol_color("nowait"), protocol_color("no_wait"));
+    }
+
+    #[test]
+    fn without_a_font_pngs_are_refused_naming_the_package() {
+        let error = Rasterizer::with_fonts(usvg::fontdb::Database::new())
+            .err()
+            .expect("no fonts: no rasterizer");
+        assert!(error.contains("fonts-dejavu-core"), "{error}");
+    }
+
+    fn row(protocol: &str, primitive: &str, coroutines: &str) -> Value {
+        serde_json::json!({
+            "point": format!("{protocol}/{primitive}/{coroutines}"),
+            "knobs": {"protocol": protocol, "primitive": primitive, "coroutines": coroutines},
+            "report": {"throughput_txn_per_s": 1.0}
+        })
+    }
+
+    #[test]
+    fn the_facet_leaves_at_most_eight_lines_a_panel_in_the_fewest_panels() {
+        let keys = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut rows = Vec::new();
+        for p in ["no_wait", "occ", "mvcc", "maat", "drtm"] {
+            for m in ["onesided", "rpc"] {
+                for c in ["1", "2"] {
+                    rows.push(row(p, m, c));
+                }
+            }
+        }
+        let others = keys(&["protocol", "primitive"]);
+        // 10 lines: a panel per protocol leaves 2 each; a panel per
+        // primitive would leave 5, in 2 panels, so it wins.
+        assert_eq!(
+            choose_facet(&rows, "coroutines", &others, None).unwrap(),
+            Some("primitive".to_string())
+        );
+        // Eight lines or fewer: one panel.
+        let few: Vec<Value> = rows
+            .iter()
+            .filter(|r| r["knobs"]["protocol"] != "drtm")
+            .cloned()
+            .collect();
+        assert_eq!(
+            choose_facet(&few, "coroutines", &others, None).unwrap(),
+            None
+        );
+        assert_eq!(
+            choose_facet(&rows, "coroutines", &others, Some("none")).unwrap(),
+            None
+        );
+        let error = choose_facet(&rows, "coroutines", &others, Some("seed")).unwrap_err();
+        assert!(
+            error.contains("allowed: protocol, primitive, none"),
+            "{error}"
         );
     }
-    Ok(lines)
 }

@@ -1,21 +1,42 @@
-//! SVG charts, written by hand (no plotting dependency): line charts with
-//! axes, ticks, unit labels and a legend; stacked bars; ranked horizontal
-//! bars. Sized for print (720 px wide, 12–15 px sans-serif text).
+//! SVG charts, written by hand: line charts with axes, ticks, unit labels
+//! and a legend, one panel or a grid of small multiples; stacked bars;
+//! ranked horizontal bars. Sized for print (720 px wide for one panel,
+//! 12–16 px sans-serif text).
+//!
+//! Hand-written because the figures are a few hundred lines of plain
+//! markup whose structure tests and scripts read back, and a plotting
+//! crate would bring its own layout, fonts and backends for that; PNG
+//! copies are rendered from this same markup (`plot`'s module doc says
+//! with what and why).
 //!
 //! The markup is regular so scripts and tests can read a figure back:
-//! every line series is a `<g class="series" data-name="…">`, every stack
-//! layer a `<g class="layer" data-name="…">`, every ranked bar a
-//! `<rect class="bar" data-name="…" data-value="…">`, and the legend a
-//! `<g class="legend">` of `<text>` entries.
+//! every line panel is a `<g class="panel" data-name="…">` (one, with an
+//! empty name, when the chart is not faceted), every line series inside it
+//! a `<g class="series" data-name="…" data-color="…">` whose markers carry
+//! `data-x`/`data-y`, every stack layer a `<g class="layer" data-name="…">`,
+//! every ranked bar a `<rect class="bar" data-name="…" data-value="…">`,
+//! and the legend a `<g class="legend">` of `<text>` entries.
+//!
+//! Invariants: every panel of a chart shares one x and one y scale (small
+//! multiples compare by position); a series is drawn with exactly the
+//! [`LineStyle`] it is given, so a colour means the same thing in every
+//! panel and figure that gives it.
 
 use std::fmt::Write as _;
 
 /// Okabe–Ito's colour-blind-safe palette (yellow dropped: unreadable on
-/// white), then a few more distinct hues.
-pub const PALETTE: [&str; 11] = [
-    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#8C564B",
-    "#7F7F7F", "#BCBD22", "#17BECF",
+/// white), then Paul Tol's muted wine, indigo, olive and rose, and grey:
+/// twelve hues that stay apart for the common colour-vision deficiencies
+/// (the last few only in lightness as well as hue, so lines also differ by
+/// dash and marker where it matters).
+pub const PALETTE: [&str; 12] = [
+    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#882255",
+    "#332288", "#999933", "#CC6677", "#7F7F7F",
 ];
+
+/// Dash patterns, told apart at 2.5 px stroke width: solid, dashed,
+/// dotted, dash-dot, long dash, dash-dot-dot.
+pub const DASHES: [&str; 6] = ["", "7 4", "2 3", "9 3 2 3", "14 4", "8 3 2 3 2 3"];
 
 pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
@@ -93,20 +114,110 @@ pub enum XAxis {
 /// A point of a line: `(x, y, optional (low, high) whisker)`.
 pub type LinePoint = (f64, f64, Option<(f64, f64)>);
 
+/// The shape drawn at each point of a line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Marker {
+    Circle,
+    Square,
+    Triangle,
+    Diamond,
+    TriangleDown,
+}
+
+impl Marker {
+    pub const ALL: [Marker; 5] = [
+        Marker::Circle,
+        Marker::Square,
+        Marker::Triangle,
+        Marker::Diamond,
+        Marker::TriangleDown,
+    ];
+
+    fn draw(self, out: &mut String, x: f64, y: f64, color: &str, data: &str) {
+        let _ = match self {
+            Marker::Circle => writeln!(
+                out,
+                r#"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="{color}" {data}/>"#
+            ),
+            Marker::Square => writeln!(
+                out,
+                r#"<rect x="{:.1}" y="{:.1}" width="7.5" height="7.5" fill="{color}" {data}/>"#,
+                x - 3.75,
+                y - 3.75
+            ),
+            Marker::Triangle => writeln!(
+                out,
+                r#"<polygon points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{color}" {data}/>"#,
+                x,
+                y - 5.0,
+                x + 4.6,
+                y + 3.5,
+                x - 4.6,
+                y + 3.5
+            ),
+            Marker::Diamond => writeln!(
+                out,
+                r#"<polygon points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{color}" {data}/>"#,
+                x,
+                y - 5.0,
+                x + 5.0,
+                y,
+                x,
+                y + 5.0,
+                x - 5.0,
+                y
+            ),
+            Marker::TriangleDown => writeln!(
+                out,
+                r#"<polygon points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{color}" {data}/>"#,
+                x,
+                y + 5.0,
+                x + 4.6,
+                y - 3.5,
+                x - 4.6,
+                y - 3.5
+            ),
+        };
+    }
+}
+
+/// How one line is drawn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LineStyle {
+    /// `#rrggbb`.
+    pub color: String,
+    /// An SVG `stroke-dasharray`; empty for a solid line.
+    pub dash: String,
+    pub marker: Marker,
+}
+
 /// One line.
 #[derive(Clone, Debug)]
 pub struct Series {
     pub name: String,
+    pub style: LineStyle,
     pub points: Vec<LinePoint>,
 }
 
+/// One panel of a line chart: a set of lines on the chart's axes.
+#[derive(Clone, Debug)]
+pub struct Panel {
+    /// Shown above the panel; empty for a chart of one panel.
+    pub title: String,
+    /// Colour of the title (the panel's protocol's, when it has one).
+    pub title_color: Option<String>,
+    pub series: Vec<Series>,
+}
+
+/// Lines against one x knob, in one panel or a grid of small multiples
+/// that share both axes.
 #[derive(Clone, Debug)]
 pub struct LineChart {
     pub title: String,
     pub x_label: String,
     pub y_label: String,
     pub x_axis: XAxis,
-    pub series: Vec<Series>,
+    pub panels: Vec<Panel>,
 }
 
 const WIDTH: f64 = 720.0;
@@ -114,6 +225,20 @@ const HEIGHT: f64 = 440.0;
 const TOP: f64 = 48.0;
 const BOTTOM: f64 = 64.0;
 const LEFT: f64 = 86.0;
+
+/// Grid of small multiples: at most this many panels per row.
+const MAX_COLUMNS: usize = 4;
+const PANEL_WIDTH: f64 = 290.0;
+const PANEL_HEIGHT: f64 = 230.0;
+
+/// The plot area of one panel, in pixels.
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    left: f64,
+    top: f64,
+    right: f64,
+    bottom: f64,
+}
 
 fn legend_width(names: &[&str]) -> f64 {
     let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
@@ -137,47 +262,69 @@ fn open_svg(out: &mut String, width: f64, height: f64, title: &str) {
     );
 }
 
-fn legend(out: &mut String, x: f64, y: f64, entries: &[(&str, &str, bool)]) {
+/// A legend entry: a filled box, or a line sample with its dash and marker.
+enum Swatch<'a> {
+    Box(&'a str),
+    Line(&'a LineStyle),
+}
+
+fn legend(out: &mut String, x: f64, y: f64, entries: &[(&str, Swatch)]) {
     let _ = writeln!(out, r#"<g class="legend">"#);
-    for (i, (name, color, line)) in entries.iter().enumerate() {
+    for (i, (name, swatch)) in entries.iter().enumerate() {
         let ey = y + i as f64 * 20.0;
-        if *line {
-            let _ = writeln!(
-                out,
-                r#"<line x1="{x:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="2.5"/>"#,
-                ey - 4.0,
-                x + 22.0,
-                ey - 4.0
-            );
-        } else {
-            let _ = writeln!(
-                out,
-                r#"<rect x="{x:.1}" y="{:.1}" width="16" height="12" fill="{color}"/>"#,
-                ey - 11.0
-            );
+        match swatch {
+            Swatch::Line(style) => {
+                let dash = if style.dash.is_empty() {
+                    String::new()
+                } else {
+                    format!(r#" stroke-dasharray="{}""#, style.dash)
+                };
+                let _ = writeln!(
+                    out,
+                    r#"<line x1="{x:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{}" stroke-width="2.5"{dash}/>"#,
+                    ey - 4.0,
+                    x + 26.0,
+                    ey - 4.0,
+                    style.color
+                );
+                style.marker.draw(out, x + 13.0, ey - 4.0, &style.color, "");
+            }
+            Swatch::Box(color) => {
+                let _ = writeln!(
+                    out,
+                    r#"<rect x="{x:.1}" y="{:.1}" width="16" height="12" fill="{color}"/>"#,
+                    ey - 11.0
+                );
+            }
         }
         let _ = writeln!(
             out,
             r#"<text x="{:.1}" y="{ey:.1}" font-size="12">{}</text>"#,
-            x + 28.0,
+            x + 32.0,
             escape(name)
         );
     }
     let _ = writeln!(out, "</g>");
 }
 
-/// Y axis with grid lines and tick labels, returning the value→pixel map.
+/// Y grid lines and tick labels in `frame` (and the axis label at
+/// `label_x`, unless empty), returning the value→pixel map.
 fn y_axis(
     out: &mut String,
     ticks: &[f64],
-    left: f64,
-    right: f64,
+    frame: Frame,
     label: &str,
+    label_x: f64,
 ) -> impl Fn(f64) -> f64 {
     let (low, high) = (ticks[0], *ticks.last().expect("ticks"));
     let span = (high - low).max(f64::MIN_POSITIVE);
-    let plot_bottom = HEIGHT - BOTTOM;
-    let map = move |v: f64| plot_bottom - (v - low) / span * (plot_bottom - TOP);
+    let Frame {
+        left,
+        top,
+        right,
+        bottom,
+    } = frame;
+    let map = move |v: f64| bottom - (v - low) / span * (bottom - top);
     let _ = writeln!(out, r#"<g class="y-axis">"#);
     for &t in ticks {
         let y = map(t);
@@ -195,30 +342,58 @@ fn y_axis(
     }
     let _ = writeln!(
         out,
-        r##"<line x1="{left:.1}" y1="{TOP:.1}" x2="{left:.1}" y2="{plot_bottom:.1}" stroke="#333333"/>"##
+        r##"<line x1="{left:.1}" y1="{top:.1}" x2="{left:.1}" y2="{bottom:.1}" stroke="#333333"/>"##
     );
-    let mid = (TOP + plot_bottom) / 2.0;
-    let _ = writeln!(
-        out,
-        r#"<text class="axis-label" x="18" y="{mid:.1}" font-size="13" text-anchor="middle" transform="rotate(-90 18 {mid:.1})">{}</text>"#,
-        escape(label)
-    );
+    if !label.is_empty() {
+        let mid = (top + bottom) / 2.0;
+        let _ = writeln!(
+            out,
+            r#"<text class="axis-label" x="{label_x:.1}" y="{mid:.1}" font-size="13" text-anchor="middle" transform="rotate(-90 {label_x:.1} {mid:.1})">{}</text>"#,
+            escape(label)
+        );
+    }
     let _ = writeln!(out, "</g>");
     map
 }
 
-/// A line chart with markers, min–max whiskers and a legend.
+/// Approximate width of `text` at 12 px in DejaVu Sans.
+fn text_width(text: &str) -> f64 {
+    text.chars().count() as f64 * 7.0
+}
+
+/// The chart's legend: one entry per series name, in first-seen order.
+/// A name drawn in different colours (or dashes, or markers) in different
+/// panels — a line per primitive in a panel per protocol — shows that
+/// property in neutral grey (solid, circle): the panels' titles carry it.
+fn line_legend(chart: &LineChart) -> Vec<(String, LineStyle)> {
+    let mut entries: Vec<(String, LineStyle)> = Vec::new();
+    for series in chart.panels.iter().flat_map(|p| &p.series) {
+        match entries.iter_mut().find(|(n, _)| *n == series.name) {
+            None => entries.push((series.name.clone(), series.style.clone())),
+            Some((_, style)) => {
+                if style.color != series.style.color {
+                    style.color = "#555555".into();
+                }
+                if style.dash != series.style.dash {
+                    style.dash = String::new();
+                }
+                if style.marker != series.style.marker {
+                    style.marker = Marker::Circle;
+                }
+            }
+        }
+    }
+    entries
+}
+
+/// A line chart with markers, min–max whiskers and a legend; several
+/// panels form a grid of small multiples on shared axes.
 pub fn line_chart(chart: &LineChart) -> String {
-    let names: Vec<&str> = chart.series.iter().map(|s| s.name.as_str()).collect();
+    let legend_entries = line_legend(chart);
+    let names: Vec<&str> = legend_entries.iter().map(|(n, _)| n.as_str()).collect();
     let right_pad = legend_width(&names);
-    let width = WIDTH + right_pad - 120.0;
-    let plot_right = width - right_pad - 16.0;
-    let plot_bottom = HEIGHT - BOTTOM;
-    let mut out = String::new();
-    open_svg(&mut out, width, HEIGHT, &chart.title);
-    let ys: Vec<f64> = chart
-        .series
-        .iter()
+    let all_series = || chart.panels.iter().flat_map(|p| &p.series);
+    let ys: Vec<f64> = all_series()
         .flat_map(|s| {
             s.points
                 .iter()
@@ -229,12 +404,8 @@ pub fn line_chart(chart: &LineChart) -> String {
         .collect();
     let y_high = ys.iter().copied().fold(0.0, f64::max);
     let y_low = ys.iter().copied().fold(0.0, f64::min);
-    let ticks = nice_ticks(y_low, y_high);
-    let map_y = y_axis(&mut out, &ticks, LEFT, plot_right, &chart.y_label);
-    // X positions.
-    let xs: Vec<f64> = chart
-        .series
-        .iter()
+    let y_ticks = nice_ticks(y_low, y_high);
+    let xs: Vec<f64> = all_series()
         .flat_map(|s| s.points.iter().map(|p| p.0))
         .collect();
     let transform = |x: f64| match chart.x_axis {
@@ -262,12 +433,6 @@ pub fn line_chart(chart: &LineChart) -> String {
             }
         }
     };
-    let map_x = |x: f64| LEFT + (transform(x) - x_low) / (x_high - x_low) * (plot_right - LEFT);
-    let _ = writeln!(out, r#"<g class="x-axis">"#);
-    let _ = writeln!(
-        out,
-        r##"<line x1="{LEFT:.1}" y1="{plot_bottom:.1}" x2="{plot_right:.1}" y2="{plot_bottom:.1}" stroke="#333333"/>"##
-    );
     let x_ticks: Vec<(f64, String)> = match &chart.x_axis {
         XAxis::Categories(c) => c
             .iter()
@@ -292,73 +457,199 @@ pub fn line_chart(chart: &LineChart) -> String {
             }
         }
     };
-    for (x, label) in &x_ticks {
-        let px = map_x(*x);
+    let faceted = chart.panels.len() > 1 || chart.panels.iter().any(|p| !p.title.is_empty());
+    let panel_count = chart.panels.len().max(1);
+    let columns = if faceted {
+        ((panel_count as f64).sqrt().ceil() as usize).clamp(1, MAX_COLUMNS)
+    } else {
+        1
+    };
+    let rows = panel_count.div_ceil(columns);
+    // Frames: one per panel, row by row.
+    let (inner_width, inner_height) = if faceted {
+        (PANEL_WIDTH - 58.0, PANEL_HEIGHT - 62.0)
+    } else {
+        (WIDTH - 120.0 - 16.0 - LEFT, HEIGHT - BOTTOM - TOP)
+    };
+    // Category labels wider than their slot are turned 40° (they then
+    // need more room below the axis).
+    let slot = inner_width / x_ticks.len().max(1) as f64;
+    let widest = x_ticks
+        .iter()
+        .map(|(_, l)| text_width(l))
+        .fold(0.0, f64::max);
+    let rotate = widest > slot * 0.9;
+    let tick_room = if rotate {
+        (widest * 0.65 + 14.0).clamp(30.0, 140.0)
+    } else {
+        22.0
+    };
+    let (width, height, frames) = if faceted {
+        let grid_left = 44.0;
+        let cell_height = PANEL_HEIGHT - 22.0 + tick_room;
+        let width = grid_left + PANEL_WIDTH * columns as f64 + right_pad + 8.0;
+        let height = TOP + cell_height * rows as f64 + 36.0;
+        let frames = (0..panel_count)
+            .map(|i| {
+                let (row, column) = (i / columns, i % columns);
+                let left = grid_left + PANEL_WIDTH * column as f64 + 50.0;
+                let top = TOP + cell_height * row as f64 + 26.0;
+                Frame {
+                    left,
+                    top,
+                    right: left + inner_width,
+                    bottom: top + inner_height,
+                }
+            })
+            .collect::<Vec<_>>();
+        (width, height, frames)
+    } else {
+        let width = WIDTH + right_pad - 120.0;
+        let height = HEIGHT - 22.0 + tick_room;
+        let frame = Frame {
+            left: LEFT,
+            top: TOP,
+            right: width - right_pad - 16.0,
+            bottom: HEIGHT - BOTTOM,
+        };
+        (width, height, vec![frame])
+    };
+    let mut out = String::new();
+    open_svg(&mut out, width, height, &chart.title);
+    for (panel, frame) in chart.panels.iter().zip(&frames) {
         let _ = writeln!(
             out,
-            r##"<line x1="{px:.1}" y1="{plot_bottom:.1}" x2="{px:.1}" y2="{:.1}" stroke="#333333"/>"##,
-            plot_bottom + 5.0
+            r#"<g class="panel" data-name="{}">"#,
+            escape(&panel.title)
         );
+        if !panel.title.is_empty() {
+            let _ = writeln!(
+                out,
+                r##"<text class="panel-title" x="{:.1}" y="{:.1}" font-size="13" font-weight="bold" text-anchor="middle" fill="{}">{}</text>"##,
+                (frame.left + frame.right) / 2.0,
+                frame.top - 8.0,
+                panel.title_color.as_deref().unwrap_or("#222222"),
+                escape(&panel.title)
+            );
+        }
+        let y_label = if faceted { "" } else { chart.y_label.as_str() };
+        let map_y = y_axis(&mut out, &y_ticks, *frame, y_label, 18.0);
+        let map_x = |x: f64| {
+            frame.left + (transform(x) - x_low) / (x_high - x_low) * (frame.right - frame.left)
+        };
+        let _ = writeln!(out, r#"<g class="x-axis">"#);
         let _ = writeln!(
             out,
-            r#"<text class="tick" x="{px:.1}" y="{:.1}" font-size="12" text-anchor="middle">{}</text>"#,
-            plot_bottom + 20.0,
-            escape(label)
+            r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333333"/>"##,
+            frame.left, frame.bottom, frame.right, frame.bottom
         );
+        // A level label that would touch the one before it is left out
+        // (its tick stays): 0.8 and 0.9 in a 230-px panel.
+        let mut last_right = f64::NEG_INFINITY;
+        for (x, label) in &x_ticks {
+            let px = map_x(*x);
+            let _ = writeln!(
+                out,
+                r##"<line x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}" stroke="#333333"/>"##,
+                frame.bottom,
+                frame.bottom + 5.0
+            );
+            let ty = frame.bottom + 18.0;
+            let half = text_width(label) / 2.0;
+            if !rotate && px - half < last_right + 4.0 {
+                continue;
+            }
+            last_right = px + half;
+            if rotate {
+                let _ = writeln!(
+                    out,
+                    r#"<text class="tick" x="{px:.1}" y="{ty:.1}" font-size="11" text-anchor="end" transform="rotate(-40 {px:.1} {ty:.1})">{}</text>"#,
+                    escape(label)
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    r#"<text class="tick" x="{px:.1}" y="{ty:.1}" font-size="12" text-anchor="middle">{}</text>"#,
+                    escape(label)
+                );
+            }
+        }
+        let _ = writeln!(out, "</g>");
+        for series in &panel.series {
+            let style = &series.style;
+            let color = style.color.as_str();
+            let dash = if style.dash.is_empty() {
+                String::new()
+            } else {
+                format!(r#" stroke-dasharray="{}""#, style.dash)
+            };
+            let _ = writeln!(
+                out,
+                r#"<g class="series" data-name="{}" data-color="{color}">"#,
+                escape(&series.name)
+            );
+            let mut points: Vec<LinePoint> = series.points.clone();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let path: Vec<String> = points
+                .iter()
+                .map(|(x, y, _)| format!("{:.1},{:.1}", map_x(*x), map_y(*y)))
+                .collect();
+            let _ = writeln!(
+                out,
+                r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2.5"{dash}/>"#,
+                path.join(" ")
+            );
+            for (x, y, whisker) in &points {
+                let (px, py) = (map_x(*x), map_y(*y));
+                if let Some((lo, hi)) = whisker {
+                    if hi > lo {
+                        let _ = writeln!(
+                            out,
+                            r#"<line class="whisker" x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}" stroke="{color}" stroke-width="1.5"/>"#,
+                            map_y(*lo),
+                            map_y(*hi)
+                        );
+                    }
+                }
+                style.marker.draw(
+                    &mut out,
+                    px,
+                    py,
+                    color,
+                    &format!(r#"data-x="{x}" data-y="{y}""#),
+                );
+            }
+            let _ = writeln!(out, "</g>");
+        }
+        let _ = writeln!(out, "</g>");
     }
+    // Axis labels: under and beside the whole grid when faceted.
+    let (label_left, label_right) = if faceted {
+        (frames[0].left, frames[columns.min(frames.len()) - 1].right)
+    } else {
+        (frames[0].left, frames[0].right)
+    };
     let _ = writeln!(
         out,
         r#"<text class="axis-label" x="{:.1}" y="{:.1}" font-size="13" text-anchor="middle">{}</text>"#,
-        (LEFT + plot_right) / 2.0,
-        HEIGHT - 16.0,
+        (label_left + label_right) / 2.0,
+        height - 14.0,
         escape(&chart.x_label)
     );
-    let _ = writeln!(out, "</g>");
-    let mut entries = Vec::new();
-    for (i, series) in chart.series.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        let dash = if i / PALETTE.len() % 2 == 1 {
-            r#" stroke-dasharray="6 4""#
-        } else {
-            ""
-        };
+    if faceted {
+        let mid = (TOP + height - 36.0) / 2.0;
         let _ = writeln!(
             out,
-            r#"<g class="series" data-name="{}">"#,
-            escape(&series.name)
+            r#"<text class="axis-label" x="16" y="{mid:.1}" font-size="13" text-anchor="middle" transform="rotate(-90 16 {mid:.1})">{}</text>"#,
+            escape(&chart.y_label)
         );
-        let mut points: Vec<LinePoint> = series.points.clone();
-        points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let path: Vec<String> = points
-            .iter()
-            .map(|(x, y, _)| format!("{:.1},{:.1}", map_x(*x), map_y(*y)))
-            .collect();
-        let _ = writeln!(
-            out,
-            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2.5"{dash}/>"#,
-            path.join(" ")
-        );
-        for (x, y, whisker) in &points {
-            let (px, py) = (map_x(*x), map_y(*y));
-            if let Some((lo, hi)) = whisker {
-                if hi > lo {
-                    let _ = writeln!(
-                        out,
-                        r#"<line class="whisker" x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}" stroke="{color}" stroke-width="1.5"/>"#,
-                        map_y(*lo),
-                        map_y(*hi)
-                    );
-                }
-            }
-            let _ = writeln!(
-                out,
-                r#"<circle cx="{px:.1}" cy="{py:.1}" r="4" fill="{color}" data-x="{x}" data-y="{y}"/>"#
-            );
-        }
-        let _ = writeln!(out, "</g>");
-        entries.push((series.name.as_str(), color, true));
     }
-    legend(&mut out, plot_right + 18.0, TOP + 10.0, &entries);
+    let entries: Vec<(&str, Swatch)> = legend_entries
+        .iter()
+        .map(|(n, s)| (n.as_str(), Swatch::Line(s)))
+        .collect();
+    let legend_x = width - right_pad + 4.0;
+    legend(&mut out, legend_x, TOP + 10.0, &entries);
     out.push_str("</svg>\n");
     out
 }
@@ -426,7 +717,13 @@ pub fn stacked_bars(chart: &StackedBars) -> String {
     // The y axis is laid out for HEIGHT; shift it when the labels need room.
     let ticks = nice_ticks(0.0, high);
     let plot_bottom = HEIGHT - BOTTOM;
-    let map_y = y_axis(&mut out, &ticks, left, plot_right, &chart.y_label);
+    let frame = Frame {
+        left,
+        top: TOP,
+        right: plot_right,
+        bottom: plot_bottom,
+    };
+    let map_y = y_axis(&mut out, &ticks, frame, &chart.y_label, 18.0);
     let slot = (plot_right - left) / bar_count as f64;
     let bar_width = (slot * 0.7).min(60.0);
     let center = |b: usize| left + slot * (b as f64 + 0.5);
@@ -452,7 +749,7 @@ pub fn stacked_bars(chart: &StackedBars) -> String {
             );
         }
         let _ = writeln!(out, "</g>");
-        entries.push((name.as_str(), color, false));
+        entries.push((name.as_str(), Swatch::Box(color)));
     }
     let _ = writeln!(out, r#"<g class="x-axis">"#);
     let _ = writeln!(
@@ -593,8 +890,10 @@ pub fn ranked_bars(chart: &RankedBars) -> String {
         }
     }
     kinds.sort_by_key(|k| *k as u8);
-    let entries: Vec<(&str, &str, bool)> =
-        kinds.iter().map(|k| (k.name(), k.color(), false)).collect();
+    let entries: Vec<(&str, Swatch)> = kinds
+        .iter()
+        .map(|k| (k.name(), Swatch::Box(k.color())))
+        .collect();
     legend(&mut out, plot_right + 18.0, TOP + 10.0, &entries);
     out.push_str("</svg>\n");
     out
