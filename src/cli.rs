@@ -102,6 +102,10 @@ RUN FLAGS (defaults in brackets; `--flag value` or `--flag=value`):
                               table to stderr)
     --history PATH            write the committed history as JSON lines
                               (implies --check)
+    --latency-log PATH        write HdrHistogram's interval log of commit
+                              latencies: per second of the run's clock, all
+                              and per transaction type (checked before the
+                              run; rank 0 of a ucx run writes the merged log)
     --hybrid CODE             RCC hybrid code: bit set = stage one-sided
                               (28 or 0b11100; bits per `verbena protocols`)
     --fabric F                threads | sim (deterministic, virtual time)
@@ -298,6 +302,58 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
 struct Outputs {
     json: Option<String>,
     history: Option<String>,
+    latency_log: Option<String>,
+}
+
+/// Fails with a usage error unless `path` can be created (or already is a
+/// writable file), so that a bad path fails before the run, not after it.
+/// Nothing is left behind: a file made by the check is removed again.
+fn check_creatable(flag: &str, path: &str) -> Result<(), CliError> {
+    let existed = std::path::Path::new(path).exists();
+    match std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+    {
+        Ok(_) => {
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(())
+        }
+        Err(e) => Err(usage(format!(
+            "{flag} {path}: cannot create that file ({e}); give a path in a writable directory"
+        ))),
+    }
+}
+
+/// Writes the run's latencies as HdrHistogram's interval log to `path`.
+fn write_latency_log(
+    path: &str,
+    report: &Report,
+    started: std::time::SystemTime,
+) -> Result<(), CliError> {
+    let c = &report.config;
+    let run = format!(
+        "{} · {} · {} node(s) × {} worker(s) × {} coroutine(s) · {} fabric · seed {}",
+        c.protocol.name(),
+        report.workload,
+        c.nodes,
+        c.workers,
+        c.coroutines,
+        c.fabric.name(),
+        c.seed
+    );
+    let types: Vec<&str> = report.txn_types.iter().map(|t| t.name).collect();
+    let header = crate::stats::log::LogHeader {
+        run: &run,
+        started,
+        measured_s: report.measured_s,
+        time: report.time,
+    };
+    write_file(path, |out| {
+        crate::stats::log::write_interval_log(out, &report.latencies, &types, &header)
+    })
 }
 
 /// Splits `--flag=value` / `--flag value` pairs.
@@ -513,6 +569,7 @@ fn parse_run_flags_unresolved(args: &[String]) -> Result<(Config, Outputs, Optio
             "--warmup" => config.warmup_s = parse_number(f, v, real)?,
             "--seed" => config.seed = parse_number(f, v, count)?,
             "--json" => outputs.json = Some(value),
+            "--latency-log" => outputs.latency_log = Some(value),
             "--history" => {
                 outputs.history = Some(value);
                 config.check = true;
@@ -763,6 +820,10 @@ fn command_run(args: &[String]) -> Result<i32, CliError> {
     if config.fabric == FabricKind::Ucx {
         return Err(usage(engine::UCX_ONE_PROCESS));
     }
+    if let Some(path) = &outputs.latency_log {
+        check_creatable("--latency-log", path)?;
+    }
+    let started = std::time::SystemTime::now();
     let output = engine::run(&config).map_err(|e| failed(e.to_string()))?;
     if outputs.json.as_deref() == Some("-") {
         // The report is the output; the table goes where messages go.
@@ -781,6 +842,9 @@ fn command_run(args: &[String]) -> Result<i32, CliError> {
     }
     if let (Some(path), Some(history)) = (&outputs.history, &output.history) {
         write_file(path, |out| history.write_jsonl(out))?;
+    }
+    if let Some(path) = &outputs.latency_log {
+        write_latency_log(path, &output.report, started)?;
     }
     Ok(check_exit(&[&output.report]))
 }
@@ -1184,7 +1248,11 @@ fn take_flags(
 
 /// Prints a run's report as `verbena run` does (rank 0 of a `ucx` run).
 #[cfg(feature = "ucx")]
-fn emit_report(output: &engine::RunOutput, outputs: &Outputs) -> Result<i32, CliError> {
+fn emit_report(
+    output: &engine::RunOutput,
+    outputs: &Outputs,
+    started: std::time::SystemTime,
+) -> Result<i32, CliError> {
     if outputs.json.as_deref() == Some("-") {
         eprint!("{}", output.report.table());
         let stdout = std::io::stdout();
@@ -1201,6 +1269,9 @@ fn emit_report(output: &engine::RunOutput, outputs: &Outputs) -> Result<i32, Cli
     }
     if let (Some(path), Some(history)) = (&outputs.history, &output.history) {
         write_file(path, |out| history.write_jsonl(out))?;
+    }
+    if let Some(path) = &outputs.latency_log {
+        write_latency_log(path, &output.report, started)?;
     }
     Ok(check_exit(&[&output.report]))
 }
@@ -1265,6 +1336,10 @@ fn run_node_and_report(
     bootstrap: String,
     outputs: &Outputs,
 ) -> Result<i32, CliError> {
+    if let (0, Some(path)) = (rank, &outputs.latency_log) {
+        check_creatable("--latency-log", path)?;
+    }
+    let started = std::time::SystemTime::now();
     let options = crate::cluster::node::NodeOptions { rank, bootstrap };
     // Crash-stop: a rank whose thread panicked must not linger half alive
     // (its peers would wait on it); it dies at once, its connections
@@ -1276,7 +1351,7 @@ fn run_node_and_report(
         std::process::abort();
     }));
     match crate::cluster::node::run_node(config, &options) {
-        Ok(Some(output)) => emit_report(&output, outputs),
+        Ok(Some(output)) => emit_report(&output, outputs, started),
         Ok(None) => Ok(EXIT_OK),
         Err(engine::RunError::Config(e)) => Err(usage(e.0)),
         Err(engine::RunError::DeclaredFailed(e)) => Err(CliError {
