@@ -532,13 +532,50 @@ fn command_run(mut flags: RunFlags, outputs: Outputs) -> Result<i32, CliError> {
         return Err(usage(engine::UCX_ONE_PROCESS));
     }
     outputs.check()?;
+    let started = std::time::SystemTime::now();
     let output = engine::run(&config).map_err(|e| failed(e.to_string()))?;
-    emit_report(&output, &outputs)
+    emit_report(&output, &outputs, started)
+}
+
+/// Writes the run's latencies as HdrHistogram's interval log to `path`.
+fn write_latency_log(
+    path: &str,
+    report: &Report,
+    started: std::time::SystemTime,
+) -> Result<(), CliError> {
+    let c = &report.config;
+    let run = format!(
+        "{} · {} · {} node(s) × {} worker(s) × {} coroutine(s) · {} fabric · seed {}",
+        c.protocol.name(),
+        report.workload,
+        c.nodes,
+        c.workers,
+        c.coroutines,
+        c.fabric.name(),
+        c.seed
+    );
+    let types: Vec<&str> = report.txn_types.iter().map(|t| t.name).collect();
+    let header = crate::stats::log::LogHeader {
+        run: &run,
+        started,
+        measured_s: report.measured_s,
+        time: report.time,
+    };
+    write_file(path, |out| {
+        crate::stats::log::write_interval_log(out, &report.latencies, &types, &header)
+    })
 }
 
 /// Prints a run's report (`verbena run`, rank 0 of a `ucx` run) and writes
 /// its outputs.
-fn emit_report(output: &engine::RunOutput, outputs: &Outputs) -> Result<i32, CliError> {
+fn emit_report(
+    output: &engine::RunOutput,
+    outputs: &Outputs,
+    started: std::time::SystemTime,
+) -> Result<i32, CliError> {
+    if let Some(path) = &outputs.latency_log {
+        write_latency_log(path, &output.report, started)?;
+    }
     if outputs.json.as_deref() == Some("-") {
         // The report is the output; the table goes where messages go.
         eprint!("{}", output.report.table());
@@ -1175,8 +1212,9 @@ fn run_node_and_report(
         eprintln!("rank {rank}: a thread panicked (a bug in verbena); the process aborts");
         std::process::abort();
     }));
+    let started = std::time::SystemTime::now();
     match crate::cluster::node::run_node(config, &options) {
-        Ok(Some(output)) => emit_report(&output, outputs),
+        Ok(Some(output)) => emit_report(&output, outputs, started),
         Ok(None) => Ok(EXIT_OK),
         Err(engine::RunError::Config(e)) => Err(usage(e.0)),
         Err(engine::RunError::DeclaredFailed(e)) => Err(CliError {

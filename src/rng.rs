@@ -1,5 +1,20 @@
 //! A small, fast, seedable PRNG (xoshiro256++) — no hidden global state:
 //! every coroutine owns one, seeded from the run's seed and its ids.
+//!
+//! Why hand-written and not `rand`: a `sim` run is a pure function of its
+//! config and seed, and its `history_hash`/`memory_hash` are compared
+//! across builds (`verbena check`, the README's figures, saved sweeps), so
+//! the stream drawn from a seed must never change. `rand`'s `StdRng`
+//! promises no such thing across versions, and `rand`'s `gen_range`
+//! rejects samples where [`Rng::below`] uses one multiply-shift, so the
+//! draws would differ even from the same words. `rand_xoshiro` could supply
+//! the ten-line step function below, but not `derive`, `below` or `unit`,
+//! which define the streams; the dependency would pin nothing that matters
+//! here. A published algorithm (Blackman and Vigna, 2018, xoshiro256++,
+//! seeded by SplitMix64) is cheaper to keep fixed in-tree.
+//!
+//! Invariants: `new(seed)` and `derive(seed, ids)` give the same stream on
+//! every platform and build; `below(n)` draws exactly one word.
 
 #[derive(Clone, Debug)]
 pub struct Rng {

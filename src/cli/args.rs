@@ -320,6 +320,11 @@ pub struct Outputs {
     /// Write the committed history as JSON lines (implies --check)
     #[arg(long, value_name = "PATH")]
     pub history: Option<String>,
+    /// Write HdrHistogram's interval log of commit latencies: per second of
+    /// the run's clock, all and per transaction type (rank 0 of a ucx run
+    /// writes the merged log)
+    #[arg(long, value_name = "PATH")]
+    pub latency_log: Option<String>,
 }
 
 #[derive(Args)]

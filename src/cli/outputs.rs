@@ -22,6 +22,9 @@ impl Outputs {
         if let Some(path) = &self.history {
             check_output_path("--history", path)?;
         }
+        if let Some(path) = &self.latency_log {
+            check_output_path("--latency-log", path)?;
+        }
         Ok(())
     }
 }

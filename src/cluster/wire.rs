@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 
 use crate::check::{History, Item, TxnEntry};
 use crate::fabric::VerbCounters;
-use crate::stats::{Histogram, WorkerSnapshot, WorkerStats};
+use crate::stats::{Latencies, WorkerSnapshot, WorkerStats};
 
 /// Largest frame accepted (a region image of the largest allowed store).
 pub const MAX_FRAME_BYTES: u64 = 20 << 30;
@@ -259,7 +259,7 @@ pub fn encode_stats(enc: &mut Enc, stats: &WorkerStats) {
         stats.fault_commits.after_detection,
     ]);
     enc.words(&words);
-    enc.words(&stats.latency_ns.to_words());
+    enc.words(&stats.latency.to_words());
 }
 
 pub fn decode_stats(dec: &mut Dec) -> Result<WorkerStats, String> {
@@ -305,8 +305,8 @@ pub fn decode_stats(dec: &mut Dec) -> Result<WorkerStats, String> {
     stats.fault_commits.before_fault = next();
     stats.fault_commits.after_fault = next();
     stats.fault_commits.after_detection = next();
-    stats.latency_ns = Histogram::from_words(&dec.words("latency histogram")?)
-        .ok_or("malformed latency histogram")?;
+    stats.latency = Latencies::from_words(&dec.words("latency histograms")?)
+        .ok_or("malformed latency histograms")?;
     Ok(stats)
 }
 
@@ -391,7 +391,7 @@ mod tests {
         stats.measured.counters.cas = 9;
         stats.measured.wall_ns = 5_000;
         stats.cache_hits = 3;
-        stats.latency_ns.record(77_000);
+        stats.latency.record(0, 0, 77_000);
         let mut history = History::new();
         let item = |key, seq| Item { table: 0, key, seq };
         history.push(5, 1, &[item(1, 0)], &[item(1, 1)]);
@@ -412,7 +412,7 @@ mod tests {
         assert_eq!(back.aborts, stats.aborts);
         assert_eq!(back.stage_ns, stats.stage_ns);
         assert_eq!(back.measured, stats.measured);
-        assert_eq!(back.latency_ns.count(), 1);
+        assert_eq!(back.latency.count(), 1);
         let back_history = decode_history(&mut dec).unwrap();
         assert_eq!(back_history.txns, history.txns);
         assert_eq!(back_history.items, history.items);

@@ -280,7 +280,11 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                         let mut stats = env.stats.borrow_mut();
                         stats.committed += 1;
                         stats.committed_by_type[kind] += 1;
-                        stats.latency_ns.record(commit_ns - begin_ns);
+                        stats.latency.record(
+                            kind,
+                            commit_ns - env.warmup_end_ns,
+                            commit_ns - begin_ns,
+                        );
                         stats.per_type[kind].latency_ns_sum += commit_ns - begin_ns;
                         let mut in_stages = 0;
                         for (sum, ns) in stats.stage_ns.iter_mut().zip(cx.stage_ns.iter()) {

@@ -13,7 +13,8 @@ use serde::{Serialize, Serializer};
 
 use crate::check::CheckReport;
 use crate::config::{Config, FabricKind};
-use crate::stats::WorkerStats;
+use crate::stats::hist::{quantile, Histogram};
+use crate::stats::{Latencies, WorkerStats};
 use crate::txn::AbortReason;
 use crate::workloads::InvariantReport;
 
@@ -31,6 +32,10 @@ impl<V: Serialize> Serialize for OrderedMap<V> {
     }
 }
 
+/// Latency percentiles of committed transactions, µs, read from the run's
+/// HdrHistograms (`stats::hist`: each value is the top of its bucket, at
+/// most 0.8 % above the true one); `mean` is HdrHistogram's, from bucket
+/// midpoints.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LatencyUs {
     pub p50: f64,
@@ -39,6 +44,24 @@ pub struct LatencyUs {
     pub p999: f64,
     pub mean: f64,
     pub max: f64,
+}
+
+impl LatencyUs {
+    pub fn of(histogram: &Histogram) -> LatencyUs {
+        let us = |ns: u64| ns as f64 / 1_000.0;
+        LatencyUs {
+            p50: us(quantile(histogram, 0.5)),
+            p90: us(quantile(histogram, 0.9)),
+            p99: us(quantile(histogram, 0.99)),
+            p999: us(quantile(histogram, 0.999)),
+            mean: if histogram.is_empty() {
+                0.0
+            } else {
+                histogram.mean() / 1_000.0
+            },
+            max: us(histogram.max()),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -190,6 +213,10 @@ pub struct Report {
     /// Injected faults, their detection and the recovery (`fault`); null
     /// when the run ran no failure detector.
     pub recovery: Option<crate::fault::RecoveryReport>,
+    /// The histograms `latency_us` and each type's `latency_us` come from,
+    /// by type and interval: what `--latency-log` writes.
+    #[serde(skip)]
+    pub latencies: Latencies,
 }
 
 /// What a multi-process (`ucx`) run adds to its report.
@@ -224,8 +251,10 @@ pub struct TxnTypeSummary {
     /// Transactions of this type the program gave up on (e.g. SmallBank's
     /// insufficient funds).
     pub user_aborted: u64,
-    /// Mean latency of committed transactions of this type, µs.
+    /// Mean latency of committed transactions of this type, µs (exact).
     pub mean_latency_us: f64,
+    /// Percentiles of this type's latencies (its HdrHistogram).
+    pub latency_us: LatencyUs,
 }
 
 /// The per-type breakdown of a run with `names` types.
@@ -237,13 +266,15 @@ pub fn txn_type_summaries(
     names
         .iter()
         .zip(stats.per_type.iter().zip(stats.committed_by_type.iter()))
-        .map(|(&name, (counts, &committed))| TxnTypeSummary {
+        .enumerate()
+        .map(|(kind, (&name, (counts, &committed)))| TxnTypeSummary {
             name,
             committed,
             throughput_txn_per_s: committed as f64 / duration_s,
             abort_rate: per(counts.aborted, counts.aborted + committed),
             user_aborted: counts.user_aborted,
             mean_latency_us: per(counts.latency_ns_sum, committed) / 1_000.0,
+            latency_us: LatencyUs::of(&stats.latency.of_kind(kind)),
         })
         .collect()
 }
@@ -329,8 +360,7 @@ impl Report {
         let committed = stats.committed;
         let throughput = committed as f64 / config.duration_s;
         let aborted = stats.aborted();
-        let us = |ns: u64| ns as f64 / 1_000.0;
-        let latency = &stats.latency_ns;
+        let latency = stats.latency.total();
         let mut stages: Vec<(&'static str, f64)> = config
             .protocol
             .stages()
@@ -370,14 +400,7 @@ impl Report {
                     .collect(),
             ),
             user_aborted: stats.user_aborted,
-            latency_us: LatencyUs {
-                p50: us(latency.quantile(0.5)),
-                p90: us(latency.quantile(0.9)),
-                p99: us(latency.quantile(0.99)),
-                p999: us(latency.quantile(0.999)),
-                mean: latency.mean() / 1_000.0,
-                max: us(latency.max()),
-            },
+            latency_us: LatencyUs::of(&latency),
             stages: OrderedMap(stages),
             verbs_per_txn: VerbsPerTxn {
                 read: per(verbs.read, committed),
@@ -411,6 +434,7 @@ impl Report {
             sim: None,
             cluster: None,
             recovery: None,
+            latencies: stats.latency.clone(),
         }
     }
 

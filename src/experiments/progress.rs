@@ -6,6 +6,17 @@
 //! the runs finished in this session (resumed runs do not count) times the
 //! runs left, divided by the runs in flight at once; before the first run
 //! finishes it uses `first_guess_s` per run when the caller knows one.
+//!
+//! Why hand-written and not `indicatif`: indicatif draws only on a
+//! terminal and is silent otherwise, but a sweep run under `nohup`, in CI
+//! or with stderr in a file is exactly where a line per finished run (what
+//! ran, how many are left, the estimate) is wanted in the log; and its ETA
+//! is a rate over the steps of this process, which neither counts runs
+//! resumed from an earlier session as done-but-free nor uses the caller's
+//! first guess before any run finishes. Keeping those would leave most of
+//! this module beside the dependency (and its `console`, `unicode-width`
+//! and `portable-atomic`) for a one-line bar; the redraw here is one
+//! `\r\x1b[2K` on a terminal.
 
 use std::io::{IsTerminal, Write};
 use std::time::Instant;

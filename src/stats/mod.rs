@@ -4,11 +4,14 @@
 //! Each worker owns one [`WorkerStats`] (no sharing on the hot path). Only
 //! transactions that commit inside the measured interval `[warmup_end,
 //! end)` are counted; warm-up is excluded. Latency is from the first attempt's
-//! start to the commit (retries and back-off included), in ns.
+//! start to the commit (retries and back-off included), in ns; each is
+//! recorded by type and interval in [`hist::Latencies`] (HdrHistogram), and
+//! [`log`] writes those as HdrHistogram's interval log.
 
 pub mod hist;
+pub mod log;
 
-pub use hist::Histogram;
+pub use hist::{Histogram, Latencies};
 
 use crate::fabric::VerbCounters;
 use crate::protocols::Stage;
@@ -67,7 +70,8 @@ pub struct WorkerStats {
     pub aborts: [u64; AbortReason::ALL.len()],
     /// Transactions the program itself gave up (user aborts): counted once.
     pub user_aborted: u64,
-    pub latency_ns: Histogram,
+    /// Committed transactions' latencies, ns, by type and interval.
+    pub latency: Latencies,
     /// Sum over committed transactions of the committing attempt's time in
     /// each stage (index `Stage::index`).
     pub stage_ns: [u64; Stage::ALL.len()],
@@ -113,8 +117,10 @@ impl WorkerStats {
         self.aborts.iter().sum()
     }
 
-    /// Fixes `measured` from the boundary snapshots once the worker ends.
+    /// Fixes `measured` from the boundary snapshots once the worker ends,
+    /// and seals its last latency interval.
     pub fn close(&mut self) {
+        self.latency.seal();
         if let (Some(start), Some(end)) = (self.at_start, self.at_end) {
             self.measured = end.since(&start);
         }
@@ -135,7 +141,7 @@ impl WorkerStats {
             *a += b;
         }
         self.user_aborted += other.user_aborted;
-        self.latency_ns.merge(&other.latency_ns);
+        self.latency.merge(&other.latency);
         for (a, b) in self.stage_ns.iter_mut().zip(other.stage_ns.iter()) {
             *a += b;
         }

@@ -5,6 +5,18 @@
 //! ζ(n, θ) is summed exactly up to 10⁶ terms and extended by its integral
 //! beyond, so set-up stays fast for huge tables (relative error < 10⁻⁶ of
 //! the tail).
+//!
+//! Why hand-written and not `rand_distr::Zipf`: that one samples the exact
+//! Zipf law by rejection-inversion (Hörmann and Derflinger), drawing a
+//! varying number of words per sample; YCSB's generator, which papers'
+//! YCSB figures use, is Gray's closed-form approximation with one draw per
+//! key. Switching would change the key distribution a little (hot-key
+//! shares no longer YCSB's) and every key stream, and with it every `sim`
+//! history hash, which the project keeps fixed for a given config and
+//! seed. The method is a dozen lines.
+//!
+//! Invariants: `sample` draws exactly one `Rng::unit` and returns a rank
+//! in `[0, n)`.
 
 use crate::rng::Rng;
 

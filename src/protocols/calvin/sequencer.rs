@@ -106,7 +106,11 @@ fn collect_completions<W: Workload>(env: &CalvinEnv<'_, W>, clients: &mut [Clien
                 }
                 stats.committed_by_type[client.kind] += 1;
                 stats.per_type[client.kind].latency_ns_sum += now - client.submitted_ns;
-                stats.latency_ns.record(now - client.submitted_ns);
+                stats.latency.record(
+                    client.kind,
+                    now - env.warmup_end_ns,
+                    now - client.submitted_ns,
+                );
                 env.calvin_stats.borrow_mut().stage_ns[ST_SEQUENCE] +=
                     client.sealed_ns - client.submitted_ns;
             } else {
