@@ -419,6 +419,7 @@ impl Config {
                 self.sim.jitter
             )));
         }
+        self.sim.validate().map_err(ConfigError)?;
         for fault in &self.sim.faults {
             fault.validate(self.nodes).map_err(ConfigError)?;
         }

@@ -106,6 +106,8 @@ fn concurrent_writes_tear_multi_word_reads() {
         rpc_rtt_ns: 2_000,
         per_byte_ps: 2_000,
         nic_mops: 0.0,
+        qp_cache: 0,
+        qp_miss_ns: 0,
     };
     let config = SimConfig {
         jitter: 0.5,
@@ -359,4 +361,138 @@ fn the_matrix_catches_occ_without_read_validation_within_ten_seeds() {
     // The replay is exact: the same case fails the same way again.
     let again = matrix::run_case(case, |config| config.unsafe_skip_occ_validation = true);
     assert!(!again.passed && again.detail.contains("not serializable"));
+}
+
+/// Runs `rounds` one-word READs per coroutine from node 0's worker 0 (the
+/// other workers idle), coroutine `c`'s `i`-th to node `1 + (c + i) % (nodes
+/// - 1)`, with no CPU costs and no jitter. Returns the virtual time each
+/// READ took, in issue order per coroutine, the time the last one
+/// finished, and the fabric's connection-cache (lookups, misses).
+fn connection_cache_run(
+    nodes: usize,
+    coroutines: u16,
+    rounds: usize,
+    profile: &NetworkProfile,
+    emulated_nodes: u32,
+) -> (Vec<u64>, u64, (u64, u64)) {
+    use verbena::fabric::sim::CpuModel;
+    let regions: Vec<Arc<Region>> = (0..nodes).map(|_| Arc::new(Region::new(64))).collect();
+    let config = SimConfig {
+        jitter: 0.0,
+        cpu: CpuModel {
+            event_loop_ns: 0,
+            switch_ns: 0,
+            post_ns: 0,
+            verb_ns: 0,
+            send_ns: 0,
+            handler_ns: 0,
+            handler_word_ns: 0,
+            completion_ns: 0,
+            access_ns: 0,
+        },
+        emulated_nodes,
+        ..SimConfig::default()
+    };
+    let fabric = SimFabric::new(regions, 1, profile, &config, 5);
+    let worker = Worker::new(Box::new(fabric.endpoint(0, 0)), coroutines as usize);
+    let times = std::cell::RefCell::new(Vec::new());
+    let (worker_ref, times_ref) = (&worker, &times);
+    let mut cos: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = (0..coroutines)
+        .map(|co| {
+            Box::pin(async move {
+                for i in 0..rounds {
+                    let target = 1 + (co as usize + i) % (nodes - 1);
+                    {
+                        let mut batch = worker_ref.slot(co).batch.borrow_mut();
+                        batch.clear();
+                        batch.read(target as u16, 0, 1);
+                    }
+                    let start = worker_ref.now_ns();
+                    worker_ref.submit(co).await.expect("no peer fails here");
+                    times_ref.borrow_mut().push(worker_ref.now_ns() - start);
+                }
+            }) as Pin<Box<dyn Future<Output = ()> + '_>>
+        })
+        .collect();
+    struct NoService;
+    impl RpcService for NoService {
+        fn serve(&self, _: u16, _: &mut Vec<u64>, _now_ns: u64) -> Served {
+            unreachable!("no RPCs in this test")
+        }
+    }
+    fabric.wake(0, 0);
+    while let Some(index) = fabric.next_run() {
+        assert_eq!(index, 0, "only worker 0 runs");
+        let turn = worker.turn(&mut cos, &NoService);
+        fabric.turn_done(index, turn.progressed, turn.wake_at_ns);
+        if turn.coroutines_done {
+            break;
+        }
+    }
+    drop(cos);
+    let end = fabric.now_ns();
+    (times.into_inner(), end, fabric.connection_cache())
+}
+
+fn qp_profile(qp_cache: u32, qp_miss_ns: u64) -> NetworkProfile {
+    NetworkProfile {
+        name: "qp".into(),
+        onesided_rtt_ns: 2_000,
+        atomic_rtt_ns: 2_000,
+        rpc_rtt_ns: 2_000,
+        per_byte_ps: 0,
+        nic_mops: 0.0,
+        qp_cache,
+        qp_miss_ns,
+    }
+}
+
+/// A connection-cache miss costs exactly the configured time at each NIC
+/// that misses: both ends on a connection's first use, only the
+/// initiator's when another connection evicted it there alone.
+#[test]
+fn a_connection_cache_miss_costs_what_the_profile_says() {
+    // One coroutine, 3 nodes: READs go to node 1, 2, 1, 2, ...; node 0's
+    // NIC caches one connection, so it misses every time, while nodes 1
+    // and 2 each see only their own connection and miss only at first.
+    let (times, _, (lookups, misses)) = connection_cache_run(3, 1, 6, &qp_profile(1, 700), 0);
+    assert_eq!(times, [3_400, 3_400, 2_700, 2_700, 2_700, 2_700]);
+    assert_eq!((lookups, misses), (12, 8));
+    // Without the model every READ is one round trip.
+    let (times, _, counts) = connection_cache_run(3, 1, 6, &qp_profile(0, 700), 0);
+    assert_eq!(times, [2_000; 6]);
+    assert_eq!(counts, (0, 0));
+    // A cache that holds both connections misses only at first.
+    let (times, _, (_, misses)) = connection_cache_run(3, 1, 6, &qp_profile(2, 700), 0);
+    assert_eq!(times, [3_400, 3_400, 2_000, 2_000, 2_000, 2_000]);
+    assert_eq!(misses, 4);
+}
+
+/// More connections than a NIC caches lower the op rate of a closed loop:
+/// emulating a larger cluster spreads one worker's batches to a node over
+/// more connections (round-robin), and once they outnumber the cache
+/// every batch misses.
+#[test]
+fn more_connections_than_the_cache_holds_lower_the_op_rate() {
+    let profile = qp_profile(8, 500);
+    let ops = 4 * 50;
+    // 2 real nodes; 8 emulated → 4 connections to node 1: all cached.
+    let (_, fits_ns, (_, fits_misses)) = connection_cache_run(2, 4, 50, &profile, 8);
+    // 32 emulated → 16 connections, cycled round-robin through an LRU of
+    // 8: every lookup misses.
+    let (_, thrash_ns, (lookups, thrash_misses)) = connection_cache_run(2, 4, 50, &profile, 32);
+    assert_eq!(fits_misses, 2 * 4, "each connection misses once per NIC");
+    assert_eq!((lookups, thrash_misses), (2 * ops as u64, 2 * ops as u64));
+    let fits_rate = ops as f64 / fits_ns as f64;
+    let thrash_rate = ops as f64 / thrash_ns as f64;
+    // Each READ takes 2 µs + 2 × 500 ns instead of 2 µs: 1.5× the time.
+    assert!(
+        fits_rate > 1.4 * thrash_rate,
+        "fits {fits_rate:e} ops/ns, thrashes {thrash_rate:e}"
+    );
+    // Without the model, emulating more nodes changes nothing.
+    let plain = qp_profile(0, 500);
+    let (_, small_ns, _) = connection_cache_run(2, 4, 50, &plain, 8);
+    let (_, large_ns, _) = connection_cache_run(2, 4, 50, &plain, 32);
+    assert_eq!(small_ns, large_ns);
 }

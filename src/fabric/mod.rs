@@ -28,6 +28,7 @@
 //! through `receive` like an RPC reply. The runtime handles both, so no
 //! layer above the fabric knows which backend it runs on.
 
+mod event_queue;
 pub mod profile;
 pub mod region;
 pub mod sim;

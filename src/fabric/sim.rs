@@ -52,13 +52,14 @@
 //! the wall clock, and no hash map is iterated.
 
 use std::cell::RefCell;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::event_queue::EventQueue;
 use super::profile::NetworkProfile;
 use super::verbs::{VerbKind, MSG_COMPLETION, MSG_FAILED, MSG_REPLY};
 use super::{CpuOp, Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
@@ -194,6 +195,12 @@ pub struct SimConfig {
     /// Scale each latency class of the profile per seed (swarm testing).
     pub swarm: bool,
     pub faults: Vec<FaultSpec>,
+    /// Emulate the connections of a cluster this large (RCC §6.6, DrTM+H
+    /// §4.2): each worker spreads its doorbell batches to a node
+    /// round-robin over `ceil(emulated_nodes / nodes)` connections, so each
+    /// NIC serves as many as it would there. Matters only with a profile
+    /// whose `qp_cache` is set; 0 = the real cluster's size.
+    pub emulated_nodes: u32,
 }
 
 impl Default for SimConfig {
@@ -203,9 +210,28 @@ impl Default for SimConfig {
             jitter: 0.1,
             swarm: false,
             faults: Vec::new(),
+            emulated_nodes: 0,
         }
     }
 }
+
+impl SimConfig {
+    /// Checks the fields `Config::validate` does not (it checks jitter and
+    /// faults itself).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.emulated_nodes > MAX_EMULATED_NODES {
+            return Err(format!(
+                "sim.emulated_nodes = {} is out of range; allowed: 0 (the real cluster) to {MAX_EMULATED_NODES}",
+                self.emulated_nodes
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Bound on `SimConfig::emulated_nodes`: each NIC's connection cache keeps
+/// a few words per emulated connection (workers × emulated nodes).
+pub const MAX_EMULATED_NODES: u32 = 10_000;
 
 /// Latencies after swarm scaling, ns.
 #[derive(Clone, Copy, Debug)]
@@ -286,7 +312,7 @@ const UNSCHEDULED: u64 = u64::MAX;
 struct SimState {
     now_ns: u64,
     next_seq: u64,
-    queue: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    queue: EventQueue,
     events: Vec<Option<Event>>,
     free_events: Vec<u32>,
     batches: Vec<Option<InFlight>>,
@@ -303,15 +329,126 @@ struct SimState {
     mailboxes: Vec<Vec<Message>>,
     /// Per node: when its NIC can take the next verb (op-rate cap).
     nic_free_ns: Vec<u64>,
-    /// Per (worker, target node): when the queue pair's last verb finished.
-    qp_free_ns: HashMap<(u32, NodeId), u64>,
-    /// Per (sender, receiver) worker: the last delivery time (FIFO).
-    pair_last_ns: HashMap<(u32, u32), u64>,
+    /// Per (worker, target node), at `worker * nodes + node`: when the
+    /// queue pair's last verb finished.
+    qp_free_ns: Vec<u64>,
+    /// Per (sender, receiver) worker: the last delivery time (FIFO). A map,
+    /// not a `workers²` array: most pairs never talk. Never iterated.
+    pair_last_ns: HashMap<(u32, u32), u64, BuildHasherDefault<PairHasher>>,
     crash_at_ns: Vec<u64>,
     pauses: Vec<(NodeId, u64, u64)>,
     links: Vec<LinkFault>,
     events_processed: u64,
     lost_count: u64,
+    /// The NICs' connection caches; `None` when the profile has none.
+    connections: Option<ConnectionCaches>,
+}
+
+/// Each NIC's cache of connection state (`NetworkProfile::qp_cache`), and
+/// which connection each worker's next batch to each node takes.
+///
+/// Connections are symmetric, as in DrTM+H's and RCC's setups: worker `w`
+/// of node A reaches node B over its `k`-th connection to B, whose other
+/// end at B belongs to B's worker `w`. So NIC A holds `workers × nodes ×
+/// per_target` connections, named `(w × nodes + peer) × per_target + k`.
+struct ConnectionCaches {
+    miss_ns: u64,
+    per_target: u32,
+    nodes: u32,
+    workers_per_node: u32,
+    /// Per (worker, target node): the connection its next batch takes.
+    next: Vec<u32>,
+    nics: Vec<Lru>,
+    lookups: u64,
+    misses: u64,
+}
+
+impl ConnectionCaches {
+    /// The extra time of a doorbell batch from `initiator` (a worker
+    /// index) to `target`: a doorbell batch is one queue pair's, so each
+    /// NIC looks its connection up once per batch.
+    fn batch_extra_ns(&mut self, initiator: u32, source: NodeId, target: NodeId) -> u64 {
+        let pair = (initiator * self.nodes + target as u32) as usize;
+        let k = self.next[pair];
+        self.next[pair] = (k + 1) % self.per_target;
+        let local = initiator % self.workers_per_node;
+        let name = |peer: NodeId| (local * self.nodes + peer as u32) * self.per_target + k;
+        let (at_source, at_target) = (name(target), name(source));
+        let mut extra = 0;
+        for (nic, connection) in [(source, at_source), (target, at_target)] {
+            self.lookups += 1;
+            if !self.nics[nic as usize].touch(connection) {
+                self.misses += 1;
+                extra += self.miss_ns;
+            }
+        }
+        extra
+    }
+}
+
+/// An exact LRU set of connection names `0..len`, as linked lists over
+/// arrays (no allocation after start).
+struct Lru {
+    capacity: u32,
+    len: u32,
+    head: u32,
+    tail: u32,
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    cached: Vec<bool>,
+}
+
+const NIL: u32 = u32::MAX;
+
+impl Lru {
+    fn new(capacity: u32, names: usize) -> Lru {
+        Lru {
+            capacity,
+            len: 0,
+            head: NIL,
+            tail: NIL,
+            prev: vec![NIL; names],
+            next: vec![NIL; names],
+            cached: vec![false; names],
+        }
+    }
+
+    fn unlink(&mut self, name: u32) {
+        let (prev, next) = (self.prev[name as usize], self.next[name as usize]);
+        match prev {
+            NIL => self.head = next,
+            p => self.next[p as usize] = next,
+        }
+        match next {
+            NIL => self.tail = prev,
+            n => self.prev[n as usize] = prev,
+        }
+    }
+
+    /// Uses `name`: whether it was cached; it is the most recent after.
+    fn touch(&mut self, name: u32) -> bool {
+        let hit = self.cached[name as usize];
+        if hit {
+            self.unlink(name);
+        } else {
+            if self.len == self.capacity {
+                let oldest = self.tail;
+                self.unlink(oldest);
+                self.cached[oldest as usize] = false;
+                self.len -= 1;
+            }
+            self.cached[name as usize] = true;
+            self.len += 1;
+        }
+        self.prev[name as usize] = NIL;
+        self.next[name as usize] = self.head;
+        match self.head {
+            NIL => self.tail = name,
+            h => self.prev[h as usize] = name,
+        }
+        self.head = name;
+        hit
+    }
 }
 
 impl SimState {
@@ -327,7 +464,7 @@ impl SimState {
                 (self.events.len() - 1) as u32
             }
         };
-        self.queue.push(Reverse((at_ns, self.next_seq, slot)));
+        self.queue.push(at_ns, self.next_seq, slot);
         self.next_seq += 1;
     }
 
@@ -449,12 +586,13 @@ impl SimState {
                 (self.batches.len() - 1) as u32
             }
         };
+        let connection_ns = match self.connections.as_mut() {
+            Some(caches) => caches.batch_extra_ns(initiator, source, target),
+            None => 0,
+        };
         let mut complete_ns = issue_ns + 1;
-        let mut qp_free = self
-            .qp_free_ns
-            .get(&(initiator, target))
-            .copied()
-            .unwrap_or(0);
+        let qp = initiator as usize * self.regions.len() + target as usize;
+        let mut qp_free = self.qp_free_ns[qp];
         for (index, verb) in verbs.iter().enumerate() {
             let (one_way, out_bytes, back_bytes) = match verb.kind {
                 VerbKind::Read => (self.timing.onesided_one_way_ns, 16, 8 * verb.len as u64),
@@ -487,7 +625,7 @@ impl SimState {
             let out = self.jittered(one_way) + self.wire_ns(out_bytes);
             let (extra, lost) = self.link_effect(source, target, issue_ns);
             batch.lost |= lost;
-            let arrival = self.through_nic(target, issue_ns + out + extra);
+            let arrival = self.through_nic(target, issue_ns + out + extra + connection_ns);
             let start = arrival.max(qp_free);
             let steps = if verb.kind == VerbKind::Read {
                 verb.len as u64
@@ -507,7 +645,7 @@ impl SimState {
             let back = (self.jittered(one_way) + self.wire_ns(back_bytes)).max(1);
             complete_ns = complete_ns.max(last_step + back);
         }
-        self.qp_free_ns.insert((initiator, target), qp_free);
+        self.qp_free_ns[qp] = qp_free;
         self.batches[batch_id as usize] = Some(batch);
         self.schedule(complete_ns, Event::Complete { batch: batch_id });
     }
@@ -517,10 +655,7 @@ impl SimState {
     /// interleaving opportunity, not per word).
     fn step(&mut self, batch_id: u32, verb_index: u16, mut word: u32) {
         let word_ns = self.timing.word_ns;
-        let next_event_ns = self
-            .queue
-            .peek()
-            .map_or(u64::MAX, |Reverse((at, _, _))| *at);
+        let next_event_ns = self.queue.peek_at_ns().unwrap_or(u64::MAX);
         let Some(batch) = self.batches[batch_id as usize].as_mut() else {
             return;
         };
@@ -651,6 +786,32 @@ impl SimState {
     }
 }
 
+/// Hashes a worker pair for `pair_last_ns`: one multiply instead of
+/// SipHash (the keys are not adversarial, and the map is never iterated,
+/// so the hash cannot reach the simulation's order).
+#[derive(Default)]
+struct PairHasher(u64);
+
+impl Hasher for PairHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(byte as u64);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(32) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 /// The simulated cluster; hand one [`SimEndpoint`] to each worker and drive
 /// the workers with [`SimFabric::next_run`] and [`SimFabric::turn_done`].
 #[derive(Clone)]
@@ -687,7 +848,7 @@ impl SimFabric {
         let mut state = SimState {
             now_ns: 0,
             next_seq: 0,
-            queue: BinaryHeap::with_capacity(1024),
+            queue: EventQueue::new(),
             events: Vec::with_capacity(1024),
             free_events: Vec::new(),
             batches: Vec::new(),
@@ -702,13 +863,31 @@ impl SimFabric {
             next_turn_ns: vec![UNSCHEDULED; total_workers],
             mailboxes: (0..total_workers).map(|_| Vec::new()).collect(),
             nic_free_ns: vec![0; nodes],
-            qp_free_ns: HashMap::new(),
-            pair_last_ns: HashMap::new(),
+            qp_free_ns: vec![0; total_workers * nodes],
+            pair_last_ns: HashMap::default(),
             crash_at_ns: vec![u64::MAX; nodes],
             pauses: Vec::new(),
             links: Vec::new(),
             events_processed: 0,
             lost_count: 0,
+            connections: (profile.qp_cache > 0).then(|| {
+                let per_target = (config.emulated_nodes as usize)
+                    .div_ceil(nodes.max(1))
+                    .max(1) as u32;
+                let names = workers_per_node as usize * nodes * per_target as usize;
+                ConnectionCaches {
+                    miss_ns: profile.qp_miss_ns,
+                    per_target,
+                    nodes: nodes as u32,
+                    workers_per_node: workers_per_node as u32,
+                    next: vec![0; total_workers * nodes],
+                    nics: (0..nodes)
+                        .map(|_| Lru::new(profile.qp_cache, names))
+                        .collect(),
+                    lookups: 0,
+                    misses: 0,
+                }
+            }),
         };
         let us = |t: f64| (t * 1_000.0) as u64;
         for fault in &config.faults {
@@ -786,7 +965,7 @@ impl SimFabric {
     /// time; `None` when no event is left.
     pub fn next_run(&self) -> Option<usize> {
         let mut state = self.state.borrow_mut();
-        while let Some(Reverse((at_ns, _, slot))) = state.queue.pop() {
+        while let Some((at_ns, slot)) = state.queue.pop() {
             debug_assert!(at_ns >= state.now_ns, "virtual time went backwards");
             state.now_ns = at_ns;
             state.events_processed += 1;
@@ -850,6 +1029,16 @@ impl SimFabric {
     /// Events processed so far (a measure of simulation work).
     pub fn events_processed(&self) -> u64 {
         self.state.borrow().events_processed
+    }
+
+    /// Connection-cache lookups and misses so far, summed over the NICs
+    /// (`(0, 0)` when the profile models no connection cache).
+    pub fn connection_cache(&self) -> (u64, u64) {
+        self.state
+            .borrow()
+            .connections
+            .as_ref()
+            .map_or((0, 0), |c| (c.lookups, c.misses))
     }
 
     /// Verbs, batches and messages lost to crashes and drops.
