@@ -374,6 +374,7 @@ fn run_config_unresolved(flags: &RunFlags) -> Result<(Config, Option<u16>), CliE
     set(&mut c.profile, &flags.profile);
     set(&mut c.sim.jitter, &flags.jitter);
     c.sim.swarm |= flags.swarm;
+    set(&mut c.sim.emulated_nodes, &flags.emulated_nodes);
     set(&mut c.backoff.base_ns, &flags.backoff_base_ns);
     set(&mut c.backoff.cap_ns, &flags.backoff_cap_ns);
     set(&mut c.location_cache_entries, &flags.location_cache);
@@ -403,6 +404,9 @@ fn run_config_unresolved(flags: &RunFlags) -> Result<(Config, Option<u16>), CliE
     set(&mut c.ycsb.record_bytes, &y.record_bytes);
     set(&mut c.ycsb.ops_per_txn, &y.ops_per_txn);
     set(&mut c.ycsb.write_ratio, &y.write_ratio);
+    if y.update_txn_ratio.is_some() {
+        c.ycsb.update_txn_ratio = y.update_txn_ratio;
+    }
     set(&mut c.ycsb.distribution, &y.distribution);
     set(&mut c.ycsb.theta, &y.theta);
     set(&mut c.ycsb.hot_fraction, &y.hot_fraction);

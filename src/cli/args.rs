@@ -393,7 +393,7 @@ pub struct RunFlags {
     /// node: `verbena launch` / `verbena node`) [threads]
     #[arg(long, value_name = "F", value_parser = one_of(parse_fabric, || vec!["threads", "sim", "ucx"]))]
     pub fabric: Option<FabricKind>,
-    /// Network: none, cx4-edr, cx3, roce, tcp-10g, cloud-lan, or a TOML
+    /// Network: none, cx4-edr, cx4-edr-qp, cx3, roce, tcp-10g, cloud-lan, or a TOML
     /// file [none]; sim runs on it, threads injects its round trips
     #[arg(long, value_name = "P", value_parser = Parse { closed: false, ..one_of(parse_profile, profile_names) })]
     pub profile: Option<NetworkProfile>,
@@ -403,6 +403,10 @@ pub struct RunFlags {
     /// Sim: scale each latency class per seed
     #[arg(long)]
     pub swarm: bool,
+    /// Sim: connections each worker spreads its doorbell batches over, as
+    /// if the cluster had N nodes (RCC Fig. 20); 0 = the real cluster [0]
+    #[arg(long, value_name = "N", value_parser = count::<u32>())]
+    pub emulated_nodes: Option<u32>,
     /// Abort back-off base, ns [1000]
     #[arg(long, value_name = "N", value_parser = count::<u64>())]
     pub backoff_base_ns: Option<u64>,
@@ -487,6 +491,10 @@ pub struct YcsbFlags {
     /// Share of read-modify-writes [0.2]
     #[arg(long, value_name = "F", value_parser = real())]
     pub write_ratio: Option<f64>,
+    /// Deneva's mix instead of --write-ratio: share of update transactions
+    /// (half their operations written), the rest read-only [unset]
+    #[arg(long, value_name = "F", value_parser = real())]
+    pub update_txn_ratio: Option<f64>,
     /// Key distribution [hot]
     #[arg(long, value_name = "D", value_parser = one_of(parse_distribution, || vec!["uniform", "zipf", "hot"]))]
     pub distribution: Option<KeyDistribution>,
