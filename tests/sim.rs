@@ -364,8 +364,8 @@ fn the_matrix_catches_occ_without_read_validation_within_ten_seeds() {
 }
 
 /// Runs `rounds` one-word READs per coroutine from node 0's worker 0 (the
-/// other workers idle), coroutine `c`'s `i`-th to node `1 + (c + i) % (nodes
-/// - 1)`, with no CPU costs and no jitter. Returns the virtual time each
+/// other workers idle), coroutine `c`'s `i`-th to node
+/// `1 + (c + i) % (nodes - 1)`, with no CPU costs and no jitter. Returns the virtual time each
 /// READ took, in issue order per coroutine, the time the last one
 /// finished, and the fabric's connection-cache (lookups, misses).
 fn connection_cache_run(
