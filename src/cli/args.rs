@@ -19,6 +19,10 @@
 //! (`nowait`, `one-sided`, a profile TOML path) predate clap, and scripts and
 //! tests read them; clap's own would say less.
 
+// Doc comments here are the flags' help text, where `[default]` in brackets
+// is the help's convention, not an intra-doc link.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 use std::ffi::OsStr;
 use std::path::PathBuf;
 
