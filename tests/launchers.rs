@@ -434,9 +434,16 @@ fn strangers_are_refused_and_logged_and_the_run_completes_checked() {
         .lines()
         .filter(|l| l.contains("refused a connection from 127.0.0.1:"))
         .collect();
-    assert_eq!(refusals.len(), 3, "{stderr}");
+    // The garbage connection stays open and sends an incomplete frame: rank 0
+    // refuses it when its handshake limit (10 s) runs out, which a short run
+    // may not reach; the run must go on beside it either way.
+    let garbage_refusals = refusals
+        .iter()
+        .filter(|l| l.contains(&format!("127.0.0.1:{garbage_port}:")))
+        .count();
+    assert!(garbage_refusals <= 1, "{stderr}");
+    assert_eq!(refusals.len(), 2 + garbage_refusals, "{stderr}");
     for reason in [
-        format!("127.0.0.1:{garbage_port}: not a verbena join message"),
         "does not hold this job's cluster key".to_string(),
         "belongs to another job".to_string(),
     ] {
