@@ -560,19 +560,7 @@ pub fn line_chart(chart: &LineChart) -> String {
                 continue;
             }
             last_right = px + half;
-            if rotate {
-                let _ = writeln!(
-                    out,
-                    r#"<text class="tick" x="{px:.1}" y="{ty:.1}" font-size="11" text-anchor="end" transform="rotate(-40 {px:.1} {ty:.1})">{}</text>"#,
-                    escape(label)
-                );
-            } else {
-                let _ = writeln!(
-                    out,
-                    r#"<text class="tick" x="{px:.1}" y="{ty:.1}" font-size="12" text-anchor="middle">{}</text>"#,
-                    escape(label)
-                );
-            }
+            x_tick_label(&mut out, px, ty, label, rotate);
         }
         let _ = writeln!(out, "</g>");
         for series in &panel.series {
@@ -759,19 +747,7 @@ pub fn stacked_bars(chart: &StackedBars) -> String {
     for (b, label) in chart.bars.iter().enumerate() {
         let x = center(b);
         let y = plot_bottom + 16.0;
-        if rotate {
-            let _ = writeln!(
-                out,
-                r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="11" text-anchor="end" transform="rotate(-40 {x:.1} {y:.1})">{}</text>"#,
-                escape(label)
-            );
-        } else {
-            let _ = writeln!(
-                out,
-                r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="12" text-anchor="middle">{}</text>"#,
-                escape(label)
-            );
-        }
+        x_tick_label(&mut out, x, y, label, rotate);
     }
     let _ = writeln!(out, "</g>");
     legend(&mut out, plot_right + 18.0, TOP + 10.0, &entries);
@@ -897,6 +873,24 @@ pub fn ranked_bars(chart: &RankedBars) -> String {
     legend(&mut out, plot_right + 18.0, TOP + 10.0, &entries);
     out.push_str("</svg>\n");
     out
+}
+
+/// One category label under the x axis at `(x, y)`: turned 40° when the
+/// labels would overlap side by side.
+fn x_tick_label(out: &mut String, x: f64, y: f64, label: &str, rotate: bool) {
+    if rotate {
+        let _ = writeln!(
+            out,
+            r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="11" text-anchor="end" transform="rotate(-40 {x:.1} {y:.1})">{}</text>"#,
+            escape(label)
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="12" text-anchor="middle">{}</text>"#,
+            escape(label)
+        );
+    }
 }
 
 #[cfg(test)]
