@@ -202,6 +202,51 @@ fn four_processes_over_tcp_are_serializable() {
     );
 }
 
+/// Over TCP everything one worker sends to one node within one turn of its
+/// event loop leaves as one active message: RPC requests, replies and
+/// emulated verb batches of all its coroutines. The report keeps the
+/// logical counts (RPCs and doorbells per transaction, as the papers count
+/// them) and adds the wire messages, which with 16 coroutines must be far
+/// fewer; the checker shows the coalesced parts kept their order.
+#[test]
+fn tcp_coalesces_a_turns_messages_to_one_node_into_one() {
+    for (primitive, logical) in [("rpc", "rpc"), ("onesided", "doorbells")] {
+        let (_, report) = launch(&[
+            "--local",
+            "2",
+            "--transport",
+            "tcp",
+            "--coroutines",
+            "16",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0.1",
+            "--rows-per-node",
+            "2000",
+            "--check",
+            "--compute-us",
+            "0",
+            "--protocol",
+            "no_wait",
+            "--primitive",
+            primitive,
+        ]);
+        assert_checked_report(&report, 2, "tcp");
+        assert!(report["committed"].as_u64().unwrap() > 0, "{primitive}");
+        let per_txn = &report["verbs_per_txn"];
+        let wire = per_txn["wire_messages"].as_f64().unwrap();
+        let sent = per_txn[logical].as_f64().unwrap();
+        // Uncoalesced, each remote request and its reply is a message of
+        // its own: about as many as the logical count (half the accesses
+        // are remote).
+        assert!(
+            wire > 0.0 && wire < sent / 2.0,
+            "{primitive}: {wire} wire messages per transaction for {sent} {logical}"
+        );
+    }
+}
+
 // ---- faults: bounded time, the rank and host named ----
 
 fn free_port() -> u16 {

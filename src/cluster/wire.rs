@@ -227,7 +227,10 @@ impl<'a> Dec<'a> {
     }
 }
 
-fn counters_words(c: &VerbCounters) -> [u64; 9] {
+/// Words of one worker's [`VerbCounters`] on the wire.
+const COUNTER_WORDS: usize = 11;
+
+fn counters_words(c: &VerbCounters) -> [u64; COUNTER_WORDS] {
     [
         c.read,
         c.read_bytes,
@@ -238,6 +241,8 @@ fn counters_words(c: &VerbCounters) -> [u64; 9] {
         c.doorbells,
         c.rpc,
         c.rpc_request_bytes,
+        c.wire_messages,
+        c.wire_bytes,
     ]
 }
 
@@ -265,7 +270,7 @@ pub fn encode_stats(enc: &mut Enc, stats: &WorkerStats) {
 pub fn decode_stats(dec: &mut Dec) -> Result<WorkerStats, String> {
     let words = dec.words("worker statistics")?;
     let mut stats = WorkerStats::new();
-    let expected = 3 + stats.aborts.len() + stats.stage_ns.len() + 9 + 5 + 3;
+    let expected = 3 + stats.aborts.len() + stats.stage_ns.len() + COUNTER_WORDS + 5 + 3;
     if words.len() != expected {
         return Err(format!(
             "worker statistics have {} fields, expected {expected} (a different verbena version?)",
@@ -293,6 +298,8 @@ pub fn decode_stats(dec: &mut Dec) -> Result<WorkerStats, String> {
         doorbells: next(),
         rpc: next(),
         rpc_request_bytes: next(),
+        wire_messages: next(),
+        wire_bytes: next(),
     };
     stats.measured = WorkerSnapshot {
         counters,

@@ -75,6 +75,13 @@ pub struct VerbsPerTxn {
     pub doorbells: f64,
     /// Bytes of one-sided READ and WRITE payloads and RPC requests.
     pub bytes: f64,
+    /// Messages put on the wire between nodes, as the fabric sends them
+    /// (`VerbCounters::wire_messages`): where a fabric coalesces (`ucx`
+    /// sends everything bound for one node in one turn as one message)
+    /// this is fewer than the logical RPCs and doorbells above.
+    pub wire_messages: f64,
+    /// Bytes of those messages, headers included.
+    pub wire_bytes: f64,
 }
 
 /// Fractions of the worker threads' wall time in the measured interval
@@ -413,6 +420,8 @@ impl Report {
                     verbs.read_bytes + verbs.write_bytes + verbs.rpc_request_bytes,
                     committed,
                 ),
+                wire_messages: per(verbs.wire_messages, committed),
+                wire_bytes: per(verbs.wire_bytes, committed),
             },
             worker_time: {
                 let wall = measured.wall_ns.max(1) as f64;
@@ -589,6 +598,11 @@ impl Report {
             out,
             "  verbs/txn       read {:.2}  write {:.2}  cas {:.2}  faa {:.2}  rpc {:.2}  doorbells {:.2}  bytes {:.0}",
             v.read, v.write, v.cas, v.faa, v.rpc, v.doorbells, v.bytes
+        );
+        let _ = writeln!(
+            out,
+            "  wire/txn        messages {:.2}  bytes {:.0}",
+            v.wire_messages, v.wire_bytes
         );
         for t in &self.txn_types {
             let _ = writeln!(

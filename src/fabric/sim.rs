@@ -1130,6 +1130,9 @@ impl Endpoint for SimEndpoint {
         let cost = state.cpu.post_ns + state.cpu.verb_ns * verbs.len() as u64;
         state.clock_ns[self.index as usize] += cost;
         if target != self.node {
+            // The request and its completion cross the wire.
+            self.counters.wire_messages += 2;
+            self.counters.wire_bytes += verbs.iter().map(Verb::wire_bytes).sum::<u64>();
             state.post_remote(self.index, coroutine, tag, verbs, write_data);
             return Posted::Deferred;
         }
@@ -1145,6 +1148,10 @@ impl Endpoint for SimEndpoint {
         if msg.flags & MSG_REPLY == 0 {
             self.counters.rpc += 1;
             self.counters.rpc_request_bytes += 8 * msg.payload.len() as u64;
+        }
+        if msg.dst_node != self.node {
+            self.counters.wire_messages += 1;
+            self.counters.wire_bytes += msg.wire_bytes();
         }
         let mut state = self.state.borrow_mut();
         state.clock_ns[self.index as usize] += state.cpu.send_ns;

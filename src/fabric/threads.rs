@@ -298,6 +298,10 @@ impl Endpoint for ThreadsEndpoint {
             self.counters.rpc += 1;
             self.counters.rpc_request_bytes += 8 * msg.payload.len() as u64;
         }
+        if msg.dst_node != self.node {
+            self.counters.wire_messages += 1;
+            self.counters.wire_bytes += msg.wire_bytes();
+        }
         msg.deliver_at_ns = if msg.dst_node == self.node || self.shared.latency.rpc_ns == 0 {
             0
         } else {

@@ -41,6 +41,19 @@ pub struct Verb {
     pub swap: u64,
 }
 
+impl Verb {
+    /// Bytes this verb puts on the wire, request and response together: a
+    /// 16-byte descriptor (operation, address, length), plus the data it
+    /// writes or reads, or an atomic's operands and old value.
+    pub fn wire_bytes(&self) -> u64 {
+        16 + match self.kind {
+            VerbKind::Read | VerbKind::Write => 8 * self.len as u64,
+            VerbKind::Cas => 24,
+            VerbKind::Faa => 16,
+        }
+    }
+}
+
 /// Handle of a queued verb, valid until the batch is cleared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VerbId(pub u32);
@@ -88,6 +101,14 @@ pub struct Message {
     pub payload: Vec<u64>,
 }
 
+impl Message {
+    /// Bytes of this message on the wire: a 16-byte header (route, call,
+    /// kind, flags, length) and the payload.
+    pub fn wire_bytes(&self) -> u64 {
+        16 + 8 * self.payload.len() as u64
+    }
+}
+
 /// Verbs and messages by type, with bytes. Counted by the issuing side.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct VerbCounters {
@@ -100,6 +121,16 @@ pub struct VerbCounters {
     pub doorbells: u64,
     pub rpc: u64,
     pub rpc_request_bytes: u64,
+    /// Messages this endpoint put on the wire to other nodes, as the
+    /// fabric sends them: on `ucx`, one per coalesced active message (all
+    /// frames bound for one node in one turn) and one per UCX RMA or
+    /// atomic operation; on `threads`, one per RPC request or reply to
+    /// another node; on `sim`, one per RPC and one per doorbell batch
+    /// (request and completion) between nodes. Verbs on mapped or shared
+    /// memory are CPU operations and send nothing.
+    pub wire_messages: u64,
+    /// Bytes of those messages, headers included.
+    pub wire_bytes: u64,
 }
 
 impl VerbCounters {
@@ -113,6 +144,8 @@ impl VerbCounters {
         self.doorbells += other.doorbells;
         self.rpc += other.rpc;
         self.rpc_request_bytes += other.rpc_request_bytes;
+        self.wire_messages += other.wire_messages;
+        self.wire_bytes += other.wire_bytes;
     }
 
     pub fn sub(&self, earlier: &VerbCounters) -> VerbCounters {
@@ -126,6 +159,8 @@ impl VerbCounters {
             doorbells: self.doorbells - earlier.doorbells,
             rpc: self.rpc - earlier.rpc,
             rpc_request_bytes: self.rpc_request_bytes - earlier.rpc_request_bytes,
+            wire_messages: self.wire_messages - earlier.wire_messages,
+            wire_bytes: self.wire_bytes - earlier.wire_bytes,
         }
     }
 

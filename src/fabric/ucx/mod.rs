@@ -29,6 +29,17 @@
 //! * RPC → `ucp_am_send_nbx` (eager protocol forced: one AM lane, no
 //!   rendezvous), received by the target worker's AM handler during its
 //!   `ucp_worker_progress`, i.e. inside its event loop's `receive`.
+//!   Messages are coalesced: everything a worker sends to one node within
+//!   one turn of its event loop (requests, replies, emulated verb batches
+//!   and their answers, of all its coroutines) is queued and leaves as one
+//!   active message at the start of the next turn's `receive` or when the
+//!   worker goes idle; the receiver splits it and files the parts in
+//!   order. Over TCP this is what bounds the system calls: one `sendmsg`
+//!   per destination per turn instead of one per message; it is doorbell
+//!   batching (DrTM+H §3.2: requests to one QP share one doorbell, which
+//!   is why it pays for two-sided RPCs, all of one worker's going to one
+//!   queue per peer) applied to the socket. The report keeps the logical
+//!   counts and adds the wire messages.
 //! * Over shared memory (`--transport shm`, or `auto` with every rank on
 //!   one host) one-sided verbs do not go through UCX at all: each worker
 //!   maps every node's region into its process (`ucp_rkey_ptr` on the
@@ -137,10 +148,17 @@ use self::ffi::*;
 use super::verbs::{VerbKind, MSG_COMPLETION, MSG_FAILED, MSG_PASSIVE, MSG_REPLY};
 use super::{Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
 
-/// Active-message id of verbena RPCs.
+/// Active-message id of verbena's coalesced messages.
 const AM_RPC: u32 = 7;
-/// Words of an RPC's AM header.
-const HEADER_WORDS: usize = 2;
+/// Words of the AM header: the number of messages (frames) in the data.
+const HEADER_WORDS: usize = 1;
+/// Words of one frame's header: route and call, then kind, flags and the
+/// payload's length in words (see `frame_header`).
+const FRAME_HEADER_WORDS: usize = 2;
+/// A destination's outbox is sent at once when it reaches this many words
+/// (64 KiB), not only at the end of the turn: one AM stays a size the
+/// eager protocol carries without a rendezvous.
+const MAX_COALESCED_WORDS: usize = 8192;
 const SPIN_ROUNDS: u32 = 64;
 const YIELD_BUDGET_NS: u64 = 50_000;
 const MAX_SLEEP: Duration = Duration::from_micros(200);
@@ -625,6 +643,18 @@ unsafe extern "C" fn on_send_done(request: *mut c_void, _status: ucs_status_t, u
     ucp_request_free(request);
 }
 
+/// The two header words of one frame (see [`UcxEndpoint::send_am`]).
+fn frame_header(msg: &Message) -> [u64; FRAME_HEADER_WORDS] {
+    debug_assert!(msg.payload.len() <= u32::MAX as usize);
+    [
+        ((msg.src_node as u64) << 48)
+            | ((msg.src_worker as u64) << 32)
+            | ((msg.coroutine as u64) << 16)
+            | msg.call as u64,
+        ((msg.payload.len() as u64) << 32) | ((msg.kind as u64) << 8) | msg.flags as u64,
+    ]
+}
+
 unsafe extern "C" fn on_rpc(
     arg: *mut c_void,
     header: *const c_void,
@@ -635,36 +665,52 @@ unsafe extern "C" fn on_rpc(
 ) -> ucs_status_t {
     // SAFETY: `arg` is the worker's CbState, used only on its thread (AM
     // callbacks run inside that worker's `ucp_worker_progress`); header and
-    // data are valid for the call.
+    // data are valid for the call (read unaligned: UCX does not align them).
     let state = &mut *(arg as *mut CbState);
-    if header_length != HEADER_WORDS * 8 || (*param).recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV != 0 {
-        // Not a verbena RPC (eager is forced on the sending side).
+    if header_length != HEADER_WORDS * 8
+        || (*param).recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV != 0
+        || length % 8 != 0
+    {
+        // Not a verbena message (eager is forced on the sending side).
         return UCS_OK;
     }
-    let mut words = [0u64; HEADER_WORDS];
-    std::ptr::copy_nonoverlapping(header as *const u8, words.as_mut_ptr() as *mut u8, 16);
-    let mut payload = state.pool.pop().unwrap_or_default();
-    payload.clear();
-    payload.resize(length / 8, 0);
-    if length > 0 {
+    let frames = std::ptr::read_unaligned(header as *const u64);
+    let words = data as *const u64;
+    let total = length / 8;
+    let mut at = 0usize;
+    for _ in 0..frames {
+        if at + FRAME_HEADER_WORDS > total {
+            break; // malformed: only a peer built otherwise sends this
+        }
+        let w0 = std::ptr::read_unaligned(words.add(at));
+        let w1 = std::ptr::read_unaligned(words.add(at + 1));
+        at += FRAME_HEADER_WORDS;
+        let len = (w1 >> 32) as usize;
+        if len > total - at {
+            break;
+        }
+        let mut payload = state.pool.pop().unwrap_or_default();
+        payload.clear();
+        payload.resize(len, 0);
         std::ptr::copy_nonoverlapping(
-            data as *const u8,
+            words.add(at) as *const u8,
             payload.as_mut_ptr() as *mut u8,
-            payload.len() * 8,
+            len * 8,
         );
+        at += len;
+        state.inbox.push(Message {
+            src_node: (w0 >> 48) as NodeId,
+            src_worker: (w0 >> 32) as u16,
+            dst_node: state.node,
+            dst_worker: state.worker,
+            coroutine: (w0 >> 16) as u16,
+            call: w0 as u16,
+            kind: (w1 >> 8) as u16,
+            flags: w1 as u8,
+            deliver_at_ns: 0,
+            payload,
+        });
     }
-    state.inbox.push(Message {
-        src_node: (words[0] >> 48) as NodeId,
-        src_worker: (words[0] >> 32) as u16,
-        dst_node: state.node,
-        dst_worker: state.worker,
-        coroutine: (words[0] >> 16) as u16,
-        call: words[0] as u16,
-        kind: (words[1] >> 8) as u16,
-        flags: words[1] as u8,
-        deliver_at_ns: 0,
-        payload,
-    });
     UCS_OK
 }
 
@@ -770,6 +816,8 @@ impl UcxWorkerHost {
             counters: VerbCounters::default(),
             flights: Vec::new(),
             sends: Vec::new(),
+            outbox: vec![Vec::new(); peers.len()],
+            outbox_frames: vec![0; peers.len()],
             outstanding: 0,
             links: vec![LinkOrder::default(); peers.len()],
             immediate: vec![0; peers.len()],
@@ -870,6 +918,10 @@ pub struct UcxEndpoint {
     flights: Vec<Box<Flight>>,
     #[allow(clippy::vec_box)]
     sends: Vec<Box<SendFlight>>,
+    /// Per node: the frames bound for it this turn, sent as one active
+    /// message by `flush_outbox` (see `send_am`), and their number.
+    outbox: Vec<Vec<u64>>,
+    outbox_frames: Vec<u64>,
     /// Flights posted and not yet delivered.
     outstanding: u32,
     /// Per target node: what a later verb may have to wait for.
@@ -1203,10 +1255,9 @@ impl UcxEndpoint {
         let sends = unsafe { &mut (*state).sends_done };
         for send in sends.drain(..) {
             // SAFETY: a send flight completed by its callback; boxed by us.
+            // Its buffer keeps its capacity for a later outbox.
             let mut send = unsafe { Box::from_raw(send) };
-            let payload = std::mem::take(&mut send.payload);
-            // SAFETY: see `state`.
-            unsafe { (*state).pool.push(payload) };
+            send.payload.clear();
             self.sends.push(send);
         }
         events
@@ -1386,6 +1437,8 @@ impl UcxEndpoint {
         }
         self.counters.count(verb);
         self.counters.doorbells += 1;
+        self.counters.wire_messages += 1;
+        self.counters.wire_bytes += verb.wire_bytes();
         Immediate::Done
     }
 
@@ -1542,8 +1595,39 @@ impl UcxEndpoint {
         counters.doorbells += 1;
     }
 
-    /// Sends `msg` as an active message (no bookkeeping: see `send`).
+    /// Queues `msg` for its node (no bookkeeping: see `send`). Everything
+    /// bound for one node within one turn of the event loop leaves as one
+    /// active message (`flush_outbox`, at the next `receive` or `idle`):
+    /// frames of `[frame_header, payload]`, which the receiver splits and
+    /// files in order. One AM endpoint carries the frames in the order they
+    /// were queued, so the FIFO of RPCs and of emulated verbs holds, and a
+    /// failed peer fails every frame of the message alike (each request is
+    /// tracked on its own in `awaiting`). The logical counts (RPCs,
+    /// doorbells) are kept where the messages are made; `wire_messages`
+    /// and `wire_bytes` count what leaves.
     fn send_am(&mut self, msg: Message) {
+        let node = msg.dst_node as usize;
+        let outbox = &mut self.outbox[node];
+        outbox.extend_from_slice(&frame_header(&msg));
+        outbox.extend_from_slice(&msg.payload);
+        self.outbox_frames[node] += 1;
+        self.state().pool.push(msg.payload);
+        if self.outbox[node].len() >= MAX_COALESCED_WORDS {
+            self.flush_node(node as NodeId);
+        }
+    }
+
+    /// Sends every node's queued frames (see `send_am`).
+    fn flush_outbox(&mut self) {
+        for node in 0..self.outbox.len() {
+            if self.outbox_frames[node] > 0 {
+                self.flush_node(node as NodeId);
+            }
+        }
+    }
+
+    /// Sends the frames queued for `node` as one active message.
+    fn flush_node(&mut self, node: NodeId) {
         let mut send = self.sends.pop().unwrap_or_else(|| {
             Box::new(SendFlight {
                 state: self.state,
@@ -1551,15 +1635,12 @@ impl UcxEndpoint {
                 payload: Vec::new(),
             })
         });
-        send.header = [
-            ((msg.src_node as u64) << 48)
-                | ((msg.src_worker as u64) << 32)
-                | ((msg.coroutine as u64) << 16)
-                | msg.call as u64,
-            ((msg.kind as u64) << 8) | msg.flags as u64,
-        ];
-        send.payload = msg.payload;
-        let ep = self.eps[msg.dst_node as usize];
+        send.header = [std::mem::take(&mut self.outbox_frames[node as usize])];
+        debug_assert!(send.payload.is_empty());
+        std::mem::swap(&mut send.payload, &mut self.outbox[node as usize]);
+        self.counters.wire_messages += 1;
+        self.counters.wire_bytes += 8 * (HEADER_WORDS + send.payload.len()) as u64;
+        let ep = self.eps[node as usize];
         let raw = Box::into_raw(send);
         // SAFETY: header and payload live in the boxed send flight until the
         // completion callback (or now, if it completed at once).
@@ -1584,12 +1665,11 @@ impl UcxEndpoint {
             StatusPtr::Request(_) => {}
             other => {
                 if let StatusPtr::Error(code) = other {
-                    self.failure.set(msg.dst_node, code);
+                    self.failure.set(node, code);
                 }
                 // SAFETY: UCX no longer refers to the buffers.
                 let mut send = unsafe { Box::from_raw(raw) };
-                let payload = std::mem::take(&mut send.payload);
-                self.state().pool.push(payload);
+                send.payload.clear();
                 self.sends.push(send);
             }
         }
@@ -1711,6 +1791,8 @@ impl Endpoint for UcxEndpoint {
             let mut at_staging = 0usize;
             for verb in verbs {
                 self.counters.count(verb);
+                self.counters.wire_messages += 1;
+                self.counters.wire_bytes += verb.wire_bytes();
                 let remote = base + verb.addr * 8;
                 let len = verb.len as usize;
                 let status = match verb.kind {
@@ -1856,6 +1938,8 @@ impl Endpoint for UcxEndpoint {
     }
 
     fn receive(&mut self, out: &mut Vec<Message>) {
+        // The previous turn's messages leave now, one per destination.
+        self.flush_outbox();
         self.progress();
         let state = self.state;
         // SAFETY: see `state`; no callback runs during this block.
@@ -1950,6 +2034,7 @@ impl Endpoint for UcxEndpoint {
     }
 
     fn idle(&mut self, wake_at_ns: Option<u64>) {
+        self.flush_outbox();
         let ready = |endpoint: &mut Self| {
             let events = endpoint.progress();
             let state = endpoint.state();
@@ -2000,6 +2085,11 @@ impl Drop for UcxEndpoint {
         // local progress. Flights still outstanding (a failed run) are
         // leaked rather than freed under UCX.
         unsafe {
+            // Whatever the last turn queued, the peers may still wait for.
+            self.flush_outbox();
+            for _ in 0..16 {
+                ucp_worker_progress(self.worker);
+            }
             // The mapped views go before the rkeys that keep them mapped.
             self.mapped.clear();
             for &rkey in &self.rkeys {
