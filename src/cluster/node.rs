@@ -837,6 +837,7 @@ fn drive<W: Workload>(
     let mut report = Report::build(
         config,
         workload.name(),
+        workload.txn_types(),
         &total,
         &per_worker_committed,
         check,

@@ -262,7 +262,13 @@ pub fn encode_stats(enc: &mut Enc, stats: &WorkerStats) {
         stats.fault_commits.before_fault,
         stats.fault_commits.after_fault,
         stats.fault_commits.after_detection,
+        stats.aborted_ns,
+        stats.backoff_ns,
     ]);
+    words.extend_from_slice(&stats.committed_by_type);
+    for counts in &stats.per_type {
+        words.extend_from_slice(&[counts.aborted, counts.user_aborted, counts.latency_ns_sum]);
+    }
     enc.words(&words);
     enc.words(&stats.latency.to_words());
 }
@@ -270,7 +276,15 @@ pub fn encode_stats(enc: &mut Enc, stats: &WorkerStats) {
 pub fn decode_stats(dec: &mut Dec) -> Result<WorkerStats, String> {
     let words = dec.words("worker statistics")?;
     let mut stats = WorkerStats::new();
-    let expected = 3 + stats.aborts.len() + stats.stage_ns.len() + COUNTER_WORDS + 5 + 3;
+    let expected = 3
+        + stats.aborts.len()
+        + stats.stage_ns.len()
+        + COUNTER_WORDS
+        + 5
+        + 3
+        + 2
+        + stats.committed_by_type.len()
+        + 3 * stats.per_type.len();
     if words.len() != expected {
         return Err(format!(
             "worker statistics have {} fields, expected {expected} (a different verbena version?)",
@@ -312,6 +326,16 @@ pub fn decode_stats(dec: &mut Dec) -> Result<WorkerStats, String> {
     stats.fault_commits.before_fault = next();
     stats.fault_commits.after_fault = next();
     stats.fault_commits.after_detection = next();
+    stats.aborted_ns = next();
+    stats.backoff_ns = next();
+    for slot in stats.committed_by_type.iter_mut() {
+        *slot = next();
+    }
+    for counts in stats.per_type.iter_mut() {
+        counts.aborted = next();
+        counts.user_aborted = next();
+        counts.latency_ns_sum = next();
+    }
     stats.latency = Latencies::from_words(&dec.words("latency histograms")?)
         .ok_or("malformed latency histograms")?;
     Ok(stats)
@@ -397,7 +421,14 @@ mod tests {
         stats.stage_ns[2] = 1234;
         stats.measured.counters.cas = 9;
         stats.measured.wall_ns = 5_000;
+        stats.measured.counters.wire_messages = 4;
         stats.cache_hits = 3;
+        stats.aborted_ns = 11;
+        stats.backoff_ns = 13;
+        stats.committed_by_type[1] = 40;
+        stats.per_type[1].aborted = 6;
+        stats.per_type[1].user_aborted = 1;
+        stats.per_type[1].latency_ns_sum = 99_000;
         stats.latency.record(0, 0, 77_000);
         let mut history = History::new();
         let item = |key, seq| Item { table: 0, key, seq };
@@ -419,6 +450,10 @@ mod tests {
         assert_eq!(back.aborts, stats.aborts);
         assert_eq!(back.stage_ns, stats.stage_ns);
         assert_eq!(back.measured, stats.measured);
+        // What the report's per-type lines and time breakdown need.
+        assert_eq!((back.aborted_ns, back.backoff_ns), (11, 13));
+        assert_eq!(back.committed_by_type, stats.committed_by_type);
+        assert_eq!(back.per_type, stats.per_type);
         assert_eq!(back.latency.count(), 1);
         let back_history = decode_history(&mut dec).unwrap();
         assert_eq!(back_history.txns, history.txns);

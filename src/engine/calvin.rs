@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
-use super::report::{self, OrderedMap};
+use super::report::OrderedMap;
 use super::sim::{self as simdrv, Coroutines, SimRun, START_NS};
 use super::{load_stores, replicated_layout, RunError, RunOutput};
 use crate::check::{check_serializable, store_matches_history, History};
@@ -246,6 +246,7 @@ pub(crate) fn run_calvin<W: Workload>(
     let mut report = Report::build(
         config,
         workload.name(),
+        workload.txn_types(),
         &total,
         &per_worker_committed,
         check,
@@ -263,8 +264,6 @@ pub(crate) fn run_calvin<W: Workload>(
             fault_start_ns,
         )
     });
-    report.set_txn_types(workload.txn_types(), &total);
-    report.txn_types = report::txn_type_summaries(workload.txn_types(), &total, config.duration_s);
     Ok(RunOutput {
         report,
         history: config.check.then_some(history),

@@ -424,11 +424,11 @@ fn run_workload<P: Protocol, W: Workload>(
     let mut report = Report::build(
         config,
         workload.name(),
+        workload.txn_types(),
         &total,
         &per_worker_committed,
         check,
     );
-    report.set_txn_types(workload.txn_types(), &total);
     report.sim = sim_run.map(|run| run.summary(&history, &stores));
     report.recovery = faults.as_ref().map(|f| {
         f.report(
@@ -438,7 +438,6 @@ fn run_workload<P: Protocol, W: Workload>(
             fault_out.start_ns,
         )
     });
-    report.txn_types = report::txn_type_summaries(workload.txn_types(), &total, config.duration_s);
     Ok(RunOutput {
         report,
         history: config.check.then_some(history),

@@ -355,9 +355,14 @@ fn time_breakdown(config: &Config, stats: &WorkerStats) -> TimeBreakdown {
 }
 
 impl Report {
+    /// The report of a run of `workload` (whose transaction types are
+    /// `txn_types`) from its merged `stats`: every driver's one way to make
+    /// it, so every fabric reports the same fields (per-type counts
+    /// included).
     pub fn build(
         config: &Config,
         workload: &'static str,
+        txn_types: &[&'static str],
         stats: &WorkerStats,
         per_worker_committed: &[u64],
         check: Option<CheckSummary>,
@@ -383,7 +388,7 @@ impl Report {
         let measured = stats.measured;
         let verbs = measured.counters;
         let lookups = stats.cache_hits + stats.cache_misses;
-        Report {
+        let mut report = Report {
             verbena_version: env!("CARGO_PKG_VERSION"),
             config: config.clone(),
             workload,
@@ -434,7 +439,7 @@ impl Report {
             },
             time_breakdown: time_breakdown(config, stats),
             location_cache_hit_rate: per(stats.cache_hits, lookups),
-            txn_types: Vec::new(),
+            txn_types: txn_type_summaries(txn_types, stats, config.duration_s),
             check,
             time: match config.fabric {
                 FabricKind::Threads | FabricKind::Ucx => "wall",
@@ -444,7 +449,9 @@ impl Report {
             cluster: None,
             recovery: None,
             latencies: stats.latency.clone(),
-        }
+        };
+        report.set_txn_types(txn_types, stats);
+        report
     }
 
     /// Fills the per-type counts from `stats` for a workload whose
