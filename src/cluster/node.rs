@@ -817,21 +817,14 @@ fn drive<W: Workload>(
             return CheckSummary::new(verdict, invariants);
         }
         let verdict = check_serializable(&history);
-        let mut invariants = workload.check_invariants(&stores, &history);
-        let mismatches = store_matches_history(&history, &stores);
-        if mismatches.is_empty() {
-            invariants.details.push(
-                "every tuple's version is the one its last committed write installed (all ranks' stores)"
-                    .into(),
-            );
-        } else {
-            invariants.ok = false;
-            invariants.details.extend(mismatches);
-        }
-        if let Some(replication) = &replication {
-            crate::replication::check_backups(replication, &stores, &[], &mut invariants);
-        }
-        CheckSummary::new(verdict, invariants)
+        crate::engine::check_stores(
+            workload,
+            verdict,
+            &history,
+            &stores,
+            replication.as_deref(),
+            " (all ranks' stores)",
+        )
     });
     let per_worker_committed: Vec<u64> = all_results.iter().map(|(s, _)| s.committed).collect();
     let mut report = Report::build(

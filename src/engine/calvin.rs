@@ -35,7 +35,7 @@ use std::time::Instant;
 use super::report::OrderedMap;
 use super::sim::{self as simdrv, Coroutines, SimRun, START_NS};
 use super::{load_stores, replicated_layout, RunError, RunOutput};
-use crate::check::{check_serializable, store_matches_history, History};
+use crate::check::{check_serializable, History};
 use crate::config::{Config, ConfigError, FabricKind, MAX_REGION_BYTES};
 use crate::engine::{CheckSummary, Report};
 use crate::fabric::sim::SimFabric;
@@ -48,7 +48,7 @@ use crate::protocols::calvin::{
     CalvinService, CalvinStats, NodeShared, STAGE_NAMES, ST_LOG, ST_SEQUENCE,
 };
 use crate::protocols::{Primitive, Stage};
-use crate::replication::{self, Failover, LogWriter, Replication};
+use crate::replication::{Failover, LogWriter, Replication};
 use crate::runtime::{RpcService, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreLayout};
@@ -224,23 +224,17 @@ pub(crate) fn run_calvin<W: Workload>(
                 super::check_after_failover(workload, &history, &stores, replication, failover),
             );
         }
-        let mut invariants = workload.check_invariants(&stores, &history);
-        let mismatches = store_matches_history(&history, &stores);
-        if mismatches.is_empty() {
-            invariants
-                .details
-                .push("every tuple's version is the one its last committed write installed".into());
-        } else {
-            invariants.ok = false;
-            invariants.details.extend(mismatches);
-        }
         // Every participant logged its writes to its partition's backups
         // before installing them: after the rings drain, every backup copy
         // must equal its primary.
-        if let Some(replication) = &replication {
-            replication::check_backups(replication, &stores, &[], &mut invariants);
-        }
-        CheckSummary::new(verdict, invariants)
+        super::check_stores(
+            workload,
+            verdict,
+            &history,
+            &stores,
+            replication.as_deref(),
+            "",
+        )
     });
     let per_worker_committed: Vec<u64> = results.iter().map(|(s, ..)| s.committed).collect();
     let mut report = Report::build(

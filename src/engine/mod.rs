@@ -391,22 +391,17 @@ fn run_workload<P: Protocol, W: Workload>(
             );
         }
         let crashed = |node: usize| faults.as_ref().is_some_and(|f| f.crashed(node));
-        let any_crashed = (0..stores.len()).any(crashed);
-        let mut invariants = if any_crashed {
-            // With replication 1 a crashed node's partition is lost, and
-            // with it what the invariants sum over.
-            crate::workloads::InvariantReport {
-                ok: true,
-                details: vec!["workload invariants not checked: a node crashed and its partition is lost (replication 1)".into()],
-            }
-        } else {
-            workload.check_invariants(&stores, &history)
+        if !(0..stores.len()).any(crashed) {
+            return check_stores(workload, verdict, &history, &stores, replication.as_deref(), "");
+        }
+        // With replication 1 a crashed node's partition is lost, and with
+        // it what the invariants sum over: the survivors' stores are
+        // checked against the history.
+        let mut invariants = crate::workloads::InvariantReport {
+            ok: true,
+            details: vec!["workload invariants not checked: a node crashed and its partition is lost (replication 1)".into()],
         };
-        let mismatches = if any_crashed {
-            crate::fault::survivors_match_history(&history, &stores, crashed)
-        } else {
-            store_matches_history(&history, &stores)
-        };
+        let mismatches = crate::fault::survivors_match_history(&history, &stores, crashed);
         if mismatches.is_empty() {
             invariants
                 .details
@@ -414,9 +409,6 @@ fn run_workload<P: Protocol, W: Workload>(
         } else {
             invariants.ok = false;
             invariants.details.extend(mismatches);
-        }
-        if let Some(replication) = &replication {
-            replication::check_backups(replication, &stores, &[], &mut invariants);
         }
         CheckSummary::new(verdict, invariants)
     });
@@ -444,6 +436,35 @@ fn run_workload<P: Protocol, W: Workload>(
         stores,
         replication,
     })
+}
+
+/// What every driver checks after a run in which no node failed: the
+/// history's serializability (`verdict`), the workload's invariants over
+/// every node's store, every tuple's version against the last committed
+/// write of it, and every backup copy against its primary. `scope` is
+/// appended to the version line (where the stores came from).
+pub(crate) fn check_stores<W: Workload>(
+    workload: &W,
+    verdict: crate::check::CheckReport,
+    history: &History,
+    stores: &[Arc<NodeStore>],
+    replication: Option<&Replication>,
+    scope: &str,
+) -> CheckSummary {
+    let mut invariants = workload.check_invariants(stores, history);
+    let mismatches = store_matches_history(history, stores);
+    if mismatches.is_empty() {
+        invariants.details.push(format!(
+            "every tuple's version is the one its last committed write installed{scope}"
+        ));
+    } else {
+        invariants.ok = false;
+        invariants.details.extend(mismatches);
+    }
+    if let Some(replication) = replication {
+        replication::check_backups(replication, stores, &[], &mut invariants);
+    }
+    CheckSummary::new(verdict, invariants)
 }
 
 /// The checks of a replicated run with failure handling: every failed
