@@ -211,27 +211,10 @@ fn four_processes_over_tcp_are_serializable() {
 #[test]
 fn tcp_coalesces_a_turns_messages_to_one_node_into_one() {
     for (primitive, logical) in [("rpc", "rpc"), ("onesided", "doorbells")] {
-        let (_, report) = launch(&[
-            "--local",
-            "2",
-            "--transport",
-            "tcp",
-            "--coroutines",
-            "16",
-            "--duration",
-            "0.5",
-            "--warmup",
-            "0.1",
-            "--rows-per-node",
-            "2000",
-            "--check",
-            "--compute-us",
-            "0",
-            "--protocol",
-            "no_wait",
-            "--primitive",
-            primitive,
-        ]);
+        let mut args = vec!["--local", "2", "--transport", "tcp", "--coroutines", "16"];
+        args.extend_from_slice(&SMALL);
+        args.extend_from_slice(&["1", "--protocol", "no_wait", "--primitive", primitive]);
+        let (_, report) = launch(&args);
         assert_checked_report(&report, 2, "tcp");
         assert!(report["committed"].as_u64().unwrap() > 0, "{primitive}");
         let per_txn = &report["verbs_per_txn"];

@@ -1076,14 +1076,12 @@ fn check_after_lost_rank<W: Workload>(
         } else {
             store_holds_history_writes(history, &serving_stores)
         };
-        if mismatches.is_empty() {
-            invariants.details.push(format!(
-                "every tuple's version is the one its last committed write installed (failed rank(s) {failed:?}: their partitions read from the promoted copies)"
-            ));
-        } else {
-            invariants.ok = false;
-            invariants.details.extend(mismatches);
-        }
+        invariants.add_version_check(
+            mismatches,
+            &format!(
+                " (failed rank(s) {failed:?}: their partitions read from the promoted copies)"
+            ),
+        );
         crate::replication::check_backups(replication, &serving_stores, failed, &mut invariants);
     }
     (verdict, invariants)

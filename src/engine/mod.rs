@@ -401,15 +401,10 @@ fn run_workload<P: Protocol, W: Workload>(
             ok: true,
             details: vec!["workload invariants not checked: a node crashed and its partition is lost (replication 1)".into()],
         };
-        let mismatches = crate::fault::survivors_match_history(&history, &stores, crashed);
-        if mismatches.is_empty() {
-            invariants
-                .details
-                .push("every tuple's version is the one its last committed write installed".into());
-        } else {
-            invariants.ok = false;
-            invariants.details.extend(mismatches);
-        }
+        invariants.add_version_check(
+            crate::fault::survivors_match_history(&history, &stores, crashed),
+            "",
+        );
         CheckSummary::new(verdict, invariants)
     });
     let per_worker_committed: Vec<u64> = results.iter().map(|(s, _)| s.committed).collect();
@@ -452,15 +447,7 @@ pub(crate) fn check_stores<W: Workload>(
     scope: &str,
 ) -> CheckSummary {
     let mut invariants = workload.check_invariants(stores, history);
-    let mismatches = store_matches_history(history, stores);
-    if mismatches.is_empty() {
-        invariants.details.push(format!(
-            "every tuple's version is the one its last committed write installed{scope}"
-        ));
-    } else {
-        invariants.ok = false;
-        invariants.details.extend(mismatches);
-    }
+    invariants.add_version_check(store_matches_history(history, stores), scope);
     if let Some(replication) = replication {
         replication::check_backups(replication, stores, &[], &mut invariants);
     }
@@ -506,15 +493,10 @@ pub(crate) fn check_after_failover<W: Workload>(
         }
     }
     let mut invariants = workload.check_invariants(&serving_stores, history);
-    let mismatches = store_matches_history(history, &serving_stores);
-    if mismatches.is_empty() {
-        invariants.details.push(format!(
-            "every tuple's version is the one its last committed write installed (failed nodes {failed:?}: their partitions read from the promoted copies)"
-        ));
-    } else {
-        invariants.ok = false;
-        invariants.details.extend(mismatches);
-    }
+    invariants.add_version_check(
+        store_matches_history(history, &serving_stores),
+        &format!(" (failed nodes {failed:?}: their partitions read from the promoted copies)"),
+    );
     replication::check_backups(replication, &serving_stores, &failed, &mut invariants);
     invariants
 }

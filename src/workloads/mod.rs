@@ -50,6 +50,22 @@ pub struct InvariantReport {
     pub details: Vec<String>,
 }
 
+impl InvariantReport {
+    /// Adds the comparison of every tuple's version with the last
+    /// committed write of it (`mismatches`: one line per tuple that
+    /// differs, none when all agree); `scope` says which stores were read.
+    pub fn add_version_check(&mut self, mismatches: Vec<String>, scope: &str) {
+        if mismatches.is_empty() {
+            self.details.push(format!(
+                "every tuple's version is the one its last committed write installed{scope}"
+            ));
+        } else {
+            self.ok = false;
+            self.details.extend(mismatches);
+        }
+    }
+}
+
 #[allow(async_fn_in_trait)]
 pub trait Workload: Sync {
     /// A generated transaction: plain data, so a retry replays it exactly.
