@@ -627,6 +627,13 @@ impl RpcService for CalvinService<'_> {
             RPC_BATCH => {
                 let (sender, epoch) = (payload[0] as NodeId, payload[1]);
                 let mut state = self.shared.lock();
+                // A copy sent again after a failover refused the call
+                // (`sequencer`): the epoch is here already.
+                if epoch < state.scheduled_below || state.rpc_batches.contains_key(&(sender, epoch))
+                {
+                    payload.clear();
+                    return Served::Reply;
+                }
                 // Flow control: see the module docs.
                 if epoch + 1 >= state.done_below + RING {
                     return Served::Wait;
@@ -814,7 +821,9 @@ pub struct CalvinEnv<'a, W: Workload> {
     /// and go out until every sequencer has stopped: the run's last epoch
     /// is the first whose sub-batches all carry it. On `sim`, and whenever
     /// epochs keep pace, every sequencer stops at `final_epoch`, so what is
-    /// sequenced depends on the configuration alone.
+    /// sequenced depends on the configuration alone. With requests in
+    /// flight (not `lockstep`) a sequencer also stops at its first seal at
+    /// or past `end_ns`.
     pub final_epoch: u64,
     /// See `final_epoch`: `end_ns` plus the run's length again (at least
     /// 1 s), so a run with epochs too short for its transactions ends in

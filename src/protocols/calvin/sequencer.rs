@@ -278,7 +278,14 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             *count = 0;
             words.clear();
         }
-        let stop = epoch >= env.final_epoch || sealed_ns >= env.stop_ns;
+        // With requests in flight the input depends on timing anyway, so a
+        // sequencer that fell behind its epochs (flow control held it)
+        // stops at the first seal past the end rather than sealing every
+        // epoch up to `final_epoch` after it, ordering requests that can
+        // no longer be measured.
+        let stop = epoch >= env.final_epoch
+            || sealed_ns >= env.stop_ns
+            || (!env.lockstep && sealed_ns >= env.end_ns);
         // The routing the entries are sealed under (`failover`).
         let generation = env.failover.map_or(0, |f| f.generation());
         for (slot, client) in clients.iter_mut().enumerate() {
@@ -444,27 +451,43 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             // Only a receiver declared failed misses it (`failover`).
             let _ = worker.submit(co).await;
         } else {
-            {
-                let mut batch = worker.slot(co).batch.borrow_mut();
-                batch.clear();
-                for (receiver, (count, words)) in sub_batches.iter().enumerate() {
-                    if !live(receiver as NodeId) {
-                        continue;
+            loop {
+                {
+                    let mut batch = worker.slot(co).batch.borrow_mut();
+                    batch.clear();
+                    for (receiver, (count, words)) in sub_batches.iter().enumerate() {
+                        if !live(receiver as NodeId) {
+                            continue;
+                        }
+                        let mut payload = batch.payload();
+                        payload.extend_from_slice(&[
+                            node as u64,
+                            epoch,
+                            sealed_ns,
+                            *count,
+                            stop as u64,
+                        ]);
+                        payload.extend_from_slice(words);
+                        batch.call(receiver as NodeId, RPC_BATCH, payload, false);
                     }
-                    let mut payload = batch.payload();
-                    payload.extend_from_slice(&[
-                        node as u64,
-                        epoch,
-                        sealed_ns,
-                        *count,
-                        stop as u64,
-                    ]);
-                    payload.extend_from_slice(words);
-                    batch.call(receiver as NodeId, RPC_BATCH, payload, false);
                 }
+                let delivered = worker.submit(co).await.is_ok();
+                // (Past `stop_ns` the worker gives its rounds up.)
+                if delivered || env.is_failed(node) || worker.now_ns() >= env.stop_ns {
+                    break;
+                }
+                // A receiver declared failed misses it (`failover`); but a
+                // live one that held the call for flow control
+                // (`Served::Wait`) refuses it when a failover pauses the
+                // cluster, and must still get the epoch. So after the
+                // pause, every live receiver gets it again (one that has
+                // it already ignores the copy). Epochs pipelined behind
+                // slow ones make held calls common.
+                while failover.is_some_and(|f| f.paused()) && worker.now_ns() < env.stop_ns {
+                    worker.sleep(co, poll.wait_ns()).await;
+                }
+                collect_completions(env, &mut clients);
             }
-            // Only a receiver declared failed misses it (`failover`).
-            let _ = worker.submit(co).await;
         }
         if let Some(failover) = failover {
             failover.step_in(node);
