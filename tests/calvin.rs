@@ -584,6 +584,33 @@ fn epochs_shorter_than_their_transactions_still_end_the_run() {
     }
 }
 
+#[test]
+fn a_run_shorter_than_an_epoch_says_why_it_committed_nothing() {
+    // The presets' 5 ms of virtual time against the 5 ms default epoch.
+    let mut config = contended(FabricKind::Sim, 1, 2, 0);
+    config.duration_s = 0.004;
+    config.warmup_s = 0.001;
+    config.protocol_options.calvin_epoch_us = 5_000;
+    let report = engine::run(&config).expect("run").report;
+    assert_eq!(report.committed, 0);
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("first epoch closes 5000 µs") && n.contains("--calvin-epoch-us")),
+        "{:?}",
+        report.notes
+    );
+    assert!(report.table().contains("note: calvin committed nothing"));
+    config.protocol_options.calvin_epoch_us = 200;
+    let report = engine::run(&config).expect("run").report;
+    assert!(
+        report.committed > 0 && report.notes.is_empty(),
+        "{:?}",
+        report.notes
+    );
+}
+
 fn verbena(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_verbena"))
         .args(args)

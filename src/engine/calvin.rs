@@ -257,6 +257,7 @@ pub(crate) fn run_calvin<W: Workload>(
         check,
     );
     report.stages = calvin_stages(&calvin_total, total.committed, replication.is_some());
+    report.notes = nothing_committed_notes(config, total.committed);
     report.sim = sim_run.map(|mut run| {
         run.abandoned_rounds = abandoned_rounds;
         run.summary(&history, &stores)
@@ -277,6 +278,29 @@ pub(crate) fn run_calvin<W: Workload>(
         stores,
         replication,
     })
+}
+
+/// Why a CALVIN run that committed nothing did: a transaction completes
+/// only after its epoch closed, so a run not longer than one epoch cannot
+/// commit (the presets' few ms of virtual time against the 5 ms default).
+fn nothing_committed_notes(config: &Config, committed: u64) -> Vec<String> {
+    if committed > 0 {
+        return Vec::new();
+    }
+    let epoch_us = config.protocol_options.calvin_epoch_us;
+    let run_us = ((config.warmup_s + config.duration_s) * 1e6) as u64;
+    // A few dozen epochs per run, as the check matrix gives CALVIN.
+    let suggested_us = (run_us / 24).max(1);
+    if epoch_us >= run_us {
+        vec![format!(
+            "calvin committed nothing: its first epoch closes {epoch_us} µs after the start (protocol_options.calvin_epoch_us), not before the run ends at {run_us} µs (warmup + duration), and a transaction completes only after its epoch closed; try --calvin-epoch-us {suggested_us} or a longer run"
+        )]
+    } else {
+        vec![format!(
+            "calvin committed nothing in the measured interval: {} epoch(s) of {epoch_us} µs close within the {run_us} µs run, and no transaction completed after the warmup and before the end; try shorter epochs (--calvin-epoch-us {suggested_us}) or a longer run",
+            run_us / epoch_us
+        )]
+    }
 }
 
 /// CALVIN's stage breakdown, µs: `sequence` per committed transaction (at
