@@ -360,6 +360,10 @@ fn run_config_unresolved(flags: &RunFlags) -> Result<(Config, Option<u16>), CliE
         &mut c.protocol_options.calvin_epoch_us,
         &flags.calvin_epoch_us,
     );
+    set(
+        &mut c.protocol_options.calvin_inflight,
+        &flags.calvin_inflight,
+    );
     set(&mut c.primitive, &flags.primitive);
     for given in &flags.stages {
         for stage in given.stages() {

@@ -102,6 +102,18 @@ pub enum LockMode {
 }
 
 /// Knobs of individual protocols; each is ignored by the other protocols.
+/// CALVIN's requests in flight per worker by default. Deneva's clients
+/// keep many transactions outstanding each (Deneva §2.3: "multiple
+/// outstanding transactions per client process", a bound per client
+/// thread in its code); 100 per worker keeps every executor coroutine
+/// busy at the default 5 ms epochs without sizing the buffers for
+/// Deneva's 10,000 connections per server (§4).
+pub const DEFAULT_CALVIN_INFLIGHT: u32 = 100;
+
+/// The most requests a worker's CALVIN client may keep outstanding: each
+/// is a slot of every request and forward buffer's epoch ring.
+pub const MAX_CALVIN_INFLIGHT: u32 = 10_000;
+
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProtocolOptions {
@@ -124,6 +136,14 @@ pub struct ProtocolOptions {
     pub drtm_delta_ns: u64,
     /// CALVIN: length of a sequencing epoch, µs (Deneva §3.4 used 5 ms).
     pub calvin_epoch_us: u64,
+    /// CALVIN: requests each worker's client keeps outstanding (Deneva's
+    /// client threads keep many in flight each; `protocols::calvin`), so a
+    /// node has `workers × calvin_inflight` in flight and every epoch
+    /// sequences all that arrived during it. 0: the lockstep clients —
+    /// one request per executor coroutine per epoch, each epoch closed
+    /// once the last one's completed — whose input depends on the seed
+    /// and configuration alone, never on timing.
+    pub calvin_inflight: u32,
 }
 
 impl Default for ProtocolOptions {
@@ -138,6 +158,7 @@ impl Default for ProtocolOptions {
             drtm_lease_ns: 400_000,
             drtm_delta_ns: 10_000,
             calvin_epoch_us: 5_000,
+            calvin_inflight: DEFAULT_CALVIN_INFLIGHT,
         }
     }
 }
@@ -513,6 +534,12 @@ impl Config {
             return Err(ConfigError(format!(
                 "protocol_options.calvin_epoch_us = {} is out of range; allowed: 1..=1000000 (1 s)",
                 o.calvin_epoch_us
+            )));
+        }
+        if o.calvin_inflight > MAX_CALVIN_INFLIGHT {
+            return Err(ConfigError(format!(
+                "protocol_options.calvin_inflight = {} is out of range; allowed: 0..={MAX_CALVIN_INFLIGHT} (requests outstanding per worker; 0: lockstep clients, one per coroutine per epoch)",
+                o.calvin_inflight
             )));
         }
         if o.drtm_lease_ns == 0 {

@@ -80,9 +80,12 @@ fn contended(fabric: FabricKind, workers: u32, coroutines: u32, code: u16) -> Co
 
 #[test]
 fn every_replica_of_one_configuration_ends_in_the_same_state() {
-    // Eight clients per node, split three ways; every stage choice; the
+    // Eight lockstep clients per node (`calvin_inflight = 0`: one request
+    // per coroutine per epoch), split three ways; every stage choice; the
     // deterministic simulator and real threads. CALVIN sequences the same
     // input in every run, so each must execute it to the same database.
+    // (With requests in flight, an epoch holds what arrived in it, which
+    // depends on timing: the input, and so the state, differ by run.)
     let mut runs = Vec::new();
     let shapes = [
         (FabricKind::Sim, 1, 8, 0),
@@ -92,7 +95,8 @@ fn every_replica_of_one_configuration_ends_in_the_same_state() {
         (FabricKind::Threads, 2, 4, 384),
     ];
     for (fabric, workers, coroutines, code) in shapes {
-        let config = contended(fabric, workers, coroutines, code);
+        let mut config = contended(fabric, workers, coroutines, code);
+        config.protocol_options.calvin_inflight = 0;
         let output = engine::run(&config).expect("a valid configuration");
         let check = output.report.check.as_ref().expect("check on");
         assert!(
@@ -132,6 +136,71 @@ fn every_replica_of_one_configuration_ends_in_the_same_state() {
         assert_eq!(
             history, first_history,
             "{name} committed another history than {first_name}"
+        );
+    }
+}
+
+/// `VERBENA_CALVIN_SEEDS`, or `default`.
+fn calvin_seeds(default: u64) -> u64 {
+    std::env::var("VERBENA_CALVIN_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn each_epoch_sequences_every_request_that_arrived_on_sim_seeds() {
+    // Two executor coroutines per node and 40 requests in flight per
+    // worker, on 32 hot rows per node, with the checker on. The lockstep
+    // clients would sequence two requests per node per epoch; these
+    // clients sequence whatever completed and came back during it.
+    for seed in 1..=calvin_seeds(6) {
+        let code = [0, 128, 256, 384][seed as usize % 4];
+        let mut config = contended(FabricKind::Sim, 1, 2, code);
+        config.seed = seed;
+        config.nodes = 2 + (seed % 2) as u32;
+        config.sim.swarm = true;
+        let inflight = 40;
+        config.protocol_options.calvin_inflight = inflight;
+        let what = format!("seed {seed} code {code} nodes {}", config.nodes);
+        let output = engine::run(&config).expect("run");
+        let report = &output.report;
+        let check = report.check.as_ref().expect("check on");
+        assert!(
+            check.passed(),
+            "{what}: {:?} {:?} {:?}",
+            check.cycle,
+            check.anomalies,
+            check.invariants
+        );
+        assert_eq!(report.abort_rate, 0.0, "{what}: CALVIN aborted");
+        // More than the lockstep clients could: one per executor per
+        // epoch that closes in the measured interval (and one more).
+        let epochs = (config.duration_s * 1e6) as u64 / config.protocol_options.calvin_epoch_us;
+        let executors = (config.nodes * config.workers * config.coroutines) as u64;
+        let lockstep_most = executors * (epochs + 1);
+        assert!(
+            report.committed > 4 * lockstep_most,
+            "{what}: {} committed; the lockstep clients could commit {lockstep_most}",
+            report.committed
+        );
+        // Honest latency, from submission to completion: a closed loop
+        // keeps every request in flight all the time, so throughput ×
+        // mean latency is the requests in flight (Little's law) — far
+        // more than if the wait for the epoch to close were left out.
+        let in_flight = (config.nodes * config.workers * inflight) as f64;
+        let little = report.throughput_txn_per_s * report.latency_us.mean / 1e6;
+        assert!(
+            (0.8..1.2).contains(&(little / in_flight)),
+            "{what}: {} txn/s × {} µs = {little} in flight, not {in_flight}",
+            report.throughput_txn_per_s,
+            report.latency_us.mean
+        );
+        let sequence_us = report.stages.0[0].1;
+        assert!(
+            sequence_us > 0.0 && report.latency_us.mean > sequence_us,
+            "{what}: latency {} µs, sequence stage {sequence_us} µs",
+            report.latency_us.mean
         );
     }
 }
@@ -489,18 +558,57 @@ fn matrix_cases_give_calvin_a_few_dozen_epochs() {
 
 #[test]
 fn epochs_shorter_than_their_transactions_still_end_the_run() {
-    // 1 µs epochs: every epoch waits for the last one's transactions, so
-    // far fewer than the 24,000 numbered epochs fit; the sequencers stop
-    // ordering at the latest 1 s past the end, and every node drains.
-    let mut config = contended(FabricKind::Threads, 1, 4, 384);
-    config.protocol_options.calvin_epoch_us = 1;
-    let started = std::time::Instant::now();
-    let output = engine::run(&config).expect("run");
-    let elapsed = started.elapsed().as_secs_f64();
-    assert!(elapsed < 10.0, "the run took {elapsed} s");
-    let check = output.report.check.as_ref().expect("check on");
-    assert!(check.passed(), "{:?}", check.invariants);
-    assert!(!output.history.expect("recorded").is_empty());
+    // 1 µs epochs. Lockstep: every epoch waits for the last one's
+    // transactions, so far fewer than the 24,000 numbered epochs fit; the
+    // sequencers stop ordering at the latest 1 s past the end, and every
+    // node drains. In flight: epochs go out as the request buffers' ring
+    // lets them, mostly empty.
+    for inflight in [0, 100] {
+        let mut config = contended(FabricKind::Threads, 1, 4, 384);
+        config.protocol_options.calvin_epoch_us = 1;
+        config.protocol_options.calvin_inflight = inflight;
+        let started = std::time::Instant::now();
+        let output = engine::run(&config).expect("run");
+        let elapsed = started.elapsed().as_secs_f64();
+        assert!(
+            elapsed < 10.0,
+            "inflight {inflight}: the run took {elapsed} s"
+        );
+        let check = output.report.check.as_ref().expect("check on");
+        assert!(
+            check.passed(),
+            "inflight {inflight}: {:?}",
+            check.invariants
+        );
+        assert!(!output.history.expect("recorded").is_empty());
+    }
+}
+
+#[test]
+fn a_run_shorter_than_an_epoch_says_why_it_committed_nothing() {
+    // The presets' 5 ms of virtual time against the 5 ms default epoch.
+    let mut config = contended(FabricKind::Sim, 1, 2, 0);
+    config.duration_s = 0.004;
+    config.warmup_s = 0.001;
+    config.protocol_options.calvin_epoch_us = 5_000;
+    let report = engine::run(&config).expect("run").report;
+    assert_eq!(report.committed, 0);
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("first epoch closes 5000 µs") && n.contains("--calvin-epoch-us")),
+        "{:?}",
+        report.notes
+    );
+    assert!(report.table().contains("note: calvin committed nothing"));
+    config.protocol_options.calvin_epoch_us = 200;
+    let report = engine::run(&config).expect("run").report;
+    assert!(
+        report.committed > 0 && report.notes.is_empty(),
+        "{:?}",
+        report.notes
+    );
 }
 
 fn verbena(args: &[&str]) -> std::process::Output {
@@ -527,6 +635,8 @@ fn the_command_line_runs_calvin_and_refuses_bad_epochs() {
             "0.001",
             "--calvin-epoch-us",
             "500",
+            "--calvin-inflight",
+            "7",
             "--check",
             "--json",
             "-",
@@ -541,6 +651,7 @@ fn the_command_line_runs_calvin_and_refuses_bad_epochs() {
         assert_eq!(report["check"]["serializable"], true);
         assert_eq!(report["check"]["invariants_ok"], true);
         assert_eq!(report["config"]["protocol_options"]["calvin_epoch_us"], 500);
+        assert_eq!(report["config"]["protocol_options"]["calvin_inflight"], 7);
         assert_eq!(report["config"]["stages"]["txn_broadcast_input"], primitive);
         assert_eq!(report["config"]["stages"]["value_forwarding"], primitive);
         assert!(report["stages"]["forward"].is_number());
@@ -574,6 +685,14 @@ fn the_command_line_runs_calvin_and_refuses_bad_epochs() {
         (
             &["run", "--protocol", "calvin", "--calvin-epoch-us", "0"][..],
             "protocol_options.calvin_epoch_us = 0 is out of range; allowed: 1..=1000000",
+        ),
+        (
+            &["run", "--protocol", "calvin", "--calvin-inflight", "10001"][..],
+            "protocol_options.calvin_inflight = 10001 is out of range; allowed: 0..=10000",
+        ),
+        (
+            &["run", "--protocol", "calvin", "--calvin-inflight", "-1"][..],
+            "--calvin-inflight",
         ),
         (
             &["run", "--protocol", "calvin", "--calvin-epoch-us", "five"][..],

@@ -383,13 +383,18 @@ fn calvin_matrix(fabric: FabricKind, seeds: u64) {
                     if seed % 3 == 0 {
                         config.replication_options.ring_bytes = 2048;
                     }
+                    // The clients: the default requests in flight, a few,
+                    // or lockstep.
+                    config.protocol_options.calvin_inflight =
+                        [verbena::config::DEFAULT_CALVIN_INFLIGHT, 3, 0][(seed % 3) as usize];
                     let what = format!(
-                        "calvin {} {} log={} others={} r={replication} seed {seed} ring {} B",
+                        "calvin {} {} log={} others={} r={replication} seed {seed} ring {} B inflight {}",
                         fabric.name(),
                         workload.name(),
                         log.name(),
                         others.name(),
-                        config.replication_options.ring_bytes
+                        config.replication_options.ring_bytes,
+                        config.protocol_options.calvin_inflight
                     );
                     let report = assert_replicated(&config, &what);
                     assert!(

@@ -104,6 +104,17 @@ pub fn case_config(case: Case) -> Config {
     };
     // CALVIN: a few dozen epochs per case (its 5 ms default would be one).
     config.protocol_options.calvin_epoch_us = ((duration_s * 1e6) as u64 / 24).max(1);
+    if case.protocol == ProtocolKind::Calvin {
+        // Its clients: the default requests in flight (each epoch
+        // sequences all that arrived), a few, or the lockstep clients —
+        // from a stream of their own, so every other draw stays the same.
+        let mut clients = Rng::derive(case.seed, &[0x3a7e1c, 0xca1]);
+        config.protocol_options.calvin_inflight = match clients.below(3) {
+            0 => crate::config::DEFAULT_CALVIN_INFLIGHT,
+            1 => 1 + clients.below(8) as u32,
+            _ => 0,
+        };
+    }
     config.sim.swarm = true;
     config.sim.jitter = [0.0, 0.1, 0.5, 1.0][rng.below(4) as usize];
     let y = &mut config.ycsb;

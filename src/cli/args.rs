@@ -370,6 +370,10 @@ pub struct RunFlags {
     /// CALVIN: sequencing epoch, µs [5000]
     #[arg(long, value_name = "N", value_parser = count::<u64>())]
     pub calvin_epoch_us: Option<u64>,
+    /// CALVIN: requests each worker's client keeps outstanding; 0 =
+    /// lockstep, one per coroutine per epoch [100]
+    #[arg(long, value_name = "N", value_parser = count::<u32>())]
+    pub calvin_inflight: Option<u32>,
     /// Every stage's default primitive [onesided]
     #[arg(long, value_name = "P", value_parser = one_of(parse_primitive, || vec!["onesided", "rpc"]))]
     pub primitive: Option<Primitive>,

@@ -44,8 +44,8 @@ use crate::fabric::NodeId;
 use crate::fault::FaultRun;
 use crate::protocols::calvin::failover::CalvinFailover;
 use crate::protocols::calvin::{
-    executor, final_epoch, merge_partial_history, scheduler, sequencer, CalvinEnv, CalvinLayout,
-    CalvinService, CalvinStats, NodeShared, STAGE_NAMES, ST_LOG, ST_SEQUENCE,
+    client_slots, executor, final_epoch, merge_partial_history, scheduler, sequencer, CalvinEnv,
+    CalvinLayout, CalvinService, CalvinStats, NodeShared, STAGE_NAMES, ST_LOG, ST_SEQUENCE,
 };
 use crate::protocols::{Primitive, Stage};
 use crate::replication::{Failover, LogWriter, Replication};
@@ -87,7 +87,8 @@ pub(crate) fn run_calvin<W: Workload>(
     workload: &W,
 ) -> Result<RunOutput, RunError> {
     check_workload(workload)?;
-    let clients = config.workers * config.coroutines;
+    let executors = config.workers * config.coroutines;
+    let clients = client_slots(config);
     let mut faults = FaultRun::new(config);
     // With replication, every node also holds backup copies of other
     // partitions (`replication::placement`) and, after CALVIN's buffers,
@@ -107,9 +108,14 @@ pub(crate) fn run_calvin<W: Workload>(
     let region_bytes = layout.region_words.saturating_mul(8);
     if region_bytes.saturating_mul(config.nodes as u64) > MAX_REGION_BYTES {
         return Err(RunError::Config(ConfigError(format!(
-            "CALVIN's request and forward buffers with {} nodes × {} clients per node (workers × coroutines) need {} MiB of registered memory per node; allowed: at most {} MiB in all — use fewer nodes, workers or coroutines",
+            "CALVIN's request and forward buffers with {} nodes × {} requests in flight per node ({}) need {} MiB of registered memory per node; allowed: at most {} MiB in all — use fewer nodes or workers, or a smaller protocol_options.calvin_inflight",
             config.nodes,
             clients,
+            if config.protocol_options.calvin_inflight == 0 {
+                "workers × coroutines, lockstep"
+            } else {
+                "workers × protocol_options.calvin_inflight"
+            },
             region_bytes >> 20,
             MAX_REGION_BYTES >> 20
         ))));
@@ -127,7 +133,7 @@ pub(crate) fn run_calvin<W: Workload>(
             let failover = Arc::new(Failover::new(
                 replication.clone(),
                 stores.clone(),
-                clients + 2,
+                executors + 2,
                 poll_ns,
                 |_, _| {},
             ));
@@ -246,6 +252,7 @@ pub(crate) fn run_calvin<W: Workload>(
         check,
     );
     report.stages = calvin_stages(&calvin_total, total.committed, replication.is_some());
+    report.notes = nothing_committed_notes(config, total.committed);
     report.sim = sim_run.map(|mut run| {
         run.abandoned_rounds = abandoned_rounds;
         run.summary(&history, &stores)
@@ -264,6 +271,29 @@ pub(crate) fn run_calvin<W: Workload>(
         stores,
         replication,
     })
+}
+
+/// Why a CALVIN run that committed nothing did: a transaction completes
+/// only after its epoch closed, so a run not longer than one epoch cannot
+/// commit (the presets' few ms of virtual time against the 5 ms default).
+fn nothing_committed_notes(config: &Config, committed: u64) -> Vec<String> {
+    if committed > 0 {
+        return Vec::new();
+    }
+    let epoch_us = config.protocol_options.calvin_epoch_us;
+    let run_us = ((config.warmup_s + config.duration_s) * 1e6) as u64;
+    // A few dozen epochs per run, as the check matrix gives CALVIN.
+    let suggested_us = (run_us / 24).max(1);
+    if epoch_us >= run_us {
+        vec![format!(
+            "calvin committed nothing: its first epoch closes {epoch_us} µs after the start (protocol_options.calvin_epoch_us), not before the run ends at {run_us} µs (warmup + duration), and a transaction completes only after its epoch closed; try --calvin-epoch-us {suggested_us} or a longer run"
+        )]
+    } else {
+        vec![format!(
+            "calvin committed nothing in the measured interval: {} epoch(s) of {epoch_us} µs close within the {run_us} µs run, and no transaction completed after the warmup and before the end; try shorter epochs (--calvin-epoch-us {suggested_us}) or a longer run",
+            run_us / epoch_us
+        )]
+    }
 }
 
 /// CALVIN's stage breakdown, µs: `sequence` per committed transaction (at
@@ -379,6 +409,7 @@ fn run_threads<W: Workload>(
     let warmup_ns = (config.warmup_s * 1e9) as u64;
     let duration_ns = (config.duration_s * 1e9) as u64;
     let epoch_ns = config.protocol_options.calvin_epoch_us * 1_000;
+    let lockstep = config.protocol_options.calvin_inflight == 0;
 
     std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(total_workers);
@@ -432,6 +463,7 @@ fn run_threads<W: Workload>(
                             fault_at_ns: faults
                                 .map_or(u64::MAX, |f| start.saturating_add(f.run.first_fault_ns)),
                             epoch_ns,
+                            lockstep,
                             final_epoch: final_epoch(start, end, epoch_ns),
                             stop_ns,
                         };
@@ -528,6 +560,7 @@ fn run_sim<W: Workload>(
         })
         .collect();
     let epoch_ns = config.protocol_options.calvin_epoch_us * 1_000;
+    let lockstep = config.protocol_options.calvin_inflight == 0;
     let envs: Vec<CalvinEnv<W>> = (0..total)
         .map(|index| CalvinEnv {
             worker: &workers[index],
@@ -549,6 +582,7 @@ fn run_sim<W: Workload>(
             end_ns,
             fault_at_ns: faults.map_or(u64::MAX, |f| START_NS.saturating_add(f.run.first_fault_ns)),
             epoch_ns,
+            lockstep,
             final_epoch: final_epoch(START_NS, end_ns, epoch_ns),
             stop_ns,
         })

@@ -220,6 +220,10 @@ pub struct Report {
     /// Injected faults, their detection and the recovery (`fault`); null
     /// when the run ran no failure detector.
     pub recovery: Option<crate::fault::RecoveryReport>,
+    /// Why a figure may mislead, in words (e.g. a CALVIN run too short for
+    /// any epoch to close: nothing could commit); absent when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// The histograms `latency_us` and each type's `latency_us` come from,
     /// by type and interval: what `--latency-log` writes.
     #[serde(skip)]
@@ -448,6 +452,7 @@ impl Report {
             sim: None,
             cluster: None,
             recovery: None,
+            notes: Vec::new(),
             latencies: stats.latency.clone(),
         };
         report.set_txn_types(txn_types, stats);
@@ -490,6 +495,9 @@ impl Report {
             c.fabric.name(),
             c.profile.name
         );
+        for note in &self.notes {
+            let _ = writeln!(out, "  note: {note}");
+        }
         if let Some(sim) = &self.sim {
             let _ = writeln!(
                 out,

@@ -99,11 +99,33 @@
 //! only.
 //!
 //! Choices where the papers are silent, and why:
-//! * Clients: each node runs `workers × coroutines` closed-loop clients,
-//!   one transaction in flight each — the same concurrency per coroutine as
-//!   every other protocol here, so throughput against coroutines compares
-//!   (RCC Fig. 17). A client whose transaction completed submits its next
-//!   one into the current epoch.
+//! * Clients (Deneva §2.3, §3.4: clients keep several transactions
+//!   outstanding and send them to the sequencers, which batch "all of the
+//!   transactions that they collected in the last epoch"). A *client* here
+//!   is one per worker, as Deneva runs client threads: each keeps
+//!   `calvin_inflight` requests outstanding (default 100,
+//!   `config::DEFAULT_CALVIN_INFLIGHT`), so a node has `workers ×
+//!   calvin_inflight` client slots ([`client_slots`]), each one request in
+//!   a closed loop. A slot whose request completed submits its next at
+//!   once; the sequencer seals each epoch at its boundary with every
+//!   request that arrived meanwhile — however many, and without waiting
+//!   for earlier epochs' transactions, which the executors run as their
+//!   locks are granted. So throughput is bounded by the executors
+//!   (`workers × coroutines` per node), the locks and the network, not by
+//!   one transaction per coroutine per epoch. Latency runs from a
+//!   request's submission (its slot's previous completion) to the
+//!   completion of its last participant, the wait for its epoch to close
+//!   included (stage `sequence`).
+//!   What an epoch holds then depends on when transactions completed, so
+//!   two runs sequence the same input only on `sim` with the same seed
+//!   and configuration. `calvin_inflight = 0` keeps the *lockstep*
+//!   clients instead: `workers × coroutines` slots, one request each per
+//!   epoch, each epoch sealed once the previous one's transactions all
+//!   completed (epochs stretch when they run long) — the input is then a
+//!   function of the seed and configuration alone, so any fabric,
+//!   primitive and worker/coroutine split of the same clients ends in the
+//!   same state (the replica property CALVIN is built on; the tests
+//!   check it in that mode).
 //! * The forward buffer is addressed by the transaction's place in the
 //!   global order (`epoch mod RING`, sequencer, position) rather than by
 //!   executing coroutine as in RCC: which coroutine runs a transaction is
@@ -169,6 +191,7 @@ use std::sync::Mutex;
 
 use crate::check::history::SECONDARY_ENTRY;
 use crate::check::{History, Item};
+use crate::config::Config;
 use crate::fabric::NodeId;
 use crate::protocols::{Protocol, ProtocolKind, Served, Stage, StagePlan};
 use crate::replication::{self, LogWriter, Replication};
@@ -275,7 +298,8 @@ pub const ST_LOG: usize = 6;
 #[derive(Clone, Copy, Debug)]
 pub struct CalvinLayout {
     pub nodes: u32,
-    /// Client slots per node: at most this many entries per sequencer batch.
+    /// Client slots per node ([`client_slots`]): at most this many
+    /// entries per sequencer batch, and requests in flight per node.
     pub clients: u32,
     pub max_accesses: u32,
     /// Forward blocks per transaction: most records one active participant
@@ -603,6 +627,13 @@ impl RpcService for CalvinService<'_> {
             RPC_BATCH => {
                 let (sender, epoch) = (payload[0] as NodeId, payload[1]);
                 let mut state = self.shared.lock();
+                // A copy sent again after a failover refused the call
+                // (`sequencer`): the epoch is here already.
+                if epoch < state.scheduled_below || state.rpc_batches.contains_key(&(sender, epoch))
+                {
+                    payload.clear();
+                    return Served::Reply;
+                }
                 // Flow control: see the module docs.
                 if epoch + 1 >= state.done_below + RING {
                     return Served::Wait;
@@ -779,6 +810,10 @@ pub struct CalvinEnv<'a, W: Workload> {
     /// When the first injected fault strikes, fabric ns (`u64::MAX`: none).
     pub fault_at_ns: u64,
     pub epoch_ns: u64,
+    /// The lockstep clients (`calvin_inflight = 0`, see the module docs):
+    /// an epoch is sealed only once every transaction of the one before
+    /// completed, and every slot submits into each epoch.
+    pub lockstep: bool,
     /// The last epoch a sequencer orders requests in: the one in which
     /// `end_ns` falls — or, when epochs stretched (their transactions ran
     /// longer than an epoch) and the clock passed `stop_ns`, the one it is
@@ -786,7 +821,9 @@ pub struct CalvinEnv<'a, W: Workload> {
     /// and go out until every sequencer has stopped: the run's last epoch
     /// is the first whose sub-batches all carry it. On `sim`, and whenever
     /// epochs keep pace, every sequencer stops at `final_epoch`, so what is
-    /// sequenced depends on the configuration alone.
+    /// sequenced depends on the configuration alone. With requests in
+    /// flight (not `lockstep`) a sequencer also stops at its first seal at
+    /// or past `end_ns`.
     pub final_epoch: u64,
     /// See `final_epoch`: `end_ns` plus the run's length again (at least
     /// 1 s), so a run with epochs too short for its transactions ends in
@@ -868,6 +905,15 @@ pub fn read_consistent(store: &NodeStore, table: TableId, key: u64, record: &mut
             return seq;
         }
         std::hint::spin_loop();
+    }
+}
+
+/// Client slots per node: `workers × calvin_inflight`, or with the
+/// lockstep clients (`calvin_inflight = 0`) one per executor coroutine.
+pub fn client_slots(config: &Config) -> u32 {
+    match config.protocol_options.calvin_inflight {
+        0 => config.workers * config.coroutines,
+        inflight => config.workers * inflight,
     }
 }
 

@@ -2,21 +2,32 @@
 //! node, the closed-loop clients' requests of each epoch, numbered and
 //! delivered to the nodes they touch.
 //!
-//! Each of the node's client slots submits one request per epoch. Epoch
-//! `e` is sealed at its boundary, `start + (e + 1) · epoch`, once every
-//! client's transaction of epoch `e − 1` has completed (RCC §6.3: CALVIN
-//! synchronizes its sequencers by epochs; an epoch whose transactions run
-//! longer than the epoch stretches the next). The batch is in slot order,
-//! and each slot's request comes from the node's seeded generator, so what
-//! is sequenced — which request, in which epoch, at which place — depends
-//! on the seed and the configuration alone, never on timing: every run of
-//! one configuration, on any fabric, with any stage primitives and any
-//! split of its clients into workers and coroutines, executes the same
-//! transactions in the same order and ends in the same state (the replica
-//! property CALVIN is built on, which the tests check). One exception
-//! bounds a run's length: a sequencer whose epochs stretched so far that
-//! the clock passes `CalvinEnv::stop_ns` (the run's length again, at
-//! least 1 s, after its end) stops
+//! The node's client slots (`super::client_slots`: `workers ×
+//! calvin_inflight`) each keep one request outstanding: a slot whose
+//! transaction completed submits its next at once (its new request's
+//! `submitted_ns` is that instant), and epoch `e` is sealed at its
+//! boundary, `start + (e + 1) · epoch`, with every free slot's request —
+//! all that arrived during the epoch, as Deneva §3.4's sequencers batch
+//! "all of the transactions that they collected in the last epoch". Slots
+//! still busy with an earlier epoch's transaction are left out; nothing
+//! waits for them. The batch is in slot order, and each request comes
+//! from the node's seeded generator as it is sealed, so on `sim` what is
+//! sequenced depends on the seed and configuration alone.
+//!
+//! With the lockstep clients (`calvin_inflight = 0`, `CalvinEnv::lockstep`)
+//! every slot — one per executor coroutine — submits into every epoch, and
+//! epoch `e` is sealed only once every transaction of epoch `e − 1` has
+//! completed (RCC §6.3: CALVIN synchronizes its sequencers by epochs; an
+//! epoch whose transactions run longer than the epoch stretches the next).
+//! Then what is sequenced — which request, in which epoch, at which place
+//! — depends on the seed and the configuration alone, never on timing:
+//! every run of one configuration, on any fabric, with any stage
+//! primitives and any split of its clients into workers and coroutines,
+//! executes the same transactions in the same order and ends in the same
+//! state (the replica property CALVIN is built on, which the tests check).
+//! One exception bounds a run's length: a sequencer whose epochs stretched
+//! so far that the clock passes `CalvinEnv::stop_ns` (the run's length
+//! again, at least 1 s, after its end) stops
 //! ordering requests at the epoch it is sealing; the others follow with
 //! empty epochs (see `CalvinEnv::final_epoch`). Requests whose sets are
 //! reconnoitred ([`super::recon`]) depend on the state at sealing time too.
@@ -38,8 +49,10 @@
 //! given up if its program aborted).
 //!
 //! Invariants: epochs are sent in order, each exactly once to each node;
-//! a slot's counter is reset only once every report of its previous
-//! transaction is in.
+//! a slot is sequenced again only once its previous transaction completed,
+//! so a slot has at most one transaction in flight and its counter is
+//! reset only once every report of the previous one is in; positions in a
+//! batch are `0..count`, in slot order.
 
 use super::recon::Recon;
 use super::{
@@ -236,19 +249,19 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                 worker.sleep(co, poll.wait_ns()).await;
             }
         } else {
-            // Epoch-synchronous: the boundary, and every client's last
-            // transaction complete.
+            // The boundary; in lockstep also every client's last
+            // transaction complete (epoch-synchronous).
             loop {
                 env.park_if_paused(co).await;
                 collect_completions(env, &mut clients);
                 let now = worker.now_ns();
                 env.note_boundaries(now);
-                let all_done = clients.iter().all(|c| !c.busy);
-                if now >= boundary && all_done {
+                let waits_for_boundary_only = !env.lockstep || clients.iter().all(|c| !c.busy);
+                if now >= boundary && waits_for_boundary_only {
                     break;
                 }
                 let wait = poll.wait_ns();
-                let wait = if all_done {
+                let wait = if waits_for_boundary_only {
                     wait.min(boundary - now)
                 } else {
                     wait
@@ -257,22 +270,35 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             }
         }
 
-        // Seal the epoch: every client submits, unless this is past the
-        // sequencer's last epoch.
+        // Seal the epoch: every free client's request (in lockstep every
+        // client's), unless this is past the sequencer's last epoch.
         let sealed_ns = worker.now_ns();
+        let mut positions: u64 = 0;
         for (count, words) in sub_batches.iter_mut() {
             *count = 0;
             words.clear();
         }
-        let stop = epoch >= env.final_epoch || sealed_ns >= env.stop_ns;
+        // With requests in flight the input depends on timing anyway, so a
+        // sequencer that fell behind its epochs (flow control held it)
+        // stops at the first seal past the end rather than sealing every
+        // epoch up to `final_epoch` after it, ordering requests that can
+        // no longer be measured.
+        let stop = epoch >= env.final_epoch
+            || sealed_ns >= env.stop_ns
+            || (!env.lockstep && sealed_ns >= env.end_ns);
         // The routing the entries are sealed under (`failover`).
         let generation = env.failover.map_or(0, |f| f.generation());
         for (slot, client) in clients.iter_mut().enumerate() {
             if stopped {
                 break;
             }
-            debug_assert!(!client.busy);
-            let position = slot as u64;
+            if client.busy {
+                // Its transaction of an earlier epoch is still running:
+                // one request in flight per slot.
+                debug_assert!(!env.lockstep, "a lockstep epoch sealed early");
+                continue;
+            }
+            debug_assert!(client.submitted_ns <= sealed_ns);
             let request = if client.retry {
                 client.retry = false;
                 requests[slot].expect("a request to retry")
@@ -330,6 +356,11 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             );
             counter += 1;
             let id = ((node as u64) << 40) | counter;
+            // Positions are dense, so forward blocks of the low positions
+            // are the ones reused.
+            let position = positions;
+            positions += 1;
+            debug_assert!(position < calvin.clients as u64);
             // Each participant is the node serving a partition the set
             // touches (one node may serve several after a failover).
             touched.iter_mut().for_each(|t| *t = false);
@@ -420,27 +451,43 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             // Only a receiver declared failed misses it (`failover`).
             let _ = worker.submit(co).await;
         } else {
-            {
-                let mut batch = worker.slot(co).batch.borrow_mut();
-                batch.clear();
-                for (receiver, (count, words)) in sub_batches.iter().enumerate() {
-                    if !live(receiver as NodeId) {
-                        continue;
+            loop {
+                {
+                    let mut batch = worker.slot(co).batch.borrow_mut();
+                    batch.clear();
+                    for (receiver, (count, words)) in sub_batches.iter().enumerate() {
+                        if !live(receiver as NodeId) {
+                            continue;
+                        }
+                        let mut payload = batch.payload();
+                        payload.extend_from_slice(&[
+                            node as u64,
+                            epoch,
+                            sealed_ns,
+                            *count,
+                            stop as u64,
+                        ]);
+                        payload.extend_from_slice(words);
+                        batch.call(receiver as NodeId, RPC_BATCH, payload, false);
                     }
-                    let mut payload = batch.payload();
-                    payload.extend_from_slice(&[
-                        node as u64,
-                        epoch,
-                        sealed_ns,
-                        *count,
-                        stop as u64,
-                    ]);
-                    payload.extend_from_slice(words);
-                    batch.call(receiver as NodeId, RPC_BATCH, payload, false);
                 }
+                let delivered = worker.submit(co).await.is_ok();
+                // (Past `stop_ns` the worker gives its rounds up.)
+                if delivered || env.is_failed(node) || worker.now_ns() >= env.stop_ns {
+                    break;
+                }
+                // A receiver declared failed misses it (`failover`); but a
+                // live one that held the call for flow control
+                // (`Served::Wait`) refuses it when a failover pauses the
+                // cluster, and must still get the epoch. So after the
+                // pause, every live receiver gets it again (one that has
+                // it already ignores the copy). Epochs pipelined behind
+                // slow ones make held calls common.
+                while failover.is_some_and(|f| f.paused()) && worker.now_ns() < env.stop_ns {
+                    worker.sleep(co, poll.wait_ns()).await;
+                }
+                collect_completions(env, &mut clients);
             }
-            // Only a receiver declared failed misses it (`failover`).
-            let _ = worker.submit(co).await;
         }
         if let Some(failover) = failover {
             failover.step_in(node);
