@@ -123,7 +123,7 @@ pub const PRESETS: [Preset; 9] = [
     },
     Preset {
         name: "deneva-contention",
-        source: "Deneva §5.2, Fig. 2",
+        source: "Deneva §4.2, Fig. 2",
         title: "throughput vs Zipf skew θ, 50 % writes",
         base_args: small_sim!("--distribution", "zipf", "--write-ratio", "0.5"),
         kind: Kind::Sweep(&["protocol=all", "theta=0,0.3,0.6,0.7,0.8,0.9,0.99"]),
@@ -131,11 +131,14 @@ pub const PRESETS: [Preset; 9] = [
     },
     Preset {
         name: "deneva-update-rate",
-        source: "Deneva §5.2, Fig. 3",
-        title: "throughput vs the share of writes, medium contention (θ 0.6)",
-        base_args: small_sim!("--distribution", "zipf", "--theta", "0.6"),
-        kind: Kind::Sweep(&["protocol=all", "write_ratio=0,0.2,0.4,0.6,0.8,1"]),
-        x: Some("write_ratio"),
+        source: "Deneva §4.3, Fig. 3",
+        title: "throughput vs the share of update transactions, medium contention (θ 0.6)",
+        // Deneva's mix: an update transaction reads 5 records and updates
+        // 5 (here read-modify-writes), the rest read 10; 2PL takes shared
+        // read locks (Deneva §3.1, §4.3).
+        base_args: small_sim!("--distribution", "zipf", "--theta", "0.6", "--lock-mode", "shared"),
+        kind: Kind::Sweep(&["protocol=all", "update_txn_ratio=0,0.1,0.2,0.4,0.6,0.8,1"]),
+        x: Some("update_txn_ratio"),
     },
     Preset {
         name: "drtmh-phases",
@@ -223,6 +226,12 @@ mod tests {
             );
         }
         assert!(with_calvin >= 5, "{with_calvin} presets run CALVIN");
+        // Deneva's update mix.
+        let update = find("deneva-update-rate").unwrap();
+        assert!(flag_is(update, "--lock-mode", "shared"));
+        assert!(
+            matches!(&update.kind, Kind::Sweep(k) if k.iter().any(|k| k.starts_with("update_txn_ratio=")))
+        );
         let qp = find("rcc-qp-scaling").unwrap();
         assert!(qp.base_args.contains(&"cx4-edr-qp"), "the NIC cache on");
     }
