@@ -531,8 +531,9 @@ fn a_preset_runs_its_paper_experiment_and_writes_a_report_naming_it() {
         out,
         "--quiet",
         "--no-png",
+        // 3 nodes: the preset replicates 3 ways (DrTM+H §4.1).
         "--nodes",
-        "2",
+        "3",
         "--rows-per-node",
         "2000",
         "--duration",
@@ -551,8 +552,9 @@ fn a_preset_runs_its_paper_experiment_and_writes_a_report_naming_it() {
     for row in &rows {
         let config = &row["report"]["config"];
         // The flags given after the name override the preset's base.
-        assert_eq!(config["nodes"], 2);
+        assert_eq!(config["nodes"], 3);
         assert_eq!(config["protocol"], "occ");
+        assert_eq!(config["replication"], 3);
         assert_eq!(row["report"]["check"]["serializable"], true);
         let knob = row["knobs"]["stages"].as_str().unwrap();
         for part in knob.split('+') {

@@ -89,7 +89,8 @@ pub const PRESETS: [Preset; 9] = [
         name: "rcc-stage-latency",
         source: "RCC §5.1, Fig. 13",
         title: "per-stage latency of the pure forms with one coroutine",
-        base_args: small_sim!("--coroutines", "1"),
+        // RCC §6.1 runs 3-way replication; without it the log stage is empty.
+        base_args: small_sim!("--coroutines", "1", "--replication", "3"),
         kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc"]),
         x: None,
     },
@@ -97,7 +98,8 @@ pub const PRESETS: [Preset; 9] = [
         name: "rcc-hybrid-occ",
         source: "RCC §5.1, Fig. 14",
         title: "every OCC hybrid code ranked; the latency-breakdown pick tested",
-        base_args: small_sim!("--protocol", "occ", "--coroutines", "8"),
+        // 3-way replication as in RCC §6.1, so the log bit of a code matters.
+        base_args: small_sim!("--protocol", "occ", "--coroutines", "8", "--replication", "3"),
         kind: Kind::Hybrid(Method::Both),
         x: None,
     },
@@ -144,7 +146,8 @@ pub const PRESETS: [Preset; 9] = [
         name: "drtmh-phases",
         source: "DrTM+H §5, Fig. 7–10",
         title: "OCC with each phase switched between one-sided and RPC",
-        base_args: small_sim!("--protocol", "occ"),
+        // DrTM+H §4.1 logs to 2 backups (3-way replication).
+        base_args: small_sim!("--protocol", "occ", "--replication", "3"),
         kind: Kind::Sweep(&[
             "stages=read=onesided|read=rpc|lock=rpc+validate=rpc|commit=rpc|log=rpc|read=rpc+lock=rpc+validate=rpc+log=rpc+commit=rpc+release=rpc",
         ]),
@@ -226,7 +229,10 @@ mod tests {
             );
         }
         assert!(with_calvin >= 5, "{with_calvin} presets run CALVIN");
-        // Deneva's update mix.
+        // The papers' replication and Deneva's update mix.
+        for name in ["rcc-stage-latency", "rcc-hybrid-occ", "drtmh-phases"] {
+            assert!(flag_is(find(name).unwrap(), "--replication", "3"), "{name}");
+        }
         let update = find("deneva-update-rate").unwrap();
         assert!(flag_is(update, "--lock-mode", "shared"));
         assert!(
