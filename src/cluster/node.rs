@@ -341,7 +341,11 @@ fn run_protocol<P: Protocol, W: Workload>(
     let tolerant = settings.is_some() && config.replication > 1;
     let mut layout =
         StoreLayout::with_copies(&workload.tables(), P::header_words, config.replication)
-            .with_txn_meta(workers, config.coroutines as u16, P::txn_meta_words());
+            .with_txn_meta(
+                workers,
+                config.coroutines as u16,
+                P::txn_meta_words(config.nodes),
+            );
     if tolerant {
         layout = layout.with_heartbeat();
     }

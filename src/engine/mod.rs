@@ -322,7 +322,7 @@ fn run_workload<P: Protocol, W: Workload>(
     .with_txn_meta(
         config.workers as u16,
         config.coroutines as u16,
-        P::txn_meta_words(),
+        P::txn_meta_words(config.nodes),
     );
     if faults.is_some() {
         layout = layout.with_heartbeat();

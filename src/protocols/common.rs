@@ -32,6 +32,10 @@ pub mod kind {
     pub const LOCK2PL_UPGRADE: u16 = 11;
     pub const LOCK2PL_UNLOCK_SHARED: u16 = 12;
     pub const LOCK2PL_STATUS_CAS: u16 = 13;
+    /// WOUND_WAIT by RPC: wound a holder and learn where it waits.
+    pub const LOCK2PL_WOUND: u16 = 14;
+    /// WOUND_WAIT by RPC: answer a wounded waiter's parked request.
+    pub const LOCK2PL_WAKE: u16 = 15;
     pub const OCC_READ: u16 = 20;
     pub const OCC_LOCK: u16 = 21;
     pub const OCC_VALIDATE: u16 = 22;

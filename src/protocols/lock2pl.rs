@@ -63,25 +63,62 @@
 //! WOUND_WAIT waits for older holders, or for younger ones it has wounded;
 //! every cycle contains a wounded transaction, and a wounded transaction
 //! notices: it checks its status word at every access, in every one-sided
-//! wait round, whenever a parked lock RPC times out (`PARK_OFFERS`), and at
-//! the commit point. Every decision is re-taken on the word as it is now,
-//! on every retry, so a stale view only costs a retry.
+//! wait round, and at the commit point; a parked lock RPC of a wounded
+//! transaction is answered when its wounder wakes it (below), or at the
+//! latest when it times out (`PARK_OFFERS`). Every decision is re-taken on
+//! the word as it is now, on every retry, so a stale view only costs a
+//! retry.
 //!
 //! # WOUND_WAIT's status word and commit point (RCBench Alg. 5)
 //!
-//! One word of per-transaction global metadata (`Protocol::txn_meta_words`):
-//! the transaction's own lock value `cx.owner` while it runs (written at its
-//! first access, before it holds any lock), [`WOUNDED`] once an older
-//! transaction wounded it (`CAS(owner → WOUNDED)`: one CAS on the holder's
-//! status, by one-sided CAS or by an RPC whose handler CASes locally), and
-//! [`COMMITTING`] once it passed its commit point: the last fallible step
-//! of the attempt (in the `log` stage) is `CAS(owner → COMMITTING)` on its
-//! own status; if it returns `WOUNDED` the attempt aborts, otherwise no
-//! wound can succeed any more (a wound expects `owner`), and the commit
-//! stage installs the writes. A wound that arrives late, after the wounded
-//! attempt already ended, either fails (the next request has a new
-//! timestamp) or aborts a retry of the same request, which is older than
-//! its wounder's view and only loses an attempt.
+//! Word 0 of the per-transaction global metadata
+//! (`Protocol::txn_meta_words`), the status word: the transaction's own
+//! lock value `cx.owner` while it runs (written at its first access, before
+//! it holds any lock), [`WOUNDED`] once an older transaction wounded it
+//! (`CAS(owner → WOUNDED)`: one CAS on the holder's status, by one-sided
+//! CAS or by an RPC whose handler CASes locally), and [`COMMITTING`] once
+//! it passed its commit point: the last fallible step of the attempt (in
+//! the `log` stage) is `CAS(owner → COMMITTING)` on its own status; if it
+//! returns `WOUNDED` the attempt aborts, otherwise no wound can succeed any
+//! more (a wound expects `owner`), and the commit stage installs the
+//! writes. A wound that arrives late, after the wounded attempt already
+//! ended, either fails (the next request has a new timestamp) or aborts a
+//! retry of the same request, which is older than its wounder's view and
+//! only loses an attempt.
+//!
+//! # Waking a wounded waiter (WOUND_WAIT by RPC)
+//!
+//! A lock RPC that must wait is parked in the serving worker's waiting
+//! list, and its coroutine sees nothing until the reply. A wound on its
+//! status word alone would go unnoticed until the parked request times out,
+//! while the victim keeps its other locks and its wounder waits for them
+//! (the timeout doubles while an access waits, up to milliseconds). So the
+//! wound also goes to where the victim waits:
+//!
+//! * Before each lock RPC the requester records it in word 1 of its
+//!   metadata: `node:12 | tag:52`, the tag growing per coroutine.
+//! * A wound by RPC (`LOCK2PL_WOUND`) CASes the victim's status, then reads
+//!   that record. If the CAS succeeded, the wounder's next round sends
+//!   `LOCK2PL_WAKE [victim, tag]` (passive) to the recorded node, which
+//!   raises the victim's wake mark there to the tag (words 2.., one per
+//!   node, in the block of the victim's `(worker, coroutine)`). The lock
+//!   handler answers a request whose tag the mark reaches `WOKEN`:
+//!   at its next offer if parked, on arrival if the wake came first. A mark
+//!   left by an earlier request is below every later tag, so it wakes
+//!   nothing else.
+//! * The requester writes the record, then reads its status; the wound
+//!   CASes the status, then reads the record. Either the wound sees the
+//!   record or the requester sees the wound. A request after a `WOUND` or
+//!   `TIMEOUT` reply is recorded, and the status read, in the round before
+//!   it is sent, so it is never sent unwoken while wounded. An access's
+//!   first request is recorded in its own round; a wound that slips in
+//!   before it is told by its first timeout, not yet doubled. (On
+//!   `threads` the WRITE and the READ are a plain store and load, which a
+//!   CPU may reorder; the timeout covers that rare miss too.)
+//! * The timeout remains for those misses and for a wounder whose victim's
+//!   retry, with the same timestamp and its status armed again, took the
+//!   lock back before the wounder's request arrived: it waits for a holder
+//!   it believes wounded until its request times out and wounds again.
 //!
 //! # Mixed plans (RCC §5.2)
 //!
@@ -122,13 +159,34 @@ const CLOCK_MASK: u64 = (1 << (63 - OWNER_BITS)) - 1;
 pub const WOUNDED: u64 = 1;
 pub const COMMITTING: u64 = 2;
 
+/// WOUND_WAIT transaction metadata, per coroutine at its own node (see the
+/// module doc, "Waking a wounded waiter"): word 0 is the status word.
+/// Word 1 is the pending-request record `node:12 | tag:52`: the node of
+/// the lock RPC it may be parked in, and that request's tag.
+const META_REQUEST: u64 = 1;
+/// Words 2.. are wake marks, one per node: in the block of `(worker, co)`
+/// on node M, word `META_WAKE + n` holds the largest tag of a request of
+/// coroutine `(n, worker, co)` that a wounder told M to answer.
+const META_WAKE: u64 = 2;
+const TAG_BITS: u32 = 52;
+const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
+
+/// WOUND_WAIT's words of transaction metadata per coroutine in a cluster
+/// of `nodes` nodes: the status, the pending-request record, and a wake
+/// mark per node.
+pub fn wound_wait_meta_words(nodes: u32) -> u32 {
+    META_WAKE as u32 + nodes
+}
+
 /// How long a parked WOUND_WAIT lock request may wait (in offers by the
 /// event loop, one per turn, at least every 2 µs when idle) before the
 /// handler answers [`REPLY_TIMEOUT`] so that the requester can check whether
-/// it was wounded meanwhile. The limit doubles with each timeout the same
-/// access has had (up to `PARK_OFFERS << MAX_PARK_DOUBLINGS`): a waiter
-/// that keeps timing out is an old one that nobody wounds, and it must be
-/// parked when the lock frees rather than on its way back with a fresh
+/// it was wounded meanwhile. A wounder wakes its victim's parked request at
+/// once (module doc, "Waking a wounded waiter"); the timeout is the
+/// fallback for the wounds that cannot. The limit doubles with each
+/// timeout the same access has had (up to `PARK_OFFERS <<
+/// MAX_PARK_DOUBLINGS`): a waiter that keeps timing out is an old one that
+/// nobody wounds, and it must be parked when the lock frees rather than on its way back with a fresh
 /// request — otherwise the wounded holder's retry, which timed out on the
 /// same period, takes the lock again first, forever (a livelock the sim
 /// matrix found: `verbena check --protocol wound_wait --seed 9 --hybrid 8`).
@@ -159,6 +217,9 @@ const FLAG_REGISTERED: u64 = 2;
 const REPLY_DIED: u64 = 10;
 const REPLY_WOUND: u64 = 11;
 const REPLY_TIMEOUT: u64 = 12;
+/// WOUND_WAIT: a wounder woke this request (`LOCK2PL_WAKE`); the attempt
+/// was wounded and aborts.
+const REPLY_WOKEN: u64 = 13;
 
 /// How a protocol of the family resolves a conflict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -454,19 +515,29 @@ impl Lock2pl {
     async fn lock_rpc(&self, cx: &mut TxnCx<'_>, index: usize, exclusive: bool) -> TxnResult<()> {
         let access = cx.accesses[index];
         let flags = if exclusive { FLAG_EXCLUSIVE } else { 0 };
-        let mut wound: Option<u64> = None;
+        let wound_wait = self.policy == Policy::WoundWait;
         let mut wounded_holder = 0;
         let mut timeouts: u64 = 0;
+        // WOUND_WAIT: the tag of the next request, and whether the
+        // pending-request record already names it. The first request
+        // records itself in its own round; every later one was recorded,
+        // and the status read after the record, by `prepare_request`.
+        let mut tag = if wound_wait { request_tag(cx, 0) } else { 0 };
+        let mut recorded = false;
+        // A wounded holder's parked request to answer (`LOCK2PL_WAKE`).
+        let mut wake: Option<Wake> = None;
         loop {
             let (status, call) = {
                 let mut batch = cx.round();
-                let status = (self.policy == Policy::WoundWait)
-                    .then(|| batch.read(cx.worker.node, cx.txn_meta_addr(), 1));
-                if let Some(holder) = wound.take() {
-                    let (node, addr) = cx.txn_meta_of(holder & OWNER_MASK);
+                if wound_wait && !recorded {
+                    let (node, addr) = (cx.worker.node, cx.txn_meta_addr());
+                    batch.write_word(node, addr + META_REQUEST, request_record(access.node, tag));
+                }
+                let status = wound_wait.then(|| batch.read(cx.worker.node, cx.txn_meta_addr(), 1));
+                if let Some(wake) = wake.take() {
                     let mut payload = batch.payload();
-                    payload.extend_from_slice(&[addr, EXCLUSIVE | holder, WOUNDED]);
-                    batch.call(node, kind::LOCK2PL_STATUS_CAS, payload, false);
+                    payload.extend_from_slice(&[wake.owner, wake.tag]);
+                    batch.call(wake.node, kind::LOCK2PL_WAKE, payload, true);
                 }
                 let mut payload = batch.payload();
                 payload.extend_from_slice(&[
@@ -479,11 +550,14 @@ impl Lock2pl {
                     timeouts,
                     0,
                 ]);
+                if wound_wait {
+                    payload.push(tag);
+                }
                 let call = batch.call(access.node, kind::NO_WAIT_LOCK_READ, payload, false);
                 (status, call)
             };
             cx.submit().await?;
-            let (outcome, slot, timed_out) = {
+            let (outcome, slot, wound) = {
                 let batch = cx.batch();
                 let wounded = status.is_some_and(|s| batch.result_word(s) == WOUNDED);
                 let reply = batch.reply(call);
@@ -491,6 +565,7 @@ impl Lock2pl {
                     return Err(AbortReason::NotFound);
                 }
                 let slot = reply[1];
+                let mut wound = None;
                 let outcome = match reply[0] {
                     status::OK => {
                         let seq = reply[2];
@@ -507,6 +582,7 @@ impl Lock2pl {
                     }
                     status::LOCKED => Some(Err(AbortReason::LockConflict)),
                     REPLY_DIED => Some(Err(AbortReason::Died)),
+                    REPLY_WOKEN => Some(Err(AbortReason::Wounded)),
                     _ if wounded => Some(Err(AbortReason::Wounded)),
                     REPLY_WOUND => {
                         (wound, wounded_holder) = (Some(reply[2]), reply[2]);
@@ -521,22 +597,68 @@ impl Lock2pl {
                         None
                     }
                 };
-                (outcome, slot, reply[0] == REPLY_TIMEOUT)
+                (outcome, slot, wound)
             };
             cx.remember_slot(index, slot);
             if let Some(outcome) = outcome {
                 return outcome;
             }
-            if timed_out {
-                // This round's status READ predates the wait: look again.
-                let (node, addr) = (cx.worker.node, cx.txn_meta_addr());
-                let read = cx.round().read(node, addr, 1);
-                cx.submit().await?;
-                if cx.batch().result_word(read) == WOUNDED {
-                    return Err(AbortReason::Wounded);
-                }
-            }
+            // Wound, or timed out: this round's status READ predates the
+            // wait, so look again before asking again.
+            tag = request_tag(cx, tag);
+            wake = self.prepare_request(cx, access.node, tag, wound).await?;
+            recorded = true;
         }
+    }
+
+    /// WOUND_WAIT by RPC, between a lock request answered `WOUND` or
+    /// `TIMEOUT` and the next one (tagged `tag`, to `node`): one round that
+    /// records the next request, reads the attempt's own status after the
+    /// record (so that a wound either sees the record and wakes the request,
+    /// or is seen here, before the request is sent) and wounds `wound` if
+    /// given. Returns the wounded holder's parked request to wake, if the
+    /// wound succeeded and its record names one.
+    async fn prepare_request(
+        &self,
+        cx: &mut TxnCx<'_>,
+        node: NodeId,
+        tag: u64,
+        wound: Option<u64>,
+    ) -> TxnResult<Option<Wake>> {
+        debug_assert_eq!(self.policy, Policy::WoundWait);
+        let (own_node, own) = (cx.worker.node, cx.txn_meta_addr());
+        let (status, call) = {
+            let mut batch = cx.round();
+            batch.write_word(own_node, own + META_REQUEST, request_record(node, tag));
+            let status = batch.read(own_node, own, 1);
+            let call = wound.map(|holder| {
+                let (node, addr) = cx.txn_meta_of(holder & OWNER_MASK);
+                let mut payload = batch.payload();
+                payload.extend_from_slice(&[addr, EXCLUSIVE | holder]);
+                batch.call(node, kind::LOCK2PL_WOUND, payload, false)
+            });
+            (status, call)
+        };
+        cx.submit().await?;
+        let batch = cx.batch();
+        if batch.result_word(status) == WOUNDED {
+            return Err(AbortReason::Wounded);
+        }
+        let (Some(holder), Some(call)) = (wound, call) else {
+            return Ok(None);
+        };
+        let reply = batch.reply(call);
+        let (previous, record) = (reply[0], reply[1]);
+        let tag = record & TAG_MASK;
+        // A wound that failed found the holder committing, already wounded
+        // (its wounder wakes it) or finished; tag 0: it never asked by RPC.
+        Ok(
+            (previous == EXCLUSIVE | holder && tag != 0).then_some(Wake {
+                node: (record >> TAG_BITS) as NodeId,
+                owner: holder,
+                tag,
+            }),
+        )
     }
 
     /// A record first read is now also written: in E/S mode, turn the
@@ -756,6 +878,37 @@ impl Lock2pl {
                 payload.clear();
                 Some(Served::Reply)
             }
+            kind::LOCK2PL_WOUND => {
+                // `[victim's status address, its running value]` →
+                // `[previous status, its pending-request record]`. The
+                // record is read after the CAS: a request recorded before
+                // it is named here, and one recorded after it reads the
+                // status after its record and sees the wound itself.
+                let (addr, running) = (payload[0], payload[1]);
+                let previous = store.region.cas(addr, running, WOUNDED);
+                let record = store.region.load(addr + META_REQUEST);
+                payload.clear();
+                payload.extend_from_slice(&[previous, record]);
+                Some(Served::Reply)
+            }
+            kind::LOCK2PL_WAKE => {
+                // `[wounded owner, request tag]` → `[]`: raise the owner's
+                // wake mark on this node to the tag, so that its lock
+                // request with this tag is answered `WOKEN` at its next
+                // offer, or on arrival if it is still on its way.
+                let (owner, tag) = (payload[0], payload[1]);
+                let mark = wake_mark(store, owner);
+                let mut seen = store.region.load(mark);
+                while seen < tag {
+                    let previous = store.region.cas(mark, seen, tag);
+                    if previous == seen {
+                        break;
+                    }
+                    seen = previous;
+                }
+                payload.clear();
+                Some(Served::Reply)
+            }
             kind::LOCK2PL_STATUS_CAS => {
                 let previous = store.region.cas(payload[0], payload[1], payload[2]);
                 payload.clear();
@@ -781,8 +934,8 @@ impl Lock2pl {
     }
 
     /// Lock handler: `[table, key, me, flags, offers, wounded holder,
-    /// timeouts, parked at]` →
-    /// `[OK, slot, seq, record…]`, `[LOCKED | DIED | TIMEOUT, slot]`,
+    /// timeouts, parked at]`, and WOUND_WAIT's request tag →
+    /// `[OK, slot, seq, record…]`, `[LOCKED | DIED | TIMEOUT | WOKEN, slot]`,
     /// `[WOUND, slot, holder]`, `[NOT_FOUND]`, or `Served::Wait` (the event
     /// loop's waiting list; the payload keeps the request, with its flags,
     /// offer count and the time it was first parked (+ 1; 0 = never)
@@ -795,6 +948,18 @@ impl Lock2pl {
             payload.push(status::NOT_FOUND);
             return Served::Reply;
         };
+        if self.policy == Policy::WoundWait {
+            let tag = payload[8];
+            debug_assert!(tag != 0, "every WOUND_WAIT lock request is tagged");
+            if store.region.load(wake_mark(store, me)) >= tag {
+                // A wounder woke it: the attempt was wounded (a wake is
+                // sent only after a successful wound, and names this
+                // request's tag or a later one of the same coroutine).
+                payload.clear();
+                payload.extend_from_slice(&[REPLY_WOKEN, slot]);
+                return Served::Reply;
+            }
+        }
         let table = store.layout.table(table_id);
         let lock = lock_addr(table, slot);
         let exclusive = flags & FLAG_EXCLUSIVE != 0;
@@ -870,6 +1035,43 @@ impl Lock2pl {
     }
 }
 
+/// A wounded holder's lock request to answer: `LOCK2PL_WAKE` to `node`.
+#[derive(Clone, Copy, Debug)]
+struct Wake {
+    node: NodeId,
+    /// The holder's timestamp (its lock value without bit 63).
+    owner: u64,
+    tag: u64,
+}
+
+/// The tag of a coroutine's next WOUND_WAIT lock request: its clock, and
+/// above the `previous` tag of the same access. A coroutine's requests
+/// follow each other (each waits for the last one's reply), so its tags
+/// grow, and a wake for an earlier request never matches a later one.
+fn request_tag(cx: &TxnCx<'_>, previous: u64) -> u64 {
+    let tag = ((cx.now_ns() + 1) & TAG_MASK).max(previous + 1);
+    debug_assert!(tag != 0 && tag <= TAG_MASK);
+    tag
+}
+
+/// The wake mark on `store`'s node of the coroutine whose timestamp (or
+/// lock value) is `owner`.
+fn wake_mark(store: &NodeStore, owner: u64) -> u64 {
+    let (node, worker, co) = ids::split_owner(owner & OWNER_MASK);
+    let meta = store.layout.txn_meta;
+    debug_assert!(
+        meta.words > META_WAKE as u32 + node as u32,
+        "a wake mark per node"
+    );
+    meta.addr(worker, co) + META_WAKE + node as u64
+}
+
+/// The pending-request record of a request tagged `tag` to `node`.
+fn request_record(node: NodeId, tag: u64) -> u64 {
+    debug_assert!((node as u64) < 1 << (64 - TAG_BITS) && tag <= TAG_MASK);
+    ((node as u64) << TAG_BITS) | tag
+}
+
 /// A wound of a holder the requester already wounded is a wait for it.
 #[inline]
 fn settle(decision: Decision, wounded_holder: u64) -> Decision {
@@ -925,13 +1127,10 @@ mod tests {
         assert_eq!(ww.decide(old, young, false), Decision::Wait);
     }
 
-    /// A parked WOUND_WAIT request must come back within its bound on a
-    /// busy event loop (offers) and on one that is rarely scheduled (its
-    /// clock), so that a wounded waiter notices the wound either way.
-    #[test]
-    fn a_parked_wound_wait_request_times_out_by_offers_or_by_time() {
+    /// One node of a 2-node cluster, 1 worker × 4 coroutines, whose record
+    /// 7 is locked by `holder`.
+    fn locked_store(holder: u64) -> NodeStore {
         use crate::store::{StoreLayout, TableSpec};
-        let ww = Lock2pl::new(Policy::WoundWait);
         let layout = StoreLayout::new(
             &[TableSpec {
                 name: "t",
@@ -939,15 +1138,31 @@ mod tests {
                 capacity_per_node: 4,
             }],
             |_| Lock2pl::header_words(Policy::WoundWait),
-        );
+        )
+        .with_txn_meta(1, 4, wound_wait_meta_words(2));
         let store = NodeStore::new(0, std::sync::Arc::new(layout));
         store.insert(0, 7, &[0]).unwrap();
         let slot = store.lookup(0, 7).unwrap();
-        let (old, young) = (ts(5, 1), ts(9, 2));
         store
             .region
-            .store(lock_addr(store.layout.table(0), slot), old);
-        let request = |timeouts: u64| vec![0, 7, young, FLAG_EXCLUSIVE, 0, 0, timeouts, 0];
+            .store(lock_addr(store.layout.table(0), slot), holder);
+        store
+    }
+
+    /// A WOUND_WAIT lock request for record 7 by `me`, tagged `tag`.
+    fn request(me: u64, timeouts: u64, tag: u64) -> Vec<u64> {
+        vec![0, 7, me, FLAG_EXCLUSIVE, 0, 0, timeouts, 0, tag]
+    }
+
+    /// A parked WOUND_WAIT request must come back within its bound on a
+    /// busy event loop (offers) and on one that is rarely scheduled (its
+    /// clock), so that a wounded waiter notices the wound either way.
+    #[test]
+    fn a_parked_wound_wait_request_times_out_by_offers_or_by_time() {
+        let ww = Lock2pl::new(Policy::WoundWait);
+        let (old, young) = (ts(5, 1), ts(9, 2));
+        let store = locked_store(old);
+        let request = |timeouts: u64| request(young, timeouts, 1);
         let timed_out = |served: Served, payload: &[u64]| {
             served == Served::Reply && payload[0] == REPLY_TIMEOUT
         };
@@ -971,6 +1186,48 @@ mod tests {
                 "the time bound after {timeouts} timeouts"
             );
         }
+    }
+
+    /// A wound by RPC reports the victim's pending request, and a wake for
+    /// it answers that parked request `WOKEN` at its next offer, or on
+    /// arrival if the wake came first; it never answers a later request of
+    /// the same coroutine, nor another coroutine's.
+    #[test]
+    fn a_wake_answers_the_wounded_waiters_parked_request_and_no_other() {
+        let ww = Lock2pl::new(Policy::WoundWait);
+        // The victim: owner 2 = node 0, worker 0, coroutine 1.
+        let (old, victim, other) = (ts(5, 1), ts(9, 2), ts(11, 3));
+        let store = locked_store(old);
+        let woken =
+            |served: Served, payload: &[u64]| served == Served::Reply && payload[0] == REPLY_WOKEN;
+        let status = store.layout.txn_meta.addr(0, 1);
+        store.region.store(status, victim);
+        store
+            .region
+            .store(status + META_REQUEST, request_record(1, 40));
+        let mut wound = vec![status, victim];
+        assert!(ww.serve(&store, kind::LOCK2PL_WOUND, &mut wound, 0) == Some(Served::Reply));
+        assert_eq!(wound, [victim, request_record(1, 40)], "previous, record");
+        assert_eq!(store.region.load(status), WOUNDED);
+
+        let mut parked = request(victim, 0, 40);
+        let mut bystander = request(other, 0, 40);
+        assert!(ww.serve_lock(&store, &mut parked, 1) == Served::Wait);
+        assert!(ww.serve_lock(&store, &mut bystander, 1) == Served::Wait);
+        let mut wake = vec![victim & !EXCLUSIVE, 40];
+        assert!(ww.serve(&store, kind::LOCK2PL_WAKE, &mut wake, 2) == Some(Served::Reply));
+        assert!(woken(ww.serve_lock(&store, &mut parked, 3), &parked));
+        assert!(ww.serve_lock(&store, &mut bystander, 3) == Served::Wait);
+        // A stale wake lowers nothing; the next request is not answered.
+        let mut stale = vec![victim & !EXCLUSIVE, 30];
+        ww.serve(&store, kind::LOCK2PL_WAKE, &mut stale, 4);
+        let mut next = request(victim, 0, 41);
+        assert!(ww.serve_lock(&store, &mut next, 5) == Served::Wait);
+        // A wake that overtakes its request answers it on arrival.
+        let mut early = vec![victim & !EXCLUSIVE, 50];
+        ww.serve(&store, kind::LOCK2PL_WAKE, &mut early, 6);
+        let mut late = request(victim, 0, 50);
+        assert!(woken(ww.serve_lock(&store, &mut late, 7), &late));
     }
 
     #[test]

@@ -908,7 +908,7 @@ impl Protocol for Maat {
         3 + 2 * self.cap
     }
 
-    fn txn_meta_words() -> u32 {
+    fn txn_meta_words(_nodes: u32) -> u32 {
         (META_SLOTS * SLOT_WORDS) as u32
     }
 

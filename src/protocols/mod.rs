@@ -64,8 +64,9 @@ pub trait Protocol: Sync {
     }
     /// Words of per-transaction global metadata each coroutine keeps in its
     /// node's region, where remote workers can READ and CAS them (see
-    /// `store::TxnMetaLayout`; `TxnCx::txn_meta_addr`). Default: none.
-    fn txn_meta_words() -> u32 {
+    /// `store::TxnMetaLayout`; `TxnCx::txn_meta_addr`), in a cluster of
+    /// `nodes` nodes. Default: none.
+    fn txn_meta_words(_nodes: u32) -> u32 {
         0
     }
     /// The stage that [`Protocol::access`] performs.

@@ -1111,7 +1111,7 @@ impl Protocol for Timestamp {
     }
 
     /// The cascading variant's outcome words (see `outcome_of`).
-    fn txn_meta_words() -> u32 {
+    fn txn_meta_words(_nodes: u32) -> u32 {
         2
     }
 

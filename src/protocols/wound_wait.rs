@@ -6,8 +6,10 @@
 //! remote abort through the holder's per-transaction global metadata: one
 //! CAS on its status word, `running → WOUNDED`. The wounded transaction
 //! notices at its next check — every access, every round of a one-sided
-//! wait, every timeout of a parked lock RPC — and at its commit point, and
-//! aborts, freeing its locks.
+//! wait — and at its commit point, and aborts, freeing its locks. A
+//! wounded transaction parked in a lock RPC is woken by its wounder, which
+//! sends the wound to where it waits (`lock2pl`, "Waking a wounded
+//! waiter"); the parked request's timeout is the fallback.
 //!
 //! Commit point: in the `log` stage, the last fallible one, a transaction
 //! CASes its own status `running → COMMITTING`. If a wound got there first
@@ -26,17 +28,20 @@
 //!   READ(tuple) per round. On a younger exclusive holder: CAS(holder's
 //!   status, holder's running value → WOUNDED) at once, then wait; on an
 //!   older one: wait (sleep 0.5–8 µs, doubling, and post the round again).
-//! * RPC lock: the handler decides on the word and locks with a local CAS.
-//!   A younger holder is answered `WOUND` with its timestamp; the requester
-//!   wounds it (one-sided CAS or `LOCK2PL_STATUS_CAS` RPC to the holder's
-//!   node, by the lock stage's primitive) and asks again, naming the holder
-//!   it wounded, and the handler parks the request (`Served::Wait`) in the
-//!   worker's waiting list by its timestamp, oldest first, so a freed lock
-//!   goes to the oldest waiter, which nobody wounds. A parked request is
-//!   answered `TIMEOUT` after 8 offers or 16 µs of the serving worker's
-//!   clock, whichever comes first (both doubling with each timeout of the
-//!   same access), so that its requester reads its own status and asks
-//!   again.
+//! * RPC lock: every request is tagged and recorded in the requester's
+//!   metadata (node and tag). The handler decides on the word and locks
+//!   with a local CAS. A younger holder is answered `WOUND` with its
+//!   timestamp; the requester wounds it (`LOCK2PL_WOUND` RPC to the
+//!   holder's node: CAS its status, reply its record), wakes the holder's
+//!   recorded request if the wound succeeded (`LOCK2PL_WAKE`, passive) and
+//!   asks again, naming the holder it wounded, and the handler parks the
+//!   request (`Served::Wait`) in the worker's waiting list by its
+//!   timestamp, oldest first, so a freed lock goes to the oldest waiter,
+//!   which nobody wounds. A parked request is answered `WOKEN` once a
+//!   wounder woke it, and otherwise `TIMEOUT` after 8 offers or 16 µs of
+//!   the serving worker's clock, whichever comes first (both doubling with
+//!   each timeout of the same access), so that its requester reads its own
+//!   status and asks again.
 //! * commit / release: as NO_WAIT (`lock2pl`).
 //! * `lock_mode = shared`: the shared word keeps the maximum (coarse)
 //!   timestamp of its readers. Readers are anonymous, so they cannot be
@@ -45,19 +50,25 @@
 //!
 //! Header layout: word 0 = lock word (`lock2pl`: 0 free; exclusive: bit 63 |
 //! timestamp `clock:34 | owner:29`; shared: `bound:47 | count:16`).
-//! Transaction metadata: 1 word per coroutine, the status (`cx.owner` while
-//! running, `WOUNDED` = 1, `COMMITTING` = 2), armed at the attempt's first
-//! access. Hybrid handshakes (RCC §5.2): none beyond the lock word, the
+//! Transaction metadata: 2 + nodes words per coroutine: the status
+//! (`cx.owner` while running, `WOUNDED` = 1, `COMMITTING` = 2), armed at
+//! the attempt's first access; the record of its pending lock RPC
+//! (`node:12 | tag:52`); and, on every node, a wake mark per node for the
+//! coroutines of the same `(worker, coroutine)` index there. Hybrid handshakes (RCC §5.2): none beyond the lock word, the
 //! status word (every form CASes it) and the slot every RPC lock replies.
 //!
 //! Invariants: every deadlock cycle contains a wounded transaction, and a
 //! wounded transaction cannot wait forever without noticing; a transaction
-//! installs writes only after its status became `COMMITTING`.
+//! installs writes only after its status became `COMMITTING`; a request
+//! answered `WOKEN` took no lock, and belongs to the attempt its wounder
+//! wounded (on `threads`, a retry that recorded a request between the
+//! wound's CAS and its read of the record could lose that attempt: an
+//! abort, so safe).
 
 use crate::store::NodeStore;
 use crate::txn::{TxnCx, TxnResult};
 
-use super::lock2pl::{Lock2pl, Policy};
+use super::lock2pl::{self, Lock2pl, Policy};
 use super::{Protocol, ProtocolKind, Served, Stage};
 
 #[derive(Clone, Debug)]
@@ -77,8 +88,8 @@ impl Protocol for WoundWait {
         Lock2pl::header_words(Policy::WoundWait)
     }
 
-    fn txn_meta_words() -> u32 {
-        1
+    fn txn_meta_words(nodes: u32) -> u32 {
+        lock2pl::wound_wait_meta_words(nodes)
     }
 
     fn begin(&self, cx: &mut TxnCx<'_>) {
