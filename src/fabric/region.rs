@@ -112,6 +112,13 @@ impl Region {
         self.words[word as usize].fetch_add(add, Ordering::AcqRel)
     }
 
+    /// Raises the word to at least `value` atomically (a handler's CPU
+    /// atomic, like `faa`); returns what it held before.
+    #[inline]
+    pub fn fetch_max(&self, word: u64, value: u64) -> u64 {
+        self.words[word as usize].fetch_max(value, Ordering::AcqRel)
+    }
+
     /// Word-by-word copy out, lowest address first (tearable).
     #[inline]
     pub fn read(&self, word: u64, out: &mut [u64]) {

@@ -897,15 +897,7 @@ impl Lock2pl {
                 // request with this tag is answered `WOKEN` at its next
                 // offer, or on arrival if it is still on its way.
                 let (owner, tag) = (payload[0], payload[1]);
-                let mark = wake_mark(store, owner);
-                let mut seen = store.region.load(mark);
-                while seen < tag {
-                    let previous = store.region.cas(mark, seen, tag);
-                    if previous == seen {
-                        break;
-                    }
-                    seen = previous;
-                }
+                store.region.fetch_max(wake_mark(store, owner), tag);
                 payload.clear();
                 Some(Served::Reply)
             }

@@ -408,15 +408,9 @@ pub(super) fn raise_rts_local(
     seen_seq: u64,
     accepted_lock: u64,
 ) -> bool {
-    let rts_addr = table.header_addr(slot, rts_word);
-    let mut current = store.region.load(rts_addr);
-    while current < ts {
-        let previous = store.region.cas(rts_addr, current, ts);
-        if previous == current {
-            break;
-        }
-        current = previous;
-    }
+    store
+        .region
+        .fetch_max(table.header_addr(slot, rts_word), ts);
     let lock = store.region.load(lock_addr(table, slot));
     let seq = store.region.load(table.seq_addr(slot));
     still_readable(ts, lock, seq, seen_seq, accepted_lock)
