@@ -14,21 +14,24 @@
 //! committed history of the whole run (warm-up included: the checker needs
 //! every version) goes to the serializability checker, and the final store
 //! to the workload's invariants.
+//!
+//! What a worker runs is a node program, and how its fabric runs workers
+//! is a backend: both meet in one driver (`engine::driver`), which every
+//! fabric — a `ucx` rank too — goes through.
 
 mod calvin;
 pub mod coroutine;
+pub(crate) mod driver;
 pub mod report;
 mod sim;
 
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 
-use crate::check::{check_serializable, store_matches_history, History};
+use crate::check::{store_matches_history, History};
 use crate::config::{Config, ConfigError, FabricKind, LockMode, WorkloadKind};
-use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
 use crate::protocols::cicada::Cicada;
 use crate::protocols::drtm::Drtm;
@@ -43,7 +46,7 @@ use crate::protocols::wait_die::WaitDie;
 use crate::protocols::wound_wait::WoundWait;
 use crate::protocols::{Protocol, ProtocolKind};
 use crate::replication::{self, LogWriter, Replication};
-use crate::runtime::{RpcService, Served, Worker};
+use crate::runtime::{RpcService, Served};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout};
 use crate::workloads::pps::Pps;
@@ -155,7 +158,13 @@ pub fn run_protocol<P: Protocol, W: Workload>(
     let mut config = config.clone();
     config.validate()?;
     debug_assert_eq!(config.protocol, P::KIND);
-    run_workload(&config, protocol, workload)
+    let program = StagedProgram {
+        config: &config,
+        protocol,
+        workload,
+    };
+    let heartbeat = crate::fault::DetectorSettings::of(&config).is_some();
+    driver::run_in_process(&config, &program, workload, program.layout(heartbeat))
 }
 
 /// Something to do with the run's protocol, generic over its type: how
@@ -167,8 +176,8 @@ pub trait WithProtocol {
 }
 
 /// Builds `config`'s protocol from its options and hands it to `visitor`;
-/// `None` for CALVIN, which has an engine path of its own
-/// (`engine::calvin`).
+/// `None` for CALVIN, which is a node program of its own
+/// (`engine::calvin`, [`with_program`]).
 pub fn with_protocol<V: WithProtocol>(config: &Config, visitor: V) -> Option<V::Output> {
     let options = &config.protocol_options;
     let lock2pl = |policy| Lock2pl {
@@ -196,27 +205,206 @@ pub fn with_protocol<V: WithProtocol>(config: &Config, visitor: V) -> Option<V::
     })
 }
 
-/// Runs a validated config's protocol with `workload` on threads or sim.
-struct RunWith<'a, W> {
-    config: &'a Config,
-    workload: &'a W,
+/// Something to do with the run's node program, generic over its type:
+/// how every driver (in process here, a `ucx` rank in `cluster::node`)
+/// gets the program of `config`'s protocol, [`with_program`].
+pub(crate) trait WithProgram {
+    type Output;
+    /// `layout`: the store's layout for `program` (tables, the heartbeat
+    /// when asked for, the program's own parts), before replication.
+    fn with<G: driver::NodeProgram>(self, program: &G, layout: StoreLayout) -> Self::Output;
 }
 
-impl<W: Workload> WithProtocol for RunWith<'_, W> {
-    type Output = Result<RunOutput, RunError>;
-    fn with<P: Protocol>(self, protocol: &P) -> Self::Output {
-        run_workload(self.config, protocol, self.workload)
+/// Builds the node program of `config`'s protocol with `workload` — the
+/// stage pipeline of a [`Protocol`], or CALVIN's — and its store layout
+/// (with the detector's heartbeat word when `heartbeat`), and hands both
+/// to `visitor`.
+pub(crate) fn with_program<W: Workload, V: WithProgram>(
+    config: &Config,
+    workload: &W,
+    heartbeat: bool,
+    visitor: V,
+) -> Result<V::Output, RunError> {
+    struct Staged<'a, W, V> {
+        config: &'a Config,
+        workload: &'a W,
+        heartbeat: bool,
+        visitor: V,
     }
+    impl<W: Workload, V: WithProgram> WithProtocol for Staged<'_, W, V> {
+        type Output = V::Output;
+        fn with<P: Protocol>(self, protocol: &P) -> V::Output {
+            let program = StagedProgram {
+                config: self.config,
+                protocol,
+                workload: self.workload,
+            };
+            let layout = program.layout(self.heartbeat);
+            self.visitor.with(&program, layout)
+        }
+    }
+    if config.protocol == ProtocolKind::Calvin {
+        return calvin::with_calvin_program(config, workload, heartbeat, visitor);
+    }
+    let staged = Staged {
+        config,
+        workload,
+        heartbeat,
+        visitor,
+    };
+    Ok(with_protocol(config, staged).expect("with_protocol builds every protocol but CALVIN"))
 }
 
+/// Runs a validated config's program on threads or sim.
 fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput, RunError> {
     if config.fabric == FabricKind::Ucx {
         return Err(RunError::Config(ConfigError(UCX_ONE_PROCESS.into())));
     }
-    match with_protocol(config, RunWith { config, workload }) {
-        Some(output) => output,
-        // Deterministic: its own engine path (`engine::calvin`).
-        None => calvin::run_calvin(config, workload),
+    struct InProcess<'a, W> {
+        config: &'a Config,
+        workload: &'a W,
+    }
+    impl<W: Workload> WithProgram for InProcess<'_, W> {
+        type Output = Result<RunOutput, RunError>;
+        fn with<G: driver::NodeProgram>(self, program: &G, layout: StoreLayout) -> Self::Output {
+            driver::run_in_process(self.config, program, self.workload, layout)
+        }
+    }
+    let heartbeat = crate::fault::DetectorSettings::of(config).is_some();
+    with_program(config, workload, heartbeat, InProcess { config, workload })?
+}
+
+/// The node program of a [`Protocol`]: every worker runs `coroutines`
+/// transaction coroutines through the stage pipeline
+/// (`engine::coroutine`), and serves the two-sided form of its stages and
+/// the replication log ([`Service`]).
+pub(crate) struct StagedProgram<'a, P, W> {
+    config: &'a Config,
+    protocol: &'a P,
+    workload: &'a W,
+}
+
+impl<P: Protocol, W: Workload> StagedProgram<'_, P, W> {
+    /// The tables laid out with the protocol's headers, every coroutine's
+    /// transaction metadata, and the heartbeat word when asked for.
+    fn layout(&self, heartbeat: bool) -> StoreLayout {
+        let config = self.config;
+        let layout = StoreLayout::with_copies(
+            &self.workload.tables(),
+            |r| self.protocol.header_words_of(r),
+            config.replication,
+        )
+        .with_txn_meta(
+            config.workers as u16,
+            config.coroutines as u16,
+            P::txn_meta_words(config.nodes),
+        );
+        if heartbeat {
+            layout.with_heartbeat()
+        } else {
+            layout
+        }
+    }
+}
+
+impl<P: Protocol, W: Workload> driver::NodeProgram for StagedProgram<'_, P, W> {
+    type Extra = ();
+
+    fn slots(&self, _index: u16) -> usize {
+        self.config.coroutines as usize
+    }
+
+    fn run_workers(
+        &self,
+        cluster: &driver::Cluster,
+        start: driver::WorkerStart<'_>,
+        drive: driver::Drive<'_>,
+    ) -> Vec<driver::WorkerResult<()>> {
+        let config = self.config;
+        let workers = start.workers;
+        let count = workers.len();
+        let caches: Vec<RefCell<LocationCache>> = (0..count)
+            .map(|_| RefCell::new(LocationCache::new(config.location_cache_entries)))
+            .collect();
+        let stats: Vec<RefCell<WorkerStats>> = (0..count)
+            .map(|_| RefCell::new(WorkerStats::new()))
+            .collect();
+        let histories: Vec<RefCell<History>> =
+            start.histories.into_iter().map(RefCell::new).collect();
+        debug_assert_eq!(histories.len(), count);
+        let replication = cluster.replication.as_deref();
+        let first_node = workers[0].node;
+        let services: Vec<Service<P>> = (first_node..=workers[count - 1].node)
+            .map(|node| Service::new(self.protocol, cluster.store(node), replication))
+            .collect();
+        let log_writers: Vec<Option<LogWriter>> = workers
+            .iter()
+            .map(|w| {
+                cluster
+                    .replication
+                    .as_ref()
+                    .map(|r| LogWriter::new(r.clone(), w.node, w.worker))
+            })
+            .collect();
+        let clock = start.clock;
+        let envs: Vec<CoroutineEnv<P, W>> = workers
+            .iter()
+            .enumerate()
+            .map(|(index, worker)| CoroutineEnv {
+                worker,
+                layout: &cluster.layout,
+                local_store: cluster.store(worker.node),
+                cache: &caches[index],
+                stats: &stats[index],
+                history: start.record_history.then_some(&histories[index]),
+                protocol: self.protocol,
+                workload: self.workload,
+                plan: config.stages,
+                backoff: config.backoff,
+                seed: config.seed,
+                warmup_end_ns: clock.warmup_end_ns,
+                end_ns: clock.end_ns,
+                log: log_writers[index].as_ref(),
+                fault_at_ns: cluster.fault_at_ns(clock.start_ns),
+                record_at_commit_point: cluster.attached_faults().is_some(),
+            })
+            .collect();
+        let mut coroutines: Vec<driver::Coroutines> = envs
+            .iter()
+            .map(|env| {
+                (0..config.coroutines as u16)
+                    .map(|co| {
+                        Box::pin(coroutine::run_coroutine(env, co))
+                            as Pin<Box<dyn Future<Output = ()> + '_>>
+                    })
+                    .collect()
+            })
+            .collect();
+        let service_refs: Vec<&dyn RpcService> = workers
+            .iter()
+            .map(|w| &services[(w.node - first_node) as usize] as &dyn RpcService)
+            .collect();
+        drive(&mut coroutines, &service_refs);
+        drop(coroutines);
+        drop(envs);
+        stats
+            .into_iter()
+            .zip(histories)
+            .zip(caches)
+            .map(|((stats, history), cache)| driver::WorkerResult {
+                stats: driver::close_stats(stats, cache),
+                history: history.into_inner(),
+                extra: (),
+            })
+            .collect()
+    }
+
+    fn failover_coroutines(&self) -> u32 {
+        self.config.workers * self.config.coroutines
+    }
+
+    fn recovered_header(&self) -> fn(&crate::store::TableLayout, &mut [u64]) {
+        P::recovered_header
     }
 }
 
@@ -308,131 +496,6 @@ fn load_stores<W: Workload>(
     Ok(stores)
 }
 
-fn run_workload<P: Protocol, W: Workload>(
-    config: &Config,
-    protocol: &P,
-    workload: &W,
-) -> Result<RunOutput, RunError> {
-    let mut faults = crate::fault::FaultRun::new(config);
-    let mut layout = StoreLayout::with_copies(
-        &workload.tables(),
-        |r| protocol.header_words_of(r),
-        config.replication,
-    )
-    .with_txn_meta(
-        config.workers as u16,
-        config.coroutines as u16,
-        P::txn_meta_words(config.nodes),
-    );
-    if faults.is_some() {
-        layout = layout.with_heartbeat();
-    }
-    let (layout, replication) = replicated_layout(config, layout);
-    let stores =
-        load_stores(config, workload, &layout, replication.as_deref()).map_err(RunError::Load)?;
-    if let (Some(faults), Some(replication)) = (faults.as_mut(), &replication) {
-        let poll_ns = faults.settings.heartbeat_interval_ns / 4;
-        faults.set_failover(Arc::new(replication::Failover::new(
-            replication.clone(),
-            stores.clone(),
-            config.workers * config.coroutines,
-            poll_ns,
-            P::recovered_header,
-        )));
-    }
-    let (results, sim_run, fault_out) = match config.fabric {
-        FabricKind::Threads => {
-            let (results, fault_out) = run_threads(
-                config,
-                protocol,
-                workload,
-                &layout,
-                &stores,
-                replication.as_ref(),
-                faults.as_ref(),
-            );
-            (results, None, fault_out)
-        }
-        FabricKind::Sim => {
-            let (results, sim_run) = sim::run_sim(
-                config,
-                protocol,
-                workload,
-                &layout,
-                &stores,
-                replication.as_ref(),
-                faults.as_ref(),
-            );
-            let fault_out = FaultOutcome {
-                start_ns: sim::START_NS,
-                abandoned_rounds: sim_run.abandoned_rounds,
-            };
-            (results, Some(sim_run), fault_out)
-        }
-        FabricKind::Ucx => unreachable!("run_validated refuses the ucx fabric"),
-    };
-
-    let mut total = WorkerStats::new();
-    let mut history = History::new();
-    for (stats, worker_history) in &results {
-        total.merge(stats);
-        history.append(worker_history);
-    }
-    let failover = faults.as_ref().and_then(|f| f.failover.clone());
-    if let Some(failover) = &failover {
-        failover.finish();
-    }
-    let check = config.check.then(|| {
-        let verdict = check_serializable(&history);
-        if let (Some(failover), Some(replication)) = (&failover, &replication) {
-            return CheckSummary::new(
-                verdict,
-                check_after_failover(workload, &history, &stores, replication, failover),
-            );
-        }
-        let crashed = |node: usize| faults.as_ref().is_some_and(|f| f.crashed(node));
-        if !(0..stores.len()).any(crashed) {
-            return check_stores(workload, verdict, &history, &stores, replication.as_deref(), "");
-        }
-        // With replication 1 a crashed node's partition is lost, and with
-        // it what the invariants sum over: the survivors' stores are
-        // checked against the history.
-        let mut invariants = crate::workloads::InvariantReport {
-            ok: true,
-            details: vec!["workload invariants not checked: a node crashed and its partition is lost (replication 1)".into()],
-        };
-        invariants.add_version_check(
-            crate::fault::survivors_match_history(&history, &stores, crashed),
-            "",
-        );
-        CheckSummary::new(verdict, invariants)
-    });
-    let per_worker_committed: Vec<u64> = results.iter().map(|(s, _)| s.committed).collect();
-    let mut report = Report::build(
-        config,
-        workload.name(),
-        workload.txn_types(),
-        &total,
-        &per_worker_committed,
-        check,
-    );
-    report.sim = sim_run.map(|run| run.summary(&history, &stores));
-    report.recovery = faults.as_ref().map(|f| {
-        f.report(
-            config,
-            total.fault_commits,
-            fault_out.abandoned_rounds,
-            fault_out.start_ns,
-        )
-    });
-    Ok(RunOutput {
-        report,
-        history: config.check.then_some(history),
-        stores,
-        replication,
-    })
-}
-
 /// What every driver checks after a run in which no node failed: the
 /// history's serializability (`verdict`), the workload's invariants over
 /// every node's store, every tuple's version against the last committed
@@ -515,125 +578,4 @@ pub(crate) fn replicated_layout(
         config.ring_words(),
     );
     (Arc::new(layout), replication)
-}
-
-/// What a driver tells the report's `recovery` about its run.
-#[derive(Default)]
-struct FaultOutcome {
-    /// The fabric time the run started at.
-    start_ns: u64,
-    abandoned_rounds: u64,
-}
-
-/// Runs every worker on an OS thread of its own, in wall time.
-fn run_threads<P: Protocol, W: Workload>(
-    config: &Config,
-    protocol: &P,
-    workload: &W,
-    layout: &Arc<StoreLayout>,
-    stores: &[Arc<NodeStore>],
-    replication: Option<&Arc<Replication>>,
-    faults: Option<&crate::fault::FaultRun>,
-) -> (Vec<(WorkerStats, History)>, FaultOutcome) {
-    let fabric = ThreadsFabric::new(
-        stores.iter().map(|s| s.region.clone()).collect(),
-        config.workers as u16,
-        config.threads_latency(),
-    );
-    let abandoned = AtomicU64::new(0);
-    let total_workers = config.total_workers() as usize;
-    let ready = Barrier::new(total_workers + 1);
-    let go = Barrier::new(total_workers + 1);
-    let start_ns = AtomicU64::new(0);
-    let finished = AtomicUsize::new(0);
-    let warmup_ns = (config.warmup_s * 1e9) as u64;
-    let duration_ns = (config.duration_s * 1e9) as u64;
-
-    std::thread::scope(|scope| {
-        let mut handles = Vec::with_capacity(total_workers);
-        for node in 0..config.nodes as NodeId {
-            for worker_index in 0..config.workers as u16 {
-                let fabric = &fabric;
-                let (ready, go, start_ns, finished) = (&ready, &go, &start_ns, &finished);
-                let abandoned = &abandoned;
-                let handle = std::thread::Builder::new()
-                    .name(format!("verbena-n{node}-w{worker_index}"))
-                    .spawn_scoped(scope, move || {
-                        let endpoint = fabric.endpoint(node, worker_index);
-                        let mut worker =
-                            Worker::new(Box::new(endpoint), config.coroutines as usize);
-                        let cache = RefCell::new(LocationCache::new(config.location_cache_entries));
-                        let stats = RefCell::new(WorkerStats::new());
-                        let history = RefCell::new(History::new());
-                        let service = Service::new(
-                            protocol,
-                            &stores[node as usize],
-                            replication.map(|r| &**r),
-                        );
-                        let log_writer =
-                            replication.map(|r| LogWriter::new(r.clone(), node, worker_index));
-                        ready.wait();
-                        go.wait();
-                        let start = start_ns.load(Ordering::SeqCst);
-                        let end = start + warmup_ns + duration_ns;
-                        if let Some(faults) = faults {
-                            worker = faults.attach_in_process(worker, layout, config, end);
-                        }
-                        let env = CoroutineEnv {
-                            worker: &worker,
-                            layout,
-                            local_store: &stores[node as usize],
-                            cache: &cache,
-                            stats: &stats,
-                            history: config.check.then_some(&history),
-                            protocol,
-                            workload,
-                            plan: config.stages,
-                            backoff: config.backoff,
-                            seed: config.seed,
-                            warmup_end_ns: start + warmup_ns,
-                            end_ns: end,
-                            log: log_writer.as_ref(),
-                            fault_at_ns: faults
-                                .map_or(u64::MAX, |f| start.saturating_add(f.first_fault_ns)),
-                            record_at_commit_point: faults.is_some(),
-                        };
-                        let mut coroutines: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = (0
-                            ..config.coroutines as u16)
-                            .map(|co| {
-                                Box::pin(coroutine::run_coroutine(&env, co))
-                                    as Pin<Box<dyn Future<Output = ()> + '_>>
-                            })
-                            .collect();
-                        worker.run(&mut coroutines, &service, finished, total_workers);
-                        drop(coroutines);
-                        abandoned.fetch_add(worker.abandoned_rounds(), Ordering::Relaxed);
-                        let mut stats = stats.into_inner();
-                        stats.close();
-                        let cache = cache.into_inner();
-                        stats.cache_hits = cache.hits;
-                        stats.cache_misses = cache.misses;
-                        (stats, history.into_inner())
-                    })
-                    .expect("spawning a worker thread");
-                handles.push(handle);
-            }
-        }
-        ready.wait();
-        let start = fabric.now_ns();
-        start_ns.store(start, Ordering::SeqCst);
-        if let Some(faults) = faults {
-            faults.each_crash(start, |node, at| fabric.crash_node(node, at));
-        }
-        go.wait();
-        let results = handles
-            .into_iter()
-            .map(|h| h.join().expect("a worker thread panicked"))
-            .collect();
-        let outcome = FaultOutcome {
-            start_ns: start,
-            abandoned_rounds: abandoned.load(Ordering::Relaxed),
-        };
-        (results, outcome)
-    })
 }

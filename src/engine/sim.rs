@@ -1,8 +1,8 @@
 //! Running a cluster on the `sim` fabric: every worker of every node on
 //! this thread, turn by turn in virtual-time order (see `fabric::sim`).
 //!
-//! The same coroutines, protocol and workload as on `threads`; only the
-//! driver differs: instead of one OS thread per worker looping over
+//! The same node program (`engine::driver`) as on `threads`; only the
+//! backend differs: instead of one OS thread per worker looping over
 //! `Worker::turn`, one loop asks the simulator which worker is due next and
 //! runs one turn of it. The gap between a worker's idle turn and its next
 //! one is its idle time. The history is always recorded, so every sim
@@ -13,28 +13,17 @@
 //! message) ends at a virtual deadline instead, and the report counts the
 //! workers that were still waiting (`stuck_workers`).
 
-use std::cell::RefCell;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::coroutine::{self, CoroutineEnv};
+use super::driver::{BackendRun, Cluster, Coroutines, NodeProgram, RunClock, WorkerStart};
 use super::report::SimSummary;
-use super::Service;
 use crate::check::History;
 use crate::config::Config;
 use crate::fabric::sim::{SimFabric, WordHasher};
 use crate::fabric::NodeId;
-use crate::protocols::Protocol;
-use crate::replication::{LogWriter, Replication};
 use crate::runtime::{RpcService, Turn, Worker};
-use crate::stats::WorkerStats;
-use crate::store::{LocationCache, NodeStore, StoreLayout};
-use crate::workloads::Workload;
-
-/// One worker's coroutines.
-pub(crate) type Coroutines<'a> = Vec<Pin<Box<dyn Future<Output = ()> + 'a>>>;
+use crate::store::NodeStore;
 
 /// Virtual time of the first turn, ns.
 pub(crate) const START_NS: u64 = 1_000;
@@ -46,8 +35,6 @@ pub(crate) struct SimRun {
     pub(crate) events: u64,
     pub(crate) lost: u64,
     pub(crate) stuck_workers: usize,
-    /// Rounds workers abandoned at their give-up time (`fault`).
-    pub(crate) abandoned_rounds: u64,
 }
 
 impl SimRun {
@@ -119,19 +106,17 @@ pub fn memory_hash(stores: &[Arc<NodeStore>]) -> u64 {
     hasher.finish()
 }
 
-pub(crate) fn run_sim<P: Protocol, W: Workload>(
+/// The `sim` backend: every worker of every node on this thread, turn by
+/// turn in virtual-time order, from [`START_NS`].
+pub(crate) fn run_sim<G: NodeProgram>(
     config: &Config,
-    protocol: &P,
-    workload: &W,
-    layout: &Arc<StoreLayout>,
-    stores: &[Arc<NodeStore>],
-    replication: Option<&Arc<Replication>>,
-    faults: Option<&crate::fault::FaultRun>,
-) -> (Vec<(WorkerStats, History)>, SimRun) {
+    program: &G,
+    cluster: &Cluster,
+) -> BackendRun<G::Extra> {
     let wall = Instant::now();
     let workers_per_node = config.workers as u16;
     let fabric = SimFabric::new(
-        stores.iter().map(|s| s.region.clone()).collect(),
+        cluster.stores.iter().map(|s| s.region.clone()).collect(),
         workers_per_node,
         &config.profile,
         &config.sim,
@@ -139,9 +124,9 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
     );
     let total = config.total_workers() as usize;
     let node_of = |index: usize| (index / workers_per_node as usize) as NodeId;
-    let warmup_end_ns = START_NS + (config.warmup_s * 1e9) as u64;
-    let end_ns = warmup_end_ns + (config.duration_s * 1e9) as u64;
-    if let Some(faults) = faults {
+    let clock = RunClock::starting_at(config, START_NS);
+    let faults = cluster.attached_faults();
+    if faults.is_some() {
         for fault in &config.faults {
             let at_ns = START_NS + (fault.at_s() * 1e9) as u64;
             match *fault {
@@ -153,114 +138,59 @@ pub(crate) fn run_sim<P: Protocol, W: Workload>(
                 }
             }
         }
-        debug_assert_eq!(faults.memberships.len(), config.nodes as usize);
     }
     let workers: Vec<Worker> = (0..total)
         .map(|index| {
-            let endpoint =
-                fabric.endpoint(node_of(index), (index % workers_per_node as usize) as u16);
-            let worker = Worker::new(Box::new(endpoint), config.coroutines as usize);
+            let worker_index = (index % workers_per_node as usize) as u16;
+            let endpoint = fabric.endpoint(node_of(index), worker_index);
+            let worker = Worker::new(Box::new(endpoint), program.slots(worker_index));
             match faults {
-                Some(faults) => faults.attach_in_process(worker, layout, config, end_ns),
+                Some(faults) => faults.attach_in_process(
+                    worker,
+                    &cluster.layout,
+                    config,
+                    program.give_up_ns(clock),
+                ),
                 None => worker,
             }
         })
         .collect();
-    let caches: Vec<RefCell<LocationCache>> = (0..total)
-        .map(|_| RefCell::new(LocationCache::new(config.location_cache_entries)))
-        .collect();
-    let stats: Vec<RefCell<WorkerStats>> = (0..total)
-        .map(|_| RefCell::new(WorkerStats::new()))
-        .collect();
-    let histories: Vec<RefCell<History>> =
-        (0..total).map(|_| RefCell::new(History::new())).collect();
-    let services: Vec<Service<P>> = stores
-        .iter()
-        .map(|store| Service::new(protocol, store, replication.map(|r| &**r)))
-        .collect();
-    let log_writers: Vec<Option<LogWriter>> = (0..total)
-        .map(|index| {
-            replication.map(|r| {
-                LogWriter::new(
-                    r.clone(),
-                    node_of(index),
-                    (index % workers_per_node as usize) as u16,
-                )
-            })
-        })
-        .collect();
-    let envs: Vec<CoroutineEnv<P, W>> = (0..total)
-        .map(|index| CoroutineEnv {
-            worker: &workers[index],
-            layout,
-            local_store: &stores[node_of(index) as usize],
-            cache: &caches[index],
-            stats: &stats[index],
-            history: Some(&histories[index]),
-            protocol,
-            workload,
-            plan: config.stages,
-            backoff: config.backoff,
-            seed: config.seed,
-            warmup_end_ns,
-            end_ns,
-            log: log_writers[index].as_ref(),
-            fault_at_ns: faults.map_or(u64::MAX, |f| START_NS.saturating_add(f.first_fault_ns)),
-            record_at_commit_point: faults.is_some(),
-        })
-        .collect();
-    let mut coroutines: Vec<Vec<Pin<Box<dyn Future<Output = ()> + '_>>>> = envs
-        .iter()
-        .map(|env| {
-            (0..config.coroutines as u16)
-                .map(|co| {
-                    Box::pin(coroutine::run_coroutine(env, co))
-                        as Pin<Box<dyn Future<Output = ()> + '_>>
-                })
-                .collect()
-        })
-        .collect();
-
-    let service_refs: Vec<&dyn RpcService> = (0..total)
-        .map(|index| &services[node_of(index) as usize] as &dyn RpcService)
-        .collect();
-    let (simulated_ns, done_count) =
-        drive(&fabric, &workers, &mut coroutines, &service_refs, end_ns);
-    drop(coroutines);
-    drop(envs);
+    let start = WorkerStart {
+        workers: &workers,
+        histories: (0..total).map(|_| History::new()).collect(),
+        clock,
+        // Always: every sim report carries the history's hash.
+        record_history: true,
+    };
+    let mut driven = (0, 0);
+    let results = program.run_workers(cluster, start, &mut |coroutines, services| {
+        driven = drive(&fabric, &workers, coroutines, services, clock.end_ns);
+    });
+    let (simulated_ns, done_count) = driven;
     let abandoned_rounds = workers.iter().map(|w| w.abandoned_rounds()).sum();
-    let results = stats
-        .into_iter()
-        .zip(histories)
-        .zip(caches)
-        .map(|((stats, history), cache)| {
-            let mut stats = stats.into_inner();
-            stats.close();
-            let cache = cache.into_inner();
-            stats.cache_hits = cache.hits;
-            stats.cache_misses = cache.misses;
-            (stats, history.into_inner())
-        })
-        .collect();
-    let run = SimRun {
+    let sim = SimRun {
         simulated_ns,
         wall_s: wall.elapsed().as_secs_f64(),
         events: fabric.events_processed(),
         lost: fabric.lost_count(),
         stuck_workers: total - done_count,
-        abandoned_rounds,
     };
-    (results, run)
+    BackendRun {
+        results,
+        start_ns: START_NS,
+        abandoned_rounds,
+        sim: Some(sim),
+    }
 }
 
 /// Runs `workers` turn by turn in virtual-time order until every one's
 /// coroutines have finished, or past a deadline after `end_ns` (whatever
 /// still waits then waits for what will not come). Returns the simulated
 /// time and how many workers finished. `services[i]` serves worker `i`.
-pub(crate) fn drive<'a>(
+pub(crate) fn drive(
     fabric: &SimFabric,
-    workers: &'a [Worker],
-    coroutines: &mut [Coroutines<'a>],
+    workers: &[Worker],
+    coroutines: &mut [Coroutines<'_>],
     services: &[&dyn RpcService],
     end_ns: u64,
 ) -> (u64, usize) {
