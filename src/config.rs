@@ -941,11 +941,14 @@ impl Config {
         if self.fabric == FabricKind::Ucx && !cfg!(feature = "ucx") {
             return Err(ConfigError(UCX_MISSING.into()));
         }
-        if self.fabric == FabricKind::Ucx && self.protocol == crate::protocols::ProtocolKind::Calvin
+        if self.fabric == FabricKind::Ucx
+            && self.protocol == crate::protocols::ProtocolKind::Calvin
+            && crate::fault::DetectorSettings::of(self).is_some()
+            && self.replication > 1
         {
             // Said here, once, rather than by every rank that starts.
             return Err(ConfigError(
-                "protocol calvin does not run on the ucx fabric: its sequencer and scheduler run on the sim and threads fabrics; allowed on ucx: every other protocol".into(),
+                "protocol calvin does not fail over a lost rank on the ucx fabric: its failover resolves sequenced transactions from every node's scheduler state, which only one process holds (--fabric threads or sim); on ucx run calvin without --fault and --failure-detector (a rank that dies then ends the run with an error), or fail over another protocol".into(),
             ));
         }
         Ok(())

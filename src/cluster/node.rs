@@ -35,9 +35,6 @@
 //! the node now serving its partition, every backup equal to its serving
 //! copy.
 
-use std::cell::RefCell;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
@@ -50,18 +47,17 @@ use crate::check::{
     check_serializable, store_holds_history_writes, store_matches_history, History, Item,
 };
 use crate::config::{Config, ConfigError, FabricKind, LocalAtomics, UcxTransport};
-use crate::engine::coroutine::{self, CoroutineEnv};
+use crate::engine::driver::{self, Cluster, ExtraStats, NodeProgram, RunClock, WorkerStart};
 use crate::engine::report::{ClusterSummary, RankSummary};
-use crate::engine::{self, CheckSummary, Report, RunError, RunOutput, WithProtocol, WithWorkload};
+use crate::engine::{self, CheckSummary, RunError, RunOutput, WithProgram, WithWorkload};
 use crate::fabric::ucx::{ucx_version, PeerInfo, TransportChoice, UcxContext, UcxWorkerHost};
 use crate::fabric::NodeId;
 use crate::fault::{DetectorSettings, FaultRun, Membership, NoRecovery, RecoveryReport};
-use crate::protocols::Protocol;
 use crate::replication::Failover;
-use crate::replication::{LogWriter, Replication};
-use crate::runtime::{RpcService, Served, Worker};
+use crate::replication::Replication;
+use crate::runtime::Worker;
 use crate::stats::WorkerStats;
-use crate::store::{LocationCache, NodeStore, StoreLayout};
+use crate::store::{NodeStore, StoreLayout};
 use crate::workloads::Workload;
 use std::sync::atomic::AtomicU64;
 
@@ -102,10 +98,10 @@ pub fn run_node_custom<W: Workload>(
         options: &'a NodeOptions,
         workload: &'a W,
     }
-    impl<W: Workload> WithProtocol for OnNode<'_, W> {
+    impl<W: Workload> WithProgram for OnNode<'_, W> {
         type Output = Result<Option<RunOutput>, RunError>;
-        fn with<P: Protocol>(self, protocol: &P) -> Self::Output {
-            run_protocol(self.config, self.options, protocol, self.workload)
+        fn with<G: NodeProgram>(self, program: &G, layout: StoreLayout) -> Self::Output {
+            run_program(self.config, self.options, program, self.workload, layout)
         }
     }
     let on_node = OnNode {
@@ -113,41 +109,14 @@ pub fn run_node_custom<W: Workload>(
         options,
         workload,
     };
-    engine::with_protocol(config, on_node).unwrap_or_else(|| {
-        Err(RunError::Config(ConfigError(format!(
-            "protocol {} does not run on the ucx fabric in this build (its sequencer and scheduler run on the threads and sim fabrics)",
-            config.protocol.name()
-        ))))
-    })
+    engine::with_program(config, workload, tolerates_loss(config), on_node)?
 }
 
-struct NodeService<'a, P: Protocol> {
-    protocol: &'a P,
-    store: &'a NodeStore,
-    replication: Option<&'a Replication>,
-    scratch: RefCell<Vec<u64>>,
-}
-
-impl<P: Protocol> RpcService for NodeService<'_, P> {
-    fn serve(&self, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
-        if let Some(replication) = self.replication {
-            if let Some(served) = replication.serve(self.store, kind, payload) {
-                return served;
-            }
-        }
-        self.protocol.serve(self.store, kind, payload, now_ns)
-    }
-
-    fn waiting_rank(&self, kind: u16, payload: &[u64]) -> u64 {
-        self.protocol.waiting_rank(kind, payload)
-    }
-
-    fn background(&self, worker: u16) -> bool {
-        match self.replication {
-            Some(r) => r.poll(self.store, worker, &mut self.scratch.borrow_mut()),
-            None => false,
-        }
-    }
+/// Whether a run tolerates the death of a rank: it needs a detector and a
+/// copy of every partition to fail over to; otherwise a dead rank ends the
+/// run with an error.
+pub(crate) fn tolerates_loss(config: &Config) -> bool {
+    DetectorSettings::of(config).is_some() && config.replication > 1
 }
 
 /// Sets the stop flag when the main thread leaves, on any path, and lets
@@ -161,39 +130,35 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
-type WorkerResult = (WorkerStats, History);
+type WorkerResult<X> = driver::WorkerResult<X>;
 /// A worker's word that its endpoints are up: the transports UCX chose to
 /// each node (worker 0 only), or what went wrong.
 type ReadyReport = (u16, Result<Vec<Vec<String>>, String>);
 
 /// What the main thread hands a worker thread, and gets back.
-struct WorkerLinks {
+struct WorkerLinks<X> {
     address: Sender<(u16, Result<Vec<u8>, String>)>,
     peers: Receiver<Vec<PeerInfo>>,
     ready: Sender<ReadyReport>,
     go: Receiver<u64>,
-    result: Sender<(u16, WorkerResult)>,
+    result: Sender<(u16, WorkerResult<X>)>,
     teardown: Receiver<()>,
 }
 
 #[allow(clippy::too_many_arguments)]
-fn worker_thread<P: Protocol, W: Workload>(
+fn worker_thread<G: NodeProgram>(
     config: &Config,
     context: &UcxContext,
-    store: &NodeStore,
-    layout: &StoreLayout,
-    protocol: &P,
-    workload: &W,
+    cluster: &Cluster,
+    program: &G,
     worker_index: u16,
-    links: WorkerLinks,
+    links: WorkerLinks<G::Extra>,
     stop: &AtomicBool,
     local_done: &AtomicUsize,
-    replication: Option<&Arc<Replication>>,
-    faults: Option<&FaultRun>,
     abandoned: &AtomicU64,
     journal_prefix: Option<&str>,
 ) {
-    let node = store.node;
+    let node = cluster.stores[0].node;
     let host = match UcxWorkerHost::new(context, node, worker_index) {
         Ok(host) => {
             let _ = links
@@ -228,26 +193,16 @@ fn worker_thread<P: Protocol, W: Workload>(
         Vec::new()
     };
     let _ = links.ready.send((worker_index, Ok(transports)));
-    let Ok(start) = links.go.recv() else {
+    let Ok(start_ns) = links.go.recv() else {
         return;
     };
-    let warmup_ns = (config.warmup_s * 1e9) as u64;
-    let duration_ns = (config.duration_s * 1e9) as u64;
-    let mut worker = Worker::new(Box::new(endpoint), config.coroutines as usize);
-    if let Some(faults) = faults {
-        worker = faults.attach(
-            worker,
-            layout
-                .heartbeat_addr
-                .expect("a detector run has a heartbeat"),
-            config.nodes,
-            duration_ns,
-            start + warmup_ns + duration_ns,
-        );
+    let clock = RunClock::starting_at(config, start_ns);
+    let mut worker = Worker::new(Box::new(endpoint), program.slots(worker_index));
+    if let Some(faults) = cluster.attached_faults() {
+        worker =
+            faults.attach_in_process(worker, &cluster.layout, config, program.give_up_ns(clock));
     }
-    let cache = RefCell::new(LocationCache::new(config.location_cache_entries));
-    let stats = RefCell::new(WorkerStats::new());
-    let history = RefCell::new(match journal_prefix {
+    let history = match journal_prefix {
         Some(prefix) => {
             let path = journal_path(prefix, node as u32, worker_index);
             match std::fs::File::create(&path) {
@@ -261,62 +216,33 @@ fn worker_thread<P: Protocol, W: Workload>(
             }
         }
         None => History::new(),
+    };
+    let start = WorkerStart {
+        workers: std::slice::from_ref(&worker),
+        histories: vec![history],
+        clock,
+        record_history: config.check,
+    };
+    let mut results = program.run_workers(cluster, start, &mut |coroutines, services| {
+        let mut announced = false;
+        loop {
+            let turn = worker.turn(&mut coroutines[0], services[0]);
+            if turn.coroutines_done && !announced {
+                local_done.fetch_add(1, Ordering::SeqCst);
+                announced = true;
+            }
+            // Keep serving peers until the whole cluster is done.
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            if !turn.progressed {
+                worker.idle(&turn);
+            }
+        }
     });
-    let service = NodeService {
-        protocol,
-        store,
-        replication: replication.map(|r| &**r),
-        scratch: RefCell::new(Vec::new()),
-    };
-    let log_writer = replication.map(|r| LogWriter::new(r.clone(), store.node, worker_index));
-    let env = CoroutineEnv {
-        worker: &worker,
-        layout,
-        cache: &cache,
-        stats: &stats,
-        history: config.check.then_some(&history),
-        local_store: store,
-        protocol,
-        workload,
-        plan: config.stages,
-        backoff: config.backoff,
-        seed: config.seed,
-        warmup_end_ns: start + warmup_ns,
-        end_ns: start + warmup_ns + duration_ns,
-        log: log_writer.as_ref(),
-        fault_at_ns: faults.map_or(u64::MAX, |f| start.saturating_add(f.first_fault_ns)),
-        record_at_commit_point: faults.is_some(),
-    };
-    let mut coroutines: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = (0..config.coroutines as u16)
-        .map(|co| {
-            Box::pin(coroutine::run_coroutine(&env, co)) as Pin<Box<dyn Future<Output = ()> + '_>>
-        })
-        .collect();
-    let mut announced = false;
-    loop {
-        let turn = worker.turn(&mut coroutines, &service);
-        if turn.coroutines_done && !announced {
-            local_done.fetch_add(1, Ordering::SeqCst);
-            announced = true;
-        }
-        // Keep serving peers until the whole cluster is done.
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        if !turn.progressed {
-            worker.idle(&turn);
-        }
-    }
-    drop(coroutines);
     abandoned.fetch_add(worker.abandoned_rounds(), Ordering::Relaxed);
-    let mut stats = stats.into_inner();
-    stats.close();
-    let cache = cache.into_inner();
-    stats.cache_hits = cache.hits;
-    stats.cache_misses = cache.misses;
-    let _ = links
-        .result
-        .send((worker_index, (stats, history.into_inner())));
+    let result = results.pop().expect("one result per worker");
+    let _ = links.result.send((worker_index, result));
     // The endpoints go only once every rank is past its run (see docs).
     let _ = links.teardown.recv();
     drop(worker);
@@ -326,29 +252,18 @@ fn cluster<E: std::fmt::Display>(e: E) -> RunError {
     RunError::Cluster(e.to_string())
 }
 
-fn run_protocol<P: Protocol, W: Workload>(
+fn run_program<G: NodeProgram, W: Workload>(
     config: &Config,
     options: &NodeOptions,
-    protocol: &P,
+    program: &G,
     workload: &W,
+    layout: StoreLayout,
 ) -> Result<Option<RunOutput>, RunError> {
     let rank = options.rank;
     let nodes = config.nodes;
     let workers = config.workers as u16;
-    let settings = DetectorSettings::of(config);
-    // Fault tolerance needs a detector and a copy of every partition to
-    // fail over to; otherwise a dead rank ends the run with an error.
-    let tolerant = settings.is_some() && config.replication > 1;
-    let mut layout =
-        StoreLayout::with_copies(&workload.tables(), P::header_words, config.replication)
-            .with_txn_meta(
-                workers,
-                config.coroutines as u16,
-                P::txn_meta_words(config.nodes),
-            );
-    if tolerant {
-        layout = layout.with_heartbeat();
-    }
+    let tolerant = tolerates_loss(config);
+    debug_assert_eq!(tolerant, layout.heartbeat_addr.is_some());
     let (layout, replication) = crate::engine::replicated_layout(config, layout);
     let transport = match config.ucx.transport {
         UcxTransport::Shm => TransportChoice::Shm,
@@ -379,9 +294,9 @@ fn run_protocol<P: Protocol, W: Workload>(
             let failover = Arc::new(Failover::for_node(
                 replication.clone(),
                 store.clone(),
-                config.workers * config.coroutines,
+                program.failover_coroutines(),
                 faults.settings.heartbeat_interval_ns / 4,
-                P::recovered_header,
+                program.recovered_header(),
             ));
             faults.set_failover(failover);
             // Rank 0 decides failures (`cluster::failover`); the detector
@@ -396,12 +311,20 @@ fn run_protocol<P: Protocol, W: Workload>(
         }
         _ => None,
     };
+    let cluster_parts = Cluster {
+        layout,
+        stores: vec![store],
+        replication,
+        attach_faults: faults.is_some(),
+        faults,
+    };
     let abandoned = AtomicU64::new(0);
     let config_digest = wire::digest(serde_json::to_string(config).map_err(cluster)?.as_bytes());
     // A checked fault-tolerant run journals each rank's history, so a
     // rank that dies leaves it behind for the checker.
-    let journal_prefix = (faults.is_some() && config.check)
+    let journal_prefix = (cluster_parts.faults.is_some() && config.check)
         .then(|| journal_prefix(config_digest, &options.bootstrap));
+    let layout = &cluster_parts.layout;
     let stall = Duration::from_secs_f64(config.ucx.stall_timeout_s);
     let boot_options = BootstrapOptions {
         rank,
@@ -439,10 +362,9 @@ fn run_protocol<P: Protocol, W: Workload>(
                 result: result_tx.clone(),
                 teardown: teardown_rx,
             };
-            let (context, store, layout, stop, local_done) =
-                (&context, &store, &layout, &stop, &local_done);
-            let replication = replication.as_ref();
-            let (faults, abandoned) = (faults.as_ref(), &abandoned);
+            let (context, cluster_parts, stop, local_done) =
+                (&context, &cluster_parts, &stop, &local_done);
+            let abandoned = &abandoned;
             let journal_prefix = journal_prefix.as_deref();
             std::thread::Builder::new()
                 .name(format!("verbena-n{rank}-w{worker_index}"))
@@ -450,16 +372,12 @@ fn run_protocol<P: Protocol, W: Workload>(
                     worker_thread(
                         config,
                         context,
-                        store,
-                        layout,
-                        protocol,
-                        workload,
+                        cluster_parts,
+                        program,
                         worker_index,
                         links,
                         stop,
                         local_done,
-                        replication,
-                        faults,
                         abandoned,
                         journal_prefix,
                     )
@@ -489,8 +407,8 @@ fn run_protocol<P: Protocol, W: Workload>(
             config,
             workers,
             &context,
-            &store,
-            &layout,
+            program,
+            &cluster_parts,
             workload,
             &mut boot,
             &peer_txs,
@@ -500,8 +418,6 @@ fn run_protocol<P: Protocol, W: Workload>(
             &stop,
             &local_done,
             stall,
-            replication.clone(),
-            faults.as_ref(),
             &abandoned,
             journal_prefix.as_deref(),
         );
@@ -528,26 +444,28 @@ fn run_protocol<P: Protocol, W: Workload>(
 
 /// Steps 4–6 of the module docs; an `Err` is the message every rank gets.
 #[allow(clippy::too_many_arguments)]
-fn drive<W: Workload>(
+fn drive<G: NodeProgram, W: Workload>(
     config: &Config,
     workers: u16,
     context: &UcxContext,
-    store: &Arc<NodeStore>,
-    layout: &Arc<StoreLayout>,
+    program: &G,
+    cluster_parts: &Cluster,
     workload: &W,
     boot: &mut Bootstrap,
     peer_txs: &[Sender<Vec<PeerInfo>>],
     go_txs: &[Sender<u64>],
     ready_rx: &Receiver<ReadyReport>,
-    result_rx: &Receiver<(u16, WorkerResult)>,
+    result_rx: &Receiver<(u16, WorkerResult<G::Extra>)>,
     stop: &AtomicBool,
     local_done: &AtomicUsize,
     stall: Duration,
-    replication: Option<Arc<Replication>>,
-    faults: Option<&FaultRun>,
     abandoned: &AtomicU64,
     journal_prefix: Option<&str>,
 ) -> Result<Option<RunOutput>, String> {
+    let store = &cluster_parts.stores[0];
+    let layout = &cluster_parts.layout;
+    let replication = cluster_parts.replication.clone();
+    let faults = cluster_parts.faults.as_ref();
     let rank = boot.rank;
     let nodes = boot.nodes;
     let me = boot.describe(rank);
@@ -727,12 +645,13 @@ fn drive<W: Workload>(
     boot.disable_leases();
     context.failure.set_lease_until(u64::MAX);
     stop.store(true, Ordering::SeqCst);
-    let mut results: Vec<Option<WorkerResult>> = (0..workers).map(|_| None).collect();
+    let mut results: Vec<Option<WorkerResult<G::Extra>>> = (0..workers).map(|_| None).collect();
     for _ in 0..workers {
         let (w, result) = wait_local(boot, result_rx, stall, "hand over their results")?;
         results[w as usize] = Some(result);
     }
-    let results: Vec<WorkerResult> = results.into_iter().map(|r| r.expect("all")).collect();
+    let results: Vec<WorkerResult<G::Extra>> =
+        results.into_iter().map(|r| r.expect("all")).collect();
 
     if let Some(replication) = &replication {
         // Every coordinator is done: what this node's backups still hold
@@ -765,7 +684,7 @@ fn drive<W: Workload>(
     // Rank 0: gather, merge, check, report.
     let deadline = Instant::now() + stall * 6;
     let frames = boot.gather(Kind::Result, deadline, "send its results")?;
-    let mut all_results: Vec<WorkerResult> = results;
+    let mut all_results: Vec<WorkerResult<G::Extra>> = results;
     let mut rank_transports = vec![(0u32, transports)];
     let mut stores = vec![store.clone()];
     let mut fault_sections = vec![(0u32, fault_words)];
@@ -793,12 +712,7 @@ fn drive<W: Workload>(
     }
     // Node order, as the checker and the invariants expect.
     stores.sort_by_key(|store| store.node);
-    let mut total = WorkerStats::new();
-    let mut history = History::new();
-    for (stats, worker_history) in &all_results {
-        total.merge(stats);
-        history.append(worker_history);
-    }
+    let mut gathered = driver::gather(program, &all_results);
     let failed: Vec<NodeId> = cluster_failover
         .as_ref()
         .map(|driver| driver.failed())
@@ -811,7 +725,7 @@ fn drive<W: Workload>(
         if let (false, Some(replication)) = (failed.is_empty(), &replication) {
             let (verdict, invariants) = check_after_lost_rank(
                 workload,
-                &mut history,
+                &mut gathered.history,
                 &stores,
                 replication,
                 &failed,
@@ -820,24 +734,23 @@ fn drive<W: Workload>(
             );
             return CheckSummary::new(verdict, invariants);
         }
-        let verdict = check_serializable(&history);
+        let verdict = check_serializable(&gathered.history);
         crate::engine::check_stores(
             workload,
             verdict,
-            &history,
+            &gathered.history,
             &stores,
             replication.as_deref(),
             " (all ranks' stores)",
         )
     });
-    let per_worker_committed: Vec<u64> = all_results.iter().map(|(s, _)| s.committed).collect();
-    let mut report = Report::build(
+    let mut report = driver::build_report(
         config,
-        workload.name(),
-        workload.txn_types(),
-        &total,
-        &per_worker_committed,
+        program,
+        workload,
+        &gathered,
         check,
+        replication.is_some(),
     );
     let one_host = boot.ranks.iter().all(|r| r.host == boot.ranks[0].host);
     report.oversubscribed = one_host && config.total_workers() as usize > report.cores;
@@ -861,11 +774,16 @@ fn drive<W: Workload>(
             .collect(),
     });
     if let Some(faults) = faults {
-        report.recovery = Some(recovery_report(config, faults, &total, &fault_sections)?);
+        report.recovery = Some(recovery_report(
+            config,
+            faults,
+            &gathered.total,
+            &fault_sections,
+        )?);
     }
     Ok(Some(RunOutput {
         report,
-        history: config.check.then_some(history),
+        history: config.check.then_some(gathered.history),
         // Every node's store with `check` (gathered for it), else rank 0's.
         stores,
         replication,
@@ -1205,22 +1123,28 @@ fn wait_local<T>(
     }
 }
 
-fn encode_rank_result(enc: &mut Enc, transports: &[Vec<String>], results: &[WorkerResult]) {
+fn encode_rank_result<X: ExtraStats>(
+    enc: &mut Enc,
+    transports: &[Vec<String>],
+    results: &[WorkerResult<X>],
+) {
     enc.u64(transports.len() as u64);
     for names in transports {
         enc.str(&names.join(","));
     }
     enc.u64(results.len() as u64);
-    for (stats, history) in results {
-        wire::encode_stats(enc, stats);
-        wire::encode_history(enc, history);
+    for result in results {
+        wire::encode_stats(enc, &result.stats);
+        wire::encode_history(enc, &result.history);
+        enc.words(&result.extra.to_words());
     }
 }
 
-fn decode_rank_result(
+#[allow(clippy::type_complexity)]
+fn decode_rank_result<X: ExtraStats>(
     dec: &mut Dec,
     workers: u16,
-) -> Result<(Vec<Vec<String>>, Vec<WorkerResult>), String> {
+) -> Result<(Vec<Vec<String>>, Vec<WorkerResult<X>>), String> {
     let targets = dec.u64("transport count")?;
     if targets > 4096 {
         return Err("malformed results".into());
@@ -1244,7 +1168,14 @@ fn decode_rank_result(
     for _ in 0..count {
         let stats = wire::decode_stats(dec)?;
         let history = wire::decode_history(dec)?;
-        results.push((stats, history));
+        let words = dec.words("the node program's statistics")?;
+        let extra = X::from_words(&words)
+            .ok_or("malformed results: the node program's statistics do not fit it")?;
+        results.push(WorkerResult {
+            stats,
+            history,
+            extra,
+        });
     }
     Ok((transports, results))
 }
