@@ -59,7 +59,10 @@ fn assert_replicated(config: &Config, what: &str) -> Report {
         "{what}: the backups were not checked: {:?}",
         check.invariants
     );
-    assert!(report.committed > 0, "{what}: nothing committed");
+    // Not vacuous: the run committed (a 30 ms `threads` run on a loaded
+    // host may commit nothing inside its measured interval, which is not
+    // what this checks, so every commit of the run counts).
+    assert!(check.txn_count > 0, "{what}: nothing committed");
     // The engine's check drained the rings; compare once more directly.
     let placement = Placement::new(config.nodes, config.replication);
     let problems = backups_match_primaries(&output.stores, &placement, &[]);
