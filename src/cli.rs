@@ -821,8 +821,15 @@ fn command_launch(a: args::LaunchArgs, given: Vec<String>) -> Result<i32, CliErr
 /// internal `--rank`/`--bootstrap`, is one of them); `raw` are its
 /// arguments as given, passed on to both.
 fn command_fabric_bench(a: args::FabricBenchArgs, raw: &[String]) -> Result<i32, CliError> {
-    let transport = a.transport.unwrap_or(UcxTransport::Shm);
-    let op = a.op.as_deref().unwrap_or("read");
+    let socket = a.link.as_deref() == Some("socket");
+    let transport = a.transport.unwrap_or(if socket {
+        UcxTransport::Tcp
+    } else {
+        UcxTransport::Shm
+    });
+    let op =
+        a.op.as_deref()
+            .unwrap_or(if socket { "rpc" } else { "read" });
     let bytes = a.bytes.unwrap_or(8);
     if bytes == 0 || bytes % 8 != 0 || bytes > 1 << 20 {
         return Err(usage(format!(
@@ -841,13 +848,31 @@ fn command_fabric_bench(a: args::FabricBenchArgs, raw: &[String]) -> Result<i32,
             "--seconds {seconds} is out of range; allowed: [0.1, 600]"
         )));
     }
-    if !cfg!(feature = "ucx") {
+    if socket && (op != "rpc" || transport != UcxTransport::Tcp) {
+        return Err(usage(format!(
+            "--link socket runs RPCs over TCP only; given --op {op} --transport {}; allowed: --op rpc --transport tcp",
+            transport.name()
+        )));
+    }
+    if !socket && !cfg!(feature = "ucx") {
         return Err(usage(crate::config::UCX_MISSING));
     }
     match (a.rank, &a.bootstrap) {
         (Some(rank), Some(bootstrap)) => {
             if rank > 1 {
                 return Err(usage("--rank of fabric-bench is 0 or 1"));
+            }
+            if socket {
+                return match crate::cluster::socket_bench::run_rank(
+                    rank, bootstrap, window, bytes, seconds,
+                ) {
+                    Ok(Some(line)) => {
+                        println!("{line}");
+                        Ok(EXIT_OK)
+                    }
+                    Ok(None) => Ok(EXIT_OK),
+                    Err(e) => Err(failed(format!("fabric-bench rank {rank}: {e}"))),
+                };
             }
             fabric_bench_rank(transport, op, bytes, window, seconds, rank, bootstrap)
         }

@@ -701,3 +701,38 @@ fn bad_output_paths_fail_before_the_run_starts() {
     assert!(!std::path::Path::new(out).exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The TCP transport of verbena's own that `fabric-bench --link socket`
+/// measures (for comparison with UCX's TCP) needs no UCX: two processes,
+/// RPCs in flight, a rate; and it refuses what it cannot measure.
+#[test]
+fn fabric_bench_measures_rpcs_over_its_own_socket_transport() {
+    let output = verbena(&[
+        "fabric-bench",
+        "--link",
+        "socket",
+        "--window",
+        "4",
+        "--seconds",
+        "0.2",
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let ops: u64 = stdout
+        .split(" ops/s (")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no rate in {stdout}"));
+    assert!(ops > 0, "{stdout}");
+    assert!(stdout.contains("over socket"), "{stdout}");
+    assert_usage_error(
+        &["fabric-bench", "--link", "socket", "--op", "read"],
+        &["--link socket", "allowed: --op rpc --transport tcp"],
+    );
+}

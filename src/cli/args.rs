@@ -850,6 +850,14 @@ pub struct FabricBenchArgs {
     /// Measured seconds [2]
     #[arg(long, value_name = "S", value_parser = real())]
     pub seconds: Option<f64>,
+    /// `ucx` (the fabric's endpoint) or `socket` (a TCP transport of
+    /// verbena's own, --op rpc only, for comparison) [ucx]
+    #[arg(long, value_name = "L", value_parser = one_of(|_, v| {
+        if ["ucx", "socket"].contains(&v) { Ok(v.to_string()) } else {
+            Err(usage(format!("unknown --link `{v}`; allowed: ucx, socket")))
+        }
+    }, || vec!["ucx", "socket"]))]
+    pub link: Option<String>,
     /// (internal: this process is rank R of the two)
     #[arg(long, hide = true, value_name = "R", value_parser = parse(|flag, v| parse_number::<u32>(flag, v, "0 or 1")))]
     pub rank: Option<u32>,

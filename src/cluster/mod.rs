@@ -20,6 +20,8 @@
 //!
 //! * `fabric_bench` (feature `ucx`) — `verbena fabric-bench`: one verb
 //!   type's rate through the fabric, to compare with `ucx_perftest`.
+//! * [`socket_bench`] — `verbena fabric-bench --link socket`: the RPC rate
+//!   of a TCP transport of our own, to compare with UCX's.
 //!
 //! The bootstrap, wire format and launchers build without UCX (and are
 //! tested without it); only `node` and the fabric need `libucp`.
@@ -33,4 +35,5 @@ pub mod failover;
 pub mod launch;
 #[cfg(feature = "ucx")]
 pub mod node;
+pub mod socket_bench;
 pub mod wire;
