@@ -57,11 +57,12 @@
 //! worker's requests to a peer go through one queue pair (the UD RPCs of
 //! FaSST, its ref. 18); RCC §3.3 counts it among the optimizations every
 //! protocol gets. Batching saves messages, not service: the receiver still
-//! runs one handler per request. A single-part message costs what an RPC
-//! cost before coalescing was modeled, plus its `frame_ns`. After the
-//! arrival the receivers' mailboxes hold the parts in send order; at a
-//! crashed node every part is lost and each request goes back to its
-//! sender as `MSG_FAILED`. A message between workers of one node never
+//! runs one handler per request. A wire message of one part costs its
+//! sender `send_ns + frame_ns` and 32 bytes of header on the wire. After
+//! the arrival the receivers' mailboxes hold the parts in send order; at a
+//! crashed node every part is lost (each counts in `lost_count`, as does
+//! each part of a dropped message) and each request goes back to its
+//! sender as `MSG_FAILED` at the time the message would have arrived. A message between workers of one node never
 //! reaches the wire: it costs `frame_ns` and is delivered at once.
 //! One-sided verbs are not coalesced: on RDMA a doorbell batch is already
 //! one doorbell to one queue pair and each verb is its own work request
@@ -87,8 +88,9 @@
 //! issue order, each after the previous one's last step; a batch completes
 //! strictly after its last step; messages of one worker pair deliver in
 //! send order (all travel on one (worker, node) channel); a wire message
-//! leaves once, at most at the end of the turn that filled it. The run is a pure function of (config, seed): nothing reads
-//! the wall clock, and no hash map is iterated.
+//! leaves once, at the latest at the end of the turn that filled it. The
+//! run is a pure function of (config, seed): nothing reads the wall
+//! clock or iterates a hash map.
 
 use std::cell::RefCell;
 use std::rc::Rc;
