@@ -13,8 +13,9 @@
 //!   (8-byte atomicity only, as a NIC's DMA gives);
 //! * the completion of each doorbell batch at its modeled completion time,
 //!   delivered as a `MSG_COMPLETION` message (`Posted::Deferred`);
-//! * the delivery of RPC messages to a worker's mailbox, where its event
-//!   loop serves them on its next turn.
+//! * the arrival of RPC messages at a worker's mailbox — a coalesced wire
+//!   message from another node, or a message from a worker of the same
+//!   node — where its event loop serves them on its next turn.
 //!
 //! CPU time is modeled too ([`CpuModel`]): each worker has a virtual clock
 //! that its own work advances — posting, sending, serving a request, filing
@@ -29,6 +30,44 @@
 //! gets a seeded random jitter of up to `jitter` × itself; with `swarm` each
 //! latency class is also scaled per seed by a factor in [0.5, 2), so seeds
 //! explore different timing regimes (swarm testing).
+//!
+//! RPC messages are coalesced as the `ucx` fabric sends them, so the two
+//! agree on what a message costs: everything a worker sends to one node
+//! within one turn of its event loop (requests, replies and passive
+//! messages of all its coroutines) leaves as one wire message when the
+//! turn ends ([`SimFabric::turn_done`]; also at the start of `receive`,
+//! for what the turn sent before it, and at once when its frames reach
+//! [`MAX_COALESCED_WORDS`]). Its costs split as a NIC's and a CPU's do:
+//! * per wire message: the sender's doorbell or system call
+//!   ([`CpuModel::send_ns`], charged as it leaves), one one-way RPC
+//!   latency (jittered once), a 16-byte header at the wire rate, one
+//!   operation of the target NIC's op-rate cap, one draw of each link
+//!   fault (a delay delays and a drop loses the whole message), FIFO
+//!   behind the previous message of the same (worker, node) channel, and
+//!   one arrival event;
+//! * per part: writing its frame into the outbox (`frame_ns`, when it is
+//!   sent), its frame (16-byte header and payload) at the wire rate, and
+//!   on the receiver serving a request (`handler_ns` plus
+//!   `handler_word_ns` per payload word) or filing a reply
+//!   (`completion_ns`).
+//!
+//! This is doorbell batching applied to RPCs. DrTM+H §3.2: one MMIO rings
+//! the doorbell for a whole batch of requests, which saves sender CPU and
+//! PCIe bandwidth, and it always pays for two-sided RPCs because all of a
+//! worker's requests to a peer go through one queue pair (the UD RPCs of
+//! FaSST, its ref. 18); RCC §3.3 counts it among the optimizations every
+//! protocol gets. Batching saves messages, not service: the receiver still
+//! runs one handler per request. A wire message of one part costs its
+//! sender `send_ns + frame_ns` and 32 bytes of header on the wire. After
+//! the arrival the receivers' mailboxes hold the parts in send order; at a
+//! crashed node every part is lost (each counts in `lost_count`, as does
+//! each part of a dropped message) and each request goes back to its
+//! sender as `MSG_FAILED` at the time the message would have arrived. A message between workers of one node never
+//! reaches the wire: it costs `frame_ns` and is delivered at once.
+//! One-sided verbs are not coalesced: on RDMA a doorbell batch is already
+//! one doorbell to one queue pair and each verb is its own work request
+//! for the NIC (`ucx` coalesces verb batches only where it emulates them
+//! over TCP, `am/verbs`, which this model does not describe).
 //!
 //! A node's verbs to itself bypass the NIC (DrTM+H §4.1) and take effect at
 //! once, as do the memory effects of a whole turn: a turn is atomic in
@@ -48,12 +87,12 @@
 //! event is scheduled at or after it); verbs of one queue pair apply in
 //! issue order, each after the previous one's last step; a batch completes
 //! strictly after its last step; messages of one worker pair deliver in
-//! send order. The run is a pure function of (config, seed): nothing reads
-//! the wall clock, and no hash map is iterated.
+//! send order (all travel on one (worker, node) channel); a wire message
+//! leaves once, at the latest at the end of the turn that filled it. The
+//! run is a pure function of (config, seed): nothing reads the wall
+//! clock or iterates a hash map.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -61,14 +100,18 @@ use serde::{Deserialize, Serialize};
 
 use super::event_queue::EventQueue;
 use super::profile::NetworkProfile;
-use super::verbs::{VerbKind, MSG_COMPLETION, MSG_FAILED, MSG_REPLY};
+use super::verbs::{
+    VerbKind, COALESCED_HEADER_WORDS, MAX_COALESCED_WORDS, MSG_COMPLETION, MSG_FAILED, MSG_REPLY,
+};
 use super::{CpuOp, Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
 use crate::rng::Rng;
 
 /// Modeled CPU cost of each class of operation, ns. The defaults are of
 /// the order verbena measures on the `threads` fabric (docs/PERFORMANCE.md:
 /// a coroutine switch is about 20 ns) and of the posting costs DrTM+H §3.2
-/// discusses (an MMIO per doorbell).
+/// discusses (an MMIO per doorbell): a doorbell batch costs `post_ns` plus
+/// `verb_ns` per verb, a wire message of RPCs `send_ns` plus `frame_ns`
+/// per message in it.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CpuModel {
@@ -80,8 +123,14 @@ pub struct CpuModel {
     pub post_ns: u64,
     /// Each verb of a batch.
     pub verb_ns: u64,
-    /// Sending one RPC message.
+    /// Sending one wire message: the doorbell or system call that puts
+    /// the RPC messages one worker queued for one node within one turn on
+    /// the wire (see "RPC messages" in the module docs).
     pub send_ns: u64,
+    /// Each RPC message of a wire message: writing its frame (header and
+    /// payload) into the outbox; also the whole cost of a message to a
+    /// worker of the sender's own node, which never reaches the wire.
+    pub frame_ns: u64,
     /// Serving one RPC request, plus `handler_word_ns` per payload word.
     pub handler_ns: u64,
     pub handler_word_ns: u64,
@@ -99,6 +148,7 @@ impl Default for CpuModel {
             post_ns: 100,
             verb_ns: 20,
             send_ns: 150,
+            frame_ns: 20,
             handler_ns: 150,
             handler_word_ns: 1,
             completion_ns: 20,
@@ -290,11 +340,33 @@ enum Event {
     Complete {
         batch: u32,
     },
+    /// A message between two workers of one node (never on the wire).
     Deliver {
         worker: u32,
         msg: Message,
     },
+    /// A coalesced wire message arrives at `parts[0].dst_node`: its parts,
+    /// in send order, all from one worker.
+    Arrive {
+        parts: Vec<Message>,
+    },
 }
+
+/// The RPC messages one worker queued for one node in the current turn:
+/// the wire message they will leave as (see "RPC messages" in the module
+/// docs).
+struct Outbox {
+    node: NodeId,
+    /// Words of its frames (`Message::frame_words`), for the size cap.
+    words: usize,
+    parts: Vec<Message>,
+}
+
+/// Bytes of a wire message's own header in the time model, before its
+/// frames: the coalesced message's frame count and the transport's
+/// routing. With one frame's 16 bytes this is the 32 bytes of header the
+/// model charged an uncoalesced RPC.
+const WIRE_HEADER_BYTES: u64 = 16;
 
 #[derive(Clone, Copy, Debug)]
 struct LinkFault {
@@ -332,9 +404,16 @@ struct SimState {
     /// Per (worker, target node), at `worker * nodes + node`: when the
     /// queue pair's last verb finished.
     qp_free_ns: Vec<u64>,
-    /// Per (sender, receiver) worker: the last delivery time (FIFO). A map,
-    /// not a `workers²` array: most pairs never talk. Never iterated.
-    pair_last_ns: HashMap<(u32, u32), u64, BuildHasherDefault<PairHasher>>,
+    /// Per (sender worker, destination node), at `worker * nodes + node`:
+    /// the last delivery time of a message on that channel (FIFO: every
+    /// message of a worker pair travels on one).
+    channel_last_ns: Vec<u64>,
+    /// Per worker: the wire messages it is filling this turn, one per
+    /// destination node, in the order it first sent to each.
+    outboxes: Vec<Vec<Outbox>>,
+    /// Emptied part vectors, for the next outboxes (no allocation in
+    /// steady state).
+    spare_parts: Vec<Vec<Message>>,
     crash_at_ns: Vec<u64>,
     pauses: Vec<(NodeId, u64, u64)>,
     links: Vec<LinkFault>,
@@ -758,57 +837,122 @@ impl SimState {
         self.wake(sender, now);
     }
 
-    fn send(&mut self, sender: u32, mut msg: Message) {
-        let now = self.clock_ns[sender as usize];
-        let receiver = msg.dst_node as u32 * self.workers_per_node as u32 + msg.dst_worker as u32;
-        let mut at = now;
-        if msg.dst_node != msg.src_node {
-            let bytes = 32 + 8 * msg.payload.len() as u64;
-            at += self.jittered(self.timing.rpc_one_way_ns) + self.wire_ns(bytes);
-            let (extra, lost) = self.link_effect(msg.src_node, msg.dst_node, now);
-            if lost {
-                self.lost_count += 1;
-                return;
+    /// Takes `msg` from worker `sender`. A message to a worker of the
+    /// sender's own node is delivered at once; one to another node joins
+    /// the wire message the sender is filling for that node this turn,
+    /// which leaves at the end of the turn (`flush`) or, at the size cap,
+    /// now. Returns whether `msg` opened a new wire message.
+    fn send(&mut self, sender: u32, mut msg: Message) -> bool {
+        let nodes = self.regions.len();
+        debug_assert_eq!(msg.src_node, self.node_of(sender));
+        if msg.dst_node == msg.src_node {
+            let receiver =
+                msg.dst_node as u32 * self.workers_per_node as u32 + msg.dst_worker as u32;
+            let channel = sender as usize * nodes + msg.dst_node as usize;
+            let at = self.clock_ns[sender as usize].max(self.channel_last_ns[channel]);
+            self.channel_last_ns[channel] = at;
+            msg.deliver_at_ns = at;
+            self.schedule(
+                at,
+                Event::Deliver {
+                    worker: receiver,
+                    msg,
+                },
+            );
+            return false;
+        }
+        let outboxes = &mut self.outboxes[sender as usize];
+        let (index, opened) = match outboxes.iter().position(|o| o.node == msg.dst_node) {
+            Some(index) => (index, false),
+            None => {
+                let parts = self.spare_parts.pop().unwrap_or_default();
+                debug_assert!(parts.is_empty());
+                outboxes.push(Outbox {
+                    node: msg.dst_node,
+                    words: 0,
+                    parts,
+                });
+                (outboxes.len() - 1, true)
             }
-            at = self.through_nic(msg.dst_node, at + extra);
+        };
+        let outbox = &mut outboxes[index];
+        outbox.words += msg.frame_words();
+        outbox.parts.push(msg);
+        if outbox.words >= MAX_COALESCED_WORDS {
+            let full = outboxes.swap_remove(index);
+            self.depart(sender, full);
         }
-        let last = self.pair_last_ns.entry((sender, receiver)).or_insert(0);
-        at = at.max(*last);
-        *last = at;
-        msg.deliver_at_ns = at;
-        self.schedule(
-            at,
-            Event::Deliver {
-                worker: receiver,
-                msg,
-            },
-        );
-    }
-}
-
-/// Hashes a worker pair for `pair_last_ns`: one multiply instead of
-/// SipHash (the keys are not adversarial, and the map is never iterated,
-/// so the hash cannot reach the simulation's order).
-#[derive(Default)]
-struct PairHasher(u64);
-
-impl Hasher for PairHasher {
-    fn finish(&self) -> u64 {
-        self.0
+        opened
     }
 
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.write_u64(byte as u64);
+    /// Sends every wire message worker `sender` filled, in node order
+    /// (as `ucx` flushes its outboxes).
+    fn flush(&mut self, sender: u32) {
+        if self.outboxes[sender as usize].is_empty() {
+            return;
         }
+        let mut outboxes = std::mem::take(&mut self.outboxes[sender as usize]);
+        outboxes.sort_unstable_by_key(|o| o.node);
+        for outbox in outboxes.drain(..) {
+            self.depart(sender, outbox);
+        }
+        // Keep the list's capacity for the next turn.
+        debug_assert!(self.outboxes[sender as usize].is_empty());
+        self.outboxes[sender as usize] = outboxes;
     }
 
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(n as u64);
+    /// Puts one coalesced wire message on the wire at the sender's clock:
+    /// one doorbell (`send_ns`), one one-way latency, its bytes at the
+    /// wire rate, one operation of the target NIC, one draw of each link
+    /// fault, FIFO behind the channel's previous message, and one arrival
+    /// event.
+    fn depart(&mut self, sender: u32, outbox: Outbox) {
+        let Outbox { node, words, parts } = outbox;
+        debug_assert!(!parts.is_empty(), "a wire message carries a part");
+        debug_assert!(parts.iter().all(|m| m.dst_node == node));
+        debug_assert_eq!(words, parts.iter().map(Message::frame_words).sum::<usize>());
+        self.clock_ns[sender as usize] += self.cpu.send_ns;
+        let now = self.clock_ns[sender as usize];
+        let source = self.node_of(sender);
+        let bytes = WIRE_HEADER_BYTES + 8 * words as u64;
+        let mut at = now + self.jittered(self.timing.rpc_one_way_ns) + self.wire_ns(bytes);
+        let (extra, lost) = self.link_effect(source, node, now);
+        if lost {
+            // A dropped wire message loses every part; none comes back.
+            self.lost_count += parts.len() as u64;
+            return;
+        }
+        at = self.through_nic(node, at + extra);
+        let channel = sender as usize * self.regions.len() + node as usize;
+        at = at.max(self.channel_last_ns[channel]);
+        self.channel_last_ns[channel] = at;
+        let mut parts = parts;
+        for part in parts.iter_mut() {
+            part.deliver_at_ns = at;
+        }
+        self.schedule(at, Event::Arrive { parts });
     }
 
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(32) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    /// A wire message arrives: its parts go to their receivers' mailboxes
+    /// in send order — or, at a crashed node, each is lost, and each
+    /// request goes back to its sender as failed (`bounce`).
+    fn arrive(&mut self, mut parts: Vec<Message>) {
+        let node = parts[0].dst_node;
+        debug_assert!(parts.iter().all(|m| m.dst_node == node));
+        let now = self.now_ns;
+        if self.crashed(node, now) {
+            for msg in parts.drain(..) {
+                self.lost_count += 1;
+                self.bounce(msg);
+            }
+        } else {
+            for msg in parts.drain(..) {
+                let receiver = node as u32 * self.workers_per_node as u32 + msg.dst_worker as u32;
+                self.mailboxes[receiver as usize].push(msg);
+                self.wake(receiver, now);
+            }
+        }
+        self.spare_parts.push(parts);
     }
 }
 
@@ -864,7 +1008,9 @@ impl SimFabric {
             mailboxes: (0..total_workers).map(|_| Vec::new()).collect(),
             nic_free_ns: vec![0; nodes],
             qp_free_ns: vec![0; total_workers * nodes],
-            pair_last_ns: HashMap::default(),
+            channel_last_ns: vec![0; total_workers * nodes],
+            outboxes: (0..total_workers).map(|_| Vec::new()).collect(),
+            spare_parts: Vec::new(),
             crash_at_ns: vec![u64::MAX; nodes],
             pauses: Vec::new(),
             links: Vec::new(),
@@ -1008,6 +1154,7 @@ impl SimFabric {
                     state.mailboxes[worker as usize].push(msg);
                     state.wake(worker, at_ns);
                 }
+                Event::Arrive { parts } => state.arrive(parts),
             }
         }
         None
@@ -1018,6 +1165,9 @@ impl SimFabric {
     /// timer is pending, else when a message or completion arrives.
     pub fn turn_done(&self, index: usize, progressed: bool, wake_at_ns: Option<u64>) {
         let mut state = self.state.borrow_mut();
+        // What the turn sent leaves now, one wire message per node, as
+        // `ucx` sends it at the start of the next turn or when idle.
+        state.flush(index as u32);
         let clock = state.clock_ns[index];
         if progressed || !state.mailboxes[index].is_empty() {
             state.wake(index as u32, clock);
@@ -1149,18 +1299,27 @@ impl Endpoint for SimEndpoint {
             self.counters.rpc += 1;
             self.counters.rpc_request_bytes += 8 * msg.payload.len() as u64;
         }
-        if msg.dst_node != self.node {
-            self.counters.wire_messages += 1;
-            self.counters.wire_bytes += msg.wire_bytes();
-        }
+        let remote_bytes = (msg.dst_node != self.node).then(|| msg.wire_bytes());
         let mut state = self.state.borrow_mut();
-        state.clock_ns[self.index as usize] += state.cpu.send_ns;
-        state.send(self.index, msg);
+        state.clock_ns[self.index as usize] += state.cpu.frame_ns;
+        let opened = state.send(self.index, msg);
+        // Counted as `ucx` counts what leaves: a wire message when it is
+        // opened (it leaves exactly once), and each frame's bytes.
+        if let Some(bytes) = remote_bytes {
+            if opened {
+                self.counters.wire_messages += 1;
+                self.counters.wire_bytes += 8 * COALESCED_HEADER_WORDS as u64;
+            }
+            self.counters.wire_bytes += bytes;
+        }
     }
 
     fn receive(&mut self, out: &mut Vec<Message>) {
         let mut state = self.state.borrow_mut();
         let index = self.index as usize;
+        // What this turn sent before receiving (replies to requests that
+        // waited) leaves now, as `ucx` flushes at the start of `receive`.
+        state.flush(self.index);
         if state.mailboxes[index].is_empty() {
             return;
         }
@@ -1195,7 +1354,9 @@ impl Endpoint for SimEndpoint {
 
     fn idle(&mut self, _wake_at_ns: Option<u64>) {
         // The driver runs a worker only when it has something to do; the
-        // gap until then is its idle time.
+        // gap until then is its idle time. `turn_done` already sent what
+        // the last turn queued.
+        debug_assert!(self.state.borrow().outboxes[self.index as usize].is_empty());
     }
 
     fn counters(&self) -> &VerbCounters {

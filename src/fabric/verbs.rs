@@ -103,11 +103,30 @@ pub struct Message {
 
 impl Message {
     /// Bytes of this message on the wire: a 16-byte header (route, call,
-    /// kind, flags, length) and the payload.
+    /// kind, flags, length) and the payload — one frame of a coalesced
+    /// wire message.
     pub fn wire_bytes(&self) -> u64 {
-        16 + 8 * self.payload.len() as u64
+        8 * (FRAME_HEADER_WORDS + self.payload.len()) as u64
+    }
+
+    /// Words of this message's frame in a coalesced wire message.
+    pub fn frame_words(&self) -> usize {
+        FRAME_HEADER_WORDS + self.payload.len()
     }
 }
+
+/// Words of a coalesced wire message's own header: the number of frames
+/// it carries. Everything one worker sends to one node within one turn of
+/// its event loop leaves as one such message, `[header, frame...]`, each
+/// frame `[frame header, payload]` (the `ucx` fabric sends it; `sim`
+/// models its cost).
+pub const COALESCED_HEADER_WORDS: usize = 1;
+/// Words of one frame's header: route and call, then kind, flags and the
+/// payload's length in words ([`Message::wire_bytes`] counts them).
+pub const FRAME_HEADER_WORDS: usize = 2;
+/// A destination's queued frames leave at once when they reach this many
+/// words (64 KiB), not only at the end of the turn.
+pub const MAX_COALESCED_WORDS: usize = 8192;
 
 /// Verbs and messages by type, with bytes. Counted by the issuing side.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -124,10 +143,12 @@ pub struct VerbCounters {
     /// Messages this endpoint put on the wire to other nodes, as the
     /// fabric sends them: on `ucx`, one per coalesced active message (all
     /// frames bound for one node in one turn) and one per UCX RMA or
-    /// atomic operation; on `threads`, one per RPC request or reply to
-    /// another node; on `sim`, one per RPC and one per doorbell batch
-    /// (request and completion) between nodes. Verbs on mapped or shared
-    /// memory are CPU operations and send nothing.
+    /// atomic operation; on `sim`, one per coalesced message as `ucx`
+    /// sends it (RPC requests, replies and passive messages) and two per
+    /// doorbell batch between nodes (request and completion: RDMA's verbs
+    /// are not coalesced); on `threads`, one per RPC request or reply to
+    /// another node. Verbs on mapped or shared memory are CPU operations
+    /// and send nothing.
     pub wire_messages: u64,
     /// Bytes of those messages, headers included.
     pub wire_bytes: u64,

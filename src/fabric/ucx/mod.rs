@@ -150,15 +150,16 @@ use super::{Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
 
 /// Active-message id of verbena's coalesced messages.
 const AM_RPC: u32 = 7;
-/// Words of the AM header: the number of messages (frames) in the data.
-const HEADER_WORDS: usize = 1;
-/// Words of one frame's header: route and call, then kind, flags and the
-/// payload's length in words (see `frame_header`).
-const FRAME_HEADER_WORDS: usize = 2;
-/// A destination's outbox is sent at once when it reaches this many words
-/// (64 KiB), not only at the end of the turn: one AM stays a size the
-/// eager protocol carries without a rendezvous.
-const MAX_COALESCED_WORDS: usize = 8192;
+// The layout of a coalesced message and its size cap are shared with the
+// `sim` fabric, which models the same coalescing (`verbs`): the AM header
+// (`HEADER_WORDS`: the number of frames), each frame's header
+// (`FRAME_HEADER_WORDS`: route and call, then kind, flags and the
+// payload's length in words; see `frame_header`), and the outbox size at
+// which it leaves at once (`MAX_COALESCED_WORDS`, 64 KiB: one AM stays a
+// size the eager protocol carries without a rendezvous).
+use super::verbs::{
+    COALESCED_HEADER_WORDS as HEADER_WORDS, FRAME_HEADER_WORDS, MAX_COALESCED_WORDS,
+};
 const SPIN_ROUNDS: u32 = 64;
 const YIELD_BUDGET_NS: u64 = 50_000;
 const MAX_SLEEP: Duration = Duration::from_micros(200);
