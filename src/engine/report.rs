@@ -77,8 +77,9 @@ pub struct VerbsPerTxn {
     pub bytes: f64,
     /// Messages put on the wire between nodes, as the fabric sends them
     /// (`VerbCounters::wire_messages`): where a fabric coalesces (`ucx`
-    /// sends everything bound for one node in one turn as one message)
-    /// this is fewer than the logical RPCs and doorbells above.
+    /// sends everything bound for one node in one turn as one message, and
+    /// `sim` models the same; `threads` does not) this is fewer than the
+    /// logical RPCs and doorbells above.
     pub wire_messages: f64,
     /// Bytes of those messages, headers included.
     pub wire_bytes: f64,
