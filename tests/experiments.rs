@@ -527,6 +527,7 @@ fn a_preset_runs_its_paper_experiment_and_writes_a_report_naming_it() {
     let output = verbena(&[
         "reproduce",
         "drtmh-phases",
+        "--small",
         "--out",
         out,
         "--quiet",
@@ -567,6 +568,92 @@ fn a_preset_runs_its_paper_experiment_and_writes_a_report_naming_it() {
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("DrTM+H §5, Fig. 7–10") && html.contains("drtmh-phases"));
     assert!(dir.join("stages.svg").exists());
+    let preset: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("preset.json")).unwrap()).unwrap();
+    assert_eq!(preset["scale"], "small");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs `verbena reproduce ARGS --out DIR` and returns its rows.
+fn reproduce_rows(dir: &std::path::Path, args: &[&str]) -> Vec<serde_json::Value> {
+    let mut all = vec!["reproduce"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--out", dir.to_str().unwrap(), "--quiet", "--no-png"]);
+    let output = verbena(&all);
+    assert!(
+        output.status.success(),
+        "{args:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    read_rows(dir)
+}
+
+/// A preset runs the paper's cluster by default and today's small one with
+/// `--small`; at either scale a flag after the name overrides the base and
+/// `--vary` replaces the preset's knob of the same key.
+#[test]
+fn a_preset_runs_the_papers_cluster_unless_small() {
+    let dir = scratch("preset-scale");
+    // The paper's 4 nodes × 10 threads × 1 coroutine with 3-way
+    // replication (RCC §6.1–6.2), cut to a sliver of virtual time.
+    let rows = reproduce_rows(
+        &dir,
+        &[
+            "rcc-stage-latency",
+            "--vary",
+            "protocol=no_wait",
+            "--vary",
+            "primitive=onesided",
+            "--rows-per-node",
+            "2000",
+            "--duration",
+            "0.001",
+            "--warmup",
+            "0",
+        ],
+    );
+    assert_eq!(rows.len(), 1, "the knobs given replace the preset's");
+    let config = &rows[0]["report"]["config"];
+    assert_eq!(config["nodes"], 4);
+    assert_eq!(config["workers"], 10);
+    assert_eq!(config["coroutines"], 1);
+    assert_eq!(config["replication"], 3);
+    assert_eq!(config["ycsb"]["rows_per_node"], 2000, "the override wins");
+    let preset: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("preset.json")).unwrap()).unwrap();
+    assert_eq!(preset["scale"], "paper");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let dir = scratch("preset-small");
+    let rows = reproduce_rows(
+        &dir,
+        &[
+            "rcc-contention",
+            "--small",
+            "--vary",
+            "protocol=occ",
+            "--vary",
+            "hot_probability=0.5",
+            "--coroutines",
+            "2",
+            "--duration",
+            "0.001",
+        ],
+    );
+    assert_eq!(rows.len(), 2, "one-sided and RPC at one hot probability");
+    for row in &rows {
+        let config = &row["report"]["config"];
+        assert_eq!(config["nodes"], 4);
+        assert_eq!(config["workers"], 1);
+        assert_eq!(config["coroutines"], 2, "the override wins");
+        assert_eq!(config["replication"], 1);
+        assert_eq!(config["ycsb"]["rows_per_node"], 10000);
+        assert_eq!(config["ycsb"]["hot_probability"], 0.5);
+        assert_eq!(config["duration_s"], 0.001);
+        assert_eq!(config["warmup_s"], 0.001, "the small base's warm-up");
+        assert_eq!(row["report"]["check"]["serializable"], true);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -628,6 +715,9 @@ fn bad_experiment_input_exits_2_naming_what_is_allowed() {
         "deneva-contention",
         "drtmh-phases",
         "Fig. 14",
+        "--small",
+        "paper scale",
+        "on 2 cores",
     ] {
         assert!(text.contains(name), "{text}");
     }
@@ -872,5 +962,45 @@ fn more_than_eight_lines_become_small_multiples_each_protocol_keeping_its_colour
         &["is the x axis", "allowed: protocol, primitive, none"],
     );
     assert_usage_error(&["plot", out, "--facet"], &["--facet needs a value"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A DRTM point whose read leases are shorter than its transactions
+/// commits nothing, and both its report and the sweep's table say why
+/// (RCC Fig. 19's 256 µs compute against DRTM's lease).
+#[test]
+fn a_point_that_commits_nothing_says_why() {
+    let dir = scratch("lease-note");
+    let out = dir.to_str().unwrap();
+    let output = verbena(&sweep_args(
+        out,
+        &[
+            "--protocol",
+            "drtm",
+            "--compute-us",
+            "256",
+            "--vary",
+            "drtm_lease_ns=20000",
+        ],
+    ));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rows = read_rows(&dir);
+    let report = &rows[0]["report"];
+    assert_eq!(report["committed"], 0, "20 µs leases, 256 µs of compute");
+    let note = report["notes"][0].as_str().unwrap();
+    assert!(
+        note.contains("lease_expired") && note.contains("20 µs") && note.contains("256 µs"),
+        "{note}"
+    );
+    assert!(
+        stdout.contains("note: protocol_options.drtm_lease_ns=20000")
+            && stdout.contains("drtm committed nothing"),
+        "{stdout}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -774,6 +774,10 @@ pub struct ReproduceArgs {
     /// List the experiments
     #[arg(long, short = 'l')]
     pub list: bool,
+    /// Run the small-scale configuration (4 nodes × 1 worker for a few ms
+    /// of virtual time, what CI runs) instead of the paper's
+    #[arg(long)]
+    pub small: bool,
     #[command(flatten)]
     pub experiment: ExperimentFlags,
     #[command(flatten)]

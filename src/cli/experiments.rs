@@ -228,7 +228,7 @@ pub(super) fn command_hybrid(a: HybridArgs, given: Vec<String>) -> Result<i32, C
     Ok(verdict(analysis.check_failures))
 }
 
-/// `verbena reproduce NAME` / `--list`.
+/// `verbena reproduce NAME [--small]` / `--list`.
 /// `args` is the whole command line: the preset's own run flags are parsed
 /// again in front of the user's, so the user's win.
 pub(super) fn command_reproduce(a: ReproduceArgs, args: &[String]) -> Result<i32, CliError> {
@@ -240,8 +240,13 @@ pub(super) fn command_reproduce(a: ReproduceArgs, args: &[String]) -> Result<i32
         }
     };
     let preset = presets::find(name).expect("clap checked the preset name");
+    let scale = if a.small {
+        presets::Scale::Small
+    } else {
+        presets::Scale::Paper
+    };
     let mut all_args = vec![args[0].clone()];
-    all_args.extend(preset.base_args.iter().map(|s| s.to_string()));
+    all_args.extend(preset.setup(scale).args.iter().map(|s| s.to_string()));
     all_args.extend(args[1..].iter().cloned());
     let (a, given) = match super::parse(&all_args)? {
         super::Parsed {
@@ -252,12 +257,22 @@ pub(super) fn command_reproduce(a: ReproduceArgs, args: &[String]) -> Result<i32
     };
     let parsed = a.experiment;
     check_experiment_flags(&parsed)?;
-    let out = parsed
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("results").join(preset.name));
+    // Each scale has its own directory: a sweep resumes only into its own.
+    let out = parsed.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(match scale {
+            presets::Scale::Paper => preset.name.to_string(),
+            presets::Scale::Small => format!("{}-small", preset.name),
+        })
+    });
     check_output_dir("--out", &out)?;
-    eprintln!("{}: {} ({})", preset.name, preset.title, preset.source);
+    eprintln!(
+        "{}: {} ({}), {} scale, {} on 2 cores",
+        preset.name,
+        preset.title,
+        preset.source,
+        scale.name(),
+        preset.setup(scale).wall_time
+    );
     let code = match &preset.kind {
         presets::Kind::Sweep(knobs) => {
             let preset_knobs: Vec<Knob> = knobs
@@ -285,8 +300,12 @@ pub(super) fn command_reproduce(a: ReproduceArgs, args: &[String]) -> Result<i32
             verdict(analysis.check_failures)
         }
     };
-    let about =
-        serde_json::json!({"name": preset.name, "source": preset.source, "title": preset.title});
+    let about = serde_json::json!({
+        "name": preset.name,
+        "source": preset.source,
+        "title": preset.title,
+        "scale": scale.name(),
+    });
     std::fs::write(out.join("preset.json"), about.to_string() + "\n").map_err(|e| {
         failed(format!(
             "cannot write {}: {e}",

@@ -357,10 +357,22 @@ fn nothing_committed_notes(config: &Config, committed: u64) -> Vec<String> {
         vec![format!(
             "calvin committed nothing: its first epoch closes {epoch_us} µs after the start (protocol_options.calvin_epoch_us), not before the run ends at {run_us} µs (warmup + duration), and a transaction completes only after its epoch closed; try --calvin-epoch-us {suggested_us} or a longer run"
         )]
-    } else {
+    } else if suggested_us < epoch_us {
         vec![format!(
             "calvin committed nothing in the measured interval: {} epoch(s) of {epoch_us} µs close within the {run_us} µs run, and no transaction completed after the warmup and before the end; try shorter epochs (--calvin-epoch-us {suggested_us}) or a longer run",
             run_us / epoch_us
+        )]
+    } else {
+        // Epochs short enough, yet nothing finished: each request waited
+        // longer than the run, behind the others its clients keep
+        // outstanding (lock queues on hot records).
+        vec![format!(
+            "calvin committed nothing in the measured interval: {} epoch(s) of {epoch_us} µs close within the {run_us} µs run, but no transaction completed after the warmup and before the end: each waited longer than that behind the other requests its clients keep outstanding ({} per worker, protocol_options.calvin_inflight); try fewer (--calvin-inflight) or a longer run",
+            run_us / epoch_us,
+            match config.protocol_options.calvin_inflight {
+                0 => "one per coroutine per epoch".to_string(),
+                n => n.to_string(),
+            }
         )]
     }
 }
@@ -408,4 +420,35 @@ fn coroutines_of<'a, W: Workload>(
         coroutines.push(Box::pin(scheduler::run_scheduler(env, executors + 1)));
     }
     coroutines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Epochs far shorter than the run, yet nothing finished (RCC Fig.
+    /// 18's hot points by RPC at 4 × 10 × 10): the note names the
+    /// outstanding requests, and suggests no epoch longer than the one run.
+    #[test]
+    fn a_run_with_short_epochs_that_committed_nothing_names_the_queue() {
+        let mut config = Config {
+            protocol: crate::protocols::ProtocolKind::Calvin,
+            duration_s: 0.006,
+            warmup_s: 0.001,
+            ..Config::default()
+        };
+        config.protocol_options.calvin_epoch_us = 200;
+        let notes = nothing_committed_notes(&config, 0);
+        assert!(
+            notes.len() == 1
+                && notes[0].contains("35 epoch(s) of 200 µs")
+                && notes[0].contains("calvin_inflight")
+                && !notes[0].contains("--calvin-epoch-us"),
+            "{notes:?}"
+        );
+        // Epochs too long for the run: shorter ones are suggested.
+        config.protocol_options.calvin_epoch_us = 1_000;
+        assert!(nothing_committed_notes(&config, 0)[0].contains("--calvin-epoch-us 291"));
+        assert!(nothing_committed_notes(&config, 1).is_empty());
+    }
 }

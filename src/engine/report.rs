@@ -12,7 +12,8 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
 use crate::check::CheckReport;
-use crate::config::{Config, FabricKind};
+use crate::config::{Config, FabricKind, WorkloadKind};
+use crate::protocols::ProtocolKind;
 use crate::stats::hist::{quantile, Histogram};
 use crate::stats::{Latencies, WorkerStats};
 use crate::txn::AbortReason;
@@ -311,6 +312,61 @@ pub struct SimSummary {
     pub memory_hash: String,
 }
 
+/// Why a run that committed nothing did, in words, from its configuration
+/// and its measured abort counts: a 0 txn/s point must not pass for a
+/// protocol's throughput. CALVIN's engine replaces these with its own
+/// (its epochs, not aborts, decide when it commits).
+pub(crate) fn nothing_committed_notes(config: &Config, stats: &WorkerStats) -> Vec<String> {
+    if stats.committed > 0 {
+        return Vec::new();
+    }
+    let protocol = config.protocol.name();
+    let attempts = stats.aborted();
+    let measured = format!("{} s measured", config.duration_s);
+    if attempts == 0 {
+        return vec![format!(
+            "{protocol} committed nothing and aborted nothing in the {measured}: no transaction finished in it; a longer --duration lets some finish"
+        )];
+    }
+    let expired = stats.aborts[AbortReason::LeaseExpired.index()];
+    if config.protocol == ProtocolKind::Drtm && expired > 0 {
+        // A read lease starts at the read and must still hold at the
+        // commit point; what runs between the two is the attempt itself.
+        let lease_us = config.protocol_options.drtm_lease_ns as f64 / 1_000.0;
+        let attempt_us = per(stats.aborted_ns, attempts) / 1_000.0;
+        let compute = if config.workload == WorkloadKind::Ycsb && config.ycsb.compute_us > 0.0 {
+            // Coroutines of one worker do not preempt each other's compute,
+            // so a transaction between its reads and its commit can wait for
+            // every other coroutine's compute step on its worker.
+            format!(
+                "; each of a worker's {} coroutines computes {} µs per transaction (ycsb.compute_us) without preemption, so up to {} µs of compute can pass between a transaction's reads and its commit",
+                config.coroutines,
+                config.ycsb.compute_us,
+                config.coroutines as f64 * config.ycsb.compute_us
+            )
+        } else {
+            String::new()
+        };
+        return vec![format!(
+            "drtm committed nothing: {expired} of its {attempts} aborted attempts found a read lease expired at the commit point (lease_expired); a lease lasts {lease_us} µs (protocol_options.drtm_lease_ns) and an aborted attempt took {attempt_us:.0} µs on average{compute}; give longer leases (--vary drtm_lease_ns=N or protocol_options.drtm_lease_ns in --config) or shorter transactions"
+        )];
+    }
+    let mut reasons: Vec<(&'static str, u64)> = AbortReason::ALL
+        .iter()
+        .map(|r| (r.name(), stats.aborts[r.index()]))
+        .filter(|&(_, n)| n > 0)
+        .collect();
+    reasons.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+    let reasons: Vec<String> = reasons
+        .iter()
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    vec![format!(
+        "{protocol} committed nothing in the {measured}: all {attempts} attempts aborted ({}); less contention or a longer --duration lets some commit",
+        reasons.join(", ")
+    )]
+}
+
 fn per(value: u64, count: u64) -> f64 {
     if count == 0 {
         0.0
@@ -453,7 +509,7 @@ impl Report {
             sim: None,
             cluster: None,
             recovery: None,
-            notes: Vec::new(),
+            notes: nothing_committed_notes(config, stats),
             latencies: stats.latency.clone(),
         };
         report.set_txn_types(txn_types, stats);
@@ -719,5 +775,83 @@ impl Report {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats_with(aborts: &[(AbortReason, u64)], aborted_ns: u64) -> WorkerStats {
+        let mut stats = WorkerStats::default();
+        for &(reason, n) in aborts {
+            stats.aborts[reason.index()] = n;
+        }
+        stats.aborted_ns = aborted_ns;
+        stats
+    }
+
+    /// RCC Fig. 19's 256 µs point: DRTM's 400 µs read leases run out
+    /// while a worker's other coroutines compute, and the note says so
+    /// with the figures it was computed from.
+    #[test]
+    fn drtm_that_commits_nothing_says_its_leases_expired() {
+        let mut config = Config {
+            protocol: ProtocolKind::Drtm,
+            coroutines: 8,
+            ..Config::default()
+        };
+        config.ycsb.compute_us = 256.0;
+        let stats = stats_with(
+            &[
+                (AbortReason::LeaseExpired, 41),
+                (AbortReason::LeaseConflict, 9),
+            ],
+            50 * 900_000,
+        );
+        let notes = nothing_committed_notes(&config, &stats);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        let note = &notes[0];
+        for part in [
+            "drtm committed nothing",
+            "41 of its 50 aborted attempts",
+            "lease_expired",
+            "400 µs (protocol_options.drtm_lease_ns)",
+            "900 µs on average",
+            "8 coroutines computes 256 µs",
+            "up to 2048 µs",
+            "drtm_lease_ns",
+        ] {
+            assert!(note.contains(part), "`{part}` missing: {note}");
+        }
+        // The lease is the configured one, not a constant.
+        config.protocol_options.drtm_lease_ns = 1_000_000;
+        assert!(nothing_committed_notes(&config, &stats)[0].contains("1000 µs"));
+    }
+
+    #[test]
+    fn only_a_run_that_commits_nothing_gets_a_note() {
+        let config = Config {
+            protocol: ProtocolKind::NoWait,
+            ..Config::default()
+        };
+        let mut stats = stats_with(&[(AbortReason::LockConflict, 7)], 0);
+        let notes = nothing_committed_notes(&config, &stats);
+        assert!(
+            notes.len() == 1
+                && notes[0].contains("no_wait committed nothing")
+                && notes[0].contains("all 7 attempts aborted (lock_conflict 7)"),
+            "{notes:?}"
+        );
+        // DRTM without expired leases gets the general note.
+        let drtm = Config {
+            protocol: ProtocolKind::Drtm,
+            ..Config::default()
+        };
+        assert!(!nothing_committed_notes(&drtm, &stats)[0].contains("lease"));
+        let idle = WorkerStats::default();
+        assert!(nothing_committed_notes(&config, &idle)[0].contains("aborted nothing"));
+        stats.committed = 1;
+        assert!(nothing_committed_notes(&config, &stats).is_empty());
     }
 }

@@ -182,13 +182,19 @@ fn hybrid_tables(out: &mut String, analysis: &Analysis) {
     }
 }
 
-/// `(name, source, title)` from the `preset.json` that `verbena reproduce`
-/// leaves in its output directory.
-fn read_preset(dir: &Path) -> Option<(String, String, String)> {
+/// `(name, source, title, scale)` from the `preset.json` that `verbena
+/// reproduce` leaves in its output directory (`scale` is `paper` or
+/// `small`; absent in a directory written before presets had two).
+fn read_preset(dir: &Path) -> Option<(String, String, String, Option<String>)> {
     let text = std::fs::read_to_string(dir.join("preset.json")).ok()?;
     let value: Value = serde_json::from_str(&text).ok()?;
     let field = |name: &str| value[name].as_str().map(str::to_string);
-    Some((field("name")?, field("source")?, field("title")?))
+    Some((
+        field("name")?,
+        field("source")?,
+        field("title")?,
+        field("scale"),
+    ))
 }
 
 /// Writes `report.html` into `out`; returns a line saying what was
@@ -214,9 +220,13 @@ pub fn write_report(
     if let Some(preset) = read_preset(out) {
         let _ = writeln!(
             body,
-            "<p><b>Preset <code>{}</code></b>: {} — a small-scale version of {}.</p>",
+            "<p><b>Preset <code>{}</code></b>: {} — {} of {}.</p>",
             escape(&preset.0),
             escape(&preset.2),
+            match preset.3.as_deref() {
+                Some("paper") => "the paper's configuration (scaled where <code>verbena reproduce --list</code> says)",
+                _ => "a small-scale version",
+            },
             escape(&preset.1)
         );
     }

@@ -13,8 +13,8 @@
 //!   dependency (RCC Fig. 13, 14, 16, 18, 19; Deneva Fig. 2–6), small
 //!   multiples past eight lines a panel, PNG copies rendered in process
 //!   (resvg, no browser), and an HTML page per sweep.
-//! - [`presets`]: small-scale versions of the papers' experiments
-//!   (`verbena reproduce`).
+//! - [`presets`]: the papers' experiments at the papers' scale, or at a
+//!   small scale with `--small` (`verbena reproduce`).
 //!
 //! Every result row carries what produced it ([`provenance`]): the full
 //! resolved config, the verbena version and git revision, and the host.

@@ -1,23 +1,41 @@
-//! `verbena reproduce`: small-scale versions of the papers' experiments.
+//! `verbena reproduce`: the papers' experiments, each at the paper's scale
+//! by default and at a small scale with `--small` (what CI runs).
+//!
 //! Each preset is a sweep (or a hybrid enumeration) with the paper's knob
-//! and values, scaled to run in a minute or two on the `sim` fabric with
-//! the paper's network (`cx4-edr`, RCC §6.1 and DrTM+H §4's ConnectX-4 EDR
-//! cluster; Deneva ran on a 1 ms-RTT cloud LAN, but its contention shapes
-//! show on any network and `cx4-edr` keeps the presets fast). Any run flag
-//! after the name overrides the preset's base (e.g. `--fabric threads
+//! and values on the `sim` fabric with the paper's network (`cx4-edr`,
+//! RCC §6.1 and DrTM+H §4's ConnectX-4 EDR cluster; Deneva ran on a
+//! 1 ms-RTT cloud LAN, but its contention shapes show on any network and
+//! `cx4-edr` keeps the presets fast). Any run flag after the name
+//! overrides the preset's base at either scale (e.g. `--fabric threads
 //! --duration 1`), and `--vary` replaces a preset knob of the same key.
 //!
-//! Small scale means: 4 nodes × 1 worker, 10,000 rows per node, a few ms of
-//! virtual time per point — the shapes of the figures, not their absolute
-//! numbers (the papers used 8–16 machines of 10–20 cores). YCSB stands in
-//! for SmallBank and TPC-C, which this build lacks.
+//! Paper scale is the cluster the paper states: RCC §6.1's 4 nodes × 10
+//! threads (1 coroutine in §6.2, 10 in §6.4–6.6) with 3-way replication,
+//! and Fig. 20's emulated clusters of up to 160 nodes (§6.6); Deneva §4's
+//! 16 servers of 4 worker threads; DrTM+H §4.1's 16 machines × 24 threads
+//! with 3-way replication. What a simulation of that cluster cannot afford
+//! on a 2-core machine within 15 minutes per preset is scaled down, and
+//! each preset's `deviation` says what: the virtual time per point
+//! (milliseconds, where the papers measured seconds), the rows (Deneva's
+//! 16 M per partition would need 256 GB) and Deneva's 1 KB records (64 B
+//! here, as in RCC and DrTM+H). RCC sizes YCSB "proportional to the
+//! cluster size and the number of transaction threads" without the
+//! constant; the presets give 10,000 rows per worker thread at both
+//! scales. Each scale's `wall_time` is the whole preset's measured wall
+//! time on the 2-core reference machine (`--jobs 1`), under the load
+//! docs/REPRODUCTION.md states.
+//!
+//! Small scale is 4 nodes × 1 worker, 10,000 rows per node and 4 ms of
+//! virtual time per point: the shapes of the figures in seconds to a
+//! minute, not their absolute numbers. YCSB stands in for SmallBank and
+//! TPC-C at both scales.
 //!
 //! CALVIN's points run 200 µs epochs (`--calvin-epoch-us 200`, ignored by
-//! the other protocols): 25 epochs in the 5 ms of virtual time, where its
-//! 5 ms default (Deneva §3.4) would close none before the run ends, and so
-//! commit nothing (the report's `notes` then say so). A `--duration`
-//! given after the name keeps the 200 µs unless `--calvin-epoch-us` is
-//! given too.
+//! the other protocols): a few dozen epochs per run, where its 5 ms
+//! default (Deneva §3.4) would close at most one before a few-ms run ends,
+//! and so commit nothing (the report's `notes` then say so). A
+//! `--duration` given after the name keeps the 200 µs unless
+//! `--calvin-epoch-us` is given too.
 
 use std::fmt::Write as _;
 
@@ -32,23 +50,76 @@ pub enum Kind {
     Hybrid(Method),
 }
 
+/// Which of a preset's two configurations runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scale {
+    /// The paper's cluster (the default).
+    Paper,
+    /// 4 nodes × 1 worker for a few ms (`--small`, what CI runs).
+    Small,
+}
+
+impl Scale {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scale::Paper => "paper",
+            Scale::Small => "small",
+        }
+    }
+}
+
+/// One configuration of a preset.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// Run flags of every point, before the user's.
+    pub args: &'static [&'static str],
+    /// The whole preset's wall time on the 2-core reference machine with
+    /// `--jobs 1`, as the list states it (measured, see the module docs).
+    pub wall_time: &'static str,
+}
+
 #[derive(Clone, Debug)]
 pub struct Preset {
     pub name: &'static str,
     /// Paper and figure.
     pub source: &'static str,
     pub title: &'static str,
-    /// Run flags of every point.
-    pub base_args: &'static [&'static str],
+    /// The paper's configuration, scaled only where `deviation` says.
+    pub paper: Setup,
+    /// Where the paper-scale setup departs from the paper's, in words.
+    pub deviation: &'static str,
+    pub small: Setup,
     pub kind: Kind,
     /// The knob on the x axis of the line figures.
     pub x: Option<&'static str>,
 }
 
+impl Preset {
+    pub fn setup(&self, scale: Scale) -> &Setup {
+        match scale {
+            Scale::Paper => &self.paper,
+            Scale::Small => &self.small,
+        }
+    }
+
+    /// The value of run flag `name` in `scale`'s base, if it sets one.
+    pub fn flag(&self, scale: Scale, name: &str) -> Option<&'static str> {
+        let args = self.setup(scale).args;
+        // The last occurrence wins, as on the command line.
+        args.windows(2).rev().find(|w| w[0] == name).map(|w| w[1])
+    }
+}
+
+/// How the RCC presets' paper scale departs from RCC §6.1.
+const RCC_TIME: &str = "virtual time: 1 ms warm-up + 6 ms measured per point (RCC: seconds)";
+
+/// How the Deneva presets' paper scale departs from Deneva §4.
+const DENEVA_SCALED: &str = "100,000 rows of 64 B per server (Deneva: ~16 M of 10 × 100 B; 1 KB records cost the simulator 5× the events, since it copies a READ word by word between other events to produce torn reads); 8 coroutines per worker (Deneva: 10,000 open client connections per server); virtual time: 1 ms warm-up + 6 ms measured per point (Deneva: 60 s + 60 s)";
+
 /// CALVIN's epoch in the presets, µs (see the module docs).
 const CALVIN_EPOCH_US: &str = "200";
 
-/// Base flags every preset shares.
+/// Base flags of every small-scale preset.
 macro_rules! small_sim {
     ($($extra:expr),* $(,)?) => {
         &[
@@ -60,12 +131,49 @@ macro_rules! small_sim {
     };
 }
 
+/// RCC §6.1's cluster: 4 nodes × 10 threads, 3-way replication, 64-byte
+/// records (the YCSB default), 10,000 rows per thread; measured for
+/// `$duration` virtual seconds after `$warmup`.
+macro_rules! rcc_paper {
+    ($duration:expr, $warmup:expr $(, $extra:expr)* $(,)?) => {
+        &[
+            "--fabric", "sim", "--profile", "cx4-edr", "--nodes", "4", "--workers", "10",
+            "--coroutines", "10", "--rows-per-node", "100000", "--location-cache", "16384",
+            "--replication", "3", "--duration", $duration, "--warmup", $warmup, "--check",
+            "--calvin-epoch-us", CALVIN_EPOCH_US,
+            $($extra),*
+        ]
+    };
+}
+
+/// Deneva §4's cluster: 16 servers × 4 worker threads; the rows, the
+/// record size and the virtual time scaled (`DENEVA_SCALED`).
+macro_rules! deneva_paper {
+    ($rows:expr, $duration:expr, $warmup:expr $(, $extra:expr)* $(,)?) => {
+        &[
+            "--fabric", "sim", "--profile", "cx4-edr", "--nodes", "16", "--workers", "4",
+            "--coroutines", "8", "--rows-per-node", $rows, "--location-cache", "16384",
+            "--duration", $duration, "--warmup", $warmup, "--check",
+            "--calvin-epoch-us", CALVIN_EPOCH_US,
+            $($extra),*
+        ]
+    };
+}
+
 pub const PRESETS: [Preset; 9] = [
     Preset {
         name: "rcc-coroutines",
         source: "RCC §6.3, Fig. 16 (YCSB)",
         title: "throughput and latency as coroutines grow, one-sided vs RPC",
-        base_args: small_sim!(),
+        paper: Setup {
+            args: rcc_paper!("0.006", "0.001"),
+            wall_time: "~9 min",
+        },
+        deviation: RCC_TIME,
+        small: Setup {
+            args: small_sim!(),
+            wall_time: "~6 s",
+        },
         kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc", "coroutines=1,3,5,7,9,11"]),
         x: Some("coroutines"),
     },
@@ -73,7 +181,15 @@ pub const PRESETS: [Preset; 9] = [
         name: "rcc-contention",
         source: "RCC §6.4, Fig. 18",
         title: "throughput vs the probability of touching the 0.1 % hot area",
-        base_args: small_sim!("--distribution", "hot", "--hot-fraction", "0.001"),
+        paper: Setup {
+            args: rcc_paper!("0.006", "0.001", "--distribution", "hot", "--hot-fraction", "0.001"),
+            wall_time: "~15 min",
+        },
+        deviation: RCC_TIME,
+        small: Setup {
+            args: small_sim!("--distribution", "hot", "--hot-fraction", "0.001"),
+            wall_time: "~6 s",
+        },
         kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc", "hot_probability=0,0.2,0.4,0.6,0.8,0.9"]),
         x: Some("hot_probability"),
     },
@@ -81,7 +197,15 @@ pub const PRESETS: [Preset; 9] = [
         name: "rcc-compute",
         source: "RCC §6.5, Fig. 19",
         title: "throughput vs execution-phase computation (1–256 µs)",
-        base_args: small_sim!(),
+        paper: Setup {
+            args: rcc_paper!("0.006", "0.001"),
+            wall_time: "~12 min",
+        },
+        deviation: RCC_TIME,
+        small: Setup {
+            args: small_sim!(),
+            wall_time: "~5 s",
+        },
         kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc", "compute_us=1,4,16,64,256"]),
         x: Some("compute_us"),
     },
@@ -89,8 +213,17 @@ pub const PRESETS: [Preset; 9] = [
         name: "rcc-stage-latency",
         source: "RCC §5.1, Fig. 13",
         title: "per-stage latency of the pure forms with one coroutine",
-        // RCC §6.1 runs 3-way replication; without it the log stage is empty.
-        base_args: small_sim!("--coroutines", "1", "--replication", "3"),
+        // RCC §6.1 runs 3-way replication; without it the log stage is
+        // empty. One coroutine, as RCC §6.2 runs.
+        paper: Setup {
+            args: rcc_paper!("0.01", "0.001", "--coroutines", "1"),
+            wall_time: "~40 s",
+        },
+        deviation: "virtual time: 1 ms warm-up + 10 ms measured per point (RCC: seconds)",
+        small: Setup {
+            args: small_sim!("--coroutines", "1", "--replication", "3"),
+            wall_time: "~2 s",
+        },
         kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc"]),
         x: None,
     },
@@ -99,7 +232,15 @@ pub const PRESETS: [Preset; 9] = [
         source: "RCC §5.1, Fig. 14",
         title: "every OCC hybrid code ranked; the latency-breakdown pick tested",
         // 3-way replication as in RCC §6.1, so the log bit of a code matters.
-        base_args: small_sim!("--protocol", "occ", "--coroutines", "8", "--replication", "3"),
+        paper: Setup {
+            args: rcc_paper!("0.006", "0.001", "--protocol", "occ"),
+            wall_time: "~3 min",
+        },
+        deviation: "virtual time: 1 ms warm-up + 6 ms measured per code (RCC: seconds)",
+        small: Setup {
+            args: small_sim!("--protocol", "occ", "--coroutines", "8", "--replication", "3"),
+            wall_time: "~6 s",
+        },
         kind: Kind::Hybrid(Method::Both),
         x: None,
     },
@@ -113,13 +254,26 @@ pub const PRESETS: [Preset; 9] = [
         // 10 workers × 10 coroutines per node as in RCC §6.1, so 160
         // emulated nodes give each NIC 1,600 connections. Four of RCC's
         // protocols (CALVIN's epochs do not use the connections this
-        // models), 3 ms of virtual time per point.
-        base_args: &[
-            "--fabric", "sim", "--profile", "cx4-edr-qp", "--nodes", "4", "--workers", "10",
-            "--coroutines", "10", "--rows-per-node", "10000", "--location-cache", "16384",
-            "--distribution", "hot", "--hot-fraction", "0.001", "--hot-probability", "0.9",
-            "--duration", "0.003", "--warmup", "0.0005",
-        ],
+        // models).
+        paper: Setup {
+            args: rcc_paper!(
+                "0.02", "0.001", "--profile", "cx4-edr-qp", "--distribution", "hot",
+                "--hot-fraction", "0.001", "--hot-probability", "0.9",
+            ),
+            wall_time: "~2 min",
+        },
+        deviation: "virtual time: 1 ms warm-up + 20 ms measured per point (RCC: seconds), long enough that the 90 % hot points commit thousands",
+        // The small scale keeps the NIC's 1,600 connections at 160
+        // emulated nodes: the cluster RCC emulates, for 3 ms.
+        small: Setup {
+            args: &[
+                "--fabric", "sim", "--profile", "cx4-edr-qp", "--nodes", "4", "--workers", "10",
+                "--coroutines", "10", "--rows-per-node", "10000", "--location-cache", "16384",
+                "--distribution", "hot", "--hot-fraction", "0.001", "--hot-probability", "0.9",
+                "--duration", "0.003", "--warmup", "0.0005",
+            ],
+            wall_time: "~5 s",
+        },
         kind: Kind::Sweep(&["protocol=no_wait,occ,mvcc,sundial", "primitive=onesided,rpc", "emulated_nodes=4,16,40,80,160"]),
         x: Some("emulated_nodes"),
     },
@@ -127,7 +281,15 @@ pub const PRESETS: [Preset; 9] = [
         name: "deneva-contention",
         source: "Deneva §4.2, Fig. 2",
         title: "throughput vs Zipf skew θ, 50 % writes",
-        base_args: small_sim!("--distribution", "zipf", "--write-ratio", "0.5"),
+        paper: Setup {
+            args: deneva_paper!("100000", "0.006", "0.001", "--distribution", "zipf", "--write-ratio", "0.5"),
+            wall_time: "~6.5 min",
+        },
+        deviation: DENEVA_SCALED,
+        small: Setup {
+            args: small_sim!("--distribution", "zipf", "--write-ratio", "0.5"),
+            wall_time: "~5 s",
+        },
         kind: Kind::Sweep(&["protocol=all", "theta=0,0.3,0.6,0.7,0.8,0.9,0.99"]),
         x: Some("theta"),
     },
@@ -138,7 +300,18 @@ pub const PRESETS: [Preset; 9] = [
         // Deneva's mix: an update transaction reads 5 records and updates
         // 5 (here read-modify-writes), the rest read 10; 2PL takes shared
         // read locks (Deneva §3.1, §4.3).
-        base_args: small_sim!("--distribution", "zipf", "--theta", "0.6", "--lock-mode", "shared"),
+        paper: Setup {
+            args: deneva_paper!(
+                "100000", "0.006", "0.001", "--distribution", "zipf", "--theta", "0.6",
+                "--lock-mode", "shared",
+            ),
+            wall_time: "~6.5 min",
+        },
+        deviation: DENEVA_SCALED,
+        small: Setup {
+            args: small_sim!("--distribution", "zipf", "--theta", "0.6", "--lock-mode", "shared"),
+            wall_time: "~7 s",
+        },
         kind: Kind::Sweep(&["protocol=all", "update_txn_ratio=0,0.1,0.2,0.4,0.6,0.8,1"]),
         x: Some("update_txn_ratio"),
     },
@@ -146,8 +319,22 @@ pub const PRESETS: [Preset; 9] = [
         name: "drtmh-phases",
         source: "DrTM+H §5, Fig. 7–10",
         title: "OCC with each phase switched between one-sided and RPC",
-        // DrTM+H §4.1 logs to 2 backups (3-way replication).
-        base_args: small_sim!("--protocol", "occ", "--replication", "3"),
+        // DrTM+H §4.1: 16 machines × 24 threads, 8 coroutines (its §3's
+        // typical count), 3-way replication (logs to 2 backups).
+        paper: Setup {
+            args: &[
+                "--fabric", "sim", "--profile", "cx4-edr", "--nodes", "16", "--workers", "24",
+                "--coroutines", "8", "--rows-per-node", "240000", "--location-cache", "16384",
+                "--replication", "3", "--duration", "0.006", "--warmup", "0.001", "--check",
+                "--protocol", "occ",
+            ],
+            wall_time: "~4 min",
+        },
+        deviation: "YCSB (10 operations of 64 B, 10,000 rows per thread) for TPC-C and SmallBank; a 16,384-entry location cache per worker (DrTM+H: 300 MB per machine, warm); virtual time: 1 ms warm-up + 6 ms measured per point (DrTM+H: seconds)",
+        small: Setup {
+            args: small_sim!("--protocol", "occ", "--replication", "3"),
+            wall_time: "~1 s",
+        },
         kind: Kind::Sweep(&[
             "stages=read=onesided|read=rpc|lock=rpc+validate=rpc|commit=rpc|log=rpc|read=rpc+lock=rpc+validate=rpc+log=rpc+commit=rpc+release=rpc",
         ]),
@@ -159,21 +346,62 @@ pub fn find(name: &str) -> Option<&'static Preset> {
     PRESETS.iter().find(|p| p.name == name)
 }
 
+/// A setup's cluster in a few words: nodes × workers × coroutines, rows.
+fn cluster_text(p: &Preset, scale: Scale) -> String {
+    let flag = |name: &str, default: &'static str| p.flag(scale, name).unwrap_or(default);
+    let coroutines = match &p.kind {
+        Kind::Sweep(knobs) => knobs
+            .iter()
+            .find_map(|k| k.strip_prefix("coroutines="))
+            .map_or_else(
+                || flag("--coroutines", "8").to_string(),
+                |v| v.replace(',', "/"),
+            ),
+        Kind::Hybrid(_) => flag("--coroutines", "8").to_string(),
+    };
+    let mut text = format!(
+        "{} nodes × {} workers × {coroutines} coroutines, {} rows/node",
+        flag("--nodes", "2"),
+        flag("--workers", "1"),
+        flag("--rows-per-node", "100000"),
+    );
+    let _ = write!(
+        text,
+        ", replication {}, {} + {} virtual s",
+        flag("--replication", "1"),
+        flag("--warmup", "0.5"),
+        flag("--duration", "2"),
+    );
+    text
+}
+
 /// `verbena reproduce --list`.
 pub fn list_text() -> String {
-    let mut out = String::from("presets (verbena reproduce NAME [RUN FLAGS] [--out DIR]):\n");
+    let mut out =
+        String::from("presets (verbena reproduce NAME [--small] [RUN FLAGS] [--out DIR]):\n");
     for p in &PRESETS {
         let what = match &p.kind {
             Kind::Sweep(knobs) => format!("sweep {}", knobs.join(" × ")),
             Kind::Hybrid(_) => "hybrid enumeration + latency-breakdown pick".to_string(),
         };
+        let _ = writeln!(out, "  {:<20} {:<28} {}", p.name, p.source, p.title);
+        let indent = " ".repeat(24);
+        let _ = writeln!(out, "{indent}({what})");
         let _ = writeln!(
             out,
-            "  {:<20} {:<28} {}\n  {:<20} {:<28} ({what})",
-            p.name, p.source, p.title, "", ""
+            "{indent}paper scale, {} on 2 cores: {}",
+            p.paper.wall_time,
+            cluster_text(p, Scale::Paper)
+        );
+        let _ = writeln!(out, "{indent}  scaled down: {}", p.deviation);
+        let _ = writeln!(
+            out,
+            "{indent}--small, {} on 2 cores: {}",
+            p.small.wall_time,
+            cluster_text(p, Scale::Small)
         );
     }
-    out.push_str("Each writes results/NAME/ (rows, CSV, figures, report.html); small scale on --fabric sim, cx4-edr.\n");
+    out.push_str("Each writes results/NAME/ (results/NAME-small/ with --small: rows, CSV, figures, report.html) on --fabric sim, cx4-edr;\ntimes are whole presets with --jobs 1 on a 2-core machine (docs/REPRODUCTION.md).\n");
     out
 }
 
@@ -182,10 +410,19 @@ mod tests {
     use super::*;
     use crate::experiments::sweep::parse_knob;
 
-    fn flag_is(p: &Preset, name: &str, value: &str) -> bool {
-        p.base_args
-            .windows(2)
-            .any(|w| w[0] == name && w[1] == value)
+    const SCALES: [Scale; 2] = [Scale::Paper, Scale::Small];
+
+    fn number(p: &Preset, scale: Scale, name: &str) -> Option<f64> {
+        p.flag(scale, name).map(|v| v.parse().expect("a number"))
+    }
+
+    fn runs_calvin(p: &Preset, scale: Scale) -> bool {
+        match &p.kind {
+            Kind::Sweep(knobs) => knobs
+                .iter()
+                .any(|k| k.starts_with("protocol=") && (k.contains("all") || k.contains("calvin"))),
+            Kind::Hybrid(_) => p.flag(scale, "--protocol") == Some("calvin"),
+        }
     }
 
     #[test]
@@ -201,44 +438,140 @@ mod tests {
                     parse_knob(knob).unwrap_or_else(|e| panic!("{}: {e}", p.name));
                 }
             }
+            for scale in SCALES {
+                assert_eq!(p.flag(scale, "--fabric"), Some("sim"), "{}", p.name);
+            }
         }
         assert!(find("rcc-coroutines").is_some() && find("nope").is_none());
-        // Every preset that runs CALVIN gives it a dozen epochs or more.
-        let flag = |p: &Preset, name: &str| -> Option<f64> {
-            let at = p.base_args.iter().position(|a| *a == name)?;
-            Some(p.base_args[at + 1].parse().expect("a number"))
-        };
+    }
+
+    #[test]
+    fn calvin_gets_a_dozen_epochs_or_more_at_both_scales() {
         let mut with_calvin = 0;
         for p in &PRESETS {
-            let runs_calvin = match &p.kind {
-                Kind::Sweep(knobs) => knobs.iter().any(|k| {
-                    k.starts_with("protocol=") && (k.contains("all") || k.contains("calvin"))
-                }),
-                Kind::Hybrid(_) => flag_is(p, "--protocol", "calvin"),
-            };
-            if !runs_calvin {
-                continue;
+            for scale in SCALES {
+                if !runs_calvin(p, scale) {
+                    continue;
+                }
+                with_calvin += 1;
+                let run_us = (number(p, scale, "--duration").unwrap()
+                    + number(p, scale, "--warmup").unwrap())
+                    * 1e6;
+                let epoch_us = number(p, scale, "--calvin-epoch-us").unwrap_or(5_000.0);
+                assert!(
+                    run_us / epoch_us >= 12.0,
+                    "{} ({:?}): {epoch_us} µs epochs in a {run_us} µs run",
+                    p.name,
+                    scale
+                );
             }
-            with_calvin += 1;
-            let run_us = (flag(p, "--duration").unwrap() + flag(p, "--warmup").unwrap()) * 1e6;
-            let epoch_us = flag(p, "--calvin-epoch-us").unwrap_or(5_000.0);
+        }
+        assert!(with_calvin >= 10, "{with_calvin} preset scales run CALVIN");
+    }
+
+    /// The cluster each paper states: RCC §6.1 (4 nodes × 10 threads, 10
+    /// coroutines, 1 in §6.2's per-stage figure; 3-way replication), RCC
+    /// §6.6 (emulated clusters up to 160 nodes), Deneva §4 (16 servers ×
+    /// 4 worker threads), DrTM+H §4.1 (16 machines ×
+    /// 24 threads, 3-way replication).
+    #[test]
+    fn paper_scale_is_the_papers_cluster() {
+        let paper = |name: &str, flag: &str| find(name).unwrap().flag(Scale::Paper, flag);
+        for name in [
+            "rcc-coroutines",
+            "rcc-contention",
+            "rcc-compute",
+            "rcc-stage-latency",
+            "rcc-hybrid-occ",
+            "rcc-qp-scaling",
+        ] {
+            assert_eq!(paper(name, "--nodes"), Some("4"), "{name}");
+            assert_eq!(paper(name, "--workers"), Some("10"), "{name}");
+            assert_eq!(paper(name, "--replication"), Some("3"), "{name}");
+            let coroutines = if name == "rcc-stage-latency" {
+                "1"
+            } else {
+                "10"
+            };
+            assert_eq!(paper(name, "--coroutines"), Some(coroutines), "{name}");
+        }
+        let coroutines = find("rcc-coroutines").unwrap();
+        assert!(
+            matches!(&coroutines.kind, Kind::Sweep(k) if k.contains(&"coroutines=1,3,5,7,9,11"))
+        );
+        let qp = find("rcc-qp-scaling").unwrap();
+        assert_eq!(qp.flag(Scale::Paper, "--profile"), Some("cx4-edr-qp"));
+        assert!(
+            matches!(&qp.kind, Kind::Sweep(k) if k.iter().any(|k| k.starts_with("emulated_nodes=") && k.ends_with(",160")))
+        );
+        for name in ["deneva-contention", "deneva-update-rate"] {
+            assert_eq!(paper(name, "--nodes"), Some("16"), "{name}");
+            assert_eq!(paper(name, "--workers"), Some("4"), "{name}");
+        }
+        assert_eq!(paper("deneva-update-rate", "--lock-mode"), Some("shared"));
+        assert_eq!(paper("deneva-update-rate", "--theta"), Some("0.6"));
+        assert_eq!(paper("drtmh-phases", "--nodes"), Some("16"));
+        assert_eq!(paper("drtmh-phases", "--workers"), Some("24"));
+        assert_eq!(paper("drtmh-phases", "--replication"), Some("3"));
+        // Every paper-scale setup that departs from its paper says how.
+        for p in &PRESETS {
+            assert!(p.deviation.contains("virtual time"), "{}", p.name);
+        }
+    }
+
+    /// `--small` keeps the configuration CI has always run.
+    #[test]
+    fn small_scale_is_four_single_worker_nodes_for_a_few_ms() {
+        for p in &PRESETS {
+            assert_eq!(p.flag(Scale::Small, "--nodes"), Some("4"), "{}", p.name);
+            let run_s = number(p, Scale::Small, "--duration").unwrap()
+                + number(p, Scale::Small, "--warmup").unwrap();
+            assert!(run_s <= 0.005, "{}: {run_s} s", p.name);
+            if p.name != "rcc-qp-scaling" {
+                assert_eq!(p.flag(Scale::Small, "--workers"), None, "{}", p.name);
+                assert_eq!(p.flag(Scale::Small, "--rows-per-node"), Some("10000"));
+            }
+        }
+        for name in ["rcc-stage-latency", "rcc-hybrid-occ", "drtmh-phases"] {
+            assert_eq!(
+                find(name).unwrap().flag(Scale::Small, "--replication"),
+                Some("3")
+            );
+        }
+    }
+
+    /// The list states each scale's measured wall time and cluster.
+    #[test]
+    fn the_list_states_each_scales_wall_time() {
+        let text = list_text();
+        for p in &PRESETS {
+            for scale in SCALES {
+                let time = p.setup(scale).wall_time;
+                let (number, unit) = time
+                    .strip_prefix('~')
+                    .and_then(|t| t.split_once(' '))
+                    .unwrap_or_else(|| panic!("{}: `{time}` is not `~N s` or `~N min`", p.name));
+                let number: f64 = number.parse().unwrap_or(f64::NAN);
+                let minutes = if unit == "min" { number } else { number / 60.0 };
+                assert!(unit == "s" || unit == "min", "{}: {time}", p.name);
+                // The budget a paper-scale preset is cut to fit.
+                assert!(minutes > 0.0 && minutes <= 15.0, "{}: {time}", p.name);
+            }
+            let paper = format!("paper scale, {} on 2 cores", p.paper.wall_time);
+            let small = format!("--small, {} on 2 cores", p.small.wall_time);
             assert!(
-                run_us / epoch_us >= 12.0,
-                "{}: {epoch_us} µs epochs in a {run_us} µs run",
+                text.contains(&paper) && text.contains(&small),
+                "{}: {text}",
                 p.name
             );
         }
-        assert!(with_calvin >= 5, "{with_calvin} presets run CALVIN");
-        // The papers' replication and Deneva's update mix.
-        for name in ["rcc-stage-latency", "rcc-hybrid-occ", "drtmh-phases"] {
-            assert!(flag_is(find(name).unwrap(), "--replication", "3"), "{name}");
-        }
-        let update = find("deneva-update-rate").unwrap();
-        assert!(flag_is(update, "--lock-mode", "shared"));
         assert!(
-            matches!(&update.kind, Kind::Sweep(k) if k.iter().any(|k| k.starts_with("update_txn_ratio=")))
+            text.contains("4 nodes × 10 workers × 1/3/5/7/9/11 coroutines"),
+            "{text}"
         );
-        let qp = find("rcc-qp-scaling").unwrap();
-        assert!(qp.base_args.contains(&"cx4-edr-qp"), "the NIC cache on");
+        assert!(
+            text.contains("16 nodes × 24 workers × 8 coroutines"),
+            "{text}"
+        );
     }
 }

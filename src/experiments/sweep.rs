@@ -845,6 +845,21 @@ pub fn summary_table(rows: &[Value], knob_keys: &[String]) -> String {
             verdict
         );
     }
+    // A point that committed nothing says why (the report's `notes`): a
+    // 0 in the table is not a protocol's throughput.
+    for row in rows {
+        let Some(notes) = row["report"]["notes"].as_array() else {
+            continue;
+        };
+        for note in notes.iter().filter_map(Value::as_str) {
+            let _ = writeln!(
+                out,
+                "note: {} (seed {}): {note}",
+                point_label(row, knob_keys),
+                row["report"]["config"]["seed"]
+            );
+        }
+    }
     out
 }
 
