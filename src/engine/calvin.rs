@@ -34,8 +34,8 @@ use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
 use super::driver::{
-    close_stats, Cluster, Coroutines, Drive, ExtraStats, FailoverParts, NodeProgram, RunClock,
-    WorkerResult, WorkerStart,
+    log_writers, nodes_of, service_of_each, Cluster, Coroutines, Drive, ExtraStats, FailoverParts,
+    NodeProgram, RunClock, WorkerCells, WorkerResult, WorkerStart,
 };
 use super::report::OrderedMap;
 use super::{Report, RunError, WithProgram};
@@ -49,9 +49,8 @@ use crate::protocols::calvin::{
 };
 use crate::protocols::{Primitive, Stage};
 use crate::replication::{Failover, LogWriter};
-use crate::runtime::RpcService;
 use crate::stats::WorkerStats;
-use crate::store::{LocationCache, StoreLayout, TableLayout};
+use crate::store::{StoreLayout, TableLayout};
 use crate::workloads::Workload;
 
 /// A run whose epochs stretch stops ordering requests this long after its
@@ -182,21 +181,13 @@ impl<W: Workload> NodeProgram for CalvinProgram<'_, W> {
     ) -> Vec<WorkerResult<CalvinStats>> {
         let config = self.config;
         let workers = start.workers;
-        let count = workers.len();
-        let caches: Vec<RefCell<LocationCache>> = (0..count)
-            .map(|_| RefCell::new(LocationCache::new(0)))
-            .collect();
-        let stats: Vec<RefCell<WorkerStats>> = (0..count)
-            .map(|_| RefCell::new(WorkerStats::new()))
-            .collect();
-        let calvin_stats: Vec<RefCell<CalvinStats>> = (0..count)
+        let cells = WorkerCells::new(start.histories, 0);
+        let calvin_stats: Vec<RefCell<CalvinStats>> = workers
+            .iter()
             .map(|_| RefCell::new(CalvinStats::default()))
             .collect();
-        let histories: Vec<RefCell<History>> =
-            start.histories.into_iter().map(RefCell::new).collect();
         let replication = cluster.replication.as_deref();
-        let first_node = workers[0].node;
-        let services: Vec<CalvinService> = (first_node..=workers[count - 1].node)
+        let services: Vec<CalvinService> = nodes_of(workers)
             .map(|node| {
                 CalvinService::new(
                     &self.shared[node as usize],
@@ -206,15 +197,7 @@ impl<W: Workload> NodeProgram for CalvinProgram<'_, W> {
                 )
             })
             .collect();
-        let log_writers: Vec<Option<LogWriter>> = workers
-            .iter()
-            .map(|w| {
-                cluster
-                    .replication
-                    .as_ref()
-                    .map(|r| LogWriter::for_served(r.clone(), w.node, w.worker))
-            })
-            .collect();
+        let log_writers = log_writers(cluster, workers, LogWriter::for_served);
         let clock = start.clock;
         let epoch_ns = config.protocol_options.calvin_epoch_us * 1_000;
         let lockstep = config.protocol_options.calvin_inflight == 0;
@@ -230,12 +213,12 @@ impl<W: Workload> NodeProgram for CalvinProgram<'_, W> {
                 calvin: &self.calvin,
                 workload: self.workload,
                 plan: config.stages,
-                cache: &caches[index],
-                stats: &stats[index],
+                cache: &cells.caches[index],
+                stats: &cells.stats[index],
                 calvin_stats: &calvin_stats[index],
                 log: log_writers[index].as_ref(),
                 failover: self.failover.get().map(|f| &**f),
-                history: start.record_history.then_some(&histories[index]),
+                history: start.record_history.then_some(&cells.histories[index]),
                 seed: config.seed,
                 start_ns: clock.start_ns,
                 warmup_end_ns: clock.warmup_end_ns,
@@ -252,24 +235,10 @@ impl<W: Workload> NodeProgram for CalvinProgram<'_, W> {
             .zip(workers)
             .map(|(env, worker)| coroutines_of(env, config.coroutines as u16, worker.worker))
             .collect();
-        let service_refs: Vec<&dyn RpcService> = workers
-            .iter()
-            .map(|w| &services[(w.node - first_node) as usize] as &dyn RpcService)
-            .collect();
-        drive(&mut coroutines, &service_refs);
+        drive(&mut coroutines, &service_of_each(workers, &services));
         drop(coroutines);
         drop(envs);
-        stats
-            .into_iter()
-            .zip(histories)
-            .zip(calvin_stats)
-            .zip(caches)
-            .map(|(((stats, history), calvin_stats), cache)| WorkerResult {
-                stats: close_stats(stats, cache),
-                history: history.into_inner(),
-                extra: calvin_stats.into_inner(),
-            })
-            .collect()
+        cells.close(calvin_stats.into_iter().map(RefCell::into_inner))
     }
 
     /// The executors, and the sequencer and scheduler of worker 0.

@@ -272,17 +272,88 @@ pub(crate) fn build_report<G: NodeProgram, W: Workload>(
     report
 }
 
-/// A finished worker's statistics closed, with its cache's counts.
-pub(crate) fn close_stats(
-    stats: RefCell<WorkerStats>,
-    cache: RefCell<LocationCache>,
-) -> WorkerStats {
-    let mut stats = stats.into_inner();
-    stats.close();
-    let cache = cache.into_inner();
-    stats.cache_hits = cache.hits;
-    stats.cache_misses = cache.misses;
-    stats
+/// What every program keeps for each worker it runs, in the workers'
+/// order: a location cache, the statistics and the history.
+pub(crate) struct WorkerCells {
+    pub caches: Vec<RefCell<LocationCache>>,
+    pub stats: Vec<RefCell<WorkerStats>>,
+    pub histories: Vec<RefCell<History>>,
+}
+
+impl WorkerCells {
+    /// One set per history handed over, with caches of `cache_entries`.
+    pub(crate) fn new(histories: Vec<History>, cache_entries: u32) -> WorkerCells {
+        let count = histories.len();
+        WorkerCells {
+            caches: (0..count)
+                .map(|_| RefCell::new(LocationCache::new(cache_entries)))
+                .collect(),
+            stats: (0..count)
+                .map(|_| RefCell::new(WorkerStats::new()))
+                .collect(),
+            histories: histories.into_iter().map(RefCell::new).collect(),
+        }
+    }
+
+    /// Each worker's result: its statistics closed with its cache's
+    /// counts, its history, and the program's own statistics.
+    pub(crate) fn close<X>(self, extras: impl IntoIterator<Item = X>) -> Vec<WorkerResult<X>> {
+        self.stats
+            .into_iter()
+            .zip(self.histories)
+            .zip(self.caches)
+            .zip(extras)
+            .map(|(((stats, history), cache), extra)| {
+                let mut stats = stats.into_inner();
+                stats.close();
+                let cache = cache.into_inner();
+                stats.cache_hits = cache.hits;
+                stats.cache_misses = cache.misses;
+                WorkerResult {
+                    stats,
+                    history: history.into_inner(),
+                    extra,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The nodes `workers` are on (they come in node order): a program makes
+/// one service per node of this range.
+pub(crate) fn nodes_of(workers: &[Worker]) -> std::ops::RangeInclusive<NodeId> {
+    workers[0].node..=workers[workers.len() - 1].node
+}
+
+/// Each worker's service among `services` (one per node of
+/// [`nodes_of`]`(workers)`), as [`Drive`] takes them.
+pub(crate) fn service_of_each<'a, S: RpcService>(
+    workers: &[Worker],
+    services: &'a [S],
+) -> Vec<&'a dyn RpcService> {
+    let first = workers[0].node;
+    workers
+        .iter()
+        .map(|w| &services[(w.node - first) as usize] as &dyn RpcService)
+        .collect()
+}
+
+/// Each worker's side of the replication log, made by `writer`; all
+/// `None` without replication.
+pub(crate) fn log_writers(
+    cluster: &Cluster,
+    workers: &[Worker],
+    writer: fn(Arc<Replication>, NodeId, u16) -> crate::replication::LogWriter,
+) -> Vec<Option<crate::replication::LogWriter>> {
+    workers
+        .iter()
+        .map(|w| {
+            cluster
+                .replication
+                .as_ref()
+                .map(|r| writer(r.clone(), w.node, w.worker))
+        })
+        .collect()
 }
 
 /// What a backend of one process returns.

@@ -47,8 +47,7 @@ use crate::protocols::wound_wait::WoundWait;
 use crate::protocols::{Protocol, ProtocolKind};
 use crate::replication::{self, LogWriter, Replication};
 use crate::runtime::{RpcService, Served};
-use crate::stats::WorkerStats;
-use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout};
+use crate::store::{NodeStore, StoreError, StoreLayout};
 use crate::workloads::pps::Pps;
 use crate::workloads::smallbank::SmallBank;
 use crate::workloads::tpcc::Tpcc;
@@ -322,30 +321,12 @@ impl<P: Protocol, W: Workload> driver::NodeProgram for StagedProgram<'_, P, W> {
     ) -> Vec<driver::WorkerResult<()>> {
         let config = self.config;
         let workers = start.workers;
-        let count = workers.len();
-        let caches: Vec<RefCell<LocationCache>> = (0..count)
-            .map(|_| RefCell::new(LocationCache::new(config.location_cache_entries)))
-            .collect();
-        let stats: Vec<RefCell<WorkerStats>> = (0..count)
-            .map(|_| RefCell::new(WorkerStats::new()))
-            .collect();
-        let histories: Vec<RefCell<History>> =
-            start.histories.into_iter().map(RefCell::new).collect();
-        debug_assert_eq!(histories.len(), count);
+        let cells = driver::WorkerCells::new(start.histories, config.location_cache_entries);
         let replication = cluster.replication.as_deref();
-        let first_node = workers[0].node;
-        let services: Vec<Service<P>> = (first_node..=workers[count - 1].node)
+        let services: Vec<Service<P>> = driver::nodes_of(workers)
             .map(|node| Service::new(self.protocol, cluster.store(node), replication))
             .collect();
-        let log_writers: Vec<Option<LogWriter>> = workers
-            .iter()
-            .map(|w| {
-                cluster
-                    .replication
-                    .as_ref()
-                    .map(|r| LogWriter::new(r.clone(), w.node, w.worker))
-            })
-            .collect();
+        let log_writers = driver::log_writers(cluster, workers, LogWriter::new);
         let clock = start.clock;
         let envs: Vec<CoroutineEnv<P, W>> = workers
             .iter()
@@ -354,9 +335,9 @@ impl<P: Protocol, W: Workload> driver::NodeProgram for StagedProgram<'_, P, W> {
                 worker,
                 layout: &cluster.layout,
                 local_store: cluster.store(worker.node),
-                cache: &caches[index],
-                stats: &stats[index],
-                history: start.record_history.then_some(&histories[index]),
+                cache: &cells.caches[index],
+                stats: &cells.stats[index],
+                history: start.record_history.then_some(&cells.histories[index]),
                 protocol: self.protocol,
                 workload: self.workload,
                 plan: config.stages,
@@ -380,23 +361,13 @@ impl<P: Protocol, W: Workload> driver::NodeProgram for StagedProgram<'_, P, W> {
                     .collect()
             })
             .collect();
-        let service_refs: Vec<&dyn RpcService> = workers
-            .iter()
-            .map(|w| &services[(w.node - first_node) as usize] as &dyn RpcService)
-            .collect();
-        drive(&mut coroutines, &service_refs);
+        drive(
+            &mut coroutines,
+            &driver::service_of_each(workers, &services),
+        );
         drop(coroutines);
         drop(envs);
-        stats
-            .into_iter()
-            .zip(histories)
-            .zip(caches)
-            .map(|((stats, history), cache)| driver::WorkerResult {
-                stats: driver::close_stats(stats, cache),
-                history: history.into_inner(),
-                extra: (),
-            })
-            .collect()
+        cells.close(std::iter::repeat(()))
     }
 
     fn failover_coroutines(&self) -> u32 {
