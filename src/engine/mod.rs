@@ -176,7 +176,7 @@ pub trait WithProtocol {
 
 /// Builds `config`'s protocol from its options and hands it to `visitor`;
 /// `None` for CALVIN, which is a node program of its own
-/// (`engine::calvin`, [`with_program`]).
+/// (`engine::calvin`, `with_program`).
 pub fn with_protocol<V: WithProtocol>(config: &Config, visitor: V) -> Option<V::Output> {
     let options = &config.protocol_options;
     let lock2pl = |policy| Lock2pl {
