@@ -651,6 +651,13 @@ impl Config {
     }
 
     /// Worker threads of the whole run.
+    /// Whether a multi-process (`ucx`) run survives the death of a rank:
+    /// it needs a failure detector and a copy of every partition to fail
+    /// over to; otherwise a dead rank ends the run with an error.
+    pub fn tolerates_rank_loss(&self) -> bool {
+        crate::fault::DetectorSettings::of(self).is_some() && self.replication > 1
+    }
+
     pub fn total_workers(&self) -> u32 {
         self.nodes.saturating_mul(self.workers)
     }
@@ -943,8 +950,7 @@ impl Config {
         }
         if self.fabric == FabricKind::Ucx
             && self.protocol == crate::protocols::ProtocolKind::Calvin
-            && crate::fault::DetectorSettings::of(self).is_some()
-            && self.replication > 1
+            && self.tolerates_rank_loss()
         {
             // Said here, once, rather than by every rank that starts.
             return Err(ConfigError(

@@ -52,7 +52,7 @@ use crate::engine::report::{ClusterSummary, RankSummary};
 use crate::engine::{self, CheckSummary, RunError, RunOutput, WithProgram, WithWorkload};
 use crate::fabric::ucx::{ucx_version, PeerInfo, TransportChoice, UcxContext, UcxWorkerHost};
 use crate::fabric::NodeId;
-use crate::fault::{DetectorSettings, FaultRun, Membership, NoRecovery, RecoveryReport};
+use crate::fault::{FaultRun, Membership, NoRecovery, RecoveryReport};
 use crate::replication::Failover;
 use crate::replication::Replication;
 use crate::runtime::Worker;
@@ -109,14 +109,7 @@ pub fn run_node_custom<W: Workload>(
         options,
         workload,
     };
-    engine::with_program(config, workload, tolerates_loss(config), on_node)?
-}
-
-/// Whether a run tolerates the death of a rank: it needs a detector and a
-/// copy of every partition to fail over to; otherwise a dead rank ends the
-/// run with an error.
-pub(crate) fn tolerates_loss(config: &Config) -> bool {
-    DetectorSettings::of(config).is_some() && config.replication > 1
+    engine::with_program(config, workload, config.tolerates_rank_loss(), on_node)?
 }
 
 /// Sets the stop flag when the main thread leaves, on any path, and lets
@@ -262,7 +255,7 @@ fn run_program<G: NodeProgram, W: Workload>(
     let rank = options.rank;
     let nodes = config.nodes;
     let workers = config.workers as u16;
-    let tolerant = tolerates_loss(config);
+    let tolerant = config.tolerates_rank_loss();
     debug_assert_eq!(tolerant, layout.heartbeat_addr.is_some());
     let (layout, replication) = crate::engine::replicated_layout(config, layout);
     let transport = match config.ucx.transport {
