@@ -40,6 +40,8 @@ struct SocketLink {
     inbox: Vec<u8>,
     /// Bytes of `inbox` already parsed into frames.
     parsed: usize,
+    /// What one `read` takes in, before it joins `inbox`.
+    read_buffer: Box<[u8]>,
 }
 
 impl SocketLink {
@@ -54,6 +56,7 @@ impl SocketLink {
             sent: 0,
             inbox: Vec::with_capacity(1 << 16),
             parsed: 0,
+            read_buffer: vec![0; 1 << 16].into_boxed_slice(),
         })
     }
 
@@ -86,15 +89,13 @@ impl SocketLink {
     /// whole frame, in order.
     fn turn(&mut self, mut on_frame: impl FnMut(u32, &[u64])) -> Result<(), String> {
         self.flush()?;
-        let old = self.inbox.len();
-        self.inbox.resize(old + (1 << 16), 0);
-        let read = match self.stream.read(&mut self.inbox[old..]) {
+        let read = match self.stream.read(&mut self.read_buffer) {
             Ok(0) => return Err("the peer closed the connection".into()),
             Ok(n) => n,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => 0,
             Err(e) => return Err(format!("reading from the peer: {e}")),
         };
-        self.inbox.truncate(old + read);
+        self.inbox.extend_from_slice(&self.read_buffer[..read]);
         let mut payload = Vec::new();
         while self.inbox.len() - self.parsed >= HEADER_BYTES {
             let at = self.parsed;
