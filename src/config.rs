@@ -110,6 +110,19 @@ pub enum LockMode {
 /// Deneva's 10,000 connections per server (§4).
 pub const DEFAULT_CALVIN_INFLIGHT: u32 = 100;
 
+/// DRTM's read lease where the fabric's round trips take microseconds
+/// (`sim`'s RDMA profiles, `threads`, `ucx` over shared memory or RDMA):
+/// DrTM §4.2's 0.4 ms for read-write transactions.
+pub const DRTM_LEASE_NS: u64 = 400_000;
+
+/// DRTM's read lease over TCP (`ucx` with `transport = tcp`), where a
+/// transaction of Deneva's medium-contention YCSB takes 0.7–1.3 ms at its
+/// median on loopback: a lease must outlast the transaction that reads
+/// under it, or it aborts at its commit point (`lease_expired`). Two
+/// milliseconds is about twice that median; 400 µs commits almost
+/// nothing there (docs/PERFORMANCE.md, "DRTM's lease over TCP").
+pub const DRTM_LEASE_TCP_NS: u64 = 2_000_000;
+
 /// The most requests a worker's CALVIN client may keep outstanding: each
 /// is a slot of every request and forward buffer's epoch ring.
 pub const MAX_CALVIN_INFLIGHT: u32 = 10_000;
@@ -130,8 +143,9 @@ pub struct ProtocolOptions {
     pub cicada_versions: u32,
     /// MAAT: reader and writer list entries per tuple (abort on overflow).
     pub maat_list_capacity: u32,
-    /// DRTM: length of a read lease, ns (DrTM §4.3).
-    pub drtm_lease_ns: u64,
+    /// DRTM: length of a read lease, ns (DrTM §4.3). Unset: by the fabric
+    /// ([`Config::drtm_lease_ns`]).
+    pub drtm_lease_ns: Option<u64>,
     /// DRTM: bound on clock skew between nodes, ns (DrTM §4.3's DELTA).
     pub drtm_delta_ns: u64,
     /// CALVIN: length of a sequencing epoch, µs (Deneva §3.4 used 5 ms).
@@ -155,7 +169,7 @@ impl Default for ProtocolOptions {
             mvcc_versions: 4,
             cicada_versions: 4,
             maat_list_capacity: 8,
-            drtm_lease_ns: 400_000,
+            drtm_lease_ns: None,
             drtm_delta_ns: 10_000,
             calvin_epoch_us: 5_000,
             calvin_inflight: DEFAULT_CALVIN_INFLIGHT,
@@ -521,7 +535,7 @@ impl Config {
             64,
         )?;
         for (name, value) in [
-            ("protocol_options.drtm_lease_ns", o.drtm_lease_ns),
+            ("protocol_options.drtm_lease_ns", self.drtm_lease_ns()),
             ("protocol_options.drtm_delta_ns", o.drtm_delta_ns),
         ] {
             if value > 1_000_000_000 {
@@ -542,7 +556,7 @@ impl Config {
                 o.calvin_inflight
             )));
         }
-        if o.drtm_lease_ns == 0 {
+        if o.drtm_lease_ns == Some(0) {
             return Err(ConfigError(
                 "protocol_options.drtm_lease_ns = 0 is out of range; allowed: 1..=1000000000"
                     .into(),
@@ -654,6 +668,20 @@ impl Config {
     /// Whether a multi-process (`ucx`) run survives the death of a rank:
     /// it needs a failure detector and a copy of every partition to fail
     /// over to; otherwise a dead rank ends the run with an error.
+    /// DRTM's read lease, ns: `protocol_options.drtm_lease_ns` when given,
+    /// else [`DRTM_LEASE_TCP_NS`] for `ucx` over TCP and [`DRTM_LEASE_NS`]
+    /// everywhere else. `ucx` with `transport = auto` takes the latter:
+    /// which transport UCX picks is known only once it runs.
+    pub fn drtm_lease_ns(&self) -> u64 {
+        self.protocol_options.drtm_lease_ns.unwrap_or(
+            if self.fabric == FabricKind::Ucx && self.ucx.transport == UcxTransport::Tcp {
+                DRTM_LEASE_TCP_NS
+            } else {
+                DRTM_LEASE_NS
+            },
+        )
+    }
+
     pub fn tolerates_rank_loss(&self) -> bool {
         crate::fault::DetectorSettings::of(self).is_some() && self.replication > 1
     }

@@ -621,11 +621,46 @@ fn drtm_lease_options_are_serializable() {
         for primitive in [Primitive::OneSided, Primitive::Rpc] {
             let mut config = contended(ProtocolKind::Drtm, seed);
             config.primitive = primitive;
-            config.protocol_options.drtm_lease_ns = lease_ns;
+            config.protocol_options.drtm_lease_ns = Some(lease_ns);
             config.protocol_options.drtm_delta_ns = delta_ns;
             assert_checked(&config);
         }
     }
+}
+
+#[test]
+fn drtm_leases_last_by_the_fabric_unless_configured() {
+    use verbena::config::{UcxTransport, DRTM_LEASE_NS, DRTM_LEASE_TCP_NS};
+    // DrTM §4.2's 0.4 ms where round trips take microseconds; over TCP a
+    // transaction takes about a millisecond, so its leases last longer.
+    let mut config = Config {
+        protocol: ProtocolKind::Drtm,
+        ..Config::default()
+    };
+    for fabric in [FabricKind::Sim, FabricKind::Threads] {
+        config.fabric = fabric;
+        assert_eq!(config.drtm_lease_ns(), DRTM_LEASE_NS, "{fabric:?}");
+    }
+    config.fabric = FabricKind::Ucx;
+    for (transport, lease_ns) in [
+        (UcxTransport::Shm, DRTM_LEASE_NS),
+        (UcxTransport::Rdma, DRTM_LEASE_NS),
+        (UcxTransport::Auto, DRTM_LEASE_NS),
+        (UcxTransport::Tcp, DRTM_LEASE_TCP_NS),
+    ] {
+        config.ucx.transport = transport;
+        assert_eq!(config.drtm_lease_ns(), lease_ns, "{transport:?}");
+    }
+    // A configured lease wins on every fabric, and 0 is refused.
+    config.protocol_options.drtm_lease_ns = Some(700_000);
+    assert_eq!(config.drtm_lease_ns(), 700_000);
+    config.protocol_options.drtm_lease_ns = Some(0);
+    let err = config.validate().expect_err("a lease of 0 ns").0;
+    assert!(err.contains("protocol_options.drtm_lease_ns = 0"), "{err}");
+    // Unset, it stays unset in the config every `ucx` rank compares with
+    // rank 0's, so each resolves it alike.
+    let text = serde_json::to_string(&ProtocolOptions::default()).expect("json");
+    assert!(text.contains(r#""drtm_lease_ns":null"#), "{text}");
 }
 
 #[test]
@@ -637,7 +672,7 @@ fn drtm_writers_abort_on_unexpired_read_leases() {
         config.primitive = primitive;
         config.ycsb.rows_per_node = 8;
         config.ycsb.write_ratio = 0.2;
-        config.protocol_options.drtm_lease_ns = 1_000_000_000;
+        config.protocol_options.drtm_lease_ns = Some(1_000_000_000);
         let report = engine::run(&config).expect("run").report;
         let check = report.check.as_ref().expect("check was on");
         assert!(check.passed(), "{:?} {:?}", check.cycle, check.anomalies);
@@ -657,7 +692,7 @@ fn drtm_a_lease_within_the_clock_skew_bound_never_confirms() {
     for primitive in [Primitive::OneSided, Primitive::Rpc] {
         let mut config = contended(ProtocolKind::Drtm, 41);
         config.primitive = primitive;
-        config.protocol_options.drtm_lease_ns = 50_000;
+        config.protocol_options.drtm_lease_ns = Some(50_000);
         config.protocol_options.drtm_delta_ns = 50_000;
         config.ycsb.write_ratio = 0.0;
         let reads = engine::run(&config).expect("run").report;

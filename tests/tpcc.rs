@@ -163,7 +163,7 @@ fn the_standard_mix_runs_on_threads() {
             // other threads' time slices, ms, past the 400 µs default
             // lease, and one whose lease lapsed before its commit aborts
             // (README, `drtm_lease_ns`).
-            config.protocol_options.drtm_lease_ns = 2_000_000;
+            config.protocol_options.drtm_lease_ns = Some(2_000_000);
             config.duration_s = 0.2;
             config.warmup_s = 0.05;
             config.profile = NetworkProfile::none();

@@ -197,7 +197,7 @@ pub fn with_protocol<V: WithProtocol>(config: &Config, visitor: V) -> Option<V::
         ProtocolKind::Cicada => visitor.with(&Cicada::new(options.cicada_versions)),
         ProtocolKind::Sundial => visitor.with(&Sundial),
         ProtocolKind::Drtm => visitor.with(&Drtm {
-            lease_ns: options.drtm_lease_ns,
+            lease_ns: config.drtm_lease_ns(),
             delta_ns: options.drtm_delta_ns,
         }),
         ProtocolKind::Calvin => return None,

@@ -332,7 +332,7 @@ pub(crate) fn nothing_committed_notes(config: &Config, stats: &WorkerStats) -> V
     if config.protocol == ProtocolKind::Drtm && expired > 0 {
         // A read lease starts at the read and must still hold at the
         // commit point; what runs between the two is the attempt itself.
-        let lease_us = config.protocol_options.drtm_lease_ns as f64 / 1_000.0;
+        let lease_us = config.drtm_lease_ns() as f64 / 1_000.0;
         let attempt_us = per(stats.aborted_ns, attempts) / 1_000.0;
         let compute = if config.workload == WorkloadKind::Ycsb && config.ycsb.compute_us > 0.0 {
             // Coroutines of one worker do not preempt each other's compute,
@@ -825,7 +825,7 @@ mod tests {
             assert!(note.contains(part), "`{part}` missing: {note}");
         }
         // The lease is the configured one, not a constant.
-        config.protocol_options.drtm_lease_ns = 1_000_000;
+        config.protocol_options.drtm_lease_ns = Some(1_000_000);
         assert!(nothing_committed_notes(&config, &stats)[0].contains("1000 µs"));
     }
 

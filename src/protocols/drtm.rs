@@ -161,7 +161,7 @@ impl Default for Drtm {
     fn default() -> Self {
         let options = crate::config::ProtocolOptions::default();
         Drtm {
-            lease_ns: options.drtm_lease_ns,
+            lease_ns: crate::config::DRTM_LEASE_NS,
             delta_ns: options.drtm_delta_ns,
         }
     }
