@@ -75,6 +75,11 @@ impl<P: Protocol, W: Workload> CoroutineEnv<'_, P, W> {
     }
 }
 
+/// A wounded transaction retries no sooner than this many of its worker's
+/// remote verb round trips after its abort
+/// ([`crate::runtime::Worker::verb_round_trip_ns`]).
+const WOUNDED_RETRY_ROUND_TRIPS: u64 = 2;
+
 /// Back-off before retry number `attempt` (1-based): uniform in
 /// `[d/2, d]` with `d = min(base · 2^(attempt-1), cap)`.
 pub fn backoff_ns(config: BackoffConfig, attempt: u32, rng: &mut Rng) -> u64 {
@@ -344,7 +349,17 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                         break;
                     }
                     retries += 1;
-                    let pause = backoff_ns(env.backoff, retries, &mut rng);
+                    let mut pause = backoff_ns(env.backoff, retries, &mut rng);
+                    if reason == AbortReason::Wounded {
+                        // The older transaction that wounded this one takes
+                        // the lock with its next CAS, a round trip away if
+                        // it waits one-sided; a retry sooner (the same
+                        // timestamp, so younger again) would take the lock
+                        // back first from a node near it, be wounded again,
+                        // and so on (docs/PERFORMANCE.md, "WOUND_WAIT at
+                        // long round trips").
+                        pause = pause.max(WOUNDED_RETRY_ROUND_TRIPS * worker.verb_round_trip_ns());
+                    }
                     worker.sleep(co, pause).await;
                     let woke = worker.now_ns();
                     if env.measured(woke) {

@@ -168,6 +168,13 @@ pub struct Worker {
     waiting: RefCell<Vec<Message>>,
     /// Failure detection and failed peers (see the module docs).
     faults: Option<FaultState>,
+    /// Smoothed time from posting a round of one-sided verbs that left the
+    /// node to its coroutine resuming, ns (0 until one completed): what a
+    /// round trip to a peer costs this worker now, on any fabric. Rounds
+    /// with RPCs are left out: a lock request may wait at its server. Both
+    /// ends are the scheduler's clock reading (`scheduled_at_ns`), so
+    /// keeping it reads no clock.
+    verb_round_trip_ns: Cell<u64>,
 }
 
 /// A worker's part in failure handling.
@@ -201,7 +208,22 @@ impl Worker {
             inbox: RefCell::new(Vec::with_capacity(64)),
             waiting: RefCell::new(Vec::with_capacity(16)),
             faults: None,
+            verb_round_trip_ns: Cell::new(0),
         }
+    }
+
+    /// The smoothed round trip of this worker's remote one-sided rounds,
+    /// ns; 0 before the first completed.
+    pub fn verb_round_trip_ns(&self) -> u64 {
+        self.verb_round_trip_ns.get()
+    }
+
+    /// Folds one completed remote verb round into the estimate, with a
+    /// weight of 1/8 (TCP's smoothed RTT, RFC 6298).
+    fn note_verb_round_trip(&self, ns: u64) {
+        let old = self.verb_round_trip_ns.get();
+        let new = if old == 0 { ns } else { old - old / 8 + ns / 8 };
+        self.verb_round_trip_ns.set(new);
     }
 
     /// Makes the worker handle failed peers as its node's `membership`
@@ -468,9 +490,11 @@ impl Worker {
     /// round completes without yielding (DrTM+H §4.1: local accesses
     /// bypass the NIC).
     pub fn submit(&self, co: u16) -> Round<'_> {
+        let verbs_only = self.slots[co as usize].batch.borrow().calls.is_empty();
         let (ready_at, remote) = self.post(co, false);
         self.slots[co as usize].ready_at_ns.set(ready_at);
         Round {
+            timed_from_ns: (remote && verbs_only).then(|| self.scheduled_at_ns.get()),
             wait: Wait {
                 worker: self,
                 co,
@@ -938,6 +962,9 @@ pub struct Turn {
 /// failed.
 pub struct Round<'w> {
     wait: Wait<'w>,
+    /// When a remote round of verbs only was posted: its round trip feeds
+    /// [`Worker::verb_round_trip_ns`].
+    timed_from_ns: Option<u64>,
 }
 
 impl Future for Round<'_> {
@@ -946,10 +973,16 @@ impl Future for Round<'_> {
         match Pin::new(&mut self.wait).poll(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(()) => {
-                let slot = &self.wait.worker.slots[self.wait.co as usize];
+                let worker = self.wait.worker;
+                let slot = &worker.slots[self.wait.co as usize];
                 Poll::Ready(if slot.failed.replace(false) {
                     Err(RoundFailed)
                 } else {
+                    if let Some(posted_ns) = self.timed_from_ns {
+                        worker.note_verb_round_trip(
+                            worker.scheduled_at_ns.get().saturating_sub(posted_ns),
+                        );
+                    }
                     Ok(())
                 })
             }
