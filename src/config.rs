@@ -134,6 +134,12 @@ pub struct ProtocolOptions {
     pub lock_mode: LockMode,
     /// WAIT_DIE: RCC §4.3's starvation fix (a FETCH_AND_ADD counter).
     pub wait_die_starvation_fix: bool,
+    /// OCC: a read that finds the record locked takes the committed
+    /// version anyway and leaves the conflict to commit-time validation,
+    /// as RCC's OCC does (RCC §4 bases it on DrTM+H; its code reads only
+    /// the version, never the lock, in the execution phase); off: the read
+    /// aborts at once (`read_locked`).
+    pub occ_read_through_locks: bool,
     /// TIMESTAMP: readers may see uncommitted writes and abort in cascade
     /// (RCBench §7.6.3); off = the no-cascading-abort variant.
     pub timestamp_cascading_aborts: bool,
@@ -165,6 +171,7 @@ impl Default for ProtocolOptions {
         ProtocolOptions {
             lock_mode: LockMode::Exclusive,
             wait_die_starvation_fix: false,
+            occ_read_through_locks: false,
             timestamp_cascading_aborts: false,
             mvcc_versions: 4,
             cicada_versions: 4,

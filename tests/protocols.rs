@@ -781,3 +781,36 @@ fn wound_wait_by_rpc_tells_a_wounded_waiter_at_once() {
 fn wound_wait_by_rpc_tells_a_wounded_waiter_at_once_over_seeds() {
     wound_wait_rpc_keeps_up_with_one_sided(4..=12);
 }
+
+/// RCC's OCC variant (`occ_read_through_locks`): a read never refuses a
+/// locked record, every plan stays serializable over many seeds, and the
+/// conflicts that the default refuses at read time abort at commit
+/// instead.
+#[test]
+fn occ_reading_through_locks_is_serializable_and_aborts_only_at_commit() {
+    every_plan_is_serializable_with(ProtocolKind::Occ, |c| {
+        c.protocol_options.occ_read_through_locks = true;
+    });
+    for primitive in [Primitive::OneSided, Primitive::Rpc] {
+        let (mut refused, mut validated) = (0, 0);
+        for seed in 31..39 {
+            let mut config = contended(ProtocolKind::Occ, seed);
+            config.primitive = primitive;
+            config.ycsb.rows_per_node = 12;
+            let default = assert_checked(&config);
+            refused += aborts(&default, "read_locked");
+            config.protocol_options.occ_read_through_locks = true;
+            let through = assert_checked(&config);
+            assert_eq!(
+                aborts(&through, "read_locked"),
+                0,
+                "{primitive:?} seed {seed}"
+            );
+            validated += aborts(&through, "validation_failed");
+        }
+        assert!(
+            refused > 0 && validated > 0,
+            "{primitive:?}: {refused} {validated}"
+        );
+    }
+}

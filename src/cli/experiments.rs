@@ -274,8 +274,9 @@ pub(super) fn command_reproduce(a: ReproduceArgs, args: &[String]) -> Result<i32
         preset.setup(scale).wall_time
     );
     let code = match &preset.kind {
-        presets::Kind::Sweep(knobs) => {
-            let preset_knobs: Vec<Knob> = knobs
+        presets::Kind::Sweep(_) => {
+            let preset_knobs: Vec<Knob> = preset
+                .knobs(scale)
                 .iter()
                 .map(|k| sweep::parse_knob(k).map_err(usage))
                 .collect::<Result<_, _>>()?;

@@ -190,6 +190,7 @@ pub fn with_protocol<V: WithProtocol>(config: &Config, visitor: V) -> Option<V::
         ProtocolKind::WoundWait => visitor.with(&WoundWait(lock2pl(Policy::WoundWait))),
         ProtocolKind::Occ => visitor.with(&Occ {
             skip_validation: config.unsafe_skip_occ_validation,
+            read_through_locks: options.occ_read_through_locks,
         }),
         ProtocolKind::Timestamp => visitor.with(&Timestamp::new(config)),
         ProtocolKind::Mvcc => visitor.with(&Mvcc::new(config)),

@@ -25,6 +25,16 @@
 //! time on the 2-core reference machine (`--jobs 1`), under the load
 //! docs/REPRODUCTION.md states.
 //!
+//! At paper scale the RCC sweeps (rcc-coroutines, rcc-contention,
+//! rcc-compute) run RCC's six protocols, the ones its Fig. 16–19 show;
+//! `--vary protocol=all` (or any list) runs the others too, and `--small`
+//! keeps all eleven. In rcc-contention and rcc-compute CALVIN's clients
+//! keep 10 requests in flight per worker (`--calvin-inflight 10`), as many
+//! as the other protocols' 10 coroutines have transactions: with the
+//! default 100, the 4,000 requests of RCC's cluster queue on the 400 hot
+//! rows' locks longer than a run at hot probability 0.6–0.9, and CALVIN
+//! by RPC committed nothing there.
+//!
 //! Small scale is 4 nodes × 1 worker, 10,000 rows per node and 4 ms of
 //! virtual time per point: the shapes of the figures in seconds to a
 //! minute, not their absolute numbers. YCSB stands in for SmallBank and
@@ -90,6 +100,9 @@ pub struct Preset {
     pub deviation: &'static str,
     pub small: Setup,
     pub kind: Kind,
+    /// At paper scale, the values of the sweep's `protocol` knob in place
+    /// of its own (`--vary protocol=...` still replaces either).
+    pub paper_protocols: Option<&'static str>,
     /// The knob on the x axis of the line figures.
     pub x: Option<&'static str>,
 }
@@ -100,6 +113,24 @@ impl Preset {
             Scale::Paper => &self.paper,
             Scale::Small => &self.small,
         }
+    }
+
+    /// The sweep's knobs at `scale`: the kind's, with the `protocol` knob
+    /// replaced by `paper_protocols` at paper scale; none for a hybrid
+    /// enumeration.
+    pub fn knobs(&self, scale: Scale) -> Vec<String> {
+        let Kind::Sweep(knobs) = &self.kind else {
+            return Vec::new();
+        };
+        knobs
+            .iter()
+            .map(|k| match (scale, self.paper_protocols) {
+                (Scale::Paper, Some(list)) if k.starts_with("protocol=") => {
+                    format!("protocol={list}")
+                }
+                _ => k.to_string(),
+            })
+            .collect()
     }
 
     /// The value of run flag `name` in `scale`'s base, if it sets one.
@@ -116,8 +147,21 @@ const RCC_TIME: &str = "virtual time: 1 ms warm-up + 6 ms measured per point (RC
 /// How the Deneva presets' paper scale departs from Deneva §4.
 const DENEVA_SCALED: &str = "100,000 rows of 64 B per server (Deneva: ~16 M of 10 × 100 B; 1 KB records cost the simulator 5× the events, since it copies a READ word by word between other events to produce torn reads); 8 coroutines per worker (Deneva: 10,000 open client connections per server); virtual time: 1 ms warm-up + 6 ms measured per point (Deneva: 60 s + 60 s)";
 
+/// RCC's six protocols (RCC §4; Fig. 16–19 show these): what the RCC
+/// sweeps run at paper scale, where all eleven would not fit the
+/// 15-minute budget; `--vary protocol=all` runs the others too.
+const RCC_PROTOCOLS: &str = "no_wait,wait_die,occ,mvcc,sundial,calvin";
+
 /// CALVIN's epoch in the presets, µs (see the module docs).
 const CALVIN_EPOCH_US: &str = "200";
+
+/// CALVIN's requests in flight per worker in rcc-contention and
+/// rcc-compute at paper scale: the 10 transactions each worker of the
+/// other protocols has in flight (10 coroutines). With the default 100,
+/// 4,000 requests queue on the 400 hot rows' locks at hot probability
+/// 0.6–0.9, each waits longer than the 7 ms run, and CALVIN by RPC
+/// commits nothing there.
+const RCC_CALVIN_INFLIGHT: &str = "10";
 
 /// Base flags of every small-scale preset.
 macro_rules! small_sim {
@@ -175,6 +219,7 @@ pub const PRESETS: [Preset; 9] = [
             wall_time: "~6 s",
         },
         kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc", "coroutines=1,3,5,7,9,11"]),
+        paper_protocols: Some(RCC_PROTOCOLS),
         x: Some("coroutines"),
     },
     Preset {
@@ -182,8 +227,11 @@ pub const PRESETS: [Preset; 9] = [
         source: "RCC §6.4, Fig. 18",
         title: "throughput vs the probability of touching the 0.1 % hot area",
         paper: Setup {
-            args: rcc_paper!("0.006", "0.001", "--distribution", "hot", "--hot-fraction", "0.001"),
-            wall_time: "~15 min",
+            args: rcc_paper!(
+                "0.006", "0.001", "--distribution", "hot", "--hot-fraction", "0.001",
+                "--calvin-inflight", RCC_CALVIN_INFLIGHT,
+            ),
+            wall_time: "~3.5 min",
         },
         deviation: RCC_TIME,
         small: Setup {
@@ -191,6 +239,7 @@ pub const PRESETS: [Preset; 9] = [
             wall_time: "~6 s",
         },
         kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc", "hot_probability=0,0.2,0.4,0.6,0.8,0.9"]),
+        paper_protocols: Some(RCC_PROTOCOLS),
         x: Some("hot_probability"),
     },
     Preset {
@@ -198,8 +247,8 @@ pub const PRESETS: [Preset; 9] = [
         source: "RCC §6.5, Fig. 19",
         title: "throughput vs execution-phase computation (1–256 µs)",
         paper: Setup {
-            args: rcc_paper!("0.006", "0.001"),
-            wall_time: "~12 min",
+            args: rcc_paper!("0.006", "0.001", "--calvin-inflight", RCC_CALVIN_INFLIGHT),
+            wall_time: "~7 min",
         },
         deviation: RCC_TIME,
         small: Setup {
@@ -207,6 +256,7 @@ pub const PRESETS: [Preset; 9] = [
             wall_time: "~5 s",
         },
         kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc", "compute_us=1,4,16,64,256"]),
+        paper_protocols: Some(RCC_PROTOCOLS),
         x: Some("compute_us"),
     },
     Preset {
@@ -225,6 +275,7 @@ pub const PRESETS: [Preset; 9] = [
             wall_time: "~2 s",
         },
         kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc"]),
+        paper_protocols: None,
         x: None,
     },
     Preset {
@@ -242,6 +293,7 @@ pub const PRESETS: [Preset; 9] = [
             wall_time: "~6 s",
         },
         kind: Kind::Hybrid(Method::Both),
+        paper_protocols: None,
         x: None,
     },
     Preset {
@@ -275,6 +327,7 @@ pub const PRESETS: [Preset; 9] = [
             wall_time: "~5 s",
         },
         kind: Kind::Sweep(&["protocol=no_wait,occ,mvcc,sundial", "primitive=onesided,rpc", "emulated_nodes=4,16,40,80,160"]),
+        paper_protocols: None,
         x: Some("emulated_nodes"),
     },
     Preset {
@@ -291,6 +344,7 @@ pub const PRESETS: [Preset; 9] = [
             wall_time: "~5 s",
         },
         kind: Kind::Sweep(&["protocol=all", "theta=0,0.3,0.6,0.7,0.8,0.9,0.99"]),
+        paper_protocols: None,
         x: Some("theta"),
     },
     Preset {
@@ -313,6 +367,7 @@ pub const PRESETS: [Preset; 9] = [
             wall_time: "~7 s",
         },
         kind: Kind::Sweep(&["protocol=all", "update_txn_ratio=0,0.1,0.2,0.4,0.6,0.8,1"]),
+        paper_protocols: None,
         x: Some("update_txn_ratio"),
     },
     Preset {
@@ -338,6 +393,7 @@ pub const PRESETS: [Preset; 9] = [
         kind: Kind::Sweep(&[
             "stages=read=onesided|read=rpc|lock=rpc+validate=rpc|commit=rpc|log=rpc|read=rpc+lock=rpc+validate=rpc+log=rpc+commit=rpc+release=rpc",
         ]),
+        paper_protocols: None,
         x: None,
     },
 ];
@@ -381,7 +437,18 @@ pub fn list_text() -> String {
         String::from("presets (verbena reproduce NAME [--small] [RUN FLAGS] [--out DIR]):\n");
     for p in &PRESETS {
         let what = match &p.kind {
-            Kind::Sweep(knobs) => format!("sweep {}", knobs.join(" × ")),
+            Kind::Sweep(_) => {
+                let (paper, small) = (p.knobs(Scale::Paper), p.knobs(Scale::Small));
+                if paper == small {
+                    format!("sweep {}", paper.join(" × "))
+                } else {
+                    format!(
+                        "sweep {}; --small: {}",
+                        paper.join(" × "),
+                        small.join(" × ")
+                    )
+                }
+            }
             Kind::Hybrid(_) => "hybrid enumeration + latency-breakdown pick".to_string(),
         };
         let _ = writeln!(out, "  {:<20} {:<28} {}", p.name, p.source, p.title);
@@ -418,7 +485,8 @@ mod tests {
 
     fn runs_calvin(p: &Preset, scale: Scale) -> bool {
         match &p.kind {
-            Kind::Sweep(knobs) => knobs
+            Kind::Sweep(_) => p
+                .knobs(scale)
                 .iter()
                 .any(|k| k.starts_with("protocol=") && (k.contains("all") || k.contains("calvin"))),
             Kind::Hybrid(_) => p.flag(scale, "--protocol") == Some("calvin"),
@@ -433,12 +501,10 @@ mod tests {
                 "{}",
                 p.name
             );
-            if let Kind::Sweep(knobs) = &p.kind {
-                for knob in *knobs {
-                    parse_knob(knob).unwrap_or_else(|e| panic!("{}: {e}", p.name));
-                }
-            }
             for scale in SCALES {
+                for knob in p.knobs(scale) {
+                    parse_knob(&knob).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+                }
                 assert_eq!(p.flag(scale, "--fabric"), Some("sim"), "{}", p.name);
             }
         }
@@ -517,6 +583,37 @@ mod tests {
         for p in &PRESETS {
             assert!(p.deviation.contains("virtual time"), "{}", p.name);
         }
+    }
+
+    /// At paper scale the RCC sweeps run RCC's six protocols (the small
+    /// scale keeps all), and CALVIN keeps as many requests in flight per
+    /// worker as the others have transactions where hot rows would queue
+    /// more than a run's length (rcc-contention) or compute would.
+    #[test]
+    fn rcc_sweeps_run_rccs_protocols_at_paper_scale() {
+        for name in ["rcc-coroutines", "rcc-contention", "rcc-compute"] {
+            let p = find(name).unwrap();
+            let paper = p.knobs(Scale::Paper);
+            let protocols = paper.iter().find(|k| k.starts_with("protocol=")).unwrap();
+            let list = parse_knob(protocols).unwrap().values;
+            assert_eq!(
+                list,
+                ["no_wait", "wait_die", "occ", "mvcc", "sundial", "calvin"],
+                "{name}"
+            );
+            assert!(p.knobs(Scale::Small).contains(&"protocol=all".to_string()));
+            assert_eq!(paper.len(), p.knobs(Scale::Small).len(), "{name}");
+        }
+        for name in ["rcc-contention", "rcc-compute"] {
+            let p = find(name).unwrap();
+            assert_eq!(
+                p.flag(Scale::Paper, "--calvin-inflight"),
+                p.flag(Scale::Paper, "--coroutines"),
+                "{name}"
+            );
+            assert_eq!(p.flag(Scale::Small, "--calvin-inflight"), None, "{name}");
+        }
+        assert!(list_text().contains("--small: protocol=all"));
     }
 
     /// `--small` keeps the configuration CI has always run.

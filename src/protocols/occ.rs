@@ -15,6 +15,18 @@
 //! * one-sided read: one READ of the whole tuple (after an index probe on a
 //!   cache miss). The tuple is refused if locked (`read_locked`) or if
 //!   `seq != seq_end` (`read_inconsistent`: a torn READ; see `store`).
+//!   With `protocol_options.occ_read_through_locks` a locked tuple is
+//!   taken: RCC's OCC (its DrTM+H-based code reads the version and the
+//!   record, never the lock word, in the execution phase; RCC §4 "reads
+//!   records speculatively without locking and validates data upon
+//!   transaction commits") leaves every conflict to commit time. That is
+//!   safe because a lock holder changes neither record nor `seq` before it
+//!   commits (a commit in progress is a torn READ), so what was read is a
+//!   committed version, and the lock or validate stage aborts the
+//!   transaction if the holder commits (a new `seq`) or still holds the
+//!   lock when a read-only record is validated. The default refuses
+//!   locked reads, which saves the compute and commit rounds of an attempt
+//!   that would most likely fail validation.
 //! * RPC read: the handler reads the tuple locally and replies
 //!   `[status, slot, seq, record…]` (the handler's word-by-word copy can race
 //!   a one-sided write-back just as a READ can, and is checked the same way).
@@ -53,6 +65,9 @@ pub struct Occ {
     /// Broken on purpose: skip read-set validation. Only tests set it, to
     /// prove the checker catches a non-serializable protocol.
     pub skip_validation: bool,
+    /// Take locked tuples at read time (RCC's variant, see the module
+    /// docs; `protocol_options.occ_read_through_locks`).
+    pub read_through_locks: bool,
 }
 
 /// Reply status of one record in an `OCC_LOCK` reply.
@@ -74,7 +89,7 @@ impl Occ {
         let batch = cx.batch();
         let tuple = common::decode(table, batch.result(read));
         debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
-        if tuple.lock != 0 {
+        if tuple.lock != 0 && !self.read_through_locks {
             return Err(AbortReason::ReadLocked);
         }
         if tuple.seq != tuple.seq_end {
@@ -298,7 +313,7 @@ impl Protocol for Occ {
                 let tuple = common::decode(table, payload);
                 let (lock, seq, seq_end) = (tuple.lock, tuple.seq, tuple.seq_end);
                 let record_at = table.record_offset() as usize;
-                let status = if lock != 0 {
+                let status = if lock != 0 && !self.read_through_locks {
                     status::LOCKED
                 } else if seq != seq_end {
                     status::INCONSISTENT
