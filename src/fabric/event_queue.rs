@@ -156,9 +156,9 @@ impl EventQueue {
         }
     }
 
-    /// Removes the entry with the smallest key: `(at_ns, slot)`.
+    /// Removes the entry with the smallest key: `(at_ns, seq, slot)`.
     #[inline]
-    pub(crate) fn pop(&mut self) -> Option<(u64, u32)> {
+    pub(crate) fn pop(&mut self) -> Option<(u64, u64, u32)> {
         let wheel = self.wheel_min();
         let far = self.far.peek().map(|Reverse(e)| *e);
         let entry = match (wheel, far) {
@@ -191,7 +191,7 @@ impl EventQueue {
             self.insert(next);
         }
         self.len -= 1;
-        Some((entry.at_ns, entry.slot))
+        Some((entry.at_ns, entry.seq, entry.slot))
     }
 }
 
@@ -231,10 +231,10 @@ mod tests {
             }
             if rng.unit() < 0.5 {
                 assert_eq!(queue.peek_at_ns(), heap.peek().map(|Reverse(e)| e.0));
-                let expected = heap.pop().map(|Reverse((at, _, slot))| (at, slot));
+                let expected = heap.pop().map(|Reverse(entry)| entry);
                 let got = queue.pop();
                 assert_eq!(got, expected, "pop {popped}");
-                if let Some((at, _)) = got {
+                if let Some((at, _, _)) = got {
                     assert!(at >= now);
                     now = at;
                     popped += 1;
@@ -242,8 +242,8 @@ mod tests {
             }
             assert_eq!(queue.len(), heap.len());
         }
-        while let Some(Reverse((at, _, slot))) = heap.pop() {
-            assert_eq!(queue.pop(), Some((at, slot)));
+        while let Some(Reverse(entry)) = heap.pop() {
+            assert_eq!(queue.pop(), Some(entry));
         }
         assert!(queue.is_empty() && queue.pop().is_none());
         assert!(popped > 50_000);
@@ -257,11 +257,11 @@ mod tests {
         for seq in 0..10 {
             queue.push(100, seq, seq as u32);
         }
-        assert_eq!(queue.pop(), Some((100, 0)));
+        assert_eq!(queue.pop(), Some((100, 0, 0)));
         queue.push(100, 10, 10);
         queue.push(101, 11, 11);
         queue.push(100, 12, 12);
-        let order: Vec<u32> = std::iter::from_fn(|| queue.pop().map(|(_, s)| s)).collect();
+        let order: Vec<u32> = std::iter::from_fn(|| queue.pop().map(|(_, _, s)| s)).collect();
         assert_eq!(order, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 11]);
     }
 }
