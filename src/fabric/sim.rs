@@ -399,6 +399,18 @@ struct LinkFault {
     drop_probability: f64,
 }
 
+/// A queued event is a `u64`: a tag in the bits from `TAG_SHIFT` up, and
+/// below them the event itself (a worker; a batch and its verb) or, for
+/// the events that carry messages, the slot in `SimState::events` that
+/// holds it. Most events need no slot, so popping one touches only the
+/// queue's own memory.
+const TAG_SHIFT: u32 = 60;
+const TAG_RUN: u64 = 0;
+const TAG_CRASH: u64 = 1;
+const TAG_STEP: u64 = 2;
+const TAG_COMPLETE: u64 = 3;
+const TAG_SLOT: u64 = 4;
+
 /// `SimState::pending_min` when no READ is pending.
 const NO_PENDING: (u64, u64) = (u64::MAX, u64::MAX);
 
@@ -409,6 +421,7 @@ struct SimState {
     now_ns: u64,
     next_seq: u64,
     queue: EventQueue,
+    /// The queued events that carry messages (see [`TAG_SHIFT`]).
     events: Vec<Option<Event>>,
     free_events: Vec<u32>,
     batches: Vec<Option<InFlight>>,
@@ -443,6 +456,10 @@ struct SimState {
     /// Emptied part vectors, for the next outboxes (no allocation in
     /// steady state).
     spare_parts: Vec<Vec<Message>>,
+    /// Emptied verb and write-data vectors of completed batches, for the
+    /// next batches (likewise).
+    spare_verbs: Vec<Vec<SimVerb>>,
+    spare_write_data: Vec<Vec<u64>>,
     crash_at_ns: Vec<u64>,
     pauses: Vec<(NodeId, u64, u64)>,
     links: Vec<LinkFault>,
@@ -562,18 +579,52 @@ impl Lru {
 impl SimState {
     fn schedule(&mut self, at_ns: u64, event: Event) {
         debug_assert!(at_ns >= self.now_ns, "an event in the past");
-        let slot = match self.free_events.pop() {
-            Some(slot) => {
-                self.events[slot as usize] = Some(event);
-                slot
+        let payload = match event {
+            Event::RunWorker { worker } => (TAG_RUN << TAG_SHIFT) | worker as u64,
+            Event::CrashTurn { worker } => (TAG_CRASH << TAG_SHIFT) | worker as u64,
+            Event::Step { batch, verb } => {
+                (TAG_STEP << TAG_SHIFT) | ((batch as u64) << 16) | verb as u64
             }
-            None => {
-                self.events.push(Some(event));
-                (self.events.len() - 1) as u32
+            Event::Complete { batch } => (TAG_COMPLETE << TAG_SHIFT) | batch as u64,
+            event @ (Event::Deliver { .. } | Event::Arrive { .. }) => {
+                let slot = match self.free_events.pop() {
+                    Some(slot) => {
+                        self.events[slot as usize] = Some(event);
+                        slot
+                    }
+                    None => {
+                        self.events.push(Some(event));
+                        (self.events.len() - 1) as u32
+                    }
+                };
+                (TAG_SLOT << TAG_SHIFT) | slot as u64
             }
         };
-        self.queue.push(at_ns, self.next_seq, slot);
+        self.queue.push(at_ns, self.next_seq, payload);
         self.next_seq += 1;
+    }
+
+    /// The event a queue payload names (see [`TAG_SHIFT`]), taking it out
+    /// of its slot if it has one.
+    fn take_event(&mut self, payload: u64) -> Event {
+        let low = payload & ((1 << TAG_SHIFT) - 1);
+        match payload >> TAG_SHIFT {
+            TAG_RUN => Event::RunWorker { worker: low as u32 },
+            TAG_CRASH => Event::CrashTurn { worker: low as u32 },
+            TAG_STEP => Event::Step {
+                batch: (low >> 16) as u32,
+                verb: low as u16,
+            },
+            TAG_COMPLETE => Event::Complete { batch: low as u32 },
+            tag => {
+                debug_assert_eq!(tag, TAG_SLOT);
+                let event = self.events[low as usize]
+                    .take()
+                    .expect("a queued event is present");
+                self.free_events.push(low as u32);
+                event
+            }
+        }
     }
 
     fn node_of(&self, worker: u32) -> NodeId {
@@ -676,17 +727,26 @@ impl SimState {
         let issue_ns = self.clock_ns[initiator as usize];
         let source = self.node_of(initiator);
         let target = verbs[0].node;
+        // The results become the completion's payload (the runtime keeps
+        // it), so they are allocated once at their final size; the verbs
+        // and write data come back for reuse when the batch completes.
+        let result_words = verbs
+            .iter()
+            .filter(|v| v.kind != VerbKind::Write)
+            .map(|v| v.len as usize)
+            .sum();
         let mut batch = InFlight {
             initiator,
             coroutine,
             tag,
             target,
-            verbs: Vec::with_capacity(verbs.len()),
-            write_data: Vec::new(),
-            results: Vec::new(),
+            verbs: self.spare_verbs.pop().unwrap_or_default(),
+            write_data: self.spare_write_data.pop().unwrap_or_default(),
+            results: Vec::with_capacity(result_words),
             lost: false,
             target_crashed: false,
         };
+        debug_assert!(batch.verbs.is_empty() && batch.write_data.is_empty());
         let batch_id = match self.free_batches.pop() {
             Some(id) => id,
             None => {
@@ -881,10 +941,19 @@ impl SimState {
         // Its READs' last steps came before now (a batch completes
         // strictly after its last step).
         debug_assert!(self.pending_reads.iter().all(|p| p.batch != batch_id));
-        let batch = self.batches[batch_id as usize]
+        let mut batch = self.batches[batch_id as usize]
             .take()
             .expect("a batch completes once");
         self.free_batches.push(batch_id);
+        let (mut verbs, mut write_data) = (
+            std::mem::take(&mut batch.verbs),
+            std::mem::take(&mut batch.write_data),
+        );
+        let verb_count = verbs.len() as u16;
+        verbs.clear();
+        write_data.clear();
+        self.spare_verbs.push(verbs);
+        self.spare_write_data.push(write_data);
         let initiator_node = self.node_of(batch.initiator);
         if (batch.lost && !batch.target_crashed) || self.crashed(initiator_node, self.now_ns) {
             self.lost_count += 1;
@@ -903,7 +972,7 @@ impl SimState {
             dst_worker: (worker % self.workers_per_node as u32) as u16,
             coroutine: batch.coroutine,
             call: batch.tag,
-            kind: batch.verbs.len() as u16,
+            kind: verb_count,
             flags: if failed {
                 MSG_COMPLETION | MSG_FAILED
             } else {
@@ -1111,6 +1180,8 @@ impl SimFabric {
             channel_last_ns: vec![0; total_workers * nodes],
             outboxes: (0..total_workers).map(|_| Vec::new()).collect(),
             spare_parts: Vec::new(),
+            spare_verbs: Vec::new(),
+            spare_write_data: Vec::new(),
             crash_at_ns: vec![u64::MAX; nodes],
             pauses: Vec::new(),
             links: Vec::new(),
@@ -1211,17 +1282,14 @@ impl SimFabric {
     /// time; `None` when no event is left.
     pub fn next_run(&self) -> Option<usize> {
         let mut state = self.state.borrow_mut();
-        while let Some((at_ns, seq, slot)) = state.queue.pop() {
+        while let Some((at_ns, seq, payload)) = state.queue.pop() {
             if state.pending_min < (at_ns, seq) {
                 state.catch_up(at_ns, seq);
             }
             debug_assert!(at_ns >= state.now_ns, "virtual time went backwards");
             state.now_ns = at_ns;
             state.events_processed += 1;
-            let event = state.events[slot as usize]
-                .take()
-                .expect("a queued event is present");
-            state.free_events.push(slot);
+            let event = state.take_event(payload);
             match event {
                 Event::RunWorker { worker } => {
                     let index = worker as usize;
