@@ -13,8 +13,8 @@ use verbena::check::matrix::{self, Case};
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine::{self, Report};
 use verbena::fabric::sim::{FaultSpec, SimConfig, SimFabric};
-use verbena::fabric::verbs::{MSG_PASSIVE, MSG_REPLY};
-use verbena::fabric::{Endpoint, Message, NetworkProfile, Region, MSG_FAILED};
+use verbena::fabric::verbs::{VerbKind, MSG_PASSIVE, MSG_REPLY};
+use verbena::fabric::{Endpoint, Message, NetworkProfile, Posted, Region, Verb, MSG_FAILED};
 use verbena::protocols::{Primitive, ProtocolKind};
 use verbena::runtime::{RpcService, Served, Worker};
 
@@ -173,6 +173,72 @@ fn concurrent_writes_tear_multi_word_reads() {
         torn.get() > 0,
         "300 overlapping 16-word READs and WRITEs never tore"
     );
+}
+
+/// A READ's words after its first step are copied where its queued steps
+/// would have run (they wait beside the queue, keyed in its order): a
+/// WRITE landing at the read time of word 10 is seen from word 10 on —
+/// its step was queued before the READ's next one — and by no word
+/// before it.
+#[test]
+fn a_write_landing_mid_read_tears_it_at_the_modeled_word() {
+    const WORDS: u32 = 64;
+    let regions: Vec<Arc<Region>> = (0..2).map(|_| Arc::new(Region::new(128))).collect();
+    // One word per ns (8 × 80 ps rounds up to 1), no op-rate cap, no jitter.
+    let profile = NetworkProfile {
+        name: "exact".into(),
+        onesided_rtt_ns: 2_000,
+        atomic_rtt_ns: 2_000,
+        rpc_rtt_ns: 2_000,
+        per_byte_ps: 80,
+        nic_mops: 0.0,
+        qp_cache: 0,
+        qp_miss_ns: 0,
+    };
+    let config = SimConfig {
+        jitter: 0.0,
+        ..SimConfig::default()
+    };
+    let fabric = SimFabric::new(regions.clone(), 2, &profile, &config, 1);
+    let mut reader = fabric.endpoint(0, 0);
+    let mut writer = fabric.endpoint(0, 1);
+    let verb = |kind, len| Verb {
+        kind,
+        node: 1,
+        addr: 0,
+        len,
+        buf: 0,
+        compare: 0,
+        swap: 0,
+    };
+    // The READ is posted at 31 + 120 ns of CPU and lands 1,000 + 2 ns
+    // later, at 1,153: word i is read at 1,153 + i. The WRITE is posted
+    // at 120 ns and lands 1,000 + 43 ns (528 bytes) later, at 1,163.
+    reader.spend_cpu(31);
+    let mut results = vec![0; WORDS as usize];
+    assert!(matches!(
+        reader.post(0, 0, &[verb(VerbKind::Read, WORDS)], &[], &mut results),
+        Posted::Deferred
+    ));
+    let data = vec![7; WORDS as usize];
+    assert!(matches!(
+        writer.post(0, 0, &[verb(VerbKind::Write, WORDS)], &data, &mut []),
+        Posted::Deferred
+    ));
+    let (mut inbox, mut writer_inbox) = (Vec::new(), Vec::new());
+    while let Some(index) = fabric.next_run() {
+        match index {
+            0 => reader.receive(&mut inbox),
+            _ => writer.receive(&mut writer_inbox),
+        }
+        fabric.turn_done(index, false, None);
+    }
+    assert_eq!(writer_inbox.len(), 1, "the WRITE's completion");
+    assert_eq!(inbox.len(), 1, "the READ's completion");
+    let words = &inbox[0].payload;
+    assert_eq!(words[..10], [0; 10], "words read before the WRITE landed");
+    assert_eq!(words[10..], [7; WORDS as usize - 10], "words read after it");
+    assert_eq!(regions[1].load(WORDS as u64 - 1), 7);
 }
 
 #[test]

@@ -27,12 +27,13 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// One queued event: its time, insertion number and payload (a slot).
+/// One queued event: its time, insertion number and payload (the
+/// simulator's encoding of the event).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Entry {
     at_ns: u64,
     seq: u64,
-    slot: u32,
+    payload: u64,
 }
 
 /// Width of a bucket, 2^SHIFT ns. Events are a few per ns at 64 nodes and
@@ -44,7 +45,7 @@ const SHIFT: u32 = 4;
 /// (back-off, heartbeats, epochs) wait in the heap.
 const BUCKETS: usize = 1 << 14;
 
-/// A priority queue of `(at_ns, seq) → slot`, smallest key first.
+/// A priority queue of `(at_ns, seq) → payload`, smallest key first.
 pub(crate) struct EventQueue {
     buckets: Vec<Vec<Entry>>,
     /// One bit per wheel slot: whether its bucket holds an entry.
@@ -83,12 +84,16 @@ impl EventQueue {
         self.len == 0
     }
 
-    /// Queues `slot` at `(at_ns, seq)`; the key must not be smaller than
-    /// the last one popped.
+    /// Queues `payload` at `(at_ns, seq)`; the key must not be smaller
+    /// than the last one popped.
     #[inline]
-    pub(crate) fn push(&mut self, at_ns: u64, seq: u64, slot: u32) {
+    pub(crate) fn push(&mut self, at_ns: u64, seq: u64, payload: u64) {
         self.len += 1;
-        self.insert(Entry { at_ns, seq, slot });
+        self.insert(Entry {
+            at_ns,
+            seq,
+            payload,
+        });
     }
 
     #[inline]
@@ -156,9 +161,9 @@ impl EventQueue {
         }
     }
 
-    /// Removes the entry with the smallest key: `(at_ns, slot)`.
+    /// Removes the entry with the smallest key: `(at_ns, seq, payload)`.
     #[inline]
-    pub(crate) fn pop(&mut self) -> Option<(u64, u32)> {
+    pub(crate) fn pop(&mut self) -> Option<(u64, u64, u64)> {
         let wheel = self.wheel_min();
         let far = self.far.peek().map(|Reverse(e)| *e);
         let entry = match (wheel, far) {
@@ -191,7 +196,7 @@ impl EventQueue {
             self.insert(next);
         }
         self.len -= 1;
-        Some((entry.at_ns, entry.slot))
+        Some((entry.at_ns, entry.seq, entry.payload))
     }
 }
 
@@ -224,17 +229,17 @@ mod tests {
                 } else {
                     (rng.unit() * 50_000_000.0) as u64
                 };
-                let slot = (round % 1000) as u32;
+                let slot = round % 1000;
                 queue.push(now + delta, seq, slot);
                 heap.push(Reverse((now + delta, seq, slot)));
                 seq += 1;
             }
             if rng.unit() < 0.5 {
                 assert_eq!(queue.peek_at_ns(), heap.peek().map(|Reverse(e)| e.0));
-                let expected = heap.pop().map(|Reverse((at, _, slot))| (at, slot));
+                let expected = heap.pop().map(|Reverse(entry)| entry);
                 let got = queue.pop();
                 assert_eq!(got, expected, "pop {popped}");
-                if let Some((at, _)) = got {
+                if let Some((at, _, _)) = got {
                     assert!(at >= now);
                     now = at;
                     popped += 1;
@@ -242,8 +247,8 @@ mod tests {
             }
             assert_eq!(queue.len(), heap.len());
         }
-        while let Some(Reverse((at, _, slot))) = heap.pop() {
-            assert_eq!(queue.pop(), Some((at, slot)));
+        while let Some(Reverse(entry)) = heap.pop() {
+            assert_eq!(queue.pop(), Some(entry));
         }
         assert!(queue.is_empty() && queue.pop().is_none());
         assert!(popped > 50_000);
@@ -255,13 +260,13 @@ mod tests {
     fn equal_times_pop_in_insertion_order() {
         let mut queue = EventQueue::new();
         for seq in 0..10 {
-            queue.push(100, seq, seq as u32);
+            queue.push(100, seq, seq);
         }
-        assert_eq!(queue.pop(), Some((100, 0)));
+        assert_eq!(queue.pop(), Some((100, 0, 0)));
         queue.push(100, 10, 10);
         queue.push(101, 11, 11);
         queue.push(100, 12, 12);
-        let order: Vec<u32> = std::iter::from_fn(|| queue.pop().map(|(_, s)| s)).collect();
+        let order: Vec<u64> = std::iter::from_fn(|| queue.pop().map(|(_, _, s)| s)).collect();
         assert_eq!(order, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 11]);
     }
 }

@@ -10,7 +10,11 @@
 //!   memory at its modeled arrival time — a WRITE whole (its payload
 //!   arrived whole), CAS/FAA atomically, and a multi-word READ one word per
 //!   step over its modeled duration, so a WRITE landing meanwhile tears it
-//!   (8-byte atomicity only, as a NIC's DMA gives);
+//!   (8-byte atomicity only, as a NIC's DMA gives). A step copies as many
+//!   words as come before the next event; the step after that is keyed in
+//!   the queue's order but kept aside (`PendingRead`) and run just before
+//!   the first queued event it precedes, so a READ costs one queued event
+//!   however many other events fall inside it;
 //! * the completion of each doorbell batch at its modeled completion time,
 //!   delivered as a `MSG_COMPLETION` message (`Posted::Deferred`);
 //! * the arrival of RPC messages at a worker's mailbox — a coalesced wire
@@ -332,10 +336,11 @@ enum Event {
     CrashTurn {
         worker: u32,
     },
+    /// A verb arrives at its target and takes effect (a READ: its first
+    /// words; the rest are read lazily, see [`PendingRead`]).
     Step {
         batch: u32,
         verb: u16,
-        word: u32,
     },
     Complete {
         batch: u32,
@@ -350,6 +355,22 @@ enum Event {
     Arrive {
         parts: Vec<Message>,
     },
+}
+
+/// A multi-word READ whose remaining words a queued step would copy: the
+/// step's key `(at_ns, seq)` (it reads word `word` then) is taken from the
+/// queue's own time and insertion-number sequence, but the step is not
+/// queued. [`SimState::catch_up`] runs it, in key order, before the first
+/// queued event whose key is larger — exactly where the queue would have
+/// popped it — so the run is the one a queued step gives, event for
+/// event, without a queue push and pop per interleaving opportunity.
+#[derive(Clone, Copy, Debug)]
+struct PendingRead {
+    at_ns: u64,
+    seq: u64,
+    batch: u32,
+    verb: u16,
+    word: u32,
 }
 
 /// The RPC messages one worker queued for one node in the current turn:
@@ -378,6 +399,21 @@ struct LinkFault {
     drop_probability: f64,
 }
 
+/// A queued event is a `u64`: a tag in the bits from `TAG_SHIFT` up, and
+/// below them the event itself (a worker; a batch and its verb) or, for
+/// the events that carry messages, the slot in `SimState::events` that
+/// holds it. Most events need no slot, so popping one touches only the
+/// queue's own memory.
+const TAG_SHIFT: u32 = 60;
+const TAG_RUN: u64 = 0;
+const TAG_CRASH: u64 = 1;
+const TAG_STEP: u64 = 2;
+const TAG_COMPLETE: u64 = 3;
+const TAG_SLOT: u64 = 4;
+
+/// `SimState::pending_min` when no READ is pending.
+const NO_PENDING: (u64, u64) = (u64::MAX, u64::MAX);
+
 /// Scheduled as "never" in `next_turn_ns`.
 const UNSCHEDULED: u64 = u64::MAX;
 
@@ -385,10 +421,16 @@ struct SimState {
     now_ns: u64,
     next_seq: u64,
     queue: EventQueue,
+    /// The queued events that carry messages (see [`TAG_SHIFT`]).
     events: Vec<Option<Event>>,
     free_events: Vec<u32>,
     batches: Vec<Option<InFlight>>,
     free_batches: Vec<u32>,
+    /// READs whose later words are not copied yet (unordered; a handful
+    /// at a time), and the smallest key among them (`(u64::MAX, u64::MAX)`
+    /// when none).
+    pending_reads: Vec<PendingRead>,
+    pending_min: (u64, u64),
     regions: Vec<Arc<Region>>,
     workers_per_node: u16,
     timing: Timing,
@@ -414,6 +456,10 @@ struct SimState {
     /// Emptied part vectors, for the next outboxes (no allocation in
     /// steady state).
     spare_parts: Vec<Vec<Message>>,
+    /// Emptied verb and write-data vectors of completed batches, for the
+    /// next batches (likewise).
+    spare_verbs: Vec<Vec<SimVerb>>,
+    spare_write_data: Vec<Vec<u64>>,
     crash_at_ns: Vec<u64>,
     pauses: Vec<(NodeId, u64, u64)>,
     links: Vec<LinkFault>,
@@ -533,18 +579,52 @@ impl Lru {
 impl SimState {
     fn schedule(&mut self, at_ns: u64, event: Event) {
         debug_assert!(at_ns >= self.now_ns, "an event in the past");
-        let slot = match self.free_events.pop() {
-            Some(slot) => {
-                self.events[slot as usize] = Some(event);
-                slot
+        let payload = match event {
+            Event::RunWorker { worker } => (TAG_RUN << TAG_SHIFT) | worker as u64,
+            Event::CrashTurn { worker } => (TAG_CRASH << TAG_SHIFT) | worker as u64,
+            Event::Step { batch, verb } => {
+                (TAG_STEP << TAG_SHIFT) | ((batch as u64) << 16) | verb as u64
             }
-            None => {
-                self.events.push(Some(event));
-                (self.events.len() - 1) as u32
+            Event::Complete { batch } => (TAG_COMPLETE << TAG_SHIFT) | batch as u64,
+            event @ (Event::Deliver { .. } | Event::Arrive { .. }) => {
+                let slot = match self.free_events.pop() {
+                    Some(slot) => {
+                        self.events[slot as usize] = Some(event);
+                        slot
+                    }
+                    None => {
+                        self.events.push(Some(event));
+                        (self.events.len() - 1) as u32
+                    }
+                };
+                (TAG_SLOT << TAG_SHIFT) | slot as u64
             }
         };
-        self.queue.push(at_ns, self.next_seq, slot);
+        self.queue.push(at_ns, self.next_seq, payload);
         self.next_seq += 1;
+    }
+
+    /// The event a queue payload names (see [`TAG_SHIFT`]), taking it out
+    /// of its slot if it has one.
+    fn take_event(&mut self, payload: u64) -> Event {
+        let low = payload & ((1 << TAG_SHIFT) - 1);
+        match payload >> TAG_SHIFT {
+            TAG_RUN => Event::RunWorker { worker: low as u32 },
+            TAG_CRASH => Event::CrashTurn { worker: low as u32 },
+            TAG_STEP => Event::Step {
+                batch: (low >> 16) as u32,
+                verb: low as u16,
+            },
+            TAG_COMPLETE => Event::Complete { batch: low as u32 },
+            tag => {
+                debug_assert_eq!(tag, TAG_SLOT);
+                let event = self.events[low as usize]
+                    .take()
+                    .expect("a queued event is present");
+                self.free_events.push(low as u32);
+                event
+            }
+        }
     }
 
     fn node_of(&self, worker: u32) -> NodeId {
@@ -647,17 +727,26 @@ impl SimState {
         let issue_ns = self.clock_ns[initiator as usize];
         let source = self.node_of(initiator);
         let target = verbs[0].node;
+        // The results become the completion's payload (the runtime keeps
+        // it), so they are allocated once at their final size; the verbs
+        // and write data come back for reuse when the batch completes.
+        let result_words = verbs
+            .iter()
+            .filter(|v| v.kind != VerbKind::Write)
+            .map(|v| v.len as usize)
+            .sum();
         let mut batch = InFlight {
             initiator,
             coroutine,
             tag,
             target,
-            verbs: Vec::with_capacity(verbs.len()),
-            write_data: Vec::new(),
-            results: Vec::new(),
+            verbs: self.spare_verbs.pop().unwrap_or_default(),
+            write_data: self.spare_write_data.pop().unwrap_or_default(),
+            results: Vec::with_capacity(result_words),
             lost: false,
             target_crashed: false,
         };
+        debug_assert!(batch.verbs.is_empty() && batch.write_data.is_empty());
         let batch_id = match self.free_batches.pop() {
             Some(id) => id,
             None => {
@@ -718,7 +807,6 @@ impl SimState {
                 Event::Step {
                     batch: batch_id,
                     verb: index as u16,
-                    word: 0,
                 },
             );
             let back = (self.jittered(one_way) + self.wire_ns(back_bytes)).max(1);
@@ -729,64 +817,143 @@ impl SimState {
         self.schedule(complete_ns, Event::Complete { batch: batch_id });
     }
 
-    /// Applies word `word` of a verb, and the words after it that no other
-    /// event can come between (so a READ costs one queue operation per
-    /// interleaving opportunity, not per word).
-    fn step(&mut self, batch_id: u32, verb_index: u16, mut word: u32) {
-        let word_ns = self.timing.word_ns;
-        let next_event_ns = self.queue.peek_at_ns().unwrap_or(u64::MAX);
-        let Some(batch) = self.batches[batch_id as usize].as_mut() else {
+    /// A verb lands on its target: a WRITE whole, a CAS/FAA atomically,
+    /// a READ's first word and the words after it that no other event can
+    /// come between; the step that would copy its next word is left
+    /// pending ([`PendingRead`]).
+    fn step(&mut self, batch_id: u32, verb_index: u16) {
+        let Some(batch) = self.batches[batch_id as usize].as_ref() else {
             return;
         };
         if self.now_ns >= self.crash_at_ns[batch.target as usize] {
+            let batch = self.batches[batch_id as usize].as_mut().expect("checked");
             batch.lost = true;
             batch.target_crashed = true;
             return;
         }
+        let verb = &batch.verbs[verb_index as usize];
+        if verb.kind == VerbKind::Read {
+            // The next event: a queued one or another READ's pending step.
+            let next_ns = self
+                .queue
+                .peek_at_ns()
+                .unwrap_or(u64::MAX)
+                .min(self.pending_min.0);
+            let read = PendingRead {
+                at_ns: self.now_ns,
+                seq: 0,
+                batch: batch_id,
+                verb: verb_index,
+                word: 0,
+            };
+            if let Some(rest) = self.copy_words(read, next_ns) {
+                self.pending_reads.push(rest);
+                self.pending_min = self.pending_min.min((rest.at_ns, rest.seq));
+            }
+            return;
+        }
+        let batch = self.batches[batch_id as usize].as_mut().expect("checked");
         let region = &self.regions[batch.target as usize];
         let verb = &batch.verbs[verb_index as usize];
-        if verb.kind == VerbKind::Write {
+        match verb.kind {
             // A WRITE's payload lands at once (it arrived whole); only
             // READs are copied out word by word, so a READ overlapping a
             // WRITE sees some words before it and some after: a torn READ.
-            let data = &batch.write_data[verb.buf as usize..(verb.buf + verb.len) as usize];
-            region.write(verb.addr, data);
-            return;
+            VerbKind::Write => {
+                let data = &batch.write_data[verb.buf as usize..(verb.buf + verb.len) as usize];
+                region.write(verb.addr, data);
+            }
+            VerbKind::Cas => {
+                batch.results[verb.buf as usize] = region.cas(verb.addr, verb.compare, verb.swap)
+            }
+            VerbKind::Faa => batch.results[verb.buf as usize] = region.faa(verb.addr, verb.compare),
+            VerbKind::Read => unreachable!("handled above"),
         }
-        let mut at_ns = self.now_ns;
+    }
+
+    /// Copies the words of a READ from `read.word` (due at `read.at_ns`)
+    /// on, one `word_ns` apart, while the next word is due before
+    /// `next_ns` (the next event's time): what one step of the READ does.
+    /// Returns its next step when words remain, keyed with a fresh
+    /// insertion number as a queued step would be.
+    fn copy_words(&mut self, mut read: PendingRead, next_ns: u64) -> Option<PendingRead> {
+        let word_ns = self.timing.word_ns;
+        let batch = self.batches[read.batch as usize]
+            .as_mut()
+            .expect("a READ's batch is in flight until it completes");
+        let region = &self.regions[batch.target as usize];
+        let verb = &batch.verbs[read.verb as usize];
+        debug_assert_eq!(verb.kind, VerbKind::Read);
         loop {
-            let addr = verb.addr + word as u64;
-            let buf = verb.buf as usize + word as usize;
-            match verb.kind {
-                VerbKind::Read => batch.results[buf] = region.load(addr),
-                VerbKind::Write => unreachable!("applied whole above"),
-                VerbKind::Cas => batch.results[buf] = region.cas(addr, verb.compare, verb.swap),
-                VerbKind::Faa => batch.results[buf] = region.faa(addr, verb.compare),
+            batch.results[verb.buf as usize + read.word as usize] =
+                region.load(verb.addr + read.word as u64);
+            read.word += 1;
+            if read.word == verb.len {
+                return None;
             }
-            word += 1;
-            if word == verb.len {
-                return;
-            }
-            at_ns += word_ns;
-            if next_event_ns <= at_ns {
+            read.at_ns += word_ns;
+            if next_ns <= read.at_ns {
                 break;
             }
         }
-        self.schedule(
-            at_ns,
-            Event::Step {
-                batch: batch_id,
-                verb: verb_index,
-                word,
-            },
-        );
+        read.seq = self.next_seq;
+        self.next_seq += 1;
+        Some(read)
+    }
+
+    /// Runs, in key order, every pending READ step whose key is smaller
+    /// than `(at_ns, seq)`, the key of the queued event about to be
+    /// processed: where the queue would have popped each.
+    fn catch_up(&mut self, at_ns: u64, seq: u64) {
+        while self.pending_min < (at_ns, seq) {
+            let (mut first, mut next_ns) = (0, at_ns);
+            for (index, read) in self.pending_reads.iter().enumerate() {
+                let key = (read.at_ns, read.seq);
+                if key == self.pending_min {
+                    first = index;
+                } else {
+                    next_ns = next_ns.min(read.at_ns);
+                }
+            }
+            let read = self.pending_reads.swap_remove(first);
+            debug_assert_eq!((read.at_ns, read.seq), self.pending_min);
+            debug_assert!(read.at_ns >= self.now_ns, "virtual time went backwards");
+            self.now_ns = read.at_ns;
+            let batch = self.batches[read.batch as usize]
+                .as_mut()
+                .expect("a READ's batch is in flight until it completes");
+            if read.at_ns >= self.crash_at_ns[batch.target as usize] {
+                batch.lost = true;
+                batch.target_crashed = true;
+            } else if let Some(rest) = self.copy_words(read, next_ns) {
+                self.pending_reads.push(rest);
+            }
+            self.pending_min = self
+                .pending_reads
+                .iter()
+                .map(|r| (r.at_ns, r.seq))
+                .min()
+                .unwrap_or(NO_PENDING);
+        }
     }
 
     fn complete(&mut self, batch_id: u32) {
-        let batch = self.batches[batch_id as usize]
+        // Its READs' last steps came before now (a batch completes
+        // strictly after its last step).
+        debug_assert!(self.pending_reads.iter().all(|p| p.batch != batch_id));
+        let mut batch = self.batches[batch_id as usize]
             .take()
             .expect("a batch completes once");
         self.free_batches.push(batch_id);
+        let (mut verbs, mut write_data) = (
+            std::mem::take(&mut batch.verbs),
+            std::mem::take(&mut batch.write_data),
+        );
+        let verb_count = verbs.len() as u16;
+        verbs.clear();
+        write_data.clear();
+        self.spare_verbs.push(verbs);
+        self.spare_write_data.push(write_data);
         let initiator_node = self.node_of(batch.initiator);
         if (batch.lost && !batch.target_crashed) || self.crashed(initiator_node, self.now_ns) {
             self.lost_count += 1;
@@ -805,7 +972,7 @@ impl SimState {
             dst_worker: (worker % self.workers_per_node as u32) as u16,
             coroutine: batch.coroutine,
             call: batch.tag,
-            kind: batch.verbs.len() as u16,
+            kind: verb_count,
             flags: if failed {
                 MSG_COMPLETION | MSG_FAILED
             } else {
@@ -997,6 +1164,8 @@ impl SimFabric {
             free_events: Vec::new(),
             batches: Vec::new(),
             free_batches: Vec::new(),
+            pending_reads: Vec::new(),
+            pending_min: NO_PENDING,
             regions,
             workers_per_node,
             timing,
@@ -1011,6 +1180,8 @@ impl SimFabric {
             channel_last_ns: vec![0; total_workers * nodes],
             outboxes: (0..total_workers).map(|_| Vec::new()).collect(),
             spare_parts: Vec::new(),
+            spare_verbs: Vec::new(),
+            spare_write_data: Vec::new(),
             crash_at_ns: vec![u64::MAX; nodes],
             pauses: Vec::new(),
             links: Vec::new(),
@@ -1111,14 +1282,14 @@ impl SimFabric {
     /// time; `None` when no event is left.
     pub fn next_run(&self) -> Option<usize> {
         let mut state = self.state.borrow_mut();
-        while let Some((at_ns, slot)) = state.queue.pop() {
+        while let Some((at_ns, seq, payload)) = state.queue.pop() {
+            if state.pending_min < (at_ns, seq) {
+                state.catch_up(at_ns, seq);
+            }
             debug_assert!(at_ns >= state.now_ns, "virtual time went backwards");
             state.now_ns = at_ns;
             state.events_processed += 1;
-            let event = state.events[slot as usize]
-                .take()
-                .expect("a queued event is present");
-            state.free_events.push(slot);
+            let event = state.take_event(payload);
             match event {
                 Event::RunWorker { worker } => {
                     let index = worker as usize;
@@ -1143,7 +1314,7 @@ impl SimFabric {
                     state.clock_ns[index] = state.clock_ns[index].max(at_ns);
                     return Some(index);
                 }
-                Event::Step { batch, verb, word } => state.step(batch, verb, word),
+                Event::Step { batch, verb } => state.step(batch, verb),
                 Event::Complete { batch } => state.complete(batch),
                 Event::Deliver { worker, msg } => {
                     if state.crashed(state.node_of(worker), at_ns) {
