@@ -784,15 +784,14 @@ fn rpc_runs_put_fewer_wire_messages_than_rpcs_on_the_wire() {
 /// NIC is saturated. Here it is far from it: 4 nodes × 10 workers × 1
 /// coroutine commit about 1 M transactions a second with ~16 messages
 /// each, a few M operations a second per NIC against `cx4-edr`'s 130 M;
-/// the cap should change nothing. It cuts NO_WAIT by RPC to about half
-/// (597k against 1,141k txn/s at rcc-stage-latency's paper scale, p50
-/// 63.7 against 33.0 µs), because `fabric::sim`'s NIC keeps one "free
-/// at" time per node and reservations arrive out of time order (a
+/// the cap should change nothing. When `fabric::sim`'s NIC kept one
+/// "free at" time per node it cut NO_WAIT by RPC to about half (597k
+/// against 1,141k txn/s at rcc-stage-latency's paper scale, p50 63.7
+/// against 33.0 µs): reservations reach the model out of time order (a
 /// worker's clock runs up to a compute step ahead of the others'), so an
-/// early message queues behind a later one. Ignored until the NIC model
-/// reserves in arrival order (src/fabric/sim.rs, `through_nic`).
+/// early message queued behind a later one. The NIC now reserves by
+/// arrival time (src/fabric/sim/nic.rs).
 #[test]
-#[ignore = "fails: fabric::sim's NIC op-rate cap delays out-of-order reservations (through_nic)"]
 fn an_unsaturated_nic_cap_does_not_slow_rpc_transactions() {
     let run = |nic_mops: f64| {
         let mut config = Config {
