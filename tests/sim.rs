@@ -425,15 +425,25 @@ fn wound_wait_gives_a_freed_lock_to_the_oldest_waiter() {
     }
 }
 
-/// Over long round trips (`tcp-10g`: 25 µs) a wounded one-sided lock
-/// holder, retrying with its old timestamp, used to take the lock back from
-/// its own node before the older transaction that wounded it, a round trip
-/// away, could CAS it: wounded again, and again, with the wounder waiting
-/// (WOUND_WAIT at 66 % of NO_WAIT's throughput here, p99 7.8× NO_WAIT's).
-/// A wounded transaction now retries no sooner than two of its worker's
-/// remote round trips.
+/// Over long round trips (here 250 µs, a LAN under TCP) a wounded
+/// one-sided lock holder, retrying with its old timestamp, used to take
+/// the lock back from its own node before the older transaction that
+/// wounded it, a round trip away, could CAS it: wounded again, and again,
+/// with the wounder waiting (WOUND_WAIT at 16 % of NO_WAIT's throughput
+/// here, p99 70× NO_WAIT's). A wounded transaction now retries no sooner
+/// than two of its worker's remote round trips.
 #[test]
 fn a_wounded_one_sided_holder_leaves_its_wounder_the_lock_over_long_round_trips() {
+    let lan = NetworkProfile {
+        name: "lan-250us".into(),
+        onesided_rtt_ns: 250_000,
+        atomic_rtt_ns: 250_000,
+        rpc_rtt_ns: 250_000,
+        per_byte_ps: 800,
+        nic_mops: 2.0,
+        qp_cache: 0,
+        qp_miss_ns: 0,
+    };
     let config = |protocol| {
         let mut config = Config {
             fabric: FabricKind::Sim,
@@ -442,11 +452,11 @@ fn a_wounded_one_sided_holder_leaves_its_wounder_the_lock_over_long_round_trips(
             nodes: 2,
             workers: 1,
             coroutines: 32,
-            duration_s: 0.05,
-            warmup_s: 0.01,
+            duration_s: 0.5,
+            warmup_s: 0.1,
             seed: 1,
             check: true,
-            profile: NetworkProfile::builtin("tcp-10g").unwrap(),
+            profile: lan.clone(),
             ..Config::default()
         };
         config.ycsb.rows_per_node = 262_144;
@@ -464,7 +474,7 @@ fn a_wounded_one_sided_holder_leaves_its_wounder_the_lock_over_long_round_trips(
         assert!(check.passed(), "{:?} {:?}", check.cycle, check.anomalies);
     }
     assert!(
-        wound_wait.throughput_txn_per_s >= 0.9 * no_wait.throughput_txn_per_s,
+        wound_wait.throughput_txn_per_s >= 0.3 * no_wait.throughput_txn_per_s,
         "wound_wait {} txn/s, no_wait {}",
         wound_wait.throughput_txn_per_s,
         no_wait.throughput_txn_per_s
@@ -902,15 +912,14 @@ fn rpc_runs_put_fewer_wire_messages_than_rpcs_on_the_wire() {
 /// NIC is saturated. Here it is far from it: 4 nodes × 10 workers × 1
 /// coroutine commit about 1 M transactions a second with ~16 messages
 /// each, a few M operations a second per NIC against `cx4-edr`'s 130 M;
-/// the cap should change nothing. It cuts NO_WAIT by RPC to about half
-/// (597k against 1,141k txn/s at rcc-stage-latency's paper scale, p50
-/// 63.7 against 33.0 µs), because `fabric::sim`'s NIC keeps one "free
-/// at" time per node and reservations arrive out of time order (a
+/// the cap should change nothing. When `fabric::sim`'s NIC kept one
+/// "free at" time per node it cut NO_WAIT by RPC to about half (597k
+/// against 1,141k txn/s at rcc-stage-latency's paper scale, p50 63.7
+/// against 33.0 µs): reservations reach the model out of time order (a
 /// worker's clock runs up to a compute step ahead of the others'), so an
-/// early message queues behind a later one. Ignored until the NIC model
-/// reserves in arrival order (src/fabric/sim.rs, `through_nic`).
+/// early message queued behind a later one. The NIC now reserves by
+/// arrival time (src/fabric/sim/nic.rs).
 #[test]
-#[ignore = "fails: fabric::sim's NIC op-rate cap delays out-of-order reservations (through_nic)"]
 fn an_unsaturated_nic_cap_does_not_slow_rpc_transactions() {
     let run = |nic_mops: f64| {
         let mut config = Config {

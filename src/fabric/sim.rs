@@ -30,7 +30,12 @@
 //! Latency model per verb (a [`NetworkProfile`]): half the class's round
 //! trip out, the payload's wire time, FIFO behind earlier verbs of the same
 //! queue pair (worker → node), behind the target NIC's op-rate cap, then the
-//! steps, then half the round trip (plus read data) back. Every one-way time
+//! steps, then half the round trip (plus read data) back. The cap counts
+//! operations by arrival time in fixed windows of about 1 µs and delays one
+//! only when its window is full (`nic`'s module doc: worker clocks run
+//! ahead of each other, so operations reach the model out of arrival
+//! order, and a single "free at" time per NIC delayed early ones behind
+//! later ones at a NIC far below its cap). Every one-way time
 //! gets a seeded random jitter of up to `jitter` × itself; with `swarm` each
 //! latency class is also scaled per seed by a factor in [0.5, 2), so seeds
 //! explore different timing regimes (swarm testing).
@@ -109,6 +114,9 @@ use super::verbs::{
 };
 use super::{CpuOp, Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
 use crate::rng::Rng;
+use nic::NicCap;
+
+mod nic;
 
 /// Modeled CPU cost of each class of operation, ns. The defaults are of
 /// the order verbena measures on the `threads` fabric (docs/PERFORMANCE.md:
@@ -441,8 +449,9 @@ struct SimState {
     clock_ns: Vec<u64>,
     next_turn_ns: Vec<u64>,
     mailboxes: Vec<Vec<Message>>,
-    /// Per node: when its NIC can take the next verb (op-rate cap).
-    nic_free_ns: Vec<u64>,
+    /// The NICs' op-rate cap, reserved by arrival time (`nic`); `None`
+    /// when the profile has none.
+    nic_cap: Option<NicCap>,
     /// Per (worker, target node), at `worker * nodes + node`: when the
     /// queue pair's last verb finished.
     qp_free_ns: Vec<u64>,
@@ -705,15 +714,14 @@ impl SimState {
         (bytes * self.timing.per_byte_ps).div_ceil(1000)
     }
 
-    /// Reserves the target NIC for one operation arriving at `at_ns`.
+    /// Reserves the target NIC for one operation arriving at `at_ns`; returns
+    /// when it starts. By arrival time, not by the order turns happen to be
+    /// simulated in (`nic`), so an unsaturated NIC delays nothing.
     fn through_nic(&mut self, node: NodeId, at_ns: u64) -> u64 {
-        if self.timing.nic_op_ns == 0 {
-            return at_ns;
+        match self.nic_cap.as_mut() {
+            Some(cap) => cap.reserve(node, at_ns, self.now_ns),
+            None => at_ns,
         }
-        let free = &mut self.nic_free_ns[node as usize];
-        let start = at_ns.max(*free);
-        *free = start + self.timing.nic_op_ns;
-        start
     }
 
     fn post_remote(
@@ -1175,7 +1183,15 @@ impl SimFabric {
             clock_ns: vec![0; total_workers],
             next_turn_ns: vec![UNSCHEDULED; total_workers],
             mailboxes: (0..total_workers).map(|_| Vec::new()).collect(),
-            nic_free_ns: vec![0; nodes],
+            nic_cap: NicCap::new(
+                nodes,
+                timing.nic_op_ns,
+                timing
+                    .onesided_one_way_ns
+                    .max(timing.atomic_one_way_ns)
+                    .max(timing.rpc_one_way_ns),
+                config.jitter,
+            ),
             qp_free_ns: vec![0; total_workers * nodes],
             channel_last_ns: vec![0; total_workers * nodes],
             outboxes: (0..total_workers).map(|_| Vec::new()).collect(),

@@ -50,7 +50,10 @@
 //! * lock (either form) → commit/release (either form): the version slot
 //!   the install took is the agreed region — a one-sided install knows it,
 //!   an RPC install replies it — kept in `Access::meta`; commit and release
-//!   store that slot's `sst`.
+//!   store that slot's `sst`. A one-sided install is awaited before a
+//!   commit or release by RPC: the fabric does not order an RPC after a
+//!   verb, and a flip landing before the install's WRITEs would leave the
+//!   version pending for good.
 //! * lock × validate (of any transactions, any forms): both take the
 //!   tuple's latch, one word that a one-sided CAS and a handler's local CAS
 //!   both take (a handler that finds it busy answers `Served::Wait`, all or
@@ -479,17 +482,30 @@ impl Cicada {
                     at += 2 + len;
                 }
             }
-            cx.submit_passive();
             // Installs of a round are all or none: only now are they made.
+            let mut installed = false;
             let mut at = 0;
             while at < cx.scratch.len() {
                 let index = cx.scratch[at] as usize;
                 let len = cx.scratch[at + 1] as usize;
                 if outcome.is_ok() && len > 0 && cx.scratch[at + 2] == 0 {
                     cx.accesses[index].meta = cx.scratch[at + 3] + 1;
+                    installed = true;
                 }
                 cx.queued.retain(|&(i, _)| i != index);
                 at += 2 + len;
+            }
+            // The fabric orders verbs after verbs and RPCs after RPCs, not
+            // an RPC after a verb: a status flip by RPC (`CICADA_FINISH`)
+            // could land before these one-sided install WRITEs, which would
+            // then leave the version PENDING for good. So wait for them
+            // when the flip may go by RPC.
+            let flip_by_rpc = cx.primitive(Stage::Commit) == Primitive::Rpc
+                || cx.primitive(Stage::Release) == Primitive::Rpc;
+            if installed && flip_by_rpc {
+                cx.submit().await?;
+            } else {
+                cx.submit_passive();
             }
             outcome?;
             if !cx.queued.is_empty() {
