@@ -135,8 +135,11 @@ fn every_protocol_survives_a_crash_on_many_seeds() {
     // find a write's latch taken by the crashed coordinator for good, gives
     // up installing it at the end of the run, and the survivor's tuple
     // misses a committed version. Releasing a dead coordinator's latches
-    // is replication's recovery (issue 8, REPL).
-    const KNOWN: [&str; 1] = ["maat onesided seed 3"];
+    // is replication's recovery. Which seed meets it depends on timing:
+    // seed 3 did before the sim's NIC cap reserved by arrival time, seed
+    // 11 does since ("the store holds version 28 but the last committed
+    // write installed 29").
+    const KNOWN: [&str; 1] = ["maat onesided seed 11"];
     failed.retain(|f| !KNOWN.contains(&f.as_str()));
     assert!(failed.is_empty(), "failed: {failed:?}");
 }
