@@ -671,10 +671,6 @@ impl Config {
         }
     }
 
-    /// Worker threads of the whole run.
-    /// Whether a multi-process (`ucx`) run survives the death of a rank:
-    /// it needs a failure detector and a copy of every partition to fail
-    /// over to; otherwise a dead rank ends the run with an error.
     /// DRTM's read lease, ns: `protocol_options.drtm_lease_ns` when given,
     /// else [`DRTM_LEASE_TCP_NS`] for `ucx` over TCP and [`DRTM_LEASE_NS`]
     /// everywhere else. `ucx` with `transport = auto` takes the latter:
@@ -689,10 +685,14 @@ impl Config {
         )
     }
 
+    /// Whether a multi-process (`ucx`) run survives the death of a rank:
+    /// it needs a failure detector and a copy of every partition to fail
+    /// over to; otherwise a dead rank ends the run with an error.
     pub fn tolerates_rank_loss(&self) -> bool {
         crate::fault::DetectorSettings::of(self).is_some() && self.replication > 1
     }
 
+    /// Worker threads of the whole run.
     pub fn total_workers(&self) -> u32 {
         self.nodes.saturating_mul(self.workers)
     }

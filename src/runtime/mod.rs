@@ -362,8 +362,9 @@ impl Worker {
     /// Posts everything queued in `co`'s batch: each run of consecutive verbs
     /// to one node as one doorbell batch, all batches and RPCs in flight
     /// together. Passive RPCs are not awaited. Returns when the verbs
-    /// complete, and whether the round left this node.
-    fn post(&self, co: u16, passive: bool) -> (u64, bool) {
+    /// complete, whether the round left this node, and whether it carried
+    /// verbs only (no RPC).
+    fn post(&self, co: u16, passive: bool) -> (u64, bool, bool) {
         let slot = &self.slots[co as usize];
         if self.round_cannot_reach(co, passive) {
             let mut batch = slot.batch.borrow_mut();
@@ -374,7 +375,7 @@ impl Worker {
             if !passive {
                 slot.fail_round();
             }
-            return (0, false);
+            return (0, false, false);
         }
         let mut batch = slot.batch.borrow_mut();
         let mut endpoint = self.endpoint.borrow_mut();
@@ -396,7 +397,8 @@ impl Worker {
             ..
         } = &mut *batch;
         let mut ready_at = 0;
-        let mut remote = !calls.is_empty();
+        let verbs_only = calls.is_empty();
+        let mut remote = !verbs_only;
         let mut start = 0;
         while start < verbs.len() {
             let node = verbs[start].node;
@@ -451,7 +453,7 @@ impl Worker {
                 payload: call.payload,
             });
         }
-        (ready_at, remote)
+        (ready_at, remote, verbs_only)
     }
 
     /// Whether `co`'s queued round needs a peer declared dead (or the
@@ -490,8 +492,7 @@ impl Worker {
     /// round completes without yielding (DrTM+H §4.1: local accesses
     /// bypass the NIC).
     pub fn submit(&self, co: u16) -> Round<'_> {
-        let verbs_only = self.slots[co as usize].batch.borrow().calls.is_empty();
-        let (ready_at, remote) = self.post(co, false);
+        let (ready_at, remote, verbs_only) = self.post(co, false);
         self.slots[co as usize].ready_at_ns.set(ready_at);
         Round {
             timed_from_ns: (remote && verbs_only).then(|| self.scheduled_at_ns.get()),
