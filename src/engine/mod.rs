@@ -322,7 +322,15 @@ impl<P: Protocol, W: Workload> driver::NodeProgram for StagedProgram<'_, P, W> {
     ) -> Vec<driver::WorkerResult<()>> {
         let config = self.config;
         let workers = start.workers;
-        let cells = driver::WorkerCells::new(start.histories, config.location_cache_entries);
+        // Only one-sided stages look a location up in the cache; under a
+        // plan without any, the slots RPC replies carry would be stored
+        // and never read: a cold cache line written per access.
+        let cache_entries = if config.stages.code() == 0 {
+            0
+        } else {
+            config.location_cache_entries
+        };
+        let cells = driver::WorkerCells::new(start.histories, cache_entries);
         let replication = cluster.replication.as_deref();
         let services: Vec<Service<P>> = driver::nodes_of(workers)
             .map(|node| Service::new(self.protocol, cluster.store(node), replication))
