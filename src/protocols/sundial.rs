@@ -367,22 +367,25 @@ impl Sundial {
                 (cas, read)
             };
             cx.submit().await?;
-            let batch = cx.batch();
-            let previous = batch.result_word(cas);
-            let words = batch.result(read);
-            let tuple = common::decode(table, words);
-            debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
-            let stale = upgrade && tuple.seq != access.seq;
-            let holder = words[owner_at];
-            if previous == expected {
-                debug_assert_eq!(tuple.seq, tuple.seq_end, "a locked tuple cannot be torn");
-                cx.accesses[index].locked = true;
-                if upgrade {
-                    cx.accesses[index].meta = expected;
-                } else {
-                    accept(cx, index, tuple.seq, words[wts_at], expected, tuple.record);
+            let (previous, stale, holder) = {
+                let batch = cx.batch();
+                let previous = batch.result_word(cas);
+                let words = batch.result(read);
+                let tuple = common::decode(table, words);
+                debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
+                let stale = upgrade && tuple.seq != access.seq;
+                if previous == expected {
+                    debug_assert_eq!(tuple.seq, tuple.seq_end, "a locked tuple cannot be torn");
+                    cx.accesses[index].locked = true;
+                    if upgrade {
+                        cx.accesses[index].meta = expected;
+                    } else {
+                        accept(cx, index, tuple.seq, words[wts_at], expected, tuple.record);
+                    }
                 }
-                drop(batch);
+                (previous, stale, words[owner_at])
+            };
+            if previous == expected {
                 cx.round()
                     .write_word(access.node, owner_addr(table, access.slot), cx.owner);
                 // The fabric orders verbs after verbs, not an RPC after a
@@ -405,7 +408,6 @@ impl Sundial {
                     Ok(())
                 };
             }
-            drop(batch);
             if stale {
                 return Err(AbortReason::ValidationFailed);
             }
