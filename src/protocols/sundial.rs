@@ -134,15 +134,18 @@
 //!
 //! Per-access state (`Access::meta`): the lease word, as read (or the newer
 //! one a failed CAS returned) and, once locked, the unlocked value the lock
-//! froze; the `wts` read only raises `commit_ts` when it is fetched. `TxnCx::timestamp` is the
-//! attempt's `commit_ts`.
+//! froze; the `wts` read only raises `commit_ts` when it is fetched.
+//! `TxnCx::timestamp` is the attempt's `commit_ts`; with
+//! `sundial_lock_at_access`, `TxnCx::owner` is the WAIT_DIE lock value.
 //!
 //! Invariants: `rts` never decreases, and rises by at least one at every
 //! commit; only the lock holder changes a locked lease word; a transaction
 //! commits at `commit_ts` only if every version it read has a lease covering
 //! `commit_ts` while unlocked (or frozen by a writer, whose timestamp then
 //! exceeds it), and every version it writes is locked and unchanged since it
-//! was read.
+//! was read. With `sundial_lock_at_access`, a holder's naming WRITE lands
+//! before its clear, and its clear before its unlock, so while a lock is
+//! held word 2 is 0 or the holder's lock value.
 
 use crate::fabric::{CallId, VerbId};
 use crate::store::{NodeStore, TableLayout, HEADER_WORD};
