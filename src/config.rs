@@ -140,6 +140,13 @@ pub struct ProtocolOptions {
     /// the version, never the lock, in the execution phase); off: the read
     /// aborts at once (`read_locked`).
     pub occ_read_through_locks: bool,
+    /// SUNDIAL: lock a record when the transaction first writes it, in the
+    /// execution phase, and wait for a younger holder WAIT_DIE-style (an
+    /// older requester waits, a younger one dies), as RCC's SUNDIAL does
+    /// (RCC §4.5: "when accessing a record in WS, the transaction tries to
+    /// lock the tuple"); off: the write set is locked at commit and any
+    /// held lock aborts (`lock_conflict`).
+    pub sundial_lock_at_access: bool,
     /// TIMESTAMP: readers may see uncommitted writes and abort in cascade
     /// (RCBench §7.6.3); off = the no-cascading-abort variant.
     pub timestamp_cascading_aborts: bool,
@@ -172,6 +179,7 @@ impl Default for ProtocolOptions {
             lock_mode: LockMode::Exclusive,
             wait_die_starvation_fix: false,
             occ_read_through_locks: false,
+            sundial_lock_at_access: false,
             timestamp_cascading_aborts: false,
             mvcc_versions: 4,
             cicada_versions: 4,

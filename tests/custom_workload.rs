@@ -218,3 +218,61 @@ fn transfers_upgrade_read_locks_on_the_2pl_family_in_both_lock_modes() {
         }
     }
 }
+
+#[test]
+fn transfers_upgrade_sundial_reads_to_access_time_write_locks() {
+    // Each transfer reads both accounts, then writes them: with
+    // `sundial_lock_at_access` each write locks a record read before
+    // (`Protocol::upgrade`), which must still hold the version read. Every
+    // mix of the read and lock primitives, on sim.
+    for (read, lock) in [
+        (Primitive::OneSided, Primitive::OneSided),
+        (Primitive::OneSided, Primitive::Rpc),
+        (Primitive::Rpc, Primitive::OneSided),
+        (Primitive::Rpc, Primitive::Rpc),
+    ] {
+        let mut stale = 0;
+        for seed in 1..=3 {
+            let mut config = Config {
+                protocol: ProtocolKind::Sundial,
+                primitive: read,
+                fabric: verbena::config::FabricKind::Sim,
+                profile: verbena::fabric::NetworkProfile::builtin("cx4-edr").unwrap(),
+                nodes: 3,
+                coroutines: 6,
+                duration_s: 0.01,
+                warmup_s: 0.0,
+                seed,
+                check: true,
+                ..Config::default()
+            };
+            config.stages = config.stages.with(verbena::protocols::Stage::Lock, lock);
+            config.protocol_options.sundial_lock_at_access = true;
+            let workload = Transfers { nodes: 3 };
+            let report = engine::run_custom(&config, &workload).expect("run").report;
+            let check = report.check.as_ref().expect("check on");
+            assert!(
+                check.passed(),
+                "read {} lock {} seed {seed}: {:?} {:?} {:?}",
+                read.name(),
+                lock.name(),
+                check.cycle,
+                check.anomalies,
+                check.invariants
+            );
+            assert!(report.committed > 50, "{} committed", report.committed);
+            stale += report
+                .aborts
+                .0
+                .iter()
+                .find(|(name, _)| *name == "validation_failed")
+                .map_or(0, |&(_, n)| n);
+        }
+        assert!(
+            stale > 0,
+            "read {} lock {}: no upgrade found its version changed",
+            read.name(),
+            lock.name()
+        );
+    }
+}

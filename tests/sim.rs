@@ -402,6 +402,42 @@ fn the_matrix_passes_for_every_implemented_protocol() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The matrix's cases for SUNDIAL with RCC's variant on
+/// (`protocol_options.sundial_lock_at_access`) over `seeds`, on every
+/// workload. The variant is not a case of `verbena check` (a case is
+/// protocol, seed, code and workload; its hash files stay as they are), so
+/// it is run here; `sim.stuck_workers` is how a deadlock would show.
+fn sundial_lock_at_access_matrix(seeds: std::ops::RangeInclusive<u64>) {
+    let workloads: Vec<WorkloadKind> = WorkloadKind::NAMED.iter().map(|&(_, w)| w).collect();
+    let cases = matrix::cases_of(&workloads, &[ProtocolKind::Sundial], seeds);
+    let mut failures = Vec::new();
+    for &case in &cases {
+        let outcome = matrix::run_case(case, |config| {
+            config.protocol_options.sundial_lock_at_access = true;
+        });
+        if !outcome.passed {
+            failures.push(format!(
+                "{} with sundial_lock_at_access = true: {}",
+                matrix::replay_command(case),
+                outcome.detail
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn sundial_locking_at_access_passes_the_matrix() {
+    sundial_lock_at_access_matrix(1..=2);
+}
+
+/// The deep part: `verbena check --seeds 20`'s seeds.
+#[test]
+#[ignore]
+fn sundial_locking_at_access_passes_the_matrix_over_20_seeds() {
+    sundial_lock_at_access_matrix(1..=20);
+}
+
 /// WOUND_WAIT over RPC gives a freed lock to the oldest parked waiter:
 /// first come, first served, a younger waiter parked earlier took it, was
 /// wounded by every older waiter, and the next younger one took it after

@@ -196,7 +196,9 @@ pub fn with_protocol<V: WithProtocol>(config: &Config, visitor: V) -> Option<V::
         ProtocolKind::Mvcc => visitor.with(&Mvcc::new(config)),
         ProtocolKind::Maat => visitor.with(&Maat::new(options.maat_list_capacity)),
         ProtocolKind::Cicada => visitor.with(&Cicada::new(options.cicada_versions)),
-        ProtocolKind::Sundial => visitor.with(&Sundial),
+        ProtocolKind::Sundial => visitor.with(&Sundial {
+            lock_at_access: options.sundial_lock_at_access,
+        }),
         ProtocolKind::Drtm => visitor.with(&Drtm {
             lease_ns: config.drtm_lease_ns(),
             delta_ns: options.drtm_delta_ns,

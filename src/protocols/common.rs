@@ -67,6 +67,8 @@ pub mod kind {
     pub const SUNDIAL_RENEW: u16 = 82;
     pub const SUNDIAL_WRITE_BACK: u16 = 83;
     pub const SUNDIAL_RELEASE: u16 = 84;
+    /// `protocol_options.sundial_lock_at_access`: lock & read at access.
+    pub const SUNDIAL_LOCK_READ: u16 = 85;
     pub const DRTM_ACCESS: u16 = 110;
 }
 

@@ -204,8 +204,8 @@ const PARK_OFFERS: u64 = 8;
 const PARK_NS: u64 = PARK_OFFERS * 2_000;
 const MAX_PARK_DOUBLINGS: u64 = 9;
 /// One-sided wait loop: pause between retries, doubling up to the cap.
-const WAIT_PAUSE_MIN_NS: u64 = 500;
-const WAIT_PAUSE_MAX_NS: u64 = 8_000;
+pub(super) const WAIT_PAUSE_MIN_NS: u64 = 500;
+pub(super) const WAIT_PAUSE_MAX_NS: u64 = 8_000;
 
 /// Lock request flags (payload word 3).
 const FLAG_EXCLUSIVE: u64 = 1;
@@ -220,6 +220,16 @@ const REPLY_TIMEOUT: u64 = 12;
 /// WOUND_WAIT: a wounder woke this request (`LOCK2PL_WAKE`); the attempt
 /// was wounded and aborts.
 const REPLY_WOKEN: u64 = 13;
+
+/// A new WAIT_DIE / WOUND_WAIT timestamp for the transaction in `cx`: the
+/// clock part `clock:34` (≈ µs) above its coroutine's lock owner
+/// `owner:29` (module doc, "The lock word"). A request takes one when it
+/// first starts and keeps it across retries.
+pub fn wait_die_timestamp(cx: &TxnCx<'_>) -> u64 {
+    let base = ids::lock_owner(ids::coroutine_id(cx.worker.node, cx.worker.worker, cx.co));
+    debug_assert!(base <= OWNER_MASK);
+    (((cx.now_ns() >> 10) & CLOCK_MASK) << OWNER_BITS) | base
+}
 
 /// How a protocol of the family resolves a conflict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -241,7 +251,7 @@ pub struct Lock2pl {
 
 /// What a requester does about the lock word it saw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Decision {
+pub(super) enum Decision {
     /// CAS the word from what was seen to this value.
     Take(u64),
     Wait,
@@ -286,14 +296,14 @@ impl Lock2pl {
     /// timestamp, new for a request's first attempt and kept across its
     /// retries so that a restarted transaction ages (RCC §4.3).
     pub fn begin(&self, cx: &mut TxnCx<'_>) {
-        let base = ids::lock_owner(ids::coroutine_id(cx.worker.node, cx.worker.worker, cx.co));
-        debug_assert!(base <= OWNER_MASK);
         if self.policy == Policy::NoWait {
+            let base = ids::lock_owner(ids::coroutine_id(cx.worker.node, cx.worker.worker, cx.co));
+            debug_assert!(base <= OWNER_MASK);
             cx.owner = EXCLUSIVE | base;
             return;
         }
         if cx.attempt == 0 {
-            cx.timestamp = (((cx.now_ns() >> 10) & CLOCK_MASK) << OWNER_BITS) | base;
+            cx.timestamp = wait_die_timestamp(cx);
         }
         cx.owner = EXCLUSIVE | cx.timestamp;
     }
@@ -321,7 +331,7 @@ impl Lock2pl {
 
     /// The conflict rules of the module doc, for requester `me` (its lock
     /// value) seeing `word`.
-    fn decide(&self, word: u64, me: u64, exclusive: bool) -> Decision {
+    pub(super) fn decide(&self, word: u64, me: u64, exclusive: bool) -> Decision {
         let mine = me & !EXCLUSIVE;
         if word & EXCLUSIVE != 0 {
             let holder = word & !EXCLUSIVE;

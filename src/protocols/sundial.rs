@@ -14,16 +14,19 @@
 //!
 //! Stages (RCC bits): `read` = 2 (execution-phase fetch of every record,
 //! written ones included), `lock` = 1 (lock the write set and check each
-//! version is still the one read), `renew` = 64 (extend read leases to
+//! version is still the one read; with `sundial_lock_at_access`, done at
+//! each first write access instead, its time counted in `read`, see
+//! below), `renew` = 64 (extend read leases to
 //! `commit_ts`), `log` = 4 (empty without replication), `commit` = 16
 //! (install the writes and the new lease, unlock), `release` = 8 (unlock on
 //! abort).
 //!
-//! Header layout (2 words):
+//! Header layout (2 words; 3 with `sundial_lock_at_access`):
 //!
 //! ```text
 //! word 0  lease word: bit 63 = write lock, bits 0..63 = rts
 //! word 1  wts
+//! word 2  (sundial_lock_at_access) the lock holder's WAIT_DIE lock value, or 0
 //! ```
 //!
 //! The version number is the store's `seq`. The lock shares its word with
@@ -68,23 +71,90 @@
 //! either read form holds against either commit form. No further agreed
 //! region is needed.
 //!
+//! # RCC's variant: write locks at access (`sundial_lock_at_access`)
+//!
+//! RCC §4.5 locks a write-set record when the transaction accesses it
+//! ("when accessing a record in WS, the transaction tries to lock the
+//! tuple ... the transaction's commit_tts is updated to
+//! Max(commit_tts, tuple.rts+1)"), and RCC's code resolves a held lock as
+//! WAIT_DIE does: an older requester waits for the holder, a younger one
+//! aborts. `protocol_options.sundial_lock_at_access` runs that variant;
+//! off (the default), the write set is locked at commit and any held lock
+//! aborts (`lock_conflict`). With it on:
+//!
+//! * The first write access of a record (or the upgrade of one read
+//!   before) locks it in the execution phase, with the `lock` stage's
+//!   primitive, on the same lease word: `CAS(lease, rts → LOCK | rts)`
+//!   freezes `rts` as the commit-time lock does, and `commit_ts` rises to
+//!   `rts + 1` at once. The record is read under the lock, so it is the
+//!   version the write replaces; an upgrade checks that `seq` is still the
+//!   one its read saw (`validation_failed` otherwise). The `lock` stage at
+//!   commit then has nothing left to lock.
+//! * Header word 2 names the holder: its WAIT_DIE lock value (the 2PL
+//!   family's timestamp `clock:34 | owner:29` with bit 63, taken when a
+//!   request first starts and kept across its retries; `lock2pl`). The
+//!   lease word cannot hold it — its bits are the frozen `rts` that readers
+//!   and the holder's `commit_ts` need — so the holder writes word 2 right
+//!   after it locks and clears it before it unlocks (commit writes
+//!   `[wts, 0]` in one WRITE; release writes 0 before the lease word). A
+//!   requester that finds the lock held decides on word 2 with the 2PL
+//!   family's WAIT_DIE rule (`Lock2pl::decide`): it waits if it is older
+//!   than the holder (or is its own earlier attempt, whose release is in
+//!   flight), and dies (`died`) if it is younger. A word 2 of 0 (the holder
+//!   has not named itself yet) is waited for. Word 2 only guides the
+//!   choice between waiting and dying, never serializability: every retry
+//!   decides again on the lease word as it is. It must not name the wrong
+//!   holder for long, though, or a wait could go from a younger
+//!   transaction to an older one and close a cycle (below).
+//! * One-sided: CAS(lease) + READ(tuple) per round, from the lease word
+//!   read before (an upgrade) or 0; a CAS that met another unlocked word
+//!   (readers extended the lease, or a newer version) is retried from that
+//!   word at once — so a first write of a tuple whose lease is not 0 costs
+//!   two rounds, where RCC's separate lock word costs one — and a wait
+//!   sleeps 0.5–8 µs (doubling, as WAIT_DIE's one-sided wait) before the
+//!   next round. Once locked, a WRITE names the holder: passive, FIFO
+//!   before the commit's or release's verbs; awaited (one more round trip)
+//!   when commit or release goes by RPC, which the fabric does not order
+//!   after a verb — a clear by RPC overtaken by the naming WRITE would
+//!   leave a stale name on the next holder's lock (as CICADA awaits its
+//!   one-sided install).
+//! * RPC: one `SUNDIAL_LOCK_READ`; the handler locks with a local CAS on
+//!   the same word, names the holder and replies the tuple, or parks the
+//!   request in the event loop's waiting list (`Served::Wait`, decided
+//!   again at every offer, as WAIT_DIE's lock handler) while it must wait.
+//!   Its reply carries the slot and the unlocked lease word it froze, so a
+//!   one-sided commit or release can address the tuple and restore the
+//!   word, as after the commit-time lock.
+//!
+//! Waits only go from an older transaction to a younger (or not yet
+//! named) holder, so there is no deadlock: every wait is decided again on
+//! every round or offer, and a holder names itself right after it locks.
+//! Reads, renewals and commit are unchanged; a writer just holds its locks
+//! from its access to its commit, so renewals meet locks more often.
+//!
 //! Per-access state (`Access::meta`): the lease word, as read (or the newer
 //! one a failed CAS returned) and, once locked, the unlocked value the lock
-//! froze; the `wts` read only raises `commit_ts` when it is fetched. `TxnCx::timestamp` is the
-//! attempt's `commit_ts`.
+//! froze; the `wts` read only raises `commit_ts` when it is fetched.
+//! `TxnCx::timestamp` is the attempt's `commit_ts`; with
+//! `sundial_lock_at_access`, `TxnCx::owner` is the WAIT_DIE lock value.
 //!
 //! Invariants: `rts` never decreases, and rises by at least one at every
 //! commit; only the lock holder changes a locked lease word; a transaction
 //! commits at `commit_ts` only if every version it read has a lease covering
 //! `commit_ts` while unlocked (or frozen by a writer, whose timestamp then
 //! exceeds it), and every version it writes is locked and unchanged since it
-//! was read.
+//! was read. With `sundial_lock_at_access`, a holder's naming WRITE lands
+//! before its clear, and its clear before its unlock, so while a lock is
+//! held word 2 is 0 or the holder's lock value.
 
 use crate::fabric::{CallId, VerbId};
 use crate::store::{NodeStore, TableLayout, HEADER_WORD};
 use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
 
 use super::common::{self, kind, status};
+use super::lock2pl::{
+    wait_die_timestamp, Decision, Lock2pl, Policy, EXCLUSIVE, WAIT_PAUSE_MAX_NS, WAIT_PAUSE_MIN_NS,
+};
 use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
 
 /// Write-lock bit of the lease word.
@@ -95,6 +165,9 @@ pub const RTS_MASK: u64 = LOCKED - 1;
 /// Header words.
 const LEASE_WORD: u32 = 0;
 const WTS_WORD: u32 = 1;
+/// With `lock_at_access` only: the lock holder's WAIT_DIE lock value, 0
+/// while nobody is known to hold it.
+const OWNER_WORD: u32 = 2;
 
 /// Rounds of one-sided CAS a lock or renewal may take when other readers
 /// keep extending the lease, and the bound of the handlers' local loops.
@@ -111,8 +184,31 @@ const LOCK_STALE: u64 = 2;
 /// Not locked: the version changed before the lock was taken.
 const LOCK_STALE_FREE: u64 = 3;
 
+/// Reply statuses of `SUNDIAL_LOCK_READ` (the access-time lock of
+/// `lock_at_access`) besides `status::{OK, NOT_FOUND}`.
+/// Locked, but the version is not the one the upgraded read saw.
+const ACCESS_LOCKED_STALE: u64 = 10;
+/// Not locked: the version the upgraded read saw is gone.
+const ACCESS_STALE: u64 = 11;
+/// Not locked: an older transaction holds it (WAIT_DIE).
+const ACCESS_DIED: u64 = 12;
+/// `SUNDIAL_LOCK_READ` of a record not read before: no version to check.
+const NO_SEQ: u64 = u64::MAX;
+
+/// The conflict rule of the access-time lock: WAIT_DIE's, from the 2PL
+/// family, on the holder's lock value in `OWNER_WORD`.
+const WAIT_DIE: Lock2pl = Lock2pl {
+    policy: Policy::WaitDie,
+    shared: false,
+    starvation_fix: false,
+};
+
 #[derive(Clone, Debug, Default)]
-pub struct Sundial;
+pub struct Sundial {
+    /// RCC's variant (`protocol_options.sundial_lock_at_access`; module
+    /// doc): write locks at the first write access, WAIT_DIE on conflict.
+    pub lock_at_access: bool,
+}
 
 #[inline]
 fn lease_addr(table: &TableLayout, slot: u64) -> u64 {
@@ -122,6 +218,18 @@ fn lease_addr(table: &TableLayout, slot: u64) -> u64 {
 #[inline]
 fn wts_addr(table: &TableLayout, slot: u64) -> u64 {
     table.header_addr(slot, WTS_WORD)
+}
+
+#[inline]
+fn owner_addr(table: &TableLayout, slot: u64) -> u64 {
+    table.header_addr(slot, OWNER_WORD)
+}
+
+/// Whether a requester with lock value `me` waits for the holder whose
+/// lock value is `holder` (0: not yet known): WAIT_DIE's rule, an unknown
+/// holder waited for (it names itself right after it locks).
+fn waits_for(holder: u64, me: u64) -> bool {
+    holder == 0 || WAIT_DIE.decide(holder, me, true) == Decision::Wait
 }
 
 /// A read lease that does not reach `commit_ts` and must be renewed.
@@ -206,6 +314,165 @@ impl Sundial {
             }
             status::INCONSISTENT => Err(AbortReason::ReadInconsistent),
             _ => Err(AbortReason::NotFound),
+        }
+    }
+
+    /// `lock_at_access`: locks `cx.accesses[index]` at its first write
+    /// access — `upgrade` if the record was read before, whose version must
+    /// still be the one read — waiting while a younger transaction (or one
+    /// not yet named) holds it and dying if an older one does.
+    async fn lock_on_access(
+        &self,
+        cx: &mut TxnCx<'_>,
+        index: usize,
+        upgrade: bool,
+    ) -> TxnResult<()> {
+        match cx.primitive(Stage::Lock) {
+            Primitive::OneSided => self.lock_on_access_onesided(cx, index, upgrade).await?,
+            Primitive::Rpc => self.lock_on_access_rpc(cx, index, upgrade).await?,
+        }
+        // Order after the lease the written version had when locked.
+        let access = &cx.accesses[index];
+        debug_assert!(access.locked && access.meta & LOCKED == 0);
+        cx.timestamp = cx.timestamp.max((access.meta & RTS_MASK) + 1);
+        Ok(())
+    }
+
+    /// One-sided access-time lock: CAS(lease, rts → LOCK | rts) + READ of
+    /// the tuple per round, starting from the lease word read before (an
+    /// upgrade) or 0; a CAS that found another unlocked word is retried
+    /// from it at once, one that found the lock decides on the holder named
+    /// in the READ's owner word and, to wait, sleeps (0.5–8 µs, doubling)
+    /// before the next round. Once locked, a WRITE names the holder (module doc).
+    async fn lock_on_access_onesided(
+        &self,
+        cx: &mut TxnCx<'_>,
+        index: usize,
+        upgrade: bool,
+    ) -> TxnResult<()> {
+        common::locate_onesided(cx, index).await?;
+        let access = cx.accesses[index];
+        let table = cx.table(access.table);
+        let lease = lease_addr(table, access.slot);
+        let owner_at = (HEADER_WORD + OWNER_WORD) as usize;
+        let wts_at = (HEADER_WORD + WTS_WORD) as usize;
+        let mut expected = if upgrade { access.meta & RTS_MASK } else { 0 };
+        let mut pause = WAIT_PAUSE_MIN_NS;
+        loop {
+            let (cas, read) = {
+                let mut batch = cx.round();
+                let cas = batch.cas(access.node, lease, expected, expected | LOCKED);
+                let read = batch.read(
+                    access.node,
+                    table.tuple_addr(access.slot),
+                    table.tuple_words,
+                );
+                (cas, read)
+            };
+            cx.submit().await?;
+            let (previous, stale, holder) = {
+                let batch = cx.batch();
+                let previous = batch.result_word(cas);
+                let words = batch.result(read);
+                let tuple = common::decode(table, words);
+                debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
+                let stale = upgrade && tuple.seq != access.seq;
+                if previous == expected {
+                    debug_assert_eq!(tuple.seq, tuple.seq_end, "a locked tuple cannot be torn");
+                    cx.accesses[index].locked = true;
+                    if upgrade {
+                        cx.accesses[index].meta = expected;
+                    } else {
+                        accept(cx, index, tuple.seq, words[wts_at], expected, tuple.record);
+                    }
+                }
+                (previous, stale, words[owner_at])
+            };
+            if previous == expected {
+                cx.round()
+                    .write_word(access.node, owner_addr(table, access.slot), cx.owner);
+                // The fabric orders verbs after verbs, not an RPC after a
+                // verb: a commit or release by RPC could clear the owner
+                // word and unlock before this WRITE lands, which would then
+                // name this transaction as the next holder's owner for as
+                // long as that one holds the lock — a wrong age, and a wait
+                // cycle (matrix: smallbank seed 2, code 79). So await it
+                // when either may go by RPC.
+                if cx.primitive(Stage::Commit) == Primitive::Rpc
+                    || cx.primitive(Stage::Release) == Primitive::Rpc
+                {
+                    cx.submit().await?;
+                } else {
+                    cx.submit_passive();
+                }
+                return if stale {
+                    Err(AbortReason::ValidationFailed)
+                } else {
+                    Ok(())
+                };
+            }
+            if stale {
+                return Err(AbortReason::ValidationFailed);
+            }
+            if previous & LOCKED == 0 {
+                // Readers extended the lease, or a newer version came.
+                expected = previous;
+                continue;
+            }
+            if !waits_for(holder, cx.owner) {
+                return Err(AbortReason::Died);
+            }
+            expected = previous & RTS_MASK;
+            cx.worker.sleep(cx.co, pause).await;
+            pause = (pause * 2).min(WAIT_PAUSE_MAX_NS);
+        }
+    }
+
+    /// RPC access-time lock: one `SUNDIAL_LOCK_READ`, whose handler locks
+    /// with a local CAS on the same lease word, names the holder, and parks
+    /// the request in the event loop's waiting list while it must wait.
+    async fn lock_on_access_rpc(
+        &self,
+        cx: &mut TxnCx<'_>,
+        index: usize,
+        upgrade: bool,
+    ) -> TxnResult<()> {
+        let access = cx.accesses[index];
+        let seq = if upgrade { access.seq } else { NO_SEQ };
+        let call = common::call_one(
+            cx,
+            access.node,
+            kind::SUNDIAL_LOCK_READ,
+            &[access.table as u64, access.key, cx.owner, seq],
+        );
+        cx.submit().await?;
+        let batch = cx.batch();
+        let reply = batch.reply(call);
+        if reply[0] == status::NOT_FOUND {
+            return Err(AbortReason::NotFound);
+        }
+        cx.remember_slot(index, reply[1]);
+        match reply[0] {
+            status::OK if upgrade => {
+                cx.accesses[index].locked = true;
+                cx.accesses[index].meta = reply[4];
+                Ok(())
+            }
+            status::OK => {
+                cx.accesses[index].locked = true;
+                accept(cx, index, reply[2], reply[3], reply[4], &reply[5..]);
+                Ok(())
+            }
+            ACCESS_LOCKED_STALE => {
+                cx.accesses[index].locked = true;
+                cx.accesses[index].meta = reply[4];
+                Err(AbortReason::ValidationFailed)
+            }
+            ACCESS_STALE => Err(AbortReason::ValidationFailed),
+            _ => {
+                debug_assert_eq!(reply[0], ACCESS_DIED);
+                Err(AbortReason::Died)
+            }
         }
     }
 
@@ -434,7 +701,12 @@ impl Sundial {
                         let tuple = table.tuple_addr(access.slot);
                         batch.write_word(node, tuple + table.seq_end_offset() as u64, new_seq);
                         batch.write(node, table.record_addr(access.slot), cx.record(index));
-                        batch.write_word(node, wts_addr(table, access.slot), commit_ts);
+                        if self.lock_at_access {
+                            // wts and the owner word, adjacent: no holder.
+                            batch.write(node, wts_addr(table, access.slot), &[commit_ts, 0]);
+                        } else {
+                            batch.write_word(node, wts_addr(table, access.slot), commit_ts);
+                        }
                         batch.write(node, table.seq_addr(access.slot), &[new_seq, commit_ts]);
                     }
                     Primitive::Rpc => {
@@ -479,6 +751,9 @@ impl Sundial {
                 debug_assert_eq!(lease & LOCKED, 0);
                 match primitive {
                     Primitive::OneSided => {
+                        if self.lock_at_access {
+                            batch.write_word(node, owner_addr(table, access.slot), 0);
+                        }
                         batch.write_word(node, lease_addr(table, access.slot), lease);
                     }
                     Primitive::Rpc => {
@@ -548,6 +823,63 @@ fn renew_local(
     false
 }
 
+/// The access-time lock handler of `lock_at_access`: `[table, key, me,
+/// seq read or NO_SEQ]` → `[OK | ACCESS_LOCKED_STALE, slot, seq, wts,
+/// lease locked, record…]`, `[ACCESS_STALE | ACCESS_DIED, slot]`,
+/// `[NOT_FOUND]`, or `Served::Wait` (decided again at every offer) while
+/// it waits. The same CAS on the same word as the one-sided form.
+fn serve_lock_read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
+    let (table_id, key, me, seq_read) = (payload[0] as u32, payload[1], payload[2], payload[3]);
+    let Some(slot) = store.lookup(table_id, key) else {
+        payload.clear();
+        payload.push(status::NOT_FOUND);
+        return Served::Reply;
+    };
+    let table = store.layout.table(table_id);
+    let addr = lease_addr(table, slot);
+    let stale = || seq_read != NO_SEQ && store.region.load(table.seq_addr(slot)) != seq_read;
+    let lease = loop {
+        let word = store.region.load(addr);
+        if word & LOCKED == 0 {
+            if store.region.cas(addr, word, word | LOCKED) == word {
+                break word;
+            }
+            continue;
+        }
+        let answer = if stale() {
+            ACCESS_STALE
+        } else if waits_for(store.region.load(owner_addr(table, slot)), me) {
+            return Served::Wait;
+        } else {
+            ACCESS_DIED
+        };
+        payload.clear();
+        payload.extend_from_slice(&[answer, slot]);
+        return Served::Reply;
+    };
+    store.region.store(owner_addr(table, slot), me);
+    let answer = if stale() {
+        ACCESS_LOCKED_STALE
+    } else {
+        status::OK
+    };
+    // Locked: no commit is in progress, so the copy is one version.
+    payload.clear();
+    payload.extend_from_slice(&[
+        answer,
+        slot,
+        store.region.load(table.seq_addr(slot)),
+        store.region.load(wts_addr(table, slot)),
+        lease,
+    ]);
+    let start = payload.len();
+    payload.resize(start + table.record_words as usize, 0);
+    store
+        .region
+        .read(table.record_addr(slot), &mut payload[start..]);
+    Served::Reply
+}
+
 impl Protocol for Sundial {
     const KIND: ProtocolKind = ProtocolKind::Sundial;
     const ACCESS_STAGE: Stage = Stage::Read;
@@ -556,20 +888,49 @@ impl Protocol for Sundial {
         2
     }
 
+    fn header_words_of(&self, record_words: u32) -> u32 {
+        if self.lock_at_access {
+            OWNER_WORD + 1
+        } else {
+            Self::header_words(record_words)
+        }
+    }
+
     fn begin(&self, cx: &mut TxnCx<'_>) {
         // commit_ts of the attempt, raised by every read and lock.
         cx.timestamp = 0;
+        if self.lock_at_access && cx.attempt == 0 {
+            // The WAIT_DIE lock value, kept across retries so that a
+            // restarted transaction ages (RCC §4.3).
+            cx.owner = EXCLUSIVE | wait_die_timestamp(cx);
+        }
     }
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        if self.lock_at_access && cx.accesses[index].write {
+            return self.lock_on_access(cx, index, false).await;
+        }
         match cx.primitive(Stage::Read) {
             Primitive::OneSided => self.read_onesided(cx, index).await,
             Primitive::Rpc => self.read_rpc(cx, index).await,
         }
     }
 
+    async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        if !self.lock_at_access {
+            // Locked with the rest of the write set at commit.
+            return Ok(());
+        }
+        self.lock_on_access(cx, index, true).await
+    }
+
     async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         if !cx.accesses.iter().any(|a| a.write) {
+            return Ok(());
+        }
+        if self.lock_at_access {
+            // Every write-set record was locked at its first write access.
+            debug_assert!(cx.accesses.iter().all(|a| !a.write || a.locked));
             return Ok(());
         }
         match cx.primitive(Stage::Lock) {
@@ -681,6 +1042,9 @@ impl Protocol for Sundial {
                     );
                     store.region.write(table.record_addr(slot), record);
                     store.region.store(wts_addr(table, slot), commit_ts);
+                    if self.lock_at_access {
+                        store.region.store(owner_addr(table, slot), 0);
+                    }
                     store.region.store(table.seq_addr(slot), new_seq);
                     store.region.store(lease_addr(table, slot), commit_ts);
                     at += 3 + table.record_words as usize;
@@ -692,12 +1056,110 @@ impl Protocol for Sundial {
                     let table = store.layout.table(entry[0] as u32);
                     let addr = lease_addr(table, entry[1]);
                     debug_assert_eq!(store.region.load(addr), entry[2] | LOCKED);
+                    if self.lock_at_access {
+                        store.region.store(owner_addr(table, entry[1]), 0);
+                    }
                     store.region.store(addr, entry[2]);
                 }
                 payload.clear();
             }
+            kind::SUNDIAL_LOCK_READ if self.lock_at_access => {
+                return serve_lock_read(store, payload);
+            }
             other => panic!("sundial has no RPC handler {other}"),
         }
         Served::Reply
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocols::lock2pl::OWNER_BITS;
+
+    /// A WAIT_DIE lock value: clock part `clock`, coroutine `owner`.
+    fn ts(clock: u64, owner: u64) -> u64 {
+        EXCLUSIVE | (clock << OWNER_BITS) | owner
+    }
+
+    /// One node with record 7 (version `seq` 0) under a lease word of
+    /// rts 5, laid out for `lock_at_access`.
+    fn store() -> (NodeStore, u64) {
+        use crate::store::{StoreLayout, TableSpec};
+        let sundial = Sundial {
+            lock_at_access: true,
+        };
+        let layout = StoreLayout::new(
+            &[TableSpec {
+                name: "t",
+                record_words: 1,
+                capacity_per_node: 4,
+            }],
+            |r| sundial.header_words_of(r),
+        );
+        let store = NodeStore::new(0, std::sync::Arc::new(layout));
+        store.insert(0, 7, &[0]).unwrap();
+        let slot = store.lookup(0, 7).unwrap();
+        store
+            .region
+            .store(lease_addr(store.layout.table(0), slot), 5);
+        (store, slot)
+    }
+
+    fn request(me: u64, seq: u64) -> Vec<u64> {
+        vec![0, 7, me, seq]
+    }
+
+    #[test]
+    fn the_access_lock_handler_locks_waits_for_younger_holders_and_dies_on_older_ones() {
+        let (old, young) = (ts(5, 1), ts(9, 2));
+        let (store, slot) = store();
+        let table = store.layout.table(0);
+        let (lease, owner) = (lease_addr(table, slot), owner_addr(table, slot));
+
+        // Free: locked, the holder named, rts frozen and replied.
+        let mut payload = request(young, NO_SEQ);
+        assert!(serve_lock_read(&store, &mut payload) == Served::Reply);
+        assert_eq!(payload[..5], [status::OK, slot, 0, 0, 5]);
+        assert_eq!(store.region.load(lease), LOCKED | 5);
+        assert_eq!(store.region.load(owner), young);
+
+        // Held by a younger holder: an older requester waits; held by an
+        // older one: a younger requester dies; its own lock is waited for.
+        let mut waiting = request(old, NO_SEQ);
+        assert!(serve_lock_read(&store, &mut waiting) == Served::Wait);
+        assert!(serve_lock_read(&store, &mut request(young, NO_SEQ)) == Served::Wait);
+        store.region.store(owner, old);
+        let mut dying = request(young, NO_SEQ);
+        assert!(serve_lock_read(&store, &mut dying) == Served::Reply);
+        assert_eq!(dying, [ACCESS_DIED, slot]);
+        // A holder not named yet is waited for.
+        store.region.store(owner, 0);
+        assert!(serve_lock_read(&store, &mut request(young, NO_SEQ)) == Served::Wait);
+
+        // Released: the parked request gets the lock at its next offer.
+        store.region.store(lease, 5);
+        assert!(serve_lock_read(&store, &mut waiting) == Served::Reply);
+        assert_eq!(waiting[0], status::OK);
+        assert_eq!(store.region.load(owner), old);
+
+        // An upgrade whose version is gone: refused while held, locked
+        // and reported stale when free (release restores the word).
+        let mut upgrade = request(young, 3);
+        assert!(serve_lock_read(&store, &mut upgrade) == Served::Reply);
+        assert_eq!(upgrade, [ACCESS_STALE, slot]);
+        store.region.store(lease, 5);
+        let mut upgrade = request(young, 3);
+        assert!(serve_lock_read(&store, &mut upgrade) == Served::Reply);
+        assert_eq!(upgrade[..5], [ACCESS_LOCKED_STALE, slot, 0, 0, 5]);
+    }
+
+    #[test]
+    fn the_variant_adds_the_owner_word_and_the_default_keeps_two() {
+        assert_eq!(Sundial::default().header_words_of(4), 2);
+        let variant = Sundial {
+            lock_at_access: true,
+        };
+        assert_eq!(variant.header_words_of(4), 3);
     }
 }
