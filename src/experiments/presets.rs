@@ -211,12 +211,12 @@ pub const PRESETS: [Preset; 9] = [
         title: "throughput and latency as coroutines grow, one-sided vs RPC",
         paper: Setup {
             args: rcc_paper!("0.006", "0.001"),
-            wall_time: "~9 min",
+            wall_time: "~2.5 min",
         },
         deviation: RCC_TIME,
         small: Setup {
             args: small_sim!(),
-            wall_time: "~6 s",
+            wall_time: "~9 s",
         },
         kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc", "coroutines=1,3,5,7,9,11"]),
         paper_protocols: Some(RCC_PROTOCOLS),
@@ -231,7 +231,7 @@ pub const PRESETS: [Preset; 9] = [
                 "0.006", "0.001", "--distribution", "hot", "--hot-fraction", "0.001",
                 "--calvin-inflight", RCC_CALVIN_INFLIGHT,
             ),
-            wall_time: "~3.5 min",
+            wall_time: "~2 min",
         },
         deviation: RCC_TIME,
         small: Setup {
@@ -248,12 +248,12 @@ pub const PRESETS: [Preset; 9] = [
         title: "throughput vs execution-phase computation (1–256 µs)",
         paper: Setup {
             args: rcc_paper!("0.006", "0.001", "--calvin-inflight", RCC_CALVIN_INFLIGHT),
-            wall_time: "~7 min",
+            wall_time: "~2 min",
         },
         deviation: RCC_TIME,
         small: Setup {
             args: small_sim!(),
-            wall_time: "~5 s",
+            wall_time: "~7 s",
         },
         kind: Kind::Sweep(&["protocol=all", "primitive=onesided,rpc", "compute_us=1,4,16,64,256"]),
         paper_protocols: Some(RCC_PROTOCOLS),
@@ -285,7 +285,7 @@ pub const PRESETS: [Preset; 9] = [
         // 3-way replication as in RCC §6.1, so the log bit of a code matters.
         paper: Setup {
             args: rcc_paper!("0.006", "0.001", "--protocol", "occ"),
-            wall_time: "~3 min",
+            wall_time: "~2.5 min",
         },
         deviation: "virtual time: 1 ms warm-up + 6 ms measured per code (RCC: seconds)",
         small: Setup {
@@ -336,7 +336,7 @@ pub const PRESETS: [Preset; 9] = [
         title: "throughput vs Zipf skew θ, 50 % writes",
         paper: Setup {
             args: deneva_paper!("100000", "0.006", "0.001", "--distribution", "zipf", "--write-ratio", "0.5"),
-            wall_time: "~6.5 min",
+            wall_time: "~5 min",
         },
         deviation: DENEVA_SCALED,
         small: Setup {
@@ -359,7 +359,7 @@ pub const PRESETS: [Preset; 9] = [
                 "100000", "0.006", "0.001", "--distribution", "zipf", "--theta", "0.6",
                 "--lock-mode", "shared",
             ),
-            wall_time: "~6.5 min",
+            wall_time: "~5 min",
         },
         deviation: DENEVA_SCALED,
         small: Setup {
