@@ -16,7 +16,7 @@
 //! coordinator does not wait for them; the runtime drains them before the
 //! run ends.
 
-use crate::fabric::{Batch, NodeId};
+use crate::fabric::{Batch, NodeId, VerbId};
 use crate::store::index::{IndexLayout, BUCKET_WORDS};
 use crate::store::{NodeStore, TableLayout, KEY_WORD, SEQ_WORD};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
@@ -147,6 +147,22 @@ pub async fn locate_onesided(cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> 
 pub fn accept_record(cx: &mut TxnCx<'_>, index: usize, seq: u64, record: &[u64]) {
     cx.accesses[index].seq = seq;
     cx.record_mut(index).copy_from_slice(record);
+}
+
+/// Appends CAS(`word`, `expected` → `desired`) and a READ of the whole
+/// tuple at `slot` on `node` to `batch`, in that order: the queue pair's
+/// FIFO makes the READ see the tuple as the CAS left it, so one round both
+/// takes a lock word and fetches what it guards (or shows who holds it).
+pub fn queue_cas_then_read_tuple(
+    batch: &mut Batch,
+    node: NodeId,
+    table: &TableLayout,
+    slot: u64,
+    (word, expected, desired): (u64, u64, u64),
+) -> (VerbId, VerbId) {
+    let cas = batch.cas(node, word, expected, desired);
+    let read = batch.read(node, table.tuple_addr(slot), table.tuple_words);
+    (cas, read)
 }
 
 /// Appends the one-sided update-and-unlock of access `index` to `batch`.

@@ -236,21 +236,13 @@ impl Drtm {
         for _ in 0..CAS_ROUNDS {
             let now = cx.now_ns();
             let desired = self.desired(cx, index, now);
-            let (cas, read) = {
-                let mut batch = cx.round();
-                let cas = batch.cas(
-                    access.node,
-                    lock_addr(table, access.slot),
-                    expected,
-                    desired,
-                );
-                let read = batch.read(
-                    access.node,
-                    table.tuple_addr(access.slot),
-                    table.tuple_words,
-                );
-                (cas, read)
-            };
+            let (cas, read) = common::queue_cas_then_read_tuple(
+                &mut cx.round(),
+                access.node,
+                table,
+                access.slot,
+                (lock_addr(table, access.slot), expected, desired),
+            );
             cx.submit().await?;
             let batch = cx.batch();
             match self.step(now, expected, desired, batch.result_word(cas)) {

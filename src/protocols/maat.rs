@@ -330,13 +330,13 @@ impl Maat {
                 if init {
                     queue_init_onesided(cx, &mut batch);
                 }
-                let cas = batch.cas(access.node, latch, 0, cx.owner);
-                let read = batch.read(
+                common::queue_cas_then_read_tuple(
+                    &mut batch,
                     access.node,
-                    table.tuple_addr(access.slot),
-                    table.tuple_words,
-                );
-                (cas, read)
+                    table,
+                    access.slot,
+                    (latch, 0, cx.owner),
+                )
             };
             cx.submit().await?;
             if init {

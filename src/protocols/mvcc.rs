@@ -295,16 +295,13 @@ impl Mvcc {
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let ts = cx.timestamp;
-        let (cas, read) = {
-            let mut batch = cx.round();
-            let cas = batch.cas(access.node, lock_addr(table, access.slot), 0, ts);
-            let read = batch.read(
-                access.node,
-                table.tuple_addr(access.slot),
-                table.tuple_words,
-            );
-            (cas, read)
-        };
+        let (cas, read) = common::queue_cas_then_read_tuple(
+            &mut cx.round(),
+            access.node,
+            table,
+            access.slot,
+            (lock_addr(table, access.slot), 0, ts),
+        );
         cx.submit().await?;
         let batch = cx.batch();
         if batch.result_word(cas) != 0 {

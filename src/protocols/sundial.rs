@@ -359,16 +359,13 @@ impl Sundial {
         let mut expected = if upgrade { access.meta & RTS_MASK } else { 0 };
         let mut pause = WAIT_PAUSE_MIN_NS;
         loop {
-            let (cas, read) = {
-                let mut batch = cx.round();
-                let cas = batch.cas(access.node, lease, expected, expected | LOCKED);
-                let read = batch.read(
-                    access.node,
-                    table.tuple_addr(access.slot),
-                    table.tuple_words,
-                );
-                (cas, read)
-            };
+            let (cas, read) = common::queue_cas_then_read_tuple(
+                &mut cx.round(),
+                access.node,
+                table,
+                access.slot,
+                (lease, expected, expected | LOCKED),
+            );
             cx.submit().await?;
             let (previous, stale, holder) = {
                 let batch = cx.batch();
