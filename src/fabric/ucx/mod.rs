@@ -129,7 +129,14 @@
 //!
 //! Idle: a worker progresses UCX while it spins, then yields, then sleeps in
 //! growing steps of at most 200 µs (UCX's wake-up feature would narrow the
-//! transports UCX may choose, so it is not requested).
+//! transports UCX may choose, so it is not requested). How long it spins
+//! is the node's choice (`UcxContext::set_idle_spin_ns`): where every
+//! worker thread of the host has a core of its own, a worker spins up to
+//! `IDLE_SPIN_NS` before it yields, because coalesced messages arrive in
+//! bursts with gaps of tens of µs between them and a `sched_yield` per
+//! check of a gap costs a system call and the reply's latency; where the
+//! host's worker threads outnumber its cores, it spins only briefly, so
+//! the peer it waits for gets the core.
 //!
 //! Invariants: every UCX call on a worker happens on the thread that owns
 //! it; a staging buffer is neither moved nor reused while an operation
@@ -161,6 +168,9 @@ use super::verbs::{
     COALESCED_HEADER_WORDS as HEADER_WORDS, FRAME_HEADER_WORDS, MAX_COALESCED_WORDS,
 };
 const SPIN_ROUNDS: u32 = 64;
+/// How long an idle worker spins before it yields, where it has a core of
+/// its own (module docs, "Idle").
+pub const IDLE_SPIN_NS: u64 = 1_000_000;
 const YIELD_BUDGET_NS: u64 = 50_000;
 const MAX_SLEEP: Duration = Duration::from_micros(200);
 /// Single verbs that skip the fast path after it did not complete at once.
@@ -425,6 +435,9 @@ pub struct UcxContext {
     /// Whether one-sided verbs may run on peers' regions mapped into this
     /// process (`--transport shm` or `auto`; see the module docs).
     map_peers: bool,
+    /// How long this node's idle workers spin before yielding, ns (module
+    /// docs, "Idle"); read by each endpoint when it connects.
+    idle_spin_ns: AtomicU64,
 }
 
 // SAFETY: see `ContextHandle`; the rest is plain data.
@@ -527,6 +540,7 @@ impl UcxContext {
                 epoch: Instant::now(),
                 peer_errors: transport.peer_errors(),
                 map_peers: matches!(transport, TransportChoice::Shm | TransportChoice::Auto),
+                idle_spin_ns: AtomicU64::new(0),
             })
         }
     }
@@ -539,6 +553,14 @@ impl UcxContext {
     /// The packed rkey of this node's region (sent to every peer).
     pub fn rkey(&self) -> &[u8] {
         &self.rkey
+    }
+
+    /// How long the endpoints connected from now on spin when idle before
+    /// they yield (module docs, "Idle"): [`IDLE_SPIN_NS`] where each of the
+    /// host's worker threads has a core, 0 (a brief spin only) where they
+    /// outnumber the cores. Set by the node before its workers connect.
+    pub fn set_idle_spin_ns(&self, ns: u64) {
+        self.idle_spin_ns.store(ns, Ordering::Relaxed);
     }
 
     /// The virtual address of word 0 of this node's region.
@@ -823,6 +845,7 @@ impl UcxWorkerHost {
             links: vec![LinkOrder::default(); peers.len()],
             immediate: vec![0; peers.len()],
             track: context.failure.tolerant(),
+            idle_spin_ns: context.idle_spin_ns.load(Ordering::Relaxed),
             in_flight: Vec::new(),
             awaiting: Vec::new(),
             seen_dead_epoch: 0,
@@ -933,6 +956,8 @@ pub struct UcxEndpoint {
     /// Fault-tolerant run: flights and awaited requests are tracked so
     /// that a peer declared dead fails them (`fail_dead_peers`).
     track: bool,
+    /// See [`UcxContext::set_idle_spin_ns`].
+    idle_spin_ns: u64,
     /// Flights posted and not yet delivered (with `track`).
     in_flight: Vec<*mut Flight>,
     /// Requests sent and not yet answered (with `track`).
@@ -2050,6 +2075,15 @@ impl Endpoint for UcxEndpoint {
                 return;
             }
             std::hint::spin_loop();
+        }
+        if self.idle_spin_ns > 0 {
+            let spin_until = self.now_ns() + self.idle_spin_ns;
+            while self.now_ns() < spin_until {
+                if ready(self) {
+                    return;
+                }
+                std::hint::spin_loop();
+            }
         }
         let yield_until = self.now_ns() + YIELD_BUDGET_NS;
         while self.now_ns() < yield_until {
