@@ -495,15 +495,10 @@ impl Cicada {
                 cx.queued.retain(|&(i, _)| i != index);
                 at += 2 + len;
             }
-            // The fabric orders verbs after verbs and RPCs after RPCs, not
-            // an RPC after a verb: a status flip by RPC (`CICADA_FINISH`)
-            // could land before these one-sided install WRITEs, which would
-            // then leave the version PENDING for good. So wait for them
-            // when the flip may go by RPC.
-            let flip_by_rpc = cx.primitive(Stage::Commit) == Primitive::Rpc
-                || cx.primitive(Stage::Release) == Primitive::Rpc;
-            if installed && flip_by_rpc {
-                cx.submit().await?;
+            // A status flip by RPC (`CICADA_FINISH`) landing before these
+            // install WRITEs would leave the version PENDING for good.
+            if installed {
+                common::submit_before_commit(cx).await?;
             } else {
                 cx.submit_passive();
             }

@@ -165,6 +165,23 @@ pub fn queue_cas_then_read_tuple(
     (cas, read)
 }
 
+/// Posts the verbs queued in `cx`'s round that this attempt's commit or
+/// release must find in place. The fabric orders verbs after verbs and
+/// RPCs after RPCs, not an RPC after a verb: where commit or release may go
+/// by RPC, the round is awaited (a commit or release landing before these
+/// WRITEs would be overtaken by them); otherwise it goes passive, FIFO
+/// before the later stages' verbs.
+pub async fn submit_before_commit(cx: &mut TxnCx<'_>) -> TxnResult<()> {
+    if cx.primitive(Stage::Commit) == Primitive::Rpc
+        || cx.primitive(Stage::Release) == Primitive::Rpc
+    {
+        cx.submit().await
+    } else {
+        cx.submit_passive();
+        Ok(())
+    }
+}
+
 /// Appends the one-sided update-and-unlock of access `index` to `batch`.
 pub fn queue_write_back_onesided(cx: &TxnCx<'_>, batch: &mut Batch, index: usize) {
     let access = &cx.accesses[index];

@@ -291,38 +291,15 @@ impl Mvcc {
     /// on the latest version. Holding the lock from here on, no reader
     /// younger than `ts` raises `rts` past it (Cond R2 makes them wait).
     async fn lock_read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        common::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
-        let ts = cx.timestamp;
-        let (cas, read) = common::queue_cas_then_read_tuple(
-            &mut cx.round(),
-            access.node,
-            table,
-            access.slot,
-            (lock_addr(table, access.slot), 0, ts),
-        );
-        cx.submit().await?;
-        let batch = cx.batch();
-        if batch.result_word(cas) != 0 {
-            return Err(AbortReason::LockConflict);
-        }
-        cx.accesses[index].locked = true;
-        let words = batch.result(read);
-        let tuple = common::decode(table, words);
-        debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
-        debug_assert_eq!(tuple.seq, tuple.seq_end, "a locked tuple cannot be torn");
-        let wts = self.latest_wts(table, words, tuple.seq);
-        debug_assert!(wts.is_some(), "the latest version's slot matches seq");
-        let wts = wts.unwrap_or(u64::MAX);
-        let rts = words[(HEADER_WORD + RTS_WORD) as usize];
-        self.clock.observe(cx, wts.max(rts));
-        common::accept_record(cx, index, tuple.seq, tuple.record);
-        if wts < ts && rts <= ts {
-            Ok(())
-        } else {
-            Err(AbortReason::TimestampOrder)
-        }
+        super::timestamp::lock_read_onesided(cx, index, &self.clock, |table, words, seq| {
+            let wts = self.latest_wts(table, words, seq);
+            debug_assert!(wts.is_some(), "the latest version's slot matches seq");
+            (
+                wts.unwrap_or(u64::MAX),
+                words[(HEADER_WORD + RTS_WORD) as usize],
+            )
+        })
+        .await
     }
 
     async fn lock_read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {

@@ -388,20 +388,11 @@ impl Sundial {
             if previous == expected {
                 cx.round()
                     .write_word(access.node, owner_addr(table, access.slot), cx.owner);
-                // The fabric orders verbs after verbs, not an RPC after a
-                // verb: a commit or release by RPC could clear the owner
-                // word and unlock before this WRITE lands, which would then
-                // name this transaction as the next holder's owner for as
-                // long as that one holds the lock — a wrong age, and a wait
-                // cycle (matrix: smallbank seed 2, code 79). So await it
-                // when either may go by RPC.
-                if cx.primitive(Stage::Commit) == Primitive::Rpc
-                    || cx.primitive(Stage::Release) == Primitive::Rpc
-                {
-                    cx.submit().await?;
-                } else {
-                    cx.submit_passive();
-                }
+                // A commit or release by RPC that cleared the owner word and
+                // unlocked before this WRITE landed would leave this
+                // transaction named as the next holder — a wrong age, and a
+                // wait cycle (matrix: smallbank seed 2, code 79).
+                common::submit_before_commit(cx).await?;
                 return if stale {
                     Err(AbortReason::ValidationFailed)
                 } else {

@@ -191,6 +191,49 @@ pub(super) const READ_WAIT_NS: u64 = 2_000;
 /// CAS rounds a double-read spends raising `rts` before giving up.
 const RTS_TRIES: u32 = 8;
 
+/// The one-sided form of a fetch with write intent, shared by TIMESTAMP and
+/// MVCC: CAS(lock, 0 → ts) + READ(tuple) in one doorbell batch (FIFO: the
+/// READ sees the tuple under the lock); `stamps` gives the latest
+/// version's `(wts, rts)` from the tuple's words and `seq`, where each
+/// protocol keeps them. Writable iff the lock was taken and `wts < ts`,
+/// `rts <= ts` (the lock is kept otherwise, until release).
+pub(super) async fn lock_read_onesided(
+    cx: &mut TxnCx<'_>,
+    index: usize,
+    clock: &TsClock,
+    stamps: impl Fn(&TableLayout, &[u64], u64) -> (u64, u64),
+) -> TxnResult<()> {
+    common::locate_onesided(cx, index).await?;
+    let access = cx.accesses[index];
+    let table = cx.table(access.table);
+    let ts = cx.timestamp;
+    let (cas, read) = common::queue_cas_then_read_tuple(
+        &mut cx.round(),
+        access.node,
+        table,
+        access.slot,
+        (lock_addr(table, access.slot), 0, ts),
+    );
+    cx.submit().await?;
+    let batch = cx.batch();
+    if batch.result_word(cas) != 0 {
+        return Err(AbortReason::LockConflict);
+    }
+    cx.accesses[index].locked = true;
+    let words = batch.result(read);
+    let tuple = common::decode(table, words);
+    debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
+    debug_assert_eq!(tuple.seq, tuple.seq_end, "a locked tuple cannot be torn");
+    let (wts, rts) = stamps(table, words, tuple.seq);
+    clock.observe(cx, wts.max(rts));
+    common::accept_record(cx, index, tuple.seq, tuple.record);
+    if writable(ts, tuple.seq, tuple.seq, wts, rts) {
+        Ok(())
+    } else {
+        Err(AbortReason::TimestampOrder)
+    }
+}
+
 /// The RPC form of a fetch with write intent, shared by TIMESTAMP and MVCC
 /// (their handlers answer alike): `[status, slot, seq, wts, rts, record…]`,
 /// `STALE` when the lock was taken but the timestamps forbid the write.
@@ -574,36 +617,13 @@ impl Timestamp {
     /// here on, no reader younger than `ts` can raise `rts` past it (they
     /// wait), so a writer is not starved by the readers that follow it.
     async fn lock_read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        common::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
-        let ts = cx.timestamp;
-        let (cas, read) = common::queue_cas_then_read_tuple(
-            &mut cx.round(),
-            access.node,
-            table,
-            access.slot,
-            (lock_addr(table, access.slot), 0, ts),
-        );
-        cx.submit().await?;
-        let batch = cx.batch();
-        if batch.result_word(cas) != 0 {
-            return Err(AbortReason::LockConflict);
-        }
-        cx.accesses[index].locked = true;
-        let words = batch.result(read);
-        let tuple = common::decode(table, words);
-        debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
-        debug_assert_eq!(tuple.seq, tuple.seq_end, "a locked tuple cannot be torn");
-        let wts = words[(HEADER_WORD + WTS_WORD) as usize];
-        let rts = words[(HEADER_WORD + RTS_WORD) as usize];
-        self.clock.observe(cx, wts.max(rts));
-        common::accept_record(cx, index, tuple.seq, tuple.record);
-        if writable(ts, tuple.seq, tuple.seq, wts, rts) {
-            Ok(())
-        } else {
-            Err(AbortReason::TimestampOrder)
-        }
+        lock_read_onesided(cx, index, &self.clock, |_, words, _| {
+            (
+                words[(HEADER_WORD + WTS_WORD) as usize],
+                words[(HEADER_WORD + RTS_WORD) as usize],
+            )
+        })
+        .await
     }
 
     async fn lock_read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
