@@ -50,9 +50,7 @@ use crate::config::{Config, ConfigError, FabricKind, LocalAtomics, UcxTransport}
 use crate::engine::driver::{self, Cluster, ExtraStats, NodeProgram, RunClock, WorkerStart};
 use crate::engine::report::{ClusterSummary, RankSummary};
 use crate::engine::{self, CheckSummary, RunError, RunOutput, WithProgram, WithWorkload};
-use crate::fabric::ucx::{
-    ucx_version, PeerInfo, TransportChoice, UcxContext, UcxWorkerHost, IDLE_SPIN_NS,
-};
+use crate::fabric::ucx::{ucx_version, PeerInfo, TransportChoice, UcxContext, UcxWorkerHost};
 use crate::fabric::NodeId;
 use crate::fault::{FaultRun, Membership, NoRecovery, RecoveryReport};
 use crate::replication::Failover;
@@ -476,26 +474,19 @@ fn drive<G: NodeProgram, W: Workload>(
             ));
         }
     }
-    // A worker that has a core of its own spins through the short gaps
-    // between coalesced messages; where the host's workers outnumber its
-    // cores, spinning would keep the peer it waits for off the core.
+    // How long an idle worker may spin depends on how many share the host.
     let my_host = boot
         .ranks
         .iter()
         .find(|info| info.rank == rank)
         .map(|info| &info.host);
-    let host_threads: usize = boot
-        .ranks
-        .iter()
-        .filter(|info| Some(&info.host) == my_host)
-        .map(|info| info.workers.len())
-        .sum();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    context.set_idle_spin_ns(if host_threads <= cores {
-        IDLE_SPIN_NS
-    } else {
-        0
-    });
+    context.set_host_worker_threads(
+        boot.ranks
+            .iter()
+            .filter(|info| Some(&info.host) == my_host)
+            .map(|info| info.workers.len())
+            .sum(),
+    );
     for (w, tx) in peer_txs.iter().enumerate() {
         let peers = boot
             .ranks

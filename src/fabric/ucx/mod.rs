@@ -130,8 +130,9 @@
 //! Idle: a worker progresses UCX while it spins, then yields, then sleeps in
 //! growing steps of at most 200 µs (UCX's wake-up feature would narrow the
 //! transports UCX may choose, so it is not requested). How long it spins
-//! is the node's choice (`UcxContext::set_idle_spin_ns`): where every
-//! worker thread of the host has a core of its own, a worker spins up to
+//! depends on the host (`UcxContext::set_host_worker_threads`, which the
+//! node calls with what its peers told it): where every worker thread of
+//! the host has a core of its own, a worker spins up to
 //! `IDLE_SPIN_NS` before it yields, because coalesced messages arrive in
 //! bursts with gaps of tens of µs between them and a `sched_yield` per
 //! check of a gap costs a system call and the reply's latency; where the
@@ -170,7 +171,7 @@ use super::verbs::{
 const SPIN_ROUNDS: u32 = 64;
 /// How long an idle worker spins before it yields, where it has a core of
 /// its own (module docs, "Idle").
-pub const IDLE_SPIN_NS: u64 = 1_000_000;
+const IDLE_SPIN_NS: u64 = 1_000_000;
 const YIELD_BUDGET_NS: u64 = 50_000;
 const MAX_SLEEP: Duration = Duration::from_micros(200);
 /// Single verbs that skip the fast path after it did not complete at once.
@@ -555,12 +556,15 @@ impl UcxContext {
         &self.rkey
     }
 
-    /// How long the endpoints connected from now on spin when idle before
-    /// they yield (module docs, "Idle"): [`IDLE_SPIN_NS`] where each of the
-    /// host's worker threads has a core, 0 (a brief spin only) where they
-    /// outnumber the cores. Set by the node before its workers connect.
-    pub fn set_idle_spin_ns(&self, ns: u64) {
-        self.idle_spin_ns.store(ns, Ordering::Relaxed);
+    /// The worker threads of every rank on this host, this one's included,
+    /// which sets how long the endpoints connected from now on spin when
+    /// idle before they yield (module docs, "Idle"): [`IDLE_SPIN_NS`] where
+    /// each has a core, a brief spin only where they outnumber the cores.
+    /// Called by the node before its workers connect.
+    pub fn set_host_worker_threads(&self, threads: usize) {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let spin_ns = if threads <= cores { IDLE_SPIN_NS } else { 0 };
+        self.idle_spin_ns.store(spin_ns, Ordering::Relaxed);
     }
 
     /// The virtual address of word 0 of this node's region.
@@ -956,7 +960,7 @@ pub struct UcxEndpoint {
     /// Fault-tolerant run: flights and awaited requests are tracked so
     /// that a peer declared dead fails them (`fail_dead_peers`).
     track: bool,
-    /// See [`UcxContext::set_idle_spin_ns`].
+    /// See [`UcxContext::set_host_worker_threads`].
     idle_spin_ns: u64,
     /// Flights posted and not yet delivered (with `track`).
     in_flight: Vec<*mut Flight>,
