@@ -558,7 +558,7 @@ impl UcxContext {
 
     /// The worker threads of every rank on this host, this one's included,
     /// which sets how long the endpoints connected from now on spin when
-    /// idle before they yield (module docs, "Idle"): [`IDLE_SPIN_NS`] where
+    /// idle before they yield (module docs, "Idle"): `IDLE_SPIN_NS` (1 ms) where
     /// each has a core, a brief spin only where they outnumber the cores.
     /// Called by the node before its workers connect.
     pub fn set_host_worker_threads(&self, threads: usize) {
