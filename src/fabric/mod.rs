@@ -123,6 +123,16 @@ pub trait Endpoint {
 
     fn counters(&self) -> &VerbCounters;
 
+    /// Takes back a message payload the runtime no longer needs, for the
+    /// backend to reuse: completions carry buffers the backend allocated,
+    /// and a worker whose coroutines only post verbs would otherwise hold
+    /// one more of them per completion for the rest of the run. The default
+    /// frees it.
+    #[inline]
+    fn recycle(&mut self, buffer: Vec<u64>) {
+        drop(buffer);
+    }
+
     /// This endpoint's own node has crashed (an injected fault): its worker
     /// must stop running coroutines. Until then, and on backends without
     /// fault injection, `false`.

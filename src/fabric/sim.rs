@@ -397,6 +397,11 @@ struct Outbox {
 /// model charged an uncoalesced RPC.
 const WIRE_HEADER_BYTES: u64 = 16;
 
+/// Most completion payloads kept for reuse: enough for every doorbell
+/// batch in flight at once in a large cluster, after which the runtime's
+/// excess is freed.
+const SPARE_RESULTS: usize = 1 << 14;
+
 #[derive(Clone, Copy, Debug)]
 struct LinkFault {
     from: NodeId,
@@ -469,6 +474,9 @@ struct SimState {
     /// next batches (likewise).
     spare_verbs: Vec<Vec<SimVerb>>,
     spare_write_data: Vec<Vec<u64>>,
+    /// Completion payloads the runtime handed back ([`Endpoint::recycle`]),
+    /// at most [`SPARE_RESULTS`], for the next batches' results.
+    spare_results: Vec<Vec<u64>>,
     crash_at_ns: Vec<u64>,
     pauses: Vec<(NodeId, u64, u64)>,
     links: Vec<LinkFault>,
@@ -736,13 +744,17 @@ impl SimState {
         let source = self.node_of(initiator);
         let target = verbs[0].node;
         // The results become the completion's payload (the runtime keeps
-        // it), so they are allocated once at their final size; the verbs
-        // and write data come back for reuse when the batch completes.
+        // it, and hands it back once its coroutine's pool is full), so they
+        // are reserved once at their final size; the verbs and write data
+        // come back for reuse when the batch completes.
         let result_words = verbs
             .iter()
             .filter(|v| v.kind != VerbKind::Write)
             .map(|v| v.len as usize)
             .sum();
+        let mut results = self.spare_results.pop().unwrap_or_default();
+        results.clear();
+        results.reserve(result_words);
         let mut batch = InFlight {
             initiator,
             coroutine,
@@ -750,7 +762,7 @@ impl SimState {
             target,
             verbs: self.spare_verbs.pop().unwrap_or_default(),
             write_data: self.spare_write_data.pop().unwrap_or_default(),
-            results: Vec::with_capacity(result_words),
+            results,
             lost: false,
             target_crashed: false,
         };
@@ -1198,6 +1210,7 @@ impl SimFabric {
             spare_parts: Vec::new(),
             spare_verbs: Vec::new(),
             spare_write_data: Vec::new(),
+            spare_results: Vec::new(),
             crash_at_ns: vec![u64::MAX; nodes],
             pauses: Vec::new(),
             links: Vec::new(),
@@ -1548,6 +1561,13 @@ impl Endpoint for SimEndpoint {
 
     fn counters(&self) -> &VerbCounters {
         &self.counters
+    }
+
+    fn recycle(&mut self, buffer: Vec<u64>) {
+        let mut state = self.state.borrow_mut();
+        if state.spare_results.len() < SPARE_RESULTS {
+            state.spare_results.push(buffer);
+        }
     }
 }
 

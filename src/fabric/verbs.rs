@@ -220,11 +220,30 @@ pub struct Batch {
     pub calls: Vec<OutgoingCall>,
     /// Replies by call index; filled by the worker's event loop.
     pub replies: Vec<Option<Vec<u64>>>,
-    /// Payload buffers for new calls (this coroutine's share of the pool).
+    /// Payload buffers for new calls (this coroutine's share of the pool),
+    /// at most [`Batch::POOL_BUFFERS`].
     pub pool: Vec<Vec<u64>>,
 }
 
 impl Batch {
+    /// Most payload buffers a coroutine keeps for its calls: more than a
+    /// round's calls to distinct nodes seldom need, so that completions,
+    /// whose buffers arrive with every doorbell batch and are never sent
+    /// again, cannot pile up here.
+    pub const POOL_BUFFERS: usize = 16;
+
+    /// Keeps `buffer` in `pool` (a batch's) for a later call, or hands it
+    /// back when the pool is full (for the fabric to reuse, [`super::Endpoint::recycle`]).
+    #[must_use]
+    pub fn keep(pool: &mut Vec<Vec<u64>>, buffer: Vec<u64>) -> Option<Vec<u64>> {
+        if pool.len() < Self::POOL_BUFFERS {
+            pool.push(buffer);
+            None
+        } else {
+            Some(buffer)
+        }
+    }
+
     pub fn read(&mut self, node: NodeId, addr: u64, len: u32) -> VerbId {
         let buf = self.results.len() as u32;
         self.results.resize(self.results.len() + len as usize, 0);
@@ -336,9 +355,12 @@ impl Batch {
         self.write_data.clear();
         self.results.clear();
         debug_assert!(self.calls.is_empty(), "calls are taken when posted");
-        for reply in self.replies.iter_mut() {
-            if let Some(buffer) = reply.take() {
-                self.pool.push(buffer);
+        for index in 0..self.replies.len() {
+            if let Some(buffer) = self.replies[index].take() {
+                // A round's replies are no more than its calls, whose
+                // buffers came from this pool: dropping the excess frees
+                // only what a large round allocated.
+                let _excess = Self::keep(&mut self.pool, buffer);
             }
         }
     }

@@ -370,7 +370,9 @@ impl Worker {
             let mut batch = slot.batch.borrow_mut();
             let Batch { calls, pool, .. } = &mut *batch;
             for call in calls.drain(..) {
-                pool.push(call.payload);
+                // A rare path (a round that cannot reach its nodes): the
+                // excess of a full pool is freed.
+                let _excess = Batch::keep(pool, call.payload);
             }
             if !passive {
                 slot.fail_round();
@@ -427,7 +429,9 @@ impl Worker {
         }
         for (index, call) in calls.drain(..).enumerate() {
             if dead(call.node) {
-                pool.push(call.payload);
+                if let Some(excess) = Batch::keep(pool, call.payload) {
+                    endpoint.recycle(excess);
+                }
                 if !passive {
                     slot.fail_round();
                 }
@@ -542,13 +546,21 @@ impl Worker {
         }
     }
 
+    /// Keeps a payload buffer in a coroutine's pool, or, when that is
+    /// full, hands it back to the fabric that allocated it.
+    fn keep_buffer(&self, batch: &mut Batch, buffer: Vec<u64>) {
+        if let Some(excess) = Batch::keep(&mut batch.pool, buffer) {
+            self.endpoint.borrow_mut().recycle(excess);
+        }
+    }
+
     fn file_reply(&self, msg: Message) {
         let slot = &self.slots[msg.coroutine as usize];
         let mut batch = slot.batch.borrow_mut();
         if msg.flags & MSG_COMPLETION != 0 && msg.call == PASSIVE_TAG {
             debug_assert!(slot.unacked.get() > 0);
             slot.unacked.set(slot.unacked.get() - 1);
-            batch.pool.push(msg.payload);
+            self.keep_buffer(&mut batch, msg.payload);
         } else if msg.flags & MSG_COMPLETION != 0 {
             // A deferred doorbell batch: scatter its results.
             let first = msg.call as usize;
@@ -565,11 +577,11 @@ impl Worker {
             debug_assert_eq!(from, msg.payload.len(), "completion carries every result");
             debug_assert!(slot.pending.get() > 0, "completion nobody waits for");
             slot.pending.set(slot.pending.get() - 1);
-            batch.pool.push(msg.payload);
+            self.keep_buffer(&mut batch, msg.payload);
         } else if msg.flags & MSG_PASSIVE != 0 {
             debug_assert!(slot.unacked.get() > 0);
             slot.unacked.set(slot.unacked.get() - 1);
-            batch.pool.push(msg.payload);
+            self.keep_buffer(&mut batch, msg.payload);
         } else {
             debug_assert!(slot.pending.get() > 0, "reply nobody waits for");
             let call = msg.call as usize;
@@ -595,14 +607,14 @@ impl Worker {
         if passive {
             debug_assert!(slot.unacked.get() > 0);
             slot.unacked.set(slot.unacked.get().saturating_sub(1));
-            batch.pool.push(msg.payload);
+            self.keep_buffer(&mut batch, msg.payload);
             return;
         }
         debug_assert!(slot.pending.get() > 0, "failure nobody waits for");
         slot.pending.set(slot.pending.get().saturating_sub(1));
         slot.fail_round();
         if msg.flags & MSG_COMPLETION != 0 {
-            batch.pool.push(msg.payload);
+            self.keep_buffer(&mut batch, msg.payload);
         } else {
             // A bounced request: its buffer returns through the round's
             // replies, as a reply's would.

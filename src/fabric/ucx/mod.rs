@@ -158,6 +158,9 @@ use super::{Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
 
 /// Active-message id of verbena's coalesced messages.
 const AM_RPC: u32 = 7;
+/// Most payload buffers an endpoint keeps from the runtime
+/// ([`Endpoint::recycle`]): a worker's batches and calls in flight at once.
+const SPARE_PAYLOADS: usize = 1024;
 // The layout of a coalesced message and its size cap are shared with the
 // `sim` fabric, which models the same coalescing (`verbs`): the AM header
 // (`HEADER_WORDS`: the number of frames), each frame's header
@@ -2115,6 +2118,13 @@ impl Endpoint for UcxEndpoint {
 
     fn counters(&self) -> &VerbCounters {
         &self.counters
+    }
+
+    fn recycle(&mut self, buffer: Vec<u64>) {
+        let pool = &mut self.state().pool;
+        if pool.len() < SPARE_PAYLOADS {
+            pool.push(buffer);
+        }
     }
 }
 
