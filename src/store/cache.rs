@@ -22,21 +22,59 @@
 
 use super::TableId;
 
+/// 16 bytes: a long run of a large cluster fills every worker's cache
+/// (512 workers × 2¹⁸ entries: 2 GiB at this size, 3 GiB at 24 bytes).
 #[derive(Clone, Copy)]
 struct Entry {
     key: u64,
-    /// table + 1; 0 = empty.
-    tag: u32,
-    node: u16,
-    slot: u64,
+    /// `tag << 48 | node << 32 | slot`, where tag = table + 1 (0 = empty).
+    location: u64,
 }
 
 const EMPTY: Entry = Entry {
     key: 0,
-    tag: 0,
-    node: 0,
-    slot: 0,
+    location: 0,
 };
+
+impl Entry {
+    /// The entry for `(table, node, key) → slot`, if its table and slot fit
+    /// the packed word. Every layout does (a node holds fewer than 2³²
+    /// slots in the memory a config may ask for, and a workload a few
+    /// tables); one that did not would go uncached, never mis-cached.
+    #[inline]
+    fn new(table: TableId, node: u16, key: u64, slot: u64) -> Option<Entry> {
+        let tag = table as u64 + 1;
+        (tag < 1 << 16 && slot < 1 << 32).then_some(Entry {
+            key,
+            location: tag << 48 | (node as u64) << 32 | slot,
+        })
+    }
+
+    #[inline]
+    fn tag(&self) -> u64 {
+        self.location >> 48
+    }
+
+    #[inline]
+    fn table(&self) -> TableId {
+        (self.tag() - 1) as TableId
+    }
+
+    #[inline]
+    fn node(&self) -> u16 {
+        (self.location >> 32) as u16
+    }
+
+    #[inline]
+    fn slot(&self) -> u64 {
+        self.location & 0xffff_ffff
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.location == 0
+    }
+}
 
 /// The smallest sparse table, entries.
 const FIRST_SPARSE: usize = 64;
@@ -81,9 +119,13 @@ impl LocationCache {
         (h >> 20) as usize & self.mask
     }
 
+    /// Whether `entry` is `(table, node, key)`'s: `location`'s tag and node
+    /// bits, with the slot masked off, are what `Entry::new` would write.
     #[inline]
     fn matches(entry: &Entry, table: TableId, node: u16, key: u64) -> bool {
-        entry.tag == table + 1 && entry.key == key && entry.node == node
+        entry.key == key
+            && table < u16::MAX as TableId
+            && entry.location & !0xffff_ffff == (table as u64 + 1) << 48 | (node as u64) << 32
     }
 
     #[inline]
@@ -95,7 +137,7 @@ impl LocationCache {
         let position = self.position(table, node, key);
         let found = if self.dense {
             let entry = &self.entries[position];
-            Self::matches(entry, table, node, key).then_some(entry.slot)
+            Self::matches(entry, table, node, key).then_some(entry.slot())
         } else {
             // The entry that holds `position` is the only one that can
             // match: probing to the first empty entry finds it if present.
@@ -103,11 +145,11 @@ impl LocationCache {
             let mut index = position & mask;
             loop {
                 let entry = &self.entries[index];
-                if entry.tag == 0 {
+                if entry.is_empty() {
                     break None;
                 }
                 if Self::matches(entry, table, node, key) {
-                    break Some(entry.slot);
+                    break Some(entry.slot());
                 }
                 index = (index + 1) & mask;
             }
@@ -129,11 +171,8 @@ impl LocationCache {
         if self.entries.is_empty() {
             return;
         }
-        let entry = Entry {
-            key,
-            tag: table + 1,
-            node,
-            slot,
+        let Some(entry) = Entry::new(table, node, key, slot) else {
+            return;
         };
         let position = self.position(table, node, key);
         if self.dense {
@@ -153,11 +192,11 @@ impl LocationCache {
         let mut index = position & mask;
         loop {
             let held = &self.entries[index];
-            if held.tag == 0 {
+            if held.is_empty() {
                 self.used += 1;
                 break;
             }
-            if self.position(held.tag - 1, held.node, held.key) == position {
+            if self.position(held.table(), held.node(), held.key) == position {
                 break;
             }
             index = (index + 1) & mask;
@@ -173,8 +212,8 @@ impl LocationCache {
         self.dense = 2 * len > self.mask;
         self.entries = vec![EMPTY; if self.dense { self.mask + 1 } else { len }].into_boxed_slice();
         self.used = 0;
-        for entry in old.iter().filter(|e| e.tag != 0) {
-            let position = self.position(entry.tag - 1, entry.node, entry.key);
+        for entry in old.iter().filter(|e| !e.is_empty()) {
+            let position = self.position(entry.table(), entry.node(), entry.key);
             if self.dense {
                 self.entries[position] = *entry;
             } else {
@@ -218,7 +257,13 @@ mod tests {
             let mut rng = Rng::derive(size as u64, &[3]);
             for _ in 0..60_000 {
                 let table = (rng.unit() * 3.0) as TableId;
-                let node = (rng.unit() * 4.0) as u16;
+                // Most on four nodes; some on the highest node ids, which
+                // use every bit the packed entry gives a node.
+                let node = if rng.unit() < 0.9 {
+                    (rng.unit() * 4.0) as u16
+                } else {
+                    u16::MAX - (rng.unit() * 4.0) as u16
+                };
                 let key = (rng.unit() * keys as f64) as u64;
                 let position = reference.position(table, node, key);
                 if rng.unit() < 0.5 {
@@ -228,7 +273,9 @@ mod tests {
                     };
                     assert_eq!(cache.get(table, node, key), expected);
                 } else {
-                    let slot = key * 7 + table as u64;
+                    // Up to the largest slot a packed entry holds.
+                    let slot = (key * 7 + table as u64) << (node as u32 % 21);
+                    let slot = slot.min((1 << 32) - 1);
                     reference.entries[position] = Some((table, node, key, slot));
                     cache.put(table, node, key, slot);
                 }
@@ -238,6 +285,20 @@ mod tests {
                 assert!(cache.entries.len() < len / 8);
             }
         }
+        // A slot or table beyond the packed word goes uncached, and looks
+        // like no other entry.
+        let mut cache = LocationCache::new(64);
+        cache.put(0, 1, 5, 9);
+        cache.put(0, 1, 6, 1 << 32);
+        cache.put(u16::MAX as TableId, 1, 7, 3);
+        assert_eq!(cache.get(0, 1, 5), Some(9));
+        assert_eq!(cache.get(0, 1, 6), None);
+        assert_eq!(cache.get(u16::MAX as TableId, 1, 7), None);
+        assert_eq!(
+            cache.get((1 << 16) as TableId, 1, 5),
+            None,
+            "table 65536 is not table 0"
+        );
         let mut off = LocationCache::new(0);
         off.put(0, 0, 1, 1);
         assert_eq!(off.get(0, 0, 1), None);
