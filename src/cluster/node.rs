@@ -718,7 +718,7 @@ fn drive<G: NodeProgram, W: Workload>(
     }
     // Node order, as the checker and the invariants expect.
     stores.sort_by_key(|store| store.node);
-    let mut gathered = driver::gather(program, &all_results);
+    let mut gathered = driver::gather(program, &mut all_results);
     let failed: Vec<NodeId> = cluster_failover
         .as_ref()
         .map(|driver| driver.failed())

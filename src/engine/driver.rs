@@ -228,18 +228,25 @@ pub(crate) struct Gathered<X> {
     pub extra: X,
 }
 
-/// Sums `results` (in worker order) and makes the run's history.
+/// Sums `results` (in worker order) and makes the run's history, taking
+/// each worker's history out of its result: the run's is sized once and
+/// each worker's is freed as soon as it is copied, so that a long run's
+/// histories are not held twice over (with doubling slack) at its peak.
 pub(crate) fn gather<G: NodeProgram>(
     program: &G,
-    results: &[WorkerResult<G::Extra>],
+    results: &mut [WorkerResult<G::Extra>],
 ) -> Gathered<G::Extra> {
     let mut total = WorkerStats::new();
     let mut extra = G::Extra::default();
     let mut recorded = History::new();
-    for result in results {
+    recorded.reserve(
+        results.iter().map(|r| r.history.txns.len()).sum(),
+        results.iter().map(|r| r.history.items.len()).sum(),
+    );
+    for result in results.iter_mut() {
         total.merge(&result.stats);
         extra.merge(&result.extra);
-        recorded.append(&result.history);
+        recorded.append(&std::mem::take(&mut result.history));
     }
     Gathered {
         total,
@@ -409,7 +416,7 @@ pub(crate) fn run_in_process<G: NodeProgram, W: Workload>(
         faults,
         attach_faults,
     };
-    let run = match config.fabric {
+    let mut run = match config.fabric {
         FabricKind::Threads => run_threads(config, program, &cluster),
         FabricKind::Sim => super::sim::run_sim(config, program, &cluster),
         FabricKind::Ucx => unreachable!("run_validated refuses the ucx fabric"),
@@ -428,7 +435,7 @@ pub(crate) fn run_in_process<G: NodeProgram, W: Workload>(
         &cluster,
         run.sim.as_ref().is_some_and(|s| s.stuck_workers > 0),
     );
-    let gathered = gather(program, &run.results);
+    let gathered = gather(program, &mut run.results);
     let history = &gathered.history;
     let check = config.check.then(|| {
         let verdict = check_serializable(history);
