@@ -382,6 +382,7 @@ fn run_config_unresolved(flags: &RunFlags) -> Result<(Config, Option<u16>), CliE
     set(&mut c.backoff.base_ns, &flags.backoff_base_ns);
     set(&mut c.backoff.cap_ns, &flags.backoff_cap_ns);
     set(&mut c.location_cache_entries, &flags.location_cache);
+    c.location_cache_warm |= flags.warm_location_cache;
     set(&mut c.replication, &flags.replication);
     set(&mut c.replication_options.ring_bytes, &flags.log_ring_bytes);
 

@@ -63,6 +63,12 @@ pub struct Config {
     pub backoff: BackoffConfig,
     /// Entries of each worker's location cache (DrTM+H §5.1); 0 disables it.
     pub location_cache_entries: u32,
+    /// Start every worker's location cache holding the slots of the rows
+    /// loaded on every node (as many as fit), as after a long run, instead
+    /// of empty. RCC fetches a tuple's offset once and caches it (RCC §3),
+    /// over runs of seconds; a simulated run of a few ms otherwise starts
+    /// cold. Needs every node's rows in one process (`sim`, `threads`).
+    pub location_cache_warm: bool,
     pub ycsb: YcsbConfig,
     /// `[smallbank]`, `[pps]`, `[tpce]`: the knobs of those workloads
     /// (each module documents its own).
@@ -334,6 +340,7 @@ impl Default for Config {
             sim: SimConfig::default(),
             backoff: BackoffConfig::default(),
             location_cache_entries: 1 << 18,
+            location_cache_warm: false,
             ycsb: YcsbConfig::default(),
             smallbank: SmallBankConfig::default(),
             pps: PpsConfig::default(),
@@ -490,6 +497,11 @@ impl Config {
                 self.location_cache_entries,
                 1 << 24
             )));
+        }
+        if self.location_cache_warm && self.fabric == FabricKind::Ucx {
+            return Err(ConfigError(
+                "location_cache_warm = true needs every node's rows in one process; allowed: fabric = sim or threads (a ucx rank holds only its own node's rows)".into(),
+            ));
         }
         self.validate_protocol_options()?;
         self.validate_replication()?;

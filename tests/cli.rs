@@ -34,6 +34,13 @@ fn bad_values_exit_2_naming_the_value_and_what_is_allowed() {
         &["nodes = 0", "allowed: 1..=4096"],
     );
     assert_usage_error(&["run", "--theta", "1.0"], &["ycsb.theta = 1", "[0, 1)"]);
+    assert_usage_error(
+        &["run", "--fabric", "ucx", "--warm-location-cache"],
+        &[
+            "location_cache_warm = true",
+            "allowed: fabric = sim or threads",
+        ],
+    );
     assert_usage_error(&["run", "--theta", "-0.1"], &["ycsb.theta", "[0, 1)"]);
     assert_usage_error(
         &["run", "--protocol", "2pl"],

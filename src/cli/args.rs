@@ -424,6 +424,10 @@ pub struct RunFlags {
     /// Location-cache entries per worker, 0 = off [262144]
     #[arg(long, value_name = "N", value_parser = count::<u32>())]
     pub location_cache: Option<u32>,
+    /// Start each location cache holding every loaded row's slot that
+    /// fits, as after a long run (sim, threads)
+    #[arg(long)]
+    pub warm_location_cache: bool,
     /// Copies of every partition, primary included: 1..=3, <= nodes [1]
     #[arg(long, value_name = "R", value_parser = count::<u32>())]
     pub replication: Option<u32>,

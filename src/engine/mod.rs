@@ -333,6 +333,15 @@ impl<P: Protocol, W: Workload> driver::NodeProgram for StagedProgram<'_, P, W> {
             config.location_cache_entries
         };
         let cells = driver::WorkerCells::new(start.histories, cache_entries);
+        if config.location_cache_warm && cache_entries > 0 {
+            // One warm cache, copied to every worker: each would put the
+            // same rows in the same order.
+            let mut warm = crate::store::LocationCache::new(cache_entries);
+            warm.warm(&cluster.stores);
+            for cache in &cells.caches {
+                *cache.borrow_mut() = warm.clone();
+            }
+        }
         let replication = cluster.replication.as_deref();
         let services: Vec<Service<P>> = driver::nodes_of(workers)
             .map(|node| Service::new(self.protocol, cluster.store(node), replication))

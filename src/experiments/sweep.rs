@@ -52,10 +52,11 @@ pub struct Knob {
 }
 
 /// Names of run flags whose config key is not found by the leaf rule.
-const FLAG_ALIASES: [(&str, &str); 5] = [
+const FLAG_ALIASES: [(&str, &str); 6] = [
     ("duration", "duration_s"),
     ("warmup", "warmup_s"),
     ("location_cache", "location_cache_entries"),
+    ("warm_location_cache", "location_cache_warm"),
     ("backoff_base_ns", "backoff.base_ns"),
     ("backoff_cap_ns", "backoff.cap_ns"),
 ];

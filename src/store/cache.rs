@@ -20,7 +20,7 @@
 //! cluster no longer zeroes 2¹⁸ entries per worker up front (2 GiB at 24
 //! bytes each) when each worker touches a few thousand keys.
 
-use super::TableId;
+use super::{NodeStore, TableId, KEY_WORD};
 
 /// 16 bytes: a long run of a large cluster fills every worker's cache
 /// (512 workers × 2¹⁸ entries: 2 GiB at this size, 3 GiB at 24 bytes).
@@ -79,6 +79,7 @@ impl Entry {
 /// The smallest sparse table, entries.
 const FIRST_SPARSE: usize = 64;
 
+#[derive(Clone)]
 pub struct LocationCache {
     /// Dense: indexed by position. Sparse: open-addressed (linear probing
     /// from `position & (len - 1)`), at most half full.
@@ -202,6 +203,32 @@ impl LocationCache {
             index = (index + 1) & mask;
         }
         self.entries[index] = entry;
+    }
+
+    /// Puts the slot of every row loaded in `stores` (each node's own
+    /// partition, every table), slot by slot across the nodes, so that a
+    /// cache too small for them all keeps a mix of every node's rows: the
+    /// cache a long run would have warmed, without its hit and miss
+    /// counts. Reads the stores' regions; call it before the run.
+    pub fn warm(&mut self, stores: &[impl std::ops::Deref<Target = NodeStore>]) {
+        if self.entries.is_empty() {
+            return;
+        }
+        let Some(first) = stores.first() else {
+            return;
+        };
+        for table in &first.layout.tables {
+            let rows: Vec<u64> = stores.iter().map(|s| s.rows(table.id)).collect();
+            let most = rows.iter().copied().max().unwrap_or(0);
+            for slot in 0..most {
+                for (store, &loaded) in stores.iter().zip(&rows) {
+                    if slot < loaded {
+                        let key = store.region.load(table.tuple_addr(slot) + KEY_WORD as u64);
+                        self.put(table.id, store.node, key, slot);
+                    }
+                }
+            }
+        }
     }
 
     /// Doubles the sparse table, or turns it into the direct-mapped array
