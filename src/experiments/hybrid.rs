@@ -16,9 +16,13 @@
 //! Both run as sweeps (resumable, one row per run) over the knob `hybrid`,
 //! generic over `ProtocolKind::stages()`, so every protocol this build
 //! implements is covered. Other knobs (`--vary coroutines=1,8`) make one
-//! analysis per value. "Beats" compares means over repetitions; with
-//! `--repeat` ≥ 3 the table shows the spread so a margin inside the noise
-//! can be told apart.
+//! analysis per value. "Beats" compares means over repetitions. Where
+//! the hybrid and the better pure form each ran at least twice, a higher
+//! throughput counts only beyond the noise: by more than twice the
+//! standard error of the difference of the means (about a 95 % margin),
+//! and a lower p50 latency likewise; a hybrid better than both only
+//! within the noise is listed apart. A single run per code has no spread,
+//! and the table says its margins may be noise.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -59,6 +63,9 @@ pub struct CodeResult {
     pub throughput_txn_per_s: f64,
     pub throughput_stdev: f64,
     pub latency_p50_us: f64,
+    /// Standard deviation of the p50 over the runs (0 for one run).
+    #[serde(default)]
+    pub latency_p50_stdev: f64,
     pub latency_p99_us: f64,
     pub abort_rate: f64,
     /// Mean µs per stage of committed transactions, then `execution`.
@@ -95,10 +102,20 @@ pub struct Group {
     /// Codes, best first.
     pub by_throughput: Vec<u16>,
     pub by_latency: Vec<u16>,
-    /// Hybrids with more throughput than both pure forms.
+    /// Hybrids with more throughput than both pure forms, beyond the
+    /// run-to-run noise where repetitions measure it (module doc).
     pub beat_both_throughput: Vec<u16>,
-    /// Hybrids with lower p50 latency than both pure forms.
+    /// Hybrids whose mean throughput is above both pure forms' by less
+    /// than the noise: not a finding.
+    #[serde(default)]
+    pub above_both_within_noise: Vec<u16>,
+    /// Hybrids with lower p50 latency than both pure forms, beyond the
+    /// noise likewise.
     pub beat_both_latency: Vec<u16>,
+    /// Hybrids whose mean p50 is below both pure forms' by less than the
+    /// noise.
+    #[serde(default)]
+    pub below_both_latency_within_noise: Vec<u16>,
     pub breakdown: Option<Breakdown>,
 }
 
@@ -185,6 +202,7 @@ fn code_result(protocol: ProtocolKind, code: u16, rows: &[&Value]) -> CodeResult
         throughput_txn_per_s: throughput.mean,
         throughput_stdev: throughput.stdev,
         latency_p50_us: spread("latency_us.p50").mean,
+        latency_p50_stdev: spread("latency_us.p50").stdev,
         latency_p99_us: spread("latency_us.p99").mean,
         abort_rate: spread("abort_rate").mean,
         stages_us,
@@ -278,6 +296,24 @@ pub fn analyse(protocol: ProtocolKind, rows: &[Value], other_keys: &[String]) ->
     }
 }
 
+/// Whether `better`'s mean of a measure exceeds `worse`'s by more than
+/// twice the standard error of their difference (`measure` gives a code's
+/// mean and standard deviation, signed so that more is better). Without
+/// two runs of each there is no spread to judge by, and any margin counts.
+fn beyond_noise(
+    better: &CodeResult,
+    worse: &CodeResult,
+    measure: impl Fn(&CodeResult) -> (f64, f64),
+) -> bool {
+    if better.runs < 2 || worse.runs < 2 {
+        return true;
+    }
+    let ((better_mean, better_sd), (worse_mean, worse_sd)) = (measure(better), measure(worse));
+    let standard_error =
+        (better_sd.powi(2) / better.runs as f64 + worse_sd.powi(2) / worse.runs as f64).sqrt();
+    better_mean - worse_mean > 2.0 * standard_error
+}
+
 fn rank(protocol: ProtocolKind, label: String, codes: Vec<CodeResult>) -> Group {
     let all = protocol.stage_bits();
     // On a tie a pure form ranks first: a hybrid must do strictly better.
@@ -297,18 +333,37 @@ fn rank(protocol: ProtocolKind, label: String, codes: Vec<CodeResult>) -> Group 
     });
     let find = |code: u16| codes.iter().find(|c| c.code == code);
     let (mut beat_throughput, mut beat_latency) = (Vec::new(), Vec::new());
+    let (mut throughput_within_noise, mut latency_within_noise) = (Vec::new(), Vec::new());
+    let throughput = |c: &CodeResult| (c.throughput_txn_per_s, c.throughput_stdev);
+    let latency = |c: &CodeResult| (-c.latency_p50_us, c.latency_p50_stdev);
     if let (Some(o), Some(r)) = (find(all), find(0)) {
-        let best_throughput = o.throughput_txn_per_s.max(r.throughput_txn_per_s);
-        let best_latency = o.latency_p50_us.min(r.latency_p50_us);
+        let best_throughput = if o.throughput_txn_per_s >= r.throughput_txn_per_s {
+            o
+        } else {
+            r
+        };
+        let best_latency = if o.latency_p50_us <= r.latency_p50_us {
+            o
+        } else {
+            r
+        };
         for c in &codes {
             if c.code == 0 || c.code == all {
                 continue;
             }
-            if c.throughput_txn_per_s > best_throughput {
-                beat_throughput.push(c.code);
+            if c.throughput_txn_per_s > best_throughput.throughput_txn_per_s {
+                if beyond_noise(c, best_throughput, throughput) {
+                    beat_throughput.push(c.code);
+                } else {
+                    throughput_within_noise.push(c.code);
+                }
             }
-            if c.latency_p50_us < best_latency {
-                beat_latency.push(c.code);
+            if c.latency_p50_us < best_latency.latency_p50_us {
+                if beyond_noise(c, best_latency, latency) {
+                    beat_latency.push(c.code);
+                } else {
+                    latency_within_noise.push(c.code);
+                }
             }
         }
     }
@@ -336,7 +391,9 @@ fn rank(protocol: ProtocolKind, label: String, codes: Vec<CodeResult>) -> Group 
         by_throughput: by_throughput.iter().map(|c| c.code).collect(),
         by_latency: by_latency.iter().map(|c| c.code).collect(),
         beat_both_throughput: beat_throughput,
+        above_both_within_noise: throughput_within_noise,
         beat_both_latency: beat_latency,
+        below_both_latency_within_noise: latency_within_noise,
         breakdown,
         codes,
     }
@@ -447,6 +504,12 @@ impl Analysis {
                 if group.beat_both_throughput.contains(&code) {
                     m.push_str(" *throughput beats both pure forms*");
                 }
+                if group.above_both_within_noise.contains(&code) {
+                    m.push_str(" (throughput above both pure forms, within the noise)");
+                }
+                if group.below_both_latency_within_noise.contains(&code) {
+                    m.push_str(" (latency below both pure forms, within the noise)");
+                }
                 if group.beat_both_latency.contains(&code) {
                     m.push_str(" *latency beats both pure forms*");
                 }
@@ -511,6 +574,16 @@ impl Analysis {
                     describe(&group.beat_both_throughput),
                     describe(&group.beat_both_latency)
                 );
+                if !group.above_both_within_noise.is_empty()
+                    || !group.below_both_latency_within_noise.is_empty()
+                {
+                    let _ = writeln!(
+                        out,
+                        " better than both pure forms by less than twice the standard error of the difference (noise, not a finding): throughput {}; latency {}",
+                        describe(&group.above_both_within_noise),
+                        describe(&group.below_both_latency_within_noise)
+                    );
+                }
                 if group.codes.iter().any(|c| c.runs < 3) {
                     let _ = writeln!(
                         out,
@@ -576,6 +649,73 @@ mod tests {
         );
     }
 
+    /// A hybrid whose mean is above both pure forms' beats them only by
+    /// more than the noise its repetitions measure; one run each has no
+    /// spread, and any margin counts.
+    #[test]
+    fn beating_both_pure_forms_takes_a_margin_beyond_the_noise() {
+        let measured = |code, runs, throughput_txn_per_s, throughput_stdev| CodeResult {
+            code,
+            plan: String::new(),
+            runs,
+            throughput_txn_per_s,
+            throughput_stdev,
+            latency_p50_us: 10.0,
+            latency_p50_stdev: 0.0,
+            latency_p99_us: 20.0,
+            abort_rate: 0.0,
+            stages_us: Vec::new(),
+            check_passed: None,
+        };
+        let all = ProtocolKind::NoWait.stage_bits();
+        // 3 runs each: the 1 % margin of code 5 is inside a 2 % spread, the
+        // 10 % margin of code 6 is not.
+        let group = rank(
+            ProtocolKind::NoWait,
+            "base".into(),
+            vec![
+                measured(0, 3, 90_000.0, 1_000.0),
+                measured(all, 3, 100_000.0, 2_000.0),
+                measured(5, 3, 101_000.0, 2_000.0),
+                measured(6, 3, 110_000.0, 1_000.0),
+                measured(7, 3, 95_000.0, 1_000.0),
+            ],
+        );
+        assert_eq!(group.beat_both_throughput, vec![6]);
+        assert_eq!(group.above_both_within_noise, vec![5]);
+        // Latency alike: 0.2 µs lower p50 with a 0.3 µs spread is noise,
+        // 2 µs lower with the same spread is not.
+        let timed = |code, p50, sd| CodeResult {
+            latency_p50_us: p50,
+            latency_p50_stdev: sd,
+            ..measured(code, 3, 90_000.0, 1_000.0)
+        };
+        let group = rank(
+            ProtocolKind::NoWait,
+            "base".into(),
+            vec![
+                timed(0, 80.6, 0.3),
+                timed(all, 81.0, 0.3),
+                timed(5, 80.4, 0.3),
+                timed(6, 78.6, 0.3),
+            ],
+        );
+        assert_eq!(group.beat_both_latency, vec![6]);
+        assert_eq!(group.below_both_latency_within_noise, vec![5]);
+        // One run each: no spread to judge by.
+        let group = rank(
+            ProtocolKind::NoWait,
+            "base".into(),
+            vec![
+                measured(0, 1, 90_000.0, 0.0),
+                measured(all, 1, 100_000.0, 0.0),
+                measured(5, 1, 101_000.0, 0.0),
+            ],
+        );
+        assert_eq!(group.beat_both_throughput, vec![5]);
+        assert!(group.above_both_within_noise.is_empty());
+    }
+
     #[test]
     fn breakdown_picks_the_faster_primitive_per_stage() {
         let result = |code, stages: &[(&str, f64)]| CodeResult {
@@ -585,6 +725,7 @@ mod tests {
             throughput_txn_per_s: 0.0,
             throughput_stdev: 0.0,
             latency_p50_us: 0.0,
+            latency_p50_stdev: 0.0,
             latency_p99_us: 0.0,
             abort_rate: 0.0,
             stages_us: stages.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
