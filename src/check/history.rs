@@ -217,13 +217,13 @@ impl History {
         &self.items[start..start + txn.writes as usize]
     }
 
-    /// Appends all of `other`.
     /// Room for `txns` more transactions of `items` more items in all.
     pub fn reserve(&mut self, txns: usize, items: usize) {
         self.txns.reserve_exact(txns);
         self.items.reserve_exact(items);
     }
 
+    /// Appends all of `other`.
     pub fn append(&mut self, other: &History) {
         let offset = self.items.len();
         self.items.extend_from_slice(&other.items);

@@ -137,6 +137,15 @@ fn summary_table(out: &mut String, rows: &[Value]) {
     let _ = writeln!(out, "</table>");
 }
 
+/// `[5, 21]`, or `none`.
+fn codes_or_none(codes: &[u16]) -> String {
+    if codes.is_empty() {
+        "none".to_string()
+    } else {
+        format!("{codes:?}")
+    }
+}
+
 fn hybrid_tables(out: &mut String, analysis: &Analysis) {
     for group in &analysis.groups {
         let _ = writeln!(
@@ -144,10 +153,10 @@ fn hybrid_tables(out: &mut String, analysis: &Analysis) {
             "<h2>{} hybrid codes · {}</h2>\n<p class=\"meta\">Hybrids beating both pure forms — throughput: {}; p50 latency: {}; better than both only within the noise — throughput: {}; p50 latency: {}.</p>",
             escape(&analysis.protocol.to_uppercase()),
             escape(&group.label),
-            if group.beat_both_throughput.is_empty() { "none".to_string() } else { format!("{:?}", group.beat_both_throughput) },
-            if group.beat_both_latency.is_empty() { "none".to_string() } else { format!("{:?}", group.beat_both_latency) },
-            if group.above_both_within_noise.is_empty() { "none".to_string() } else { format!("{:?}", group.above_both_within_noise) },
-            if group.below_both_latency_within_noise.is_empty() { "none".to_string() } else { format!("{:?}", group.below_both_latency_within_noise) },
+            codes_or_none(&group.beat_both_throughput),
+            codes_or_none(&group.beat_both_latency),
+            codes_or_none(&group.above_both_within_noise),
+            codes_or_none(&group.below_both_latency_within_noise),
         );
         let _ = writeln!(
             out,

@@ -314,6 +314,34 @@ fn beyond_noise(
     better_mean - worse_mean > 2.0 * standard_error
 }
 
+/// The hybrids among `codes` whose mean `measure` (more is better) is
+/// above both pure forms' (`onesided`, `rpc`): those beyond the noise, and
+/// those within it.
+fn better_than_both(
+    codes: &[CodeResult],
+    onesided: &CodeResult,
+    rpc: &CodeResult,
+    measure: impl Fn(&CodeResult) -> (f64, f64) + Copy,
+) -> (Vec<u16>, Vec<u16>) {
+    let best = if measure(onesided).0 >= measure(rpc).0 {
+        onesided
+    } else {
+        rpc
+    };
+    let (mut beyond, mut within) = (Vec::new(), Vec::new());
+    for c in codes {
+        if c.code == onesided.code || c.code == rpc.code || measure(c).0 <= measure(best).0 {
+            continue;
+        }
+        if beyond_noise(c, best, measure) {
+            beyond.push(c.code);
+        } else {
+            within.push(c.code);
+        }
+    }
+    (beyond, within)
+}
+
 fn rank(protocol: ProtocolKind, label: String, codes: Vec<CodeResult>) -> Group {
     let all = protocol.stage_bits();
     // On a tie a pure form ranks first: a hybrid must do strictly better.
@@ -332,41 +360,16 @@ fn rank(protocol: ProtocolKind, label: String, codes: Vec<CodeResult>) -> Group 
             .then(hybrid(a).cmp(&hybrid(b)))
     });
     let find = |code: u16| codes.iter().find(|c| c.code == code);
-    let (mut beat_throughput, mut beat_latency) = (Vec::new(), Vec::new());
-    let (mut throughput_within_noise, mut latency_within_noise) = (Vec::new(), Vec::new());
     let throughput = |c: &CodeResult| (c.throughput_txn_per_s, c.throughput_stdev);
     let latency = |c: &CodeResult| (-c.latency_p50_us, c.latency_p50_stdev);
-    if let (Some(o), Some(r)) = (find(all), find(0)) {
-        let best_throughput = if o.throughput_txn_per_s >= r.throughput_txn_per_s {
-            o
-        } else {
-            r
+    let ((beat_throughput, throughput_within_noise), (beat_latency, latency_within_noise)) =
+        match (find(all), find(0)) {
+            (Some(o), Some(r)) => (
+                better_than_both(&codes, o, r, throughput),
+                better_than_both(&codes, o, r, latency),
+            ),
+            _ => Default::default(),
         };
-        let best_latency = if o.latency_p50_us <= r.latency_p50_us {
-            o
-        } else {
-            r
-        };
-        for c in &codes {
-            if c.code == 0 || c.code == all {
-                continue;
-            }
-            if c.throughput_txn_per_s > best_throughput.throughput_txn_per_s {
-                if beyond_noise(c, best_throughput, throughput) {
-                    beat_throughput.push(c.code);
-                } else {
-                    throughput_within_noise.push(c.code);
-                }
-            }
-            if c.latency_p50_us < best_latency.latency_p50_us {
-                if beyond_noise(c, best_latency, latency) {
-                    beat_latency.push(c.code);
-                } else {
-                    latency_within_noise.push(c.code);
-                }
-            }
-        }
-    }
     let breakdown = match (find(all), find(0)) {
         (Some(o), Some(r)) => {
             let (stages, proposed_code) = breakdown_pick(protocol, o, r);

@@ -355,8 +355,8 @@ impl Batch {
         self.write_data.clear();
         self.results.clear();
         debug_assert!(self.calls.is_empty(), "calls are taken when posted");
-        for index in 0..self.replies.len() {
-            if let Some(buffer) = self.replies[index].take() {
+        for reply in self.replies.iter_mut() {
+            if let Some(buffer) = reply.take() {
                 // A round's replies are no more than its calls, whose
                 // buffers came from this pool: dropping the excess frees
                 // only what a large round allocated.

@@ -370,9 +370,7 @@ impl Worker {
             let mut batch = slot.batch.borrow_mut();
             let Batch { calls, pool, .. } = &mut *batch;
             for call in calls.drain(..) {
-                // A rare path (a round that cannot reach its nodes): the
-                // excess of a full pool is freed.
-                let _excess = Batch::keep(pool, call.payload);
+                self.keep_buffer(pool, call.payload);
             }
             if !passive {
                 slot.fail_round();
@@ -548,8 +546,9 @@ impl Worker {
 
     /// Keeps a payload buffer in a coroutine's pool, or, when that is
     /// full, hands it back to the fabric that allocated it.
-    fn keep_buffer(&self, batch: &mut Batch, buffer: Vec<u64>) {
-        if let Some(excess) = Batch::keep(&mut batch.pool, buffer) {
+    /// (Not while the endpoint is borrowed: `post` recycles itself.)
+    fn keep_buffer(&self, pool: &mut Vec<Vec<u64>>, buffer: Vec<u64>) {
+        if let Some(excess) = Batch::keep(pool, buffer) {
             self.endpoint.borrow_mut().recycle(excess);
         }
     }
@@ -560,7 +559,7 @@ impl Worker {
         if msg.flags & MSG_COMPLETION != 0 && msg.call == PASSIVE_TAG {
             debug_assert!(slot.unacked.get() > 0);
             slot.unacked.set(slot.unacked.get() - 1);
-            self.keep_buffer(&mut batch, msg.payload);
+            self.keep_buffer(&mut batch.pool, msg.payload);
         } else if msg.flags & MSG_COMPLETION != 0 {
             // A deferred doorbell batch: scatter its results.
             let first = msg.call as usize;
@@ -577,11 +576,11 @@ impl Worker {
             debug_assert_eq!(from, msg.payload.len(), "completion carries every result");
             debug_assert!(slot.pending.get() > 0, "completion nobody waits for");
             slot.pending.set(slot.pending.get() - 1);
-            self.keep_buffer(&mut batch, msg.payload);
+            self.keep_buffer(&mut batch.pool, msg.payload);
         } else if msg.flags & MSG_PASSIVE != 0 {
             debug_assert!(slot.unacked.get() > 0);
             slot.unacked.set(slot.unacked.get() - 1);
-            self.keep_buffer(&mut batch, msg.payload);
+            self.keep_buffer(&mut batch.pool, msg.payload);
         } else {
             debug_assert!(slot.pending.get() > 0, "reply nobody waits for");
             let call = msg.call as usize;
@@ -607,14 +606,14 @@ impl Worker {
         if passive {
             debug_assert!(slot.unacked.get() > 0);
             slot.unacked.set(slot.unacked.get().saturating_sub(1));
-            self.keep_buffer(&mut batch, msg.payload);
+            self.keep_buffer(&mut batch.pool, msg.payload);
             return;
         }
         debug_assert!(slot.pending.get() > 0, "failure nobody waits for");
         slot.pending.set(slot.pending.get().saturating_sub(1));
         slot.fail_round();
         if msg.flags & MSG_COMPLETION != 0 {
-            self.keep_buffer(&mut batch, msg.payload);
+            self.keep_buffer(&mut batch.pool, msg.payload);
         } else {
             // A bounced request: its buffer returns through the round's
             // replies, as a reply's would.

@@ -20,6 +20,8 @@
 //! cluster no longer zeroes 2¹⁸ entries per worker up front (2 GiB at 24
 //! bytes each) when each worker touches a few thousand keys.
 
+use std::sync::Arc;
+
 use super::{NodeStore, TableId, KEY_WORD};
 
 /// 16 bytes: a long run of a large cluster fills every worker's cache
@@ -36,28 +38,34 @@ const EMPTY: Entry = Entry {
     location: 0,
 };
 
+/// The slot's bits of `Entry::location`.
+const SLOT_MASK: u64 = 0xffff_ffff;
+
 impl Entry {
+    /// `location`'s bits above the slot for `(table, node)`, if the table
+    /// fits its 16 bits.
+    #[inline]
+    fn table_and_node(table: TableId, node: u16) -> Option<u64> {
+        let tag = table as u64 + 1;
+        (tag < 1 << 16).then_some(tag << 48 | (node as u64) << 32)
+    }
+
     /// The entry for `(table, node, key) → slot`, if its table and slot fit
     /// the packed word. Every layout does (a node holds fewer than 2³²
     /// slots in the memory a config may ask for, and a workload a few
     /// tables); one that did not would go uncached, never mis-cached.
     #[inline]
     fn new(table: TableId, node: u16, key: u64, slot: u64) -> Option<Entry> {
-        let tag = table as u64 + 1;
-        (tag < 1 << 16 && slot < 1 << 32).then_some(Entry {
+        let high = Self::table_and_node(table, node)?;
+        (slot <= SLOT_MASK).then_some(Entry {
             key,
-            location: tag << 48 | (node as u64) << 32 | slot,
+            location: high | slot,
         })
     }
 
     #[inline]
-    fn tag(&self) -> u64 {
-        self.location >> 48
-    }
-
-    #[inline]
     fn table(&self) -> TableId {
-        (self.tag() - 1) as TableId
+        ((self.location >> 48) - 1) as TableId
     }
 
     #[inline]
@@ -67,7 +75,7 @@ impl Entry {
 
     #[inline]
     fn slot(&self) -> u64 {
-        self.location & 0xffff_ffff
+        self.location & SLOT_MASK
     }
 
     #[inline]
@@ -120,13 +128,10 @@ impl LocationCache {
         (h >> 20) as usize & self.mask
     }
 
-    /// Whether `entry` is `(table, node, key)`'s: `location`'s tag and node
-    /// bits, with the slot masked off, are what `Entry::new` would write.
+    /// Whether `entry` is `(table, node, key)`'s.
     #[inline]
     fn matches(entry: &Entry, table: TableId, node: u16, key: u64) -> bool {
-        entry.key == key
-            && table < u16::MAX as TableId
-            && entry.location & !0xffff_ffff == (table as u64 + 1) << 48 | (node as u64) << 32
+        entry.key == key && Entry::table_and_node(table, node) == Some(entry.location & !SLOT_MASK)
     }
 
     #[inline]
@@ -210,7 +215,7 @@ impl LocationCache {
     /// cache too small for them all keeps a mix of every node's rows: the
     /// cache a long run would have warmed, without its hit and miss
     /// counts. Reads the stores' regions; call it before the run.
-    pub fn warm(&mut self, stores: &[impl std::ops::Deref<Target = NodeStore>]) {
+    pub fn warm(&mut self, stores: &[Arc<NodeStore>]) {
         if self.entries.is_empty() {
             return;
         }
