@@ -5,6 +5,13 @@
 //! transactions, one of items — so recording costs two pushes per access and
 //! no allocation once the vectors have grown.
 //!
+//! A run that only needs the history's hash (a `sim` run without the
+//! checker) records it packed ([`History::hash_only`]): each entry's words
+//! as LEB128 varints in one byte vector, about a third of the flat form's
+//! 40 bytes per transaction and 24 per access, so a long run's memory grows
+//! three times slower. [`History::visit`] reads either form as the same
+//! entries, so the hash does not depend on which was recorded.
+//!
 //! Sequence numbers: every tuple carries the count of committed writes to it.
 //! The loader installs version 0; the n-th committed write installs n. A read
 //! records the version it saw; a write records the version it installed.
@@ -46,11 +53,47 @@ pub const SECONDARY_ENTRY: u8 = u8::MAX;
 
 #[derive(Clone, Debug, Default)]
 pub struct History {
+    /// The flat form's entries; empty in a hash-only history.
     pub txns: Vec<TxnEntry>,
     pub items: Vec<Item>,
     /// Where each entry is also written as it is recorded (see
     /// [`History::journaled`]).
     journal: Option<Arc<std::fs::File>>,
+    /// The packed entries of a hash-only history ([`History::hash_only`]).
+    packed: Option<Packed>,
+}
+
+/// Entries packed as varints, in recording order: id, node, kind, note
+/// (zigzag), reads, writes, then `table, key, seq` per item, reads first.
+#[derive(Clone, Debug, Default)]
+struct Packed {
+    bytes: Vec<u8>,
+    entries: usize,
+}
+
+impl Packed {
+    fn word(&mut self, mut word: u64) {
+        while word >= 0x80 {
+            self.bytes.push(word as u8 | 0x80);
+            word >>= 7;
+        }
+        self.bytes.push(word as u8);
+    }
+}
+
+/// The varint at `bytes[*at..]`, moving `at` past it.
+fn read_varint(bytes: &[u8], at: &mut usize) -> u64 {
+    let mut word = 0u64;
+    let mut shift = 0;
+    loop {
+        let byte = bytes[*at];
+        *at += 1;
+        word |= ((byte & 0x7f) as u64) << shift;
+        if byte < 0x80 {
+            return word;
+        }
+        shift += 7;
+    }
 }
 
 /// Words of a journal entry before its items: length, id, node | kind <<
@@ -81,6 +124,76 @@ impl History {
     /// rank's journal back ([`History::read_journal`]). A journal that
     /// cannot be written is dropped with a warning; the reader then finds
     /// its history short, and says so.
+    /// A history that keeps only what [`History::visit`] (and so the
+    /// history's hash) reads, packed: for runs without the checker. Its
+    /// `txns` and `items` stay empty; [`History::into_flat`] unpacks it.
+    pub fn hash_only() -> History {
+        History {
+            packed: Some(Packed::default()),
+            ..History::default()
+        }
+    }
+
+    /// Whether this history was made by [`History::hash_only`].
+    pub fn is_hash_only(&self) -> bool {
+        self.packed.is_some()
+    }
+
+    /// Calls `f` with every entry and its items (reads first), in
+    /// recording order, whichever form the history is in. An entry's
+    /// `first` is 0: its items are the slice given.
+    pub fn visit(&self, mut f: impl FnMut(&TxnEntry, &[Item])) {
+        let Some(packed) = &self.packed else {
+            for txn in &self.txns {
+                let count = (txn.reads + txn.writes) as usize;
+                f(txn, &self.items[txn.first..txn.first + count]);
+            }
+            return;
+        };
+        let bytes = &packed.bytes;
+        let mut items = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let id = read_varint(bytes, &mut at);
+            let node = read_varint(bytes, &mut at) as u16;
+            let kind = read_varint(bytes, &mut at) as u8;
+            let zigzag = read_varint(bytes, &mut at);
+            let note = (zigzag >> 1) as i64 ^ -((zigzag & 1) as i64);
+            let reads = read_varint(bytes, &mut at) as u32;
+            let writes = read_varint(bytes, &mut at) as u32;
+            items.clear();
+            for _ in 0..reads + writes {
+                let table = read_varint(bytes, &mut at) as u32;
+                let key = read_varint(bytes, &mut at);
+                let seq = read_varint(bytes, &mut at);
+                items.push(Item { table, key, seq });
+            }
+            let txn = TxnEntry {
+                id,
+                node,
+                first: 0,
+                reads,
+                writes,
+                kind,
+                note,
+            };
+            f(&txn, &items);
+        }
+    }
+
+    /// The flat form of this history (itself, if it is flat).
+    pub fn into_flat(self) -> History {
+        if self.packed.is_none() {
+            return self;
+        }
+        let mut flat = History::new();
+        self.visit(|txn, items| {
+            let (reads, writes) = items.split_at(txn.reads as usize);
+            flat.push_noted(txn.id, txn.node, txn.kind, txn.note, reads, writes);
+        });
+        flat
+    }
+
     pub fn journaled(journal: std::fs::File) -> History {
         History {
             journal: Some(Arc::new(journal)),
@@ -165,11 +278,14 @@ impl History {
     }
 
     pub fn len(&self) -> usize {
-        self.txns.len()
+        match &self.packed {
+            Some(packed) => packed.entries,
+            None => self.txns.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.txns.is_empty()
+        self.len() == 0
     }
 
     /// Appends one committed transaction (type 0, no note).
@@ -188,6 +304,22 @@ impl History {
         reads: &[Item],
         writes: &[Item],
     ) {
+        if let Some(packed) = &mut self.packed {
+            grow_by_a_quarter(&mut packed.bytes, 16 + 8 * (reads.len() + writes.len()));
+            packed.word(id);
+            packed.word(node as u64);
+            packed.word(kind as u64);
+            packed.word(((note << 1) ^ (note >> 63)) as u64);
+            packed.word(reads.len() as u64);
+            packed.word(writes.len() as u64);
+            for item in reads.iter().chain(writes) {
+                packed.word(item.table as u64);
+                packed.word(item.key);
+                packed.word(item.seq);
+            }
+            packed.entries += 1;
+            return;
+        }
         let first = self.items.len();
         grow_by_a_quarter(&mut self.items, reads.len() + writes.len());
         grow_by_a_quarter(&mut self.txns, 1);
@@ -208,7 +340,13 @@ impl History {
         }
     }
 
+    /// A flat history's reads of `txn` (see [`History::visit`] for either
+    /// form).
     pub fn reads(&self, txn: &TxnEntry) -> &[Item] {
+        debug_assert!(
+            self.packed.is_none(),
+            "a hash-only history has no flat entries"
+        );
         &self.items[txn.first..txn.first + txn.reads as usize]
     }
 
@@ -217,14 +355,35 @@ impl History {
         &self.items[start..start + txn.writes as usize]
     }
 
-    /// Room for `txns` more transactions of `items` more items in all.
-    pub fn reserve(&mut self, txns: usize, items: usize) {
-        self.txns.reserve_exact(txns);
-        self.items.reserve_exact(items);
+    /// Room for `txns` more transactions of `items` more items in all (a
+    /// flat history), or for `bytes` more packed bytes (a hash-only one).
+    pub fn reserve(&mut self, txns: usize, items: usize, bytes: usize) {
+        match &mut self.packed {
+            Some(packed) => packed.bytes.reserve_exact(bytes),
+            None => {
+                self.txns.reserve_exact(txns);
+                self.items.reserve_exact(items);
+            }
+        }
     }
 
-    /// Appends all of `other`.
+    /// Packed bytes held (0 for a flat history).
+    pub fn packed_bytes(&self) -> usize {
+        self.packed.as_ref().map_or(0, |p| p.bytes.len())
+    }
+
+    /// Appends all of `other`, which must be of the same form.
     pub fn append(&mut self, other: &History) {
+        assert_eq!(
+            self.is_hash_only(),
+            other.is_hash_only(),
+            "a hash-only history appends only another"
+        );
+        if let (Some(packed), Some(more)) = (&mut self.packed, &other.packed) {
+            packed.bytes.extend_from_slice(&more.bytes);
+            packed.entries += more.entries;
+            return;
+        }
         let offset = self.items.len();
         self.items.extend_from_slice(&other.items);
         self.txns.extend(other.txns.iter().map(|t| TxnEntry {
@@ -237,6 +396,10 @@ impl History {
     /// of every type), and how many transactions there were (entries of
     /// [`SECONDARY_ENTRY`] not counted).
     pub fn notes(&self, kind: Option<u8>) -> (i64, u64) {
+        debug_assert!(
+            self.packed.is_none(),
+            "a hash-only history has no flat entries"
+        );
         let mut sum = 0i64;
         let mut count = 0u64;
         for txn in &self.txns {
@@ -252,6 +415,10 @@ impl History {
     /// `{"txn": id, "node": n, "reads": [[table, key, seq], ...], "writes": [...]}`,
     /// plus `"type"` and `"note"` when the workload set them.
     pub fn write_jsonl<W: Write>(&self, mut out: W) -> io::Result<()> {
+        debug_assert!(
+            self.packed.is_none(),
+            "a hash-only history has no flat entries"
+        );
         for txn in &self.txns {
             write!(
                 out,
@@ -284,6 +451,74 @@ fn write_items<W: Write>(out: &mut W, items: &[Item]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::Rng;
+
+    /// A hash-only history visits, counts and unpacks as the flat history
+    /// of the same entries: extreme words (ids and keys of 64 bits,
+    /// negative notes), empty entries, and appends of either form.
+    #[test]
+    fn a_hash_only_history_reads_as_the_flat_one() {
+        let mut rng = Rng::derive(11, &[1]);
+        let (mut flat, mut packed) = (History::new(), History::hash_only());
+        let (mut flat_tail, mut packed_tail) = (History::new(), History::hash_only());
+        for n in 0..500u64 {
+            let word = |rng: &mut Rng| match (rng.unit() * 4.0) as u32 {
+                0 => 0,
+                1 => u64::MAX - (rng.unit() * 3.0) as u64,
+                2 => (rng.unit() * 200.0) as u64,
+                _ => (rng.unit() * 1e15) as u64,
+            };
+            let items = |count: usize, rng: &mut Rng| -> Vec<Item> {
+                (0..count)
+                    .map(|_| Item {
+                        table: if n % 7 == 0 { u32::MAX } else { (n % 3) as u32 },
+                        key: word(rng),
+                        seq: word(rng),
+                    })
+                    .collect()
+            };
+            let reads = items((rng.unit() * 4.0) as usize, &mut rng);
+            let writes = items((rng.unit() * 3.0) as usize, &mut rng);
+            let id = word(&mut rng);
+            let node = (n % 5) as u16 * 16_000;
+            let kind = if n % 11 == 0 {
+                SECONDARY_ENTRY
+            } else {
+                (n % 3) as u8
+            };
+            let note = match n % 4 {
+                0 => 0,
+                1 => i64::MIN,
+                2 => -(n as i64) * 1_000,
+                _ => i64::MAX - n as i64,
+            };
+            let (f, p) = if n < 300 {
+                (&mut flat, &mut packed)
+            } else {
+                (&mut flat_tail, &mut packed_tail)
+            };
+            f.push_noted(id, node, kind, note, &reads, &writes);
+            p.push_noted(id, node, kind, note, &reads, &writes);
+        }
+        flat.append(&flat_tail);
+        packed.append(&packed_tail);
+        assert!(packed.is_hash_only() && packed.txns.is_empty() && packed.items.is_empty());
+        assert_eq!((packed.len(), flat.len()), (500, 500));
+        let mut seen = Vec::new();
+        flat.visit(|txn, items| seen.push((*txn, items.to_vec())));
+        let mut at = 0;
+        packed.visit(|txn, items| {
+            let (want, want_items) = &seen[at];
+            assert_eq!(TxnEntry { first: 0, ..*want }, *txn, "entry {at}");
+            assert_eq!(want_items, items, "entry {at}");
+            at += 1;
+        });
+        assert_eq!(at, 500);
+        let unpacked = packed.into_flat();
+        assert!(!unpacked.is_hash_only());
+        assert_eq!(unpacked.txns, flat.txns);
+        assert_eq!(unpacked.items, flat.items);
+    }
 
     #[test]
     fn a_journal_reads_back_every_whole_entry() {

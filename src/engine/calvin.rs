@@ -292,7 +292,10 @@ impl<W: Workload> NodeProgram for CalvinProgram<'_, W> {
 
     /// Every participant's records of each transaction merged into one,
     /// with the parts survivors finished for failed nodes.
-    fn history(&self, mut recorded: History) -> History {
+    fn history(&self, recorded: History) -> History {
+        // Merging needs the flat form; a hash-only history is unpacked for
+        // it here, once, after the run.
+        let mut recorded = recorded.into_flat();
         if let Some(failover) = self.failover.get() {
             recorded.append(&failover.take_history());
         }
