@@ -143,6 +143,15 @@ pub async fn locate_onesided(cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> 
     }
 }
 
+/// After an RPC access's reply `[status, slot, …]`: keeps the slot the
+/// serving node found, in the access and in the location cache (which RPC
+/// replies refill too, DrTM+H §5.1), unless it found no such row.
+pub fn remember_reply_slot(cx: &mut TxnCx<'_>, index: usize, reply: &[u64]) {
+    if reply[0] != status::NOT_FOUND {
+        cx.remember_slot(index, reply[1]);
+    }
+}
+
 /// Copies a fetched record into the access's copy and notes its version.
 pub fn accept_record(cx: &mut TxnCx<'_>, index: usize, seq: u64, record: &[u64]) {
     cx.accesses[index].seq = seq;

@@ -281,9 +281,7 @@ impl Drtm {
         cx.submit().await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        if reply[0] != status::NOT_FOUND {
-            cx.remember_slot(index, reply[1]);
-        }
+        common::remember_reply_slot(cx, index, reply);
         match reply[0] {
             status::OK | status::INCONSISTENT => {
                 if desired & W_LOCKED != 0 {

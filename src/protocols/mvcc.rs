@@ -271,9 +271,7 @@ impl Mvcc {
         cx.submit().await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        if reply[0] != status::NOT_FOUND {
-            cx.remember_slot(index, reply[1]);
-        }
+        common::remember_reply_slot(cx, index, reply);
         match reply[0] {
             status::OK => {
                 self.clock.observe(cx, reply[3].max(reply[4]));

@@ -110,9 +110,7 @@ impl Occ {
         cx.submit().await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        if reply[0] != status::NOT_FOUND {
-            cx.remember_slot(index, reply[1]);
-        }
+        common::remember_reply_slot(cx, index, reply);
         match reply[0] {
             status::OK => {
                 common::accept_record(cx, index, reply[2], &reply[3..]);

@@ -304,9 +304,7 @@ impl Sundial {
         cx.submit().await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        if reply[0] != status::NOT_FOUND {
-            cx.remember_slot(index, reply[1]);
-        }
+        common::remember_reply_slot(cx, index, reply);
         match reply[0] {
             status::OK => {
                 accept(cx, index, reply[2], reply[3], reply[4], &reply[5..]);

@@ -253,9 +253,7 @@ pub(super) async fn lock_read_rpc(
     cx.submit().await?;
     let batch = cx.batch();
     let reply = batch.reply(call);
-    if reply[0] != status::NOT_FOUND {
-        cx.remember_slot(index, reply[1]);
-    }
+    common::remember_reply_slot(cx, index, reply);
     match reply[0] {
         status::OK | status::STALE => {
             cx.accesses[index].locked = true;
@@ -596,9 +594,7 @@ impl Timestamp {
         cx.submit().await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        if reply[0] != status::NOT_FOUND {
-            cx.remember_slot(index, reply[1]);
-        }
+        common::remember_reply_slot(cx, index, reply);
         if reply[0] != status::OK && reply[0] != DIRTY_OK {
             return Err(read_failure(reply[0], false));
         }
