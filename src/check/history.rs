@@ -81,6 +81,12 @@ impl Packed {
     }
 }
 
+/// Words of a packed entry before its items: id, node, kind, note,
+/// reads, writes.
+const PACKED_HEAD_WORDS: usize = 6;
+/// The most bytes a 64-bit word takes as a varint.
+const MAX_VARINT_BYTES: usize = 10;
+
 /// The varint at `bytes[*at..]`, moving `at` past it.
 fn read_varint(bytes: &[u8], at: &mut usize) -> u64 {
     let mut word = 0u64;
@@ -117,13 +123,6 @@ impl History {
         History::default()
     }
 
-    /// A history that also appends every entry to `journal` as it is
-    /// recorded, in one `write(2)` each, so that what a process recorded
-    /// survives the process (`kill -9` included: the kernel holds what was
-    /// written). A multi-process run that loses a rank reads the dead
-    /// rank's journal back ([`History::read_journal`]). A journal that
-    /// cannot be written is dropped with a warning; the reader then finds
-    /// its history short, and says so.
     /// A history that keeps only what [`History::visit`] (and so the
     /// history's hash) reads, packed: for runs without the checker. Its
     /// `txns` and `items` stay empty; [`History::into_flat`] unpacks it.
@@ -132,6 +131,15 @@ impl History {
             packed: Some(Packed::default()),
             ..History::default()
         }
+    }
+
+    /// The accessors of the flat form read `txns` and `items`, which a
+    /// hash-only history leaves empty.
+    fn debug_assert_flat(&self) {
+        debug_assert!(
+            self.packed.is_none(),
+            "a hash-only history has no flat entries"
+        );
     }
 
     /// Whether this history was made by [`History::hash_only`].
@@ -194,6 +202,13 @@ impl History {
         flat
     }
 
+    /// A history that also appends every entry to `journal` as it is
+    /// recorded, in one `write(2)` each, so that what a process recorded
+    /// survives the process (`kill -9` included: the kernel holds what was
+    /// written). A multi-process run that loses a rank reads the dead
+    /// rank's journal back ([`History::read_journal`]). A journal that
+    /// cannot be written is dropped with a warning; the reader then finds
+    /// its history short, and says so.
     pub fn journaled(journal: std::fs::File) -> History {
         History {
             journal: Some(Arc::new(journal)),
@@ -305,7 +320,8 @@ impl History {
         writes: &[Item],
     ) {
         if let Some(packed) = &mut self.packed {
-            grow_by_a_quarter(&mut packed.bytes, 16 + 8 * (reads.len() + writes.len()));
+            let words = PACKED_HEAD_WORDS + 3 * (reads.len() + writes.len());
+            grow_by_a_quarter(&mut packed.bytes, MAX_VARINT_BYTES * words);
             packed.word(id);
             packed.word(node as u64);
             packed.word(kind as u64);
@@ -343,33 +359,40 @@ impl History {
     /// A flat history's reads of `txn` (see [`History::visit`] for either
     /// form).
     pub fn reads(&self, txn: &TxnEntry) -> &[Item] {
-        debug_assert!(
-            self.packed.is_none(),
-            "a hash-only history has no flat entries"
-        );
+        self.debug_assert_flat();
         &self.items[txn.first..txn.first + txn.reads as usize]
     }
 
     pub fn writes(&self, txn: &TxnEntry) -> &[Item] {
+        self.debug_assert_flat();
         let start = txn.first + txn.reads as usize;
         &self.items[start..start + txn.writes as usize]
     }
 
-    /// Room for `txns` more transactions of `items` more items in all (a
-    /// flat history), or for `bytes` more packed bytes (a hash-only one).
-    pub fn reserve(&mut self, txns: usize, items: usize, bytes: usize) {
-        match &mut self.packed {
-            Some(packed) => packed.bytes.reserve_exact(bytes),
+    /// An empty history of the form of `parts` (all of one form) with room
+    /// for all of them: what [`History::append`]ing each in turn needs.
+    pub fn with_room_for<'a>(parts: impl Iterator<Item = &'a History> + Clone) -> History {
+        let mut history = match parts.clone().next() {
+            Some(first) if first.is_hash_only() => History::hash_only(),
+            _ => History::new(),
+        };
+        match &mut history.packed {
+            Some(packed) => packed.bytes.reserve_exact(
+                parts
+                    .filter_map(|p| p.packed.as_ref())
+                    .map(|p| p.bytes.len())
+                    .sum(),
+            ),
             None => {
-                self.txns.reserve_exact(txns);
-                self.items.reserve_exact(items);
+                history
+                    .txns
+                    .reserve_exact(parts.clone().map(|p| p.txns.len()).sum());
+                history
+                    .items
+                    .reserve_exact(parts.map(|p| p.items.len()).sum());
             }
         }
-    }
-
-    /// Packed bytes held (0 for a flat history).
-    pub fn packed_bytes(&self) -> usize {
-        self.packed.as_ref().map_or(0, |p| p.bytes.len())
+        history
     }
 
     /// Appends all of `other`, which must be of the same form.
@@ -396,10 +419,7 @@ impl History {
     /// of every type), and how many transactions there were (entries of
     /// [`SECONDARY_ENTRY`] not counted).
     pub fn notes(&self, kind: Option<u8>) -> (i64, u64) {
-        debug_assert!(
-            self.packed.is_none(),
-            "a hash-only history has no flat entries"
-        );
+        self.debug_assert_flat();
         let mut sum = 0i64;
         let mut count = 0u64;
         for txn in &self.txns {
@@ -415,10 +435,7 @@ impl History {
     /// `{"txn": id, "node": n, "reads": [[table, key, seq], ...], "writes": [...]}`,
     /// plus `"type"` and `"note"` when the workload set them.
     pub fn write_jsonl<W: Write>(&self, mut out: W) -> io::Result<()> {
-        debug_assert!(
-            self.packed.is_none(),
-            "a hash-only history has no flat entries"
-        );
+        self.debug_assert_flat();
         for txn in &self.txns {
             write!(
                 out,

@@ -238,16 +238,7 @@ pub(crate) fn gather<G: NodeProgram>(
 ) -> Gathered<G::Extra> {
     let mut total = WorkerStats::new();
     let mut extra = G::Extra::default();
-    let mut recorded = if results.iter().any(|r| r.history.is_hash_only()) {
-        History::hash_only()
-    } else {
-        History::new()
-    };
-    recorded.reserve(
-        results.iter().map(|r| r.history.txns.len()).sum(),
-        results.iter().map(|r| r.history.items.len()).sum(),
-        results.iter().map(|r| r.history.packed_bytes()).sum(),
-    );
+    let mut recorded = History::with_room_for(results.iter().map(|r| &r.history));
     for result in results.iter_mut() {
         total.merge(&result.stats);
         extra.merge(&result.extra);

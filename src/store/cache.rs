@@ -17,11 +17,12 @@
 //! direct-mapped array itself. So a cache whose positions are up to a
 //! quarter used costs at most half the array: a 0.05-virtual-second run of
 //! 64 nodes × 8 workers uses tens of thousands of a worker's 2¹⁸
-//! positions, 2 MB where the array takes 4. Hits, misses and evictions are exactly
-//! those of the direct-mapped cache (at most one entry per position, the
-//! latest put wins) — the simulator's hashes depend on them — but a 512-worker
-//! cluster no longer zeroes 2¹⁸ entries per worker up front (2 GiB at 24
-//! bytes each) when each worker touches a few thousand keys.
+//! positions, 2 MB where the array takes 4. Hits, misses and evictions are
+//! exactly those of the direct-mapped cache (at most one entry per
+//! position, the latest put wins) — the simulator's hashes depend on them
+//! — but a 512-worker cluster no longer zeroes 2¹⁸ entries per worker up
+//! front (2 GiB at 16 bytes each) when each worker touches a few thousand
+//! keys.
 
 use std::sync::Arc;
 
