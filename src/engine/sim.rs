@@ -1,5 +1,5 @@
 //! Running a cluster on the `sim` fabric: every worker of every node on
-//! this thread, turn by turn in virtual-time order (see `fabric::sim`).
+//! this thread, turn by turn in the sim's processing order (see `fabric::sim`).
 //!
 //! The same node program (`engine::driver`) as on `threads`; only the
 //! backend differs: instead of one OS thread per worker looping over
@@ -109,7 +109,7 @@ pub fn memory_hash(stores: &[Arc<NodeStore>]) -> u64 {
 }
 
 /// The `sim` backend: every worker of every node on this thread, turn by
-/// turn in virtual-time order, from [`START_NS`].
+/// turn in the sim's processing order, from [`START_NS`].
 pub(crate) fn run_sim<G: NodeProgram>(
     config: &Config,
     program: &G,
@@ -194,7 +194,7 @@ pub(crate) fn run_sim<G: NodeProgram>(
     }
 }
 
-/// Runs `workers` turn by turn in virtual-time order until every one's
+/// Runs `workers` turn by turn in the sim's processing order until every one's
 /// coroutines have finished, or past a deadline after `end_ns` (whatever
 /// still waits then waits for what will not come). Returns the simulated
 /// time and how many workers finished. `services[i]` serves worker `i`.
@@ -226,10 +226,10 @@ pub(crate) fn drive(
         let Some(index) = fabric.next_run() else {
             break;
         };
-        if fabric.now_ns() > deadline_ns {
+        if fabric.frontier_ns() > deadline_ns {
             break;
         }
-        while next_crash < crashes.len() && crashes[next_crash].0 <= fabric.now_ns() {
+        while next_crash < crashes.len() && crashes[next_crash].0 <= fabric.frontier_ns() {
             let node = crashes[next_crash].1;
             for finished in &mut done[node * workers_per_node..(node + 1) * workers_per_node] {
                 if !*finished {
@@ -254,5 +254,5 @@ pub(crate) fn drive(
         }
         fabric.turn_done(index, turn.progressed, turn.wake_at_ns);
     }
-    (fabric.now_ns().saturating_sub(START_NS), done_count)
+    (fabric.frontier_ns().saturating_sub(START_NS), done_count)
 }

@@ -3,10 +3,13 @@
 //! future.
 //!
 //! It pops events in exactly the order of a binary heap keyed by
-//! `(virtual time, insertion number)`: the key is a total order (insertion
+//! `(key, insertion number)`: the key is a total order (insertion
 //! numbers are unique), and both structures return its minimum, so
 //! swapping one for the other leaves every simulation, and every
-//! `history_hash`, unchanged. It is hand-written because the simulator
+//! `history_hash`, unchanged. The simulator's key is an event's place in
+//! its processing order (`sim`'s module docs, "Processing order"): with
+//! `n` nodes a window of the network's lookahead spans `n` times its
+//! length in keys, so a bucket is `n` times as wide in keys as in time. It is hand-written because the simulator
 //! spends much of its time here and its events are nearly all a few µs
 //! ahead of the clock: at 64 nodes a heap of tens of thousands of entries
 //! costs a cache miss per level on every push and pop, where a bucket of
@@ -14,7 +17,7 @@
 //! reaches it.
 //!
 //! Invariants:
-//! * every wheel entry's bucket number (`at_ns >> shift`) lies in
+//! * every wheel entry's bucket number (`key >> shift`) lies in
 //!   `[base, base + buckets)`, so the entries of one slot of the wheel all
 //!   belong to one bucket; later buckets' entries wait in `far`;
 //! * `base` never exceeds the bucket of the smallest queued key, and keys
@@ -27,26 +30,29 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// One queued event: its time, insertion number and payload (the
+/// One queued event: its key, insertion number and payload (the
 /// simulator's encoding of the event).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Entry {
-    at_ns: u64,
+    key: u64,
     seq: u64,
     payload: u64,
 }
 
-/// Width of a bucket, 2^SHIFT ns. Events are a few per ns at 64 nodes and
-/// a few per µs at 2: 16 ns keeps a bucket to tens of entries at scale,
-/// and the occupancy bitmap skips the empty ones cheaply when sparse.
-const SHIFT: u32 = 4;
+/// Width of a bucket in virtual time, 2^TIME_SHIFT ns. Events are a few
+/// per ns at 64 nodes and a few per µs at 2: 16 ns keeps a bucket to tens
+/// of entries at scale, and the occupancy bitmap skips the empty ones
+/// cheaply when sparse.
+pub(crate) const TIME_SHIFT: u32 = 4;
 /// Buckets in the wheel (a power of two): 16,384 × 16 ns = 262 µs ahead,
 /// beyond every round trip of the built-in profiles; timers further out
 /// (back-off, heartbeats, epochs) wait in the heap.
 const BUCKETS: usize = 1 << 14;
 
-/// A priority queue of `(at_ns, seq) → payload`, smallest key first.
+/// A priority queue of `(key, seq) → payload`, smallest first.
 pub(crate) struct EventQueue {
+    /// A bucket holds the keys `k` with the same `k >> shift`.
+    shift: u32,
     buckets: Vec<Vec<Entry>>,
     /// One bit per wheel slot: whether its bucket holds an entry.
     occupied: Vec<u64>,
@@ -56,15 +62,11 @@ pub(crate) struct EventQueue {
     len: usize,
 }
 
-impl Default for EventQueue {
-    fn default() -> Self {
-        EventQueue::new()
-    }
-}
-
 impl EventQueue {
-    pub(crate) fn new() -> EventQueue {
+    /// A queue whose buckets span `2^shift` keys each.
+    pub(crate) fn new(shift: u32) -> EventQueue {
         EventQueue {
+            shift,
             buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
             occupied: vec![0; BUCKETS / 64],
             base: 0,
@@ -84,21 +86,17 @@ impl EventQueue {
         self.len == 0
     }
 
-    /// Queues `payload` at `(at_ns, seq)`; the key must not be smaller
+    /// Queues `payload` at `(key, seq)`; the key must not be smaller
     /// than the last one popped.
     #[inline]
-    pub(crate) fn push(&mut self, at_ns: u64, seq: u64, payload: u64) {
+    pub(crate) fn push(&mut self, key: u64, seq: u64, payload: u64) {
         self.len += 1;
-        self.insert(Entry {
-            at_ns,
-            seq,
-            payload,
-        });
+        self.insert(Entry { key, seq, payload });
     }
 
     #[inline]
     fn insert(&mut self, entry: Entry) {
-        let bucket = entry.at_ns >> SHIFT;
+        let bucket = entry.key >> self.shift;
         debug_assert!(bucket >= self.base, "an event before the wheel's base");
         if bucket - self.base >= BUCKETS as u64 {
             self.far.push(Reverse(entry));
@@ -150,18 +148,18 @@ impl EventQueue {
         list.last().map(|e| (bucket, *e))
     }
 
-    /// The time of the smallest key, without removing it.
+    /// The smallest key, without removing its entry.
     #[inline]
-    pub(crate) fn peek_at_ns(&mut self) -> Option<u64> {
-        let wheel = self.wheel_min().map(|(_, e)| e.at_ns);
-        let far = self.far.peek().map(|Reverse(e)| e.at_ns);
+    pub(crate) fn peek_key(&mut self) -> Option<u64> {
+        let wheel = self.wheel_min().map(|(_, e)| e.key);
+        let far = self.far.peek().map(|Reverse(e)| e.key);
         match (wheel, far) {
             (Some(w), Some(f)) => Some(w.min(f)),
             (w, f) => w.or(f),
         }
     }
 
-    /// Removes the entry with the smallest key: `(at_ns, seq, payload)`.
+    /// Removes the entry with the smallest key: `(key, seq, payload)`.
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<(u64, u64, u64)> {
         let wheel = self.wheel_min();
@@ -179,7 +177,7 @@ impl EventQueue {
             }
             (_, Some(f)) => {
                 self.far.pop();
-                self.base = f.at_ns >> SHIFT;
+                self.base = f.key >> self.shift;
                 f
             }
             (None, None) => return None,
@@ -188,7 +186,7 @@ impl EventQueue {
         // Far entries the wheel now reaches move into it, so that their
         // bucket stays exact when they come due.
         while let Some(Reverse(next)) = self.far.peek() {
-            if (next.at_ns >> SHIFT) - self.base >= BUCKETS as u64 {
+            if (next.key >> self.shift) - self.base >= BUCKETS as u64 {
                 break;
             }
             let next = *next;
@@ -196,7 +194,7 @@ impl EventQueue {
             self.insert(next);
         }
         self.len -= 1;
-        Some((entry.at_ns, entry.seq, entry.payload))
+        Some((entry.key, entry.seq, entry.payload))
     }
 }
 
@@ -205,13 +203,20 @@ mod tests {
     use super::*;
     use crate::rng::Rng;
 
-    /// Pops in the order of a binary heap on `(time, insertion number)`,
+    /// Pops in the order of a binary heap on `(key, insertion number)`,
     /// with pushes interleaved at and after the clock as the simulator
-    /// makes them: same time, near future, and far beyond the wheel.
+    /// makes them: same time, near future, and far beyond the wheel; with
+    /// buckets as wide as at 1 node and as at 64.
     #[test]
     fn pops_in_the_order_of_a_binary_heap() {
-        let mut rng = Rng::derive(7, &[1]);
-        let mut queue = EventQueue::new();
+        for shift in [TIME_SHIFT, TIME_SHIFT + 6] {
+            pops_like_a_heap(shift);
+        }
+    }
+
+    fn pops_like_a_heap(shift: u32) {
+        let mut rng = Rng::derive(7, &[shift as u64]);
+        let mut queue = EventQueue::new(shift);
         let mut heap = BinaryHeap::new();
         let mut seq = 0u64;
         let mut now = 0u64;
@@ -235,7 +240,7 @@ mod tests {
                 seq += 1;
             }
             if rng.unit() < 0.5 {
-                assert_eq!(queue.peek_at_ns(), heap.peek().map(|Reverse(e)| e.0));
+                assert_eq!(queue.peek_key(), heap.peek().map(|Reverse(e)| e.0));
                 let expected = heap.pop().map(|Reverse(entry)| entry);
                 let got = queue.pop();
                 assert_eq!(got, expected, "pop {popped}");
@@ -258,7 +263,7 @@ mod tests {
     /// bucket being drained.
     #[test]
     fn equal_times_pop_in_insertion_order() {
-        let mut queue = EventQueue::new();
+        let mut queue = EventQueue::new(TIME_SHIFT);
         for seq in 0..10 {
             queue.push(100, seq, seq);
         }
