@@ -498,6 +498,26 @@ impl Order {
         key / (self.lookahead_ns * self.nodes) * self.lookahead_ns + key % self.lookahead_ns
     }
 
+    /// The earliest time at `node` whose key is not below `key`: a node's
+    /// keys grow with its time, so comparing times against this bound
+    /// orders them as their keys would, with one division.
+    #[inline]
+    fn first_time_at_or_after(self, node: NodeId, key: u64) -> u64 {
+        if self.lookahead_ns == 0 {
+            return key;
+        }
+        let span = self.lookahead_ns * self.nodes;
+        let window_start_ns = key / span * self.lookahead_ns;
+        let slot = key % span / self.lookahead_ns;
+        match (node as u64).cmp(&slot) {
+            // Its slot of this window comes after `key`.
+            std::cmp::Ordering::Greater => window_start_ns,
+            std::cmp::Ordering::Equal => window_start_ns + key % self.lookahead_ns,
+            // Its slot of this window is past: the next window's.
+            std::cmp::Ordering::Less => window_start_ns + self.lookahead_ns,
+        }
+    }
+
     /// The node whose events `key` is among.
     fn node_of_key(self, key: u64) -> u64 {
         if self.lookahead_ns == 0 {
@@ -1031,7 +1051,7 @@ impl SimState {
     /// insertion number as a queued step would be.
     fn copy_words(&mut self, mut read: PendingRead, next_key: u64) -> Option<PendingRead> {
         let word_ns = self.timing.word_ns;
-        let order = self.order;
+        let next_ns = self.order.first_time_at_or_after(read.node, next_key);
         let batch = self.batches[read.batch as usize]
             .as_mut()
             .expect("a READ's batch is in flight until it completes");
@@ -1046,7 +1066,7 @@ impl SimState {
                 return None;
             }
             read.at_ns += word_ns;
-            if next_key <= order.key(read.node, read.at_ns) {
+            if next_ns <= read.at_ns {
                 break;
             }
         }
@@ -1754,5 +1774,34 @@ impl WordHasher {
 
     pub fn finish(self) -> u64 {
         self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Comparing a node's times against `first_time_at_or_after` orders
+    /// them exactly as comparing their keys does, and a key maps back to
+    /// its time.
+    #[test]
+    fn a_time_bound_orders_as_the_keys_do() {
+        let order = Order::new(5, 1_000);
+        for key in (0..40_000).step_by(37) {
+            for node in 0..5 {
+                let bound = order.first_time_at_or_after(node, key);
+                for at_ns in bound.saturating_sub(3)..bound + 3 {
+                    assert_eq!(
+                        order.key(node, at_ns) >= key,
+                        at_ns >= bound,
+                        "{key} {node} {at_ns}"
+                    );
+                    assert_eq!(order.time_ns(order.key(node, at_ns)), at_ns);
+                }
+            }
+        }
+        let plain = Order::new(1, 1_000);
+        assert_eq!(plain.key(0, 12_345), 12_345);
+        assert_eq!(plain.first_time_at_or_after(0, 12_345), 12_345);
     }
 }
