@@ -44,7 +44,14 @@ fn sim_config(protocol: ProtocolKind, log: Primitive, replication: u32, seed: u6
     };
     config.primitive = others;
     config.stages = StagePlan::empty().with(Stage::Log, log);
+    // Small tables: a recovery visits every tuple of every live copy
+    // (`CpuModel::recovery_tuple_ns` each), and these runs are 4 ms long.
     config.ycsb.rows_per_node = 2_000;
+    config.smallbank.accounts_per_worker = 1_000;
+    config.pps.products_per_node = 1_000;
+    config.tpce.customers_per_node = 200;
+    config.tpce.securities_per_node = 300;
+    small_tpcc_tables(&mut config);
     config.sim.jitter = 0.2;
     config
 }
@@ -417,4 +424,176 @@ fn a_calvin_failover_is_deterministic_on_sim() {
 #[test]
 fn a_calvin_failover_on_threads_keeps_every_partition_serving() {
     threads_failover(ProtocolKind::Calvin, 1, 1_000);
+}
+
+// A survivor suspected during a failover. The recovery is work on the
+// worker that runs it (on `sim`, `CpuModel::recovery_tuple_ns` per tuple it
+// compares and resets), and that worker's heartbeat stops meanwhile: past
+// the detector's timeout another survivor suspects it. The recovery must
+// refuse that suspicion (the suspect holds a partition's last live copy) —
+// and the suspecting node must go on logging to it, or the backups it holds
+// fall behind their primaries and the next failure loses committed writes.
+
+/// `verbena run --fabric sim --profile cx4-edr --nodes 3 --protocol occ
+/// --replication 2 --fault crash:2@0.003 --duration 0.02 --warmup 0.001
+/// --check --seed SEED`: YCSB at the default 100,000 rows per node, whose
+/// recovery takes longer than the `sim` detector's timeout.
+fn suspected_during_recovery(seed: u64) -> Config {
+    Config {
+        fabric: FabricKind::Sim,
+        profile: verbena::fabric::NetworkProfile::resolve("cx4-edr").unwrap(),
+        nodes: 3,
+        protocol: ProtocolKind::Occ,
+        replication: 2,
+        faults: vec![RunFault::Crash {
+            node: 2,
+            at_s: 0.003,
+        }],
+        duration_s: 0.02,
+        warmup_s: 0.001,
+        check: true,
+        seed,
+        ..Config::default()
+    }
+}
+
+/// Seeds on which the survivor that ran the recovery is the backup of the
+/// suspecting node's partition: the model before the fix left that backup
+/// behind on each of them (the replication check failed).
+const SUSPECTED_BACKUP_SEEDS: [u64; 4] = [4, 9, 10, 11];
+
+#[test]
+fn a_survivor_suspected_during_a_recovery_keeps_its_backups() {
+    for seed in SUSPECTED_BACKUP_SEEDS {
+        let config = suspected_during_recovery(seed);
+        let report = engine::run(&config).unwrap().report;
+        let check = report.check.as_ref().unwrap();
+        assert!(
+            check.serializable && check.invariants_ok,
+            "seed {seed}: {check:?}"
+        );
+        let recovery = report.recovery.unwrap();
+        assert_eq!(recovery.promoted, vec![(2, 0)], "seed {seed}");
+        // The interleaving under test happened: a survivor was suspected
+        // and the suspicion refused.
+        assert_eq!(recovery.suspicions_ignored, 1, "seed {seed}: {recovery:?}");
+        // The recovery's time is the work's: longer than the timeout that
+        // made the survivor a suspect.
+        let recovery_s = recovery.recovery_time_s.unwrap();
+        assert!(recovery_s > recovery.timeout_s, "seed {seed}: {recovery:?}");
+        // Both survivors went on committing across partitions afterwards.
+        assert!(
+            recovery.committed_after_detection > 1_500,
+            "seed {seed}: {recovery:?}"
+        );
+    }
+}
+
+/// TPC-C's tables at a small scale (its hot warehouse and district rows,
+/// History inserts and ordered indexes stay), for runs short enough for a
+/// matrix.
+fn small_tpcc_tables(config: &mut Config) {
+    let t = &mut config.tpcc;
+    t.items = 200;
+    t.customers_per_district = 30;
+    t.insert_headroom_per_district = 300;
+}
+
+/// TPC-C at a small scale ([`small_tpcc_tables`]).
+fn small_tpcc_failover(config: &mut Config) {
+    config.workload = WorkloadKind::Tpcc;
+    small_tpcc_tables(config);
+}
+
+/// TPC-C through a failover on `sim` for every protocol (CALVIN included),
+/// with either log stage, 20 seeds each: serializable, every workload
+/// invariant, every surviving backup equal to its serving copy.
+#[test]
+#[ignore]
+fn tpcc_fails_over_on_sim_for_every_protocol_on_many_seeds() {
+    let mut failed = Vec::new();
+    let mut suspicions = 0;
+    let mut all = protocols();
+    all.push(ProtocolKind::Calvin);
+    for protocol in all {
+        for seed in 1..=20u64 {
+            let log = [Primitive::OneSided, Primitive::Rpc][(seed % 2) as usize];
+            let mut config = sim_config(protocol, log, 2, seed);
+            small_tpcc_failover(&mut config);
+            config.duration_s = 0.008;
+            config.protocol_options.calvin_epoch_us = 100;
+            let mut rng = Rng::new(seed ^ 0x7acc);
+            let node = (seed % 3) as u32;
+            let at_s = WARMUP_S + config.duration_s * (0.1 + 0.4 * rng.unit());
+            config.faults = vec![RunFault::Crash { node, at_s }];
+            let what = format!(
+                "tpcc {} log={} seed {seed} crash:{node}@{at_s}",
+                protocol.name(),
+                log.name()
+            );
+            match std::panic::catch_unwind(|| tpcc_failover_checked(&config, node, &what)) {
+                Ok(ignored) => suspicions += ignored,
+                Err(_) => failed.push(what),
+            }
+        }
+    }
+    assert!(failed.is_empty(), "failed: {failed:#?}");
+    println!("tpcc failover on sim: {suspicions} suspicion(s) of a survivor refused");
+}
+
+/// The same matrix on `threads`: the fabric where the lost backup writes
+/// were first seen.
+#[test]
+#[ignore]
+fn tpcc_fails_over_on_threads_for_every_protocol_on_many_seeds() {
+    let mut failed = Vec::new();
+    let mut all = protocols();
+    all.push(ProtocolKind::Calvin);
+    for protocol in all {
+        for seed in 1..=20u64 {
+            let primitive = [Primitive::OneSided, Primitive::Rpc][(seed % 2) as usize];
+            let node = (seed % 3) as u32;
+            let mut config = Config {
+                fabric: FabricKind::Threads,
+                nodes: 3,
+                workers: 1,
+                coroutines: 4,
+                protocol,
+                primitive,
+                replication: 2,
+                duration_s: 0.3,
+                warmup_s: 0.05,
+                seed,
+                check: true,
+                faults: vec![RunFault::Crash { node, at_s: 0.15 }],
+                ..Config::default()
+            };
+            config.protocol_options.calvin_epoch_us = 1_000;
+            small_tpcc_failover(&mut config);
+            let what = format!("tpcc {} {} seed {seed}", protocol.name(), primitive.name());
+            if std::panic::catch_unwind(|| tpcc_failover_checked(&config, node, &what)).is_err() {
+                failed.push(what);
+            }
+        }
+    }
+    assert!(failed.is_empty(), "failed: {failed:#?}");
+}
+
+/// Runs a TPC-C failover and checks it; returns the suspicions refused.
+fn tpcc_failover_checked(config: &Config, node: u32, what: &str) -> u64 {
+    let report = engine::run(config)
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+        .report;
+    let check = report.check.as_ref().expect("checked");
+    assert!(
+        check.serializable && check.invariants_ok,
+        "{what}: {check:?}"
+    );
+    let recovery = report.recovery.expect("a fault run reports recovery");
+    assert_eq!(recovery.promoted, vec![(node, (node + 1) % 3)], "{what}");
+    assert!(
+        recovery.committed_after_detection > 0,
+        "{what}: {recovery:?}"
+    );
+    recovery.suspicions_ignored
 }

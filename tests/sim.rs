@@ -613,6 +613,7 @@ fn connection_cache_run(
             handler_word_ns: 0,
             completion_ns: 0,
             access_ns: 0,
+            recovery_tuple_ns: 0,
         },
         emulated_nodes,
         ..SimConfig::default()

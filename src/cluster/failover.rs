@@ -373,8 +373,7 @@ impl<'a> ClusterFailover<'a> {
             return Ok(());
         }
         let now = self.now_ns();
-        self.failover.fail(node, now);
-        if !self.failover.is_failed(node) {
+        if !self.failover.fail(node, now) {
             // It holds a partition's last live copy (`Failover::fail`).
             if lost {
                 return Err(format!(

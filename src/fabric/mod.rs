@@ -72,6 +72,9 @@ pub enum CpuOp {
     Switch,
     /// Transaction logic on one record access.
     Access,
+    /// A failover's recovery visiting one tuple of a live copy (comparing
+    /// its version with the other copies', resetting its header).
+    RecoveryTuple,
 }
 
 /// A node's index in the cluster.

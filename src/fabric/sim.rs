@@ -173,6 +173,11 @@ pub struct CpuModel {
     pub completion_ns: u64,
     /// Transaction logic per record accessed (read, update, write).
     pub access_ns: u64,
+    /// A failover's recovery, per tuple of a live copy it visits (a
+    /// version compared across copies, a header read and reset): the
+    /// recovery is real work on the worker that runs it, whose event loop
+    /// (and heartbeat) stops meanwhile, as on `threads`.
+    pub recovery_tuple_ns: u64,
 }
 
 impl Default for CpuModel {
@@ -188,6 +193,7 @@ impl Default for CpuModel {
             handler_word_ns: 1,
             completion_ns: 20,
             access_ns: 40,
+            recovery_tuple_ns: 10,
         }
     }
 }
@@ -1728,6 +1734,7 @@ impl Endpoint for SimEndpoint {
                 CpuOp::Turn => cpu.event_loop_ns,
                 CpuOp::Switch => cpu.switch_ns,
                 CpuOp::Access => cpu.access_ns,
+                CpuOp::RecoveryTuple => cpu.recovery_tuple_ns,
             }
         };
         self.advance(cost * count as u64);

@@ -10,10 +10,17 @@
 //! * on the same tick it READs every live peer's heartbeat word
 //!   (one-sided: no peer CPU involved, one READ per peer per interval, at
 //!   most one outstanding per peer);
-//! * a peer is declared dead in the node's [`Membership`], and the
-//!   [`FailureHook`] is told, once a READ posted more than `timeout` after
+//! * a peer is suspected once a READ posted more than `timeout` after
 //!   the READ that last saw its word advance has come back without an
-//!   advance (or has not come back for `timeout`).
+//!   advance (or has not come back for `timeout`); the [`FailureHook`]
+//!   decides, and only a failure it accepts is declared in the node's
+//!   [`Membership`]. A refused suspicion (a replicated run's recovery
+//!   will not fail over the last live copy of a partition) leaves the peer
+//!   a member: what this node sends it still goes out and waits, as to a
+//!   slow peer, and the peer is suspected again only after its heartbeat
+//!   advanced once more. A refused suspect that the membership declared
+//!   anyway would drop this node's committing log rounds to it, and the
+//!   backups it holds would fall behind their primaries.
 //!
 //! Silence is measured between the *posts* of answered READs, not by the
 //! observer's clock alone: an observer whose own turns are slow (a loaded
@@ -31,8 +38,10 @@
 //! nothing in between, so every peer's clock restarts — a stalled observer
 //! must not declare its peers dead.
 //!
-//! Invariants: `next_tick_ns` only grows; a peer is declared once; the
-//! heartbeat value written only grows (so a peer sees it advance).
+//! Invariants: `next_tick_ns` only grows; a peer is declared once, and
+//! only with the hook's consent; a peer is reported to the hook at most
+//! once per silence; the heartbeat value written only grows (so a peer
+//! sees it advance).
 
 use std::sync::Arc;
 
@@ -56,6 +65,9 @@ struct Peer {
     /// Post time of the outstanding READ, if `outstanding`.
     posted_ns: u64,
     outstanding: bool,
+    /// Reported to the hook, which refused to fail it; cleared when its
+    /// heartbeat advances again.
+    refused: bool,
 }
 
 /// One node's detector, run by its worker 0's event loop.
@@ -99,6 +111,7 @@ impl Detector {
                     answered_ns: 0,
                     posted_ns: 0,
                     outstanding: false,
+                    refused: false,
                 };
                 nodes as usize
             ],
@@ -209,25 +222,32 @@ impl Detector {
         if value != state.last_value {
             state.last_value = value;
             state.last_advance_ns = state.last_advance_ns.max(posted_ns);
+            state.refused = false;
         }
     }
 
     fn judge(&mut self, now_ns: u64) {
-        let timeout = self.settings.timeout_ns;
         for peer in 0..self.peers.len() as NodeId {
-            if peer == self.node || !self.membership.is_alive(peer) {
+            if peer == self.node || !self.membership.is_alive(peer) || !self.silent(peer, now_ns) {
                 continue;
             }
-            let state = &self.peers[peer as usize];
-            let answered_silence = state.answered_ns.saturating_sub(state.last_advance_ns);
-            let unanswered = state.outstanding
-                && state.posted_ns > state.last_advance_ns
-                && now_ns.saturating_sub(state.posted_ns) > timeout;
-            if (answered_silence > timeout || unanswered)
-                && self.membership.declare_dead(peer, now_ns)
-            {
-                self.hook.on_node_failed(self.node, peer, now_ns);
+            if self.hook.on_suspected(self.node, peer, now_ns) {
+                self.membership.declare_dead(peer, now_ns);
+            } else {
+                self.peers[peer as usize].refused = true;
             }
         }
+    }
+
+    /// Whether `peer` has been silent past the timeout and not yet been
+    /// reported for this silence.
+    fn silent(&self, peer: NodeId, now_ns: u64) -> bool {
+        let timeout = self.settings.timeout_ns;
+        let state = &self.peers[peer as usize];
+        let answered_silence = state.answered_ns.saturating_sub(state.last_advance_ns);
+        let unanswered = state.outstanding
+            && state.posted_ns > state.last_advance_ns
+            && now_ns.saturating_sub(state.posted_ns) > timeout;
+        !state.refused && (answered_silence > timeout || unanswered)
     }
 }

@@ -417,12 +417,17 @@ impl Membership {
     }
 }
 
-/// Told once on each surviving node per peer it declares dead, on that
-/// node's detecting worker (worker 0), before any coroutine of the node
-/// learns of the failure: replication's recovery (promote backups, resolve
-/// the dead coordinator's transactions from the logs, release its locks).
+/// Asked by a node's detector (on its worker 0) about each peer it
+/// suspects, before any coroutine of the node learns of it: replication's
+/// recovery (promote backups, resolve the dead coordinator's transactions
+/// from the logs, release its locks) decides whether the cluster fails the
+/// peer over. Only then does the observer's [`Membership`] declare it dead
+/// (its rounds to the peer fail from then on); a refused suspect stays a
+/// member, reachable as before.
 pub trait FailureHook: Send + Sync {
-    fn on_node_failed(&self, observer: NodeId, failed: NodeId, detected_at_ns: u64);
+    /// Whether `suspect` is now failed (newly, or already) in the run's
+    /// configuration; `false`: the suspicion is refused.
+    fn on_suspected(&self, observer: NodeId, suspect: NodeId, detected_at_ns: u64) -> bool;
 }
 
 /// The hook of a run without replication: nothing to recover (with
@@ -430,7 +435,9 @@ pub trait FailureHook: Send + Sync {
 pub struct NoRecovery;
 
 impl FailureHook for NoRecovery {
-    fn on_node_failed(&self, _observer: NodeId, _failed: NodeId, _detected_at_ns: u64) {}
+    fn on_suspected(&self, _observer: NodeId, _suspect: NodeId, _detected_at_ns: u64) -> bool {
+        true
+    }
 }
 
 /// One injected fault as the run saw it.

@@ -56,7 +56,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::fabric::NodeId;
+use crate::fabric::{CpuOp, NodeId};
 use crate::fault::FailureHook;
 use crate::runtime::Worker;
 use crate::store::{NodeStore, TableLayout};
@@ -122,6 +122,9 @@ pub struct Failover {
     paused: AtomicBool,
     /// When the current pause began (fabric clock, ns).
     paused_at_ns: AtomicU64,
+    /// When the last recovery's work ended on the worker that ran it
+    /// (fabric clock, ns): no parked coroutine resumes before it.
+    resume_at_ns: AtomicU64,
     /// Per node: coroutines neither parked nor finished.
     active: Box<[AtomicU32]>,
     /// Taken by the one worker that runs a recovery.
@@ -167,6 +170,7 @@ impl Failover {
             recovered: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
             paused: AtomicBool::new(false),
             paused_at_ns: AtomicU64::new(0),
+            resume_at_ns: AtomicU64::new(0),
             active: (0..nodes)
                 .map(|_| AtomicU32::new(coroutines_per_node))
                 .collect(),
@@ -191,7 +195,7 @@ impl Failover {
     /// may run meanwhile. Pair with [`Failover::step_in`].
     pub fn step_out(&self, node: NodeId, now_ns: u64) {
         self.active[node as usize].fetch_sub(1, Ordering::AcqRel);
-        self.try_recover(now_ns);
+        self.try_recover(None, now_ns);
     }
 
     /// Counts a coroutine that stepped out as active again.
@@ -372,15 +376,17 @@ impl Failover {
     }
 
     /// Declares `node` failed at `at_ns` (the first survivor to detect it):
-    /// the survivors pause until it is recovered. A node whose loss would
-    /// leave a partition without a live copy is not failed over (it can
-    /// only be a false suspicion, or a failure beyond what the replication
-    /// factor tolerates): fencing it would lose committed data, so it
-    /// stays in the configuration, unreachable from the survivors that
-    /// declared it, and the report counts the suspicion.
-    pub fn fail(&self, node: NodeId, at_ns: u64) {
+    /// the survivors pause until it is recovered. Returns whether `node` is
+    /// failed (now or already). A node whose loss would leave a partition
+    /// without a live copy is not failed over (it can only be a false
+    /// suspicion, or a failure beyond what the replication factor
+    /// tolerates): fencing it would lose committed data, so it stays in
+    /// the configuration and a member for every survivor — the one that
+    /// suspected it included, whose log rounds must still reach the
+    /// backups it holds — and the report counts the suspicion.
+    pub fn fail(&self, node: NodeId, at_ns: u64) -> bool {
         if self.is_failed(node) {
-            return;
+            return true;
         }
         let placement = self.replication.placement;
         let last_copy = (0..placement.nodes as NodeId).any(|partition| {
@@ -391,14 +397,21 @@ impl Failover {
         if last_copy {
             let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
             report.suspicions_ignored += 1;
-            return;
+            return false;
         }
         if self.failed[node as usize].swap(true, Ordering::AcqRel) {
-            return;
+            return true;
         }
         if !self.paused.swap(true, Ordering::AcqRel) {
             self.paused_at_ns.store(at_ns, Ordering::Release);
         }
+        true
+    }
+
+    /// Whether a parked coroutine may go on at `now_ns`: no recovery is
+    /// pending, and the last one's work is over.
+    fn resumed(&self, now_ns: u64) -> bool {
+        !self.paused() && now_ns >= self.resume_at_ns.load(Ordering::Acquire)
     }
 
     /// Parks coroutine `co` of `worker` while a recovery is pending, after
@@ -406,15 +419,15 @@ impl Failover {
     /// runs the recovery. Returns at once when not paused; returns early
     /// (still paused) once the worker's clock reaches `end_ns`.
     pub async fn park(&self, worker: &Worker, co: u16, end_ns: u64) {
-        if !self.paused() {
+        if self.resumed(worker.now_ns()) {
             return;
         }
         worker.drain(co).await;
         let node = worker.node as usize;
         self.active[node].fetch_sub(1, Ordering::AcqRel);
-        while self.paused() && worker.now_ns() < end_ns {
-            self.try_recover(worker.now_ns());
-            if !self.paused() {
+        while !self.resumed(worker.now_ns()) && worker.now_ns() < end_ns {
+            self.try_recover(Some(worker), worker.now_ns());
+            if self.resumed(worker.now_ns()) {
                 break;
             }
             worker.sleep(co, self.poll_ns).await;
@@ -425,13 +438,13 @@ impl Failover {
     /// A coroutine of `node` has finished for good.
     pub fn finished(&self, node: NodeId) {
         self.active[node as usize].fetch_sub(1, Ordering::AcqRel);
-        self.try_recover(u64::MAX);
+        self.try_recover(None, u64::MAX);
     }
 
     /// Runs the pending recovery if every live coroutine is parked or
-    /// finished. `now_ns`: the fabric clock (`u64::MAX`: unknown, the run's
-    /// end).
-    fn try_recover(&self, now_ns: u64) {
+    /// finished, on `worker` when a parked coroutine runs it. `now_ns`: the
+    /// fabric clock (`u64::MAX`: unknown, the run's end).
+    fn try_recover(&self, worker: Option<&Worker>, now_ns: u64) {
         if !self.paused() || self.local.is_some() {
             return;
         }
@@ -440,7 +453,7 @@ impl Failover {
         if !quiet || self.recovering.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.recover(now_ns);
+        self.recover(worker, now_ns);
         self.recovering.store(false, Ordering::Release);
     }
 
@@ -449,11 +462,14 @@ impl Failover {
     /// copy.
     pub fn finish(&self) {
         if self.paused() && self.local.is_none() {
-            self.recover(u64::MAX);
+            self.recover(None, u64::MAX);
         }
     }
 
-    fn recover(&self, now_ns: u64) {
+    /// The recovery, on `worker` (charged for its work: on `sim` its clock
+    /// and heartbeat stop meanwhile, as a real worker's do) or, at the
+    /// run's end, on no worker.
+    fn recover(&self, worker: Option<&Worker>, now_ns: u64) {
         let _gate = self
             .replication
             .apply_gate
@@ -474,6 +490,14 @@ impl Failover {
         for store in self.stores.iter().filter(|s| !self.is_failed(s.node)) {
             headers_reset += store.reset_headers(self.recovered_header);
         }
+        let end_ns = match worker {
+            Some(worker) => {
+                let tuples = outcome.tuples_compared + headers_reset;
+                worker.charge(CpuOp::RecoveryTuple, tuples.min(u32::MAX as u64) as u32);
+                worker.now_ns()
+            }
+            None => now_ns,
+        };
         let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
         for &(partition, node) in &outcome.promoted {
             self.replication.serving[partition as usize].store(node as u32, Ordering::Release);
@@ -482,8 +506,9 @@ impl Failover {
             }
         }
         report.recoveries += 1;
-        if now_ns != u64::MAX {
-            report.recovery_ns += now_ns.saturating_sub(self.paused_at_ns.load(Ordering::Acquire));
+        if end_ns != u64::MAX {
+            report.recovery_ns += end_ns.saturating_sub(self.paused_at_ns.load(Ordering::Acquire));
+            self.resume_at_ns.fetch_max(end_ns, Ordering::AcqRel);
         }
         report.resolved_from_log_count += outcome.resolved_from_log_count;
         report.resolved_committed_count += outcome.resolved_committed_count;
@@ -517,7 +542,7 @@ impl Failover {
 }
 
 impl FailureHook for Failover {
-    fn on_node_failed(&self, _observer: NodeId, failed: NodeId, detected_at_ns: u64) {
-        self.fail(failed, detected_at_ns);
+    fn on_suspected(&self, _observer: NodeId, suspect: NodeId, detected_at_ns: u64) -> bool {
+        self.fail(suspect, detected_at_ns)
     }
 }

@@ -53,6 +53,9 @@ pub struct RecoveryOutcome {
     /// Tuple versions a live copy lacked and took from a newer live copy
     /// of the same partition ([`sync_copies`]).
     pub versions_rolled_forward: u64,
+    /// Tuples of live copies that [`sync_copies`] compared (the work that
+    /// grows with the data, with the header reset after it).
+    pub tuples_compared: u64,
 }
 
 impl RecoveryOutcome {
@@ -113,7 +116,9 @@ pub fn recover(
         );
         replication.drain_all(backup);
     }
-    outcome.versions_rolled_forward = sync_copies(replication, stores, failed);
+    let synced = sync_copies(replication, stores, failed);
+    outcome.versions_rolled_forward = synced.installed;
+    outcome.tuples_compared = synced.compared;
     outcome
 }
 
@@ -704,12 +709,16 @@ pub fn install_sync(
 /// (records are posted at the commit point), so a newer version on a
 /// backup than on the primary is a committed write whose coordinator died
 /// before installing it there — including records the backup had applied
-/// long before the failure, which are no longer in its ring. Returns the
-/// versions installed.
-pub fn sync_copies(replication: &Replication, stores: &[Arc<NodeStore>], failed: &[NodeId]) -> u64 {
+/// long before the failure, which are no longer in its ring.
+pub fn sync_copies(
+    replication: &Replication,
+    stores: &[Arc<NodeStore>],
+    failed: &[NodeId],
+) -> Synced {
     let placement = replication.placement;
     let alive = |n: NodeId| !failed.contains(&n);
     let mut installed = 0;
+    let mut compared = 0;
     let mut record = Vec::new();
     for partition in 0..placement.nodes as NodeId {
         // The live holders of the partition: (node, copy).
@@ -728,6 +737,7 @@ pub fn sync_copies(replication: &Replication, stores: &[Arc<NodeStore>], failed:
             for table in &source.layout.tables {
                 let base = table.copy_base(source.copy);
                 for slot in base..base + source.rows_in_copy(table.id, source.copy) {
+                    compared += 1;
                     let key = source
                         .region
                         .load(table.tuple_addr(slot) + crate::store::KEY_WORD as u64);
@@ -756,7 +766,19 @@ pub fn sync_copies(replication: &Replication, stores: &[Arc<NodeStore>], failed:
             }
         }
     }
-    installed
+    Synced {
+        installed,
+        compared,
+    }
+}
+
+/// What [`sync_copies`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Synced {
+    /// Versions installed on copies that lacked them.
+    pub installed: u64,
+    /// Tuples of live copies compared with the other copies.
+    pub compared: u64,
 }
 
 /// A handle on `store`'s copy `copy` of `partition` (copy 0: the node's
