@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Failover figures on the sim fabric (docs/PERFORMANCE.md, "Failover"): for
+# Failover figures on the sim fabric (docs/performance-archive.md, "Failover"): for
 # each protocol x log primitive x seed, crash node seed % 3 of a 3-node run at
 # a time spread over the middle of the measured interval, with the checker on,
 # and print one CSV row per run: the pause (first detection to resume), the

@@ -126,7 +126,7 @@ pub const DRTM_LEASE_NS: u64 = 400_000;
 /// median on loopback: a lease must outlast the transaction that reads
 /// under it, or it aborts at its commit point (`lease_expired`). Two
 /// milliseconds is about twice that median; 400 µs commits almost
-/// nothing there (docs/PERFORMANCE.md, "DRTM's lease over TCP").
+/// nothing there (docs/performance-archive.md, "DRTM's lease over TCP").
 pub const DRTM_LEASE_TCP_NS: u64 = 2_000_000;
 
 /// The most requests a worker's CALVIN client may keep outstanding: each

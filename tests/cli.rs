@@ -603,13 +603,18 @@ fn completions_name_every_command() {
     assert_usage_error(&["completions", "tcsh"], &["tcsh"]);
 }
 
-/// The README's flag tables (the configuration reference and the workload
-/// tables it points to) list exactly the flags `verbena run` parses.
+/// The guide's flag tables (the configuration reference in
+/// docs/guide/running.md and the workload tables of
+/// docs/guide/workloads.md) list exactly the flags `verbena run` parses.
 #[test]
-fn the_readme_flag_tables_match_the_parser() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let documented: std::collections::BTreeSet<String> = readme
+fn the_guide_flag_tables_match_the_parser() {
+    let read = |path: &str| {
+        std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR")))
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let running = read("docs/guide/running.md");
+    let guide = format!("{running}\n{}", read("docs/guide/workloads.md"));
+    let documented: std::collections::BTreeSet<String> = guide
         .lines()
         .filter_map(|line| line.strip_prefix("| `--"))
         .map(|rest| {
@@ -623,17 +628,17 @@ fn the_readme_flag_tables_match_the_parser() {
     let unknown: Vec<_> = documented.difference(&parsed).collect();
     assert!(
         undocumented.is_empty(),
-        "run flags missing from README's tables: {undocumented:?}"
+        "run flags missing from the guide's tables: {undocumented:?}"
     );
     assert!(
         unknown.is_empty(),
-        "README documents flags `verbena run` does not parse: {unknown:?}"
+        "the guide documents flags `verbena run` does not parse: {unknown:?}"
     );
-    let reference = readme
+    let reference = running
         .split("## Configuration reference")
         .nth(1)
         .and_then(|rest| rest.split("\n## ").next())
-        .expect("README has a Configuration reference");
+        .expect("docs/guide/running.md has a Configuration reference");
     for flag in ["--config", "--protocol", "--json", "--fault", "--transport"] {
         assert!(
             reference.contains(&format!("| `{flag}")),

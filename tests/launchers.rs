@@ -124,7 +124,7 @@ fn three_ranks_under_mpirun_are_serializable() {
     }
     let port = free_port();
     let bootstrap = format!("127.0.0.1:{port}");
-    // The README's command: the key in the environment (`-x` exports it to
+    // The guide's command (docs/guide/fabrics.md): the key in the environment (`-x` exports it to
     // every rank), no --rank or --nodes (they come from mpirun), and the
     // flags CI needs as root on a small machine.
     let mut command = Command::new("mpirun");

@@ -123,7 +123,7 @@ fn many_seeds_every_protocol_random_shapes_and_plans() {
             // hottest drawn shapes on a loaded 2-core host it can commit
             // nothing for seconds (seeds 11 and 23 in CI; release builds on
             // a quiet host commit thousands per second, and `sim` commits on
-            // every seed). A known weakness, tracked in docs/PERFORMANCE.md:
+            // every seed). A known weakness, tracked in docs/performance-archive.md:
             // a wounded transaction parked or sleeping elsewhere notices the
             // wound late, while fresh attempts take the freed lock first.
             // Its histories are still checked above.

@@ -162,7 +162,7 @@ fn the_standard_mix_runs_on_threads() {
             // DRTM over RPC on a shared host: a transaction waits for
             // other threads' time slices, ms, past the 400 µs default
             // lease, and one whose lease lapsed before its commit aborts
-            // (README, `drtm_lease_ns`).
+            // (docs/guide/running.md, `drtm_lease_ns`).
             config.protocol_options.drtm_lease_ns = Some(2_000_000);
             config.duration_s = 0.2;
             config.warmup_s = 0.05;

@@ -10,7 +10,7 @@
 //! - Every run flag is an `Option`: `None` means "not given", so a flag only
 //!   overrides what the user wrote, never a `--config` file's value with a
 //!   default.
-//! - Flag names equal the TOML keys' documented flags (README,
+//! - Flag names equal the TOML keys' documented flags (docs/guide/running.md,
 //!   "Configuration reference"); scripts use them, so they do not change.
 //!
 //! The value parser [`Parse`] is hand-written rather than clap's typed
@@ -901,7 +901,7 @@ pub fn command() -> clap::Command {
     command
 }
 
-/// The long names of `verbena run`'s flags (for the README check).
+/// The long names of `verbena run`'s flags (for the guide's flag-table check).
 pub fn run_flag_names() -> Vec<String> {
     let command = command();
     let run = command

@@ -356,7 +356,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                         // it waits one-sided; a retry sooner (the same
                         // timestamp, so younger again) would take the lock
                         // back first from a node near it, be wounded again,
-                        // and so on (docs/PERFORMANCE.md, "WOUND_WAIT at
+                        // and so on (docs/performance-archive.md, "WOUND_WAIT at
                         // long round trips").
                         pause = pause.max(WOUNDED_RETRY_ROUND_TRIPS * worker.verb_round_trip_ns());
                     }

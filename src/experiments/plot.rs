@@ -33,7 +33,7 @@
 //! back — could disagree, and its bitmap text needs FreeType/fontconfig
 //! through C libraries; resvg renders exactly the markup written here and
 //! is pure Rust. No browser: headless Chromium took 3–4 s per figure
-//! (docs/PERFORMANCE.md); resvg takes milliseconds. Text needs a font:
+//! (docs/performance-archive.md); resvg takes milliseconds. Text needs a font:
 //! without one, PNGs are skipped with a message naming the package to
 //! install, never written without their labels.
 

@@ -36,7 +36,7 @@
 //! window is not time order: the model's resolution, as with the NIC's
 //! windows. Running a node's events of a window together keeps its
 //! workers and memory in the cache (1.09–1.18× the speed of global time
-//! order at 64 nodes, docs/PERFORMANCE.md), and it is the order in which a
+//! order at 64 nodes, docs/performance-archive.md), and it is the order in which a
 //! parallel simulator could run the nodes of a window side by side. With
 //! one node, or a profile without latency, it is plain time order. The
 //! queue's key folds (window, node, time) into one number (`Order`).

@@ -5,7 +5,7 @@
 //! ibverbs those papers program directly.
 //!
 //! Built only with the cargo feature `ucx` (hand-written FFI in [`ffi`],
-//! linked against `libucp`; see README "Real networks"). Pieces:
+//! linked against `libucp`; see docs/guide/fabrics.md, "Real networks"). Pieces:
 //!
 //! * [`UcxContext`] — one per process: the `ucp_context` (features RMA,
 //!   AMO64, AM; `UCX_TLS` set from `--transport`), this node's [`Region`]
