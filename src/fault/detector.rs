@@ -36,7 +36,11 @@
 //! Self-stall guard: if this worker itself did not tick for more than half
 //! the timeout (an OS that descheduled the thread, a paused node), it saw
 //! nothing in between, so every peer's clock restarts — a stalled observer
-//! must not declare its peers dead.
+//! must not declare its peers dead. Likewise while the cluster recovers
+//! from a failure (`FailureHook::recovering`): the survivor that runs the
+//! recovery renews nothing until it is done, so nobody is judged, and every
+//! peer's clock restarts on each tick until the survivors resume. A second
+//! failure during a recovery is detected after it.
 //!
 //! Invariants: `next_tick_ns` only grows; a peer is declared once, and
 //! only with the hook's consent; a peer is reported to the hook at most
@@ -139,10 +143,11 @@ impl Detector {
         let stalled = self
             .last_tick_ns
             .is_none_or(|last| now_ns.saturating_sub(last) > self.settings.timeout_ns / 2);
-        if stalled {
-            for peer in &mut self.peers {
-                peer.last_advance_ns = now_ns;
-                peer.answered_ns = now_ns;
+        let recovering = self.hook.recovering(now_ns);
+        for (peer, state) in self.peers.iter_mut().enumerate() {
+            if stalled || (recovering && !self.hook.declared_failed(peer as NodeId)) {
+                state.last_advance_ns = now_ns;
+                state.answered_ns = now_ns;
             }
         }
         self.last_tick_ns = Some(now_ns);
@@ -227,8 +232,12 @@ impl Detector {
     }
 
     fn judge(&mut self, now_ns: u64) {
+        let recovering = self.hook.recovering(now_ns);
         for peer in 0..self.peers.len() as NodeId {
             if peer == self.node || !self.membership.is_alive(peer) || !self.silent(peer, now_ns) {
+                continue;
+            }
+            if recovering && !self.hook.declared_failed(peer) {
                 continue;
             }
             if self.hook.on_suspected(self.node, peer, now_ns) {

@@ -428,6 +428,20 @@ pub trait FailureHook: Send + Sync {
     /// Whether `suspect` is now failed (newly, or already) in the run's
     /// configuration; `false`: the suspicion is refused.
     fn on_suspected(&self, observer: NodeId, suspect: NodeId, detected_at_ns: u64) -> bool;
+
+    /// Whether the cluster is recovering at `now_ns`: the survivors are
+    /// paused and one of them works through the recovery, its event loop
+    /// (and heartbeat) stopped meanwhile. Detectors then suspect no peer
+    /// the configuration still holds (their silence restarts), and go on
+    /// declaring those it already failed.
+    fn recovering(&self, _now_ns: u64) -> bool {
+        false
+    }
+
+    /// Whether the run's configuration has already failed `node`.
+    fn declared_failed(&self, _node: NodeId) -> bool {
+        false
+    }
 }
 
 /// The hook of a run without replication: nothing to recover (with

@@ -545,4 +545,12 @@ impl FailureHook for Failover {
     fn on_suspected(&self, _observer: NodeId, suspect: NodeId, detected_at_ns: u64) -> bool {
         self.fail(suspect, detected_at_ns)
     }
+
+    fn recovering(&self, now_ns: u64) -> bool {
+        !self.resumed(now_ns)
+    }
+
+    fn declared_failed(&self, node: NodeId) -> bool {
+        self.is_failed(node)
+    }
 }
