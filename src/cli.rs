@@ -948,8 +948,12 @@ fn command_protocols() -> Result<i32, CliError> {
 
 /// `verbena check`: the seeded correctness matrix on `sim`.
 fn command_check(a: args::CheckArgs) -> Result<i32, CliError> {
-    use crate::check::matrix::{self, Case};
+    use crate::experiments::matrix::{self, Case, Failure};
     let seeds = a.seeds.unwrap_or(10);
+    let failures = match &a.failover {
+        Some(list) => parse_check_failures(list)?,
+        None => vec![Failure::None],
+    };
     let first_seed = a.seed.unwrap_or(1);
     let protocols: Vec<ProtocolKind> = match &a.protocol {
         Some(list) => parse_check_protocols(list)?,
@@ -1020,17 +1024,21 @@ fn command_check(a: args::CheckArgs) -> Result<i32, CliError> {
                     )));
                 }
                 for &workload in &workloads {
-                    cases.extend(seed_range.clone().map(|seed| Case {
-                        protocol,
-                        seed,
-                        code,
-                        workload,
-                    }));
+                    for &failure in &failures {
+                        cases.extend(seed_range.clone().map(|seed| Case {
+                            protocol,
+                            seed,
+                            code,
+                            workload,
+                            failure,
+                        }));
+                    }
                 }
             }
             cases
         }
-        None => matrix::cases_of(&workloads, &protocols, seed_range),
+        None if failures == [Failure::None] => matrix::cases_of(&workloads, &protocols, seed_range),
+        None => matrix::failover_cases(&workloads, &protocols, seed_range, &failures),
     };
     let cases: Vec<Case> = cases
         .into_iter()
@@ -1043,11 +1051,15 @@ fn command_check(a: args::CheckArgs) -> Result<i32, CliError> {
         if !outcome.passed {
             failed += 1;
             eprintln!(
-                "FAIL {} {} seed {} code {} ({}): {}\n  replay: {}",
+                "FAIL {} {} seed {} code {}{} ({}): {}\n  replay: {}",
                 outcome.case.workload.name(),
                 outcome.case.protocol.name(),
                 outcome.case.seed,
                 outcome.case.code,
+                match outcome.case.failure {
+                    Failure::None => String::new(),
+                    failure => format!(" {}", failure.name()),
+                },
                 matrix::plan_of(outcome.case.protocol, outcome.case.code).describe(),
                 outcome.detail,
                 matrix::replay_command(outcome.case)
@@ -1092,6 +1104,28 @@ fn command_check(a: args::CheckArgs) -> Result<i32, CliError> {
     })
 }
 
+/// The failures of `verbena check --failover`: a list, or `all`.
+fn parse_check_failures(text: &str) -> Result<Vec<crate::experiments::matrix::Failure>, CliError> {
+    use crate::experiments::matrix::Failure;
+    if text.trim() == "all" {
+        return Ok(Failure::FAILOVER.to_vec());
+    }
+    let mut failures = Vec::new();
+    for name in text.split(',') {
+        let failure = Failure::parse(name).ok_or_else(|| {
+            usage(format!(
+                "unknown failure `{}` for check --failover; allowed: {}, or all",
+                name.trim(),
+                Failure::FAILOVER.map(|f| f.name()).join(", ")
+            ))
+        })?;
+        if !failures.contains(&failure) {
+            failures.push(failure);
+        }
+    }
+    Ok(failures)
+}
+
 /// The workloads of `verbena check --workload`: a list, or `all`.
 fn parse_check_workloads(text: &str) -> Result<Vec<WorkloadKind>, CliError> {
     if text.trim() == "all" {
@@ -1116,8 +1150,8 @@ fn parse_check_workloads(text: &str) -> Result<Vec<WorkloadKind>, CliError> {
 /// Runs the cases on every core (each `sim` run is one thread), printing a
 /// dot per case; the outcomes come back in case order.
 fn run_cases_in_parallel(
-    cases: &[crate::check::matrix::Case],
-) -> Vec<crate::check::matrix::CaseOutcome> {
+    cases: &[crate::experiments::matrix::Case],
+) -> Vec<crate::experiments::matrix::CaseOutcome> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
     let next = AtomicUsize::new(0);
@@ -1130,7 +1164,7 @@ fn run_cases_in_parallel(
                 let Some(&case) = cases.get(index) else {
                     return;
                 };
-                let outcome = crate::check::matrix::run_case(case, |_| {});
+                let outcome = crate::experiments::matrix::run_case(case, |_| {});
                 let mut all = outcomes.lock().expect("a check thread panicked");
                 all.push((index, outcome));
                 if all.len() % 50 == 0 {

@@ -54,8 +54,8 @@
 //!   the hook recovery implements, the recovery report) is the recovery
 //!   layer, 8; the failover steps themselves live in `replication` today.
 //! * `check` (the history, the dependency graph, the final-state check)
-//!   sits beside `txn` on 5; its seeded matrix (`check::matrix`) drives
-//!   whole runs and so imports `engine`, one of the listed breaks.
+//!   sits beside `txn` on 5; the seeded matrix that drives whole runs
+//!   under it is an experiment (`experiments::matrix`).
 //! * `base` also names what the target map moves there (`Stage`,
 //!   `Primitive`, `StagePlan`, `ProtocolKind`, today in `protocols`); the
 //!   table places today's modules, not their future parts.

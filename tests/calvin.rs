@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use verbena::check::matrix::{self, Case};
 use verbena::check::History;
 use verbena::config::{Config, FabricKind, KeyDistribution};
 use verbena::engine::{self, tables_hash};
+use verbena::experiments::matrix::{self, Case};
 use verbena::fabric::{NetworkProfile, NodeId};
 use verbena::protocols::{Primitive, Protocol, ProtocolKind, Stage};
 use verbena::rng::Rng;
@@ -551,6 +551,7 @@ fn matrix_cases_give_calvin_a_few_dozen_epochs() {
         seed: 5,
         code: 0,
         workload: verbena::config::WorkloadKind::Ycsb,
+        failure: matrix::Failure::None,
     });
     let epochs = config.duration_s * 1e6 / config.protocol_options.calvin_epoch_us as f64;
     assert!((20.0..=30.0).contains(&epochs), "{epochs} epochs");

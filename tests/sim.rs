@@ -9,9 +9,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use verbena::check::matrix::{self, Case};
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine::{self, Report};
+use verbena::experiments::matrix::{self, Case};
 use verbena::fabric::sim::{FaultSpec, SimConfig, SimFabric};
 use verbena::fabric::verbs::{VerbKind, MSG_PASSIVE, MSG_REPLY};
 use verbena::fabric::{Endpoint, Message, NetworkProfile, Posted, Region, Verb, MSG_FAILED};
@@ -484,6 +484,7 @@ fn wound_wait_gives_a_freed_lock_to_the_oldest_waiter() {
             seed: 9,
             code,
             workload: WorkloadKind::SmallBank,
+            failure: matrix::Failure::None,
         };
         let outcome = matrix::run_case(case, |_| {});
         assert!(

@@ -6,9 +6,9 @@
 use std::process::Command;
 use std::sync::Mutex;
 
-use verbena::check::matrix::{self, Case};
 use verbena::config::{Config, FabricKind, TpccMix, WorkloadKind};
 use verbena::engine::{self, Report};
+use verbena::experiments::matrix::{self, Case};
 use verbena::fabric::NetworkProfile;
 use verbena::protocols::{Primitive, ProtocolKind};
 use verbena::store::NodeStore;
@@ -188,6 +188,7 @@ fn matrix_cases_cover_tpcc() {
                     seed,
                     code,
                     workload: WorkloadKind::Tpcc,
+                    failure: matrix::Failure::None,
                 };
                 let outcome = matrix::run_case(case, |_| {});
                 assert!(

@@ -168,6 +168,10 @@ fn parse_workload(_flag: &str, v: &str) -> Result<WorkloadKind, CliError> {
     })
 }
 
+fn failure_names() -> Vec<&'static str> {
+    vec!["crash-r2", "crash-r3", "pause-r2", "pause-r3", "all"]
+}
+
 fn check_workload_names() -> Vec<&'static str> {
     let mut names = workload_names();
     names.push("all");
@@ -681,6 +685,11 @@ pub struct CheckArgs {
     /// Compare every case's hashes with a file --hashes wrote; fail on any difference
     #[arg(long, value_name = "PATH")]
     pub expect_hashes: Option<String>,
+    /// The failover matrix: a node crashed or paused, 2 or 3 copies, both pure plans;
+    /// F[,F…] of crash-r2, crash-r3, pause-r2, pause-r3, or all [all]
+    #[arg(long, value_name = "F", num_args = 0..=1, default_missing_value = "all",
+          value_parser = one_of(|_, v| super::parse_check_failures(v).map(|_| v.to_string()), failure_names))]
+    pub failover: Option<String>,
 }
 
 /// The flags every experiment command shares.

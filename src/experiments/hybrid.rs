@@ -30,9 +30,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::matrix::plan_of;
 use super::sweep::{self, Knob, SweepOptions, SweepSpec};
 use super::table::{self, Spread};
-use crate::check::matrix::plan_of;
 use crate::protocols::{Primitive, ProtocolKind};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

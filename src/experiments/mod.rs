@@ -15,12 +15,16 @@
 //!   (resvg, no browser), and an HTML page per sweep.
 //! - [`presets`]: the papers' experiments at the papers' scale, or at a
 //!   small scale with `--small` (`verbena reproduce`).
+//! - [`matrix`]: the seeded correctness matrix (`verbena check`), every
+//!   protocol × plan × seed under the checker on `sim`, with and without a
+//!   failover.
 //!
 //! Every result row carries what produced it ([`provenance`]): the full
 //! resolved config, the verbena version and git revision, and the host.
 
 pub mod html;
 pub mod hybrid;
+pub mod matrix;
 pub mod plot;
 pub mod presets;
 pub mod progress;

@@ -35,10 +35,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+use super::matrix::plan_of;
 use super::progress::Progress;
 use super::provenance::{self, Host};
 use super::table::{self, Spread};
-use crate::check::matrix::plan_of;
 use crate::config::{Config, FabricKind};
 use crate::engine;
 use crate::fabric::NetworkProfile;

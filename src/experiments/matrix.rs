@@ -22,6 +22,13 @@
 //! single stage flipped from either, and two random full codes (RCC §5.1's
 //! hybrid codes). Contention: YCSB with θ ≥ 0.9 Zipf or ≥ 90 % of accesses
 //! to a hot area of a few rows, half the operations or more are writes.
+//!
+//! Failover cases (`verbena check --failover`, [`failover_cases`]): the
+//! same draws on three or four nodes with 2 or 3 copies per partition, and
+//! one node crashed, or paused past the failure detector's timeout, at a
+//! time drawn from the seed; both pure plans only. The checker then also
+//! compares every surviving backup with the copy serving its partition.
+//! Their hashes pin the recovery path (`tests/hashes/failover.txt`).
 
 use crate::config::{Config, KeyDistribution, TpccMix, WorkloadKind};
 use crate::engine;
@@ -37,6 +44,49 @@ pub struct Case {
     /// RCC hybrid code over the protocol's stages (bit set = one-sided).
     pub code: u16,
     pub workload: WorkloadKind,
+    /// The fault the case injects ([`Failure::None`]: the plain matrix).
+    pub failure: Failure,
+}
+
+/// What a failover case breaks, with its replication factor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    None,
+    /// A node stops for good.
+    Crash {
+        replication: u32,
+    },
+    /// A node's CPUs stop for three detector timeouts: it is declared dead,
+    /// failed over, and finds itself fenced when it wakes.
+    Pause {
+        replication: u32,
+    },
+}
+
+impl Failure {
+    /// The failover variants, in the order a matrix runs them.
+    pub const FAILOVER: [Failure; 4] = [
+        Failure::Crash { replication: 2 },
+        Failure::Crash { replication: 3 },
+        Failure::Pause { replication: 2 },
+        Failure::Pause { replication: 3 },
+    ];
+
+    /// `crash-r2`, `pause-r3`, …; empty for [`Failure::None`].
+    pub fn name(self) -> String {
+        match self {
+            Failure::None => String::new(),
+            Failure::Crash { replication } => format!("crash-r{replication}"),
+            Failure::Pause { replication } => format!("pause-r{replication}"),
+        }
+    }
+
+    /// Parses [`Failure::name`]'s form.
+    pub fn parse(text: &str) -> Option<Failure> {
+        Failure::FAILOVER
+            .into_iter()
+            .find(|failure| failure.name() == text.trim())
+    }
 }
 
 /// The hybrid codes the matrix runs for `protocol` on `seed`: both pure
@@ -79,6 +129,39 @@ pub fn plan_of(protocol: ProtocolKind, code: u16) -> StagePlan {
 /// The configuration of `case`: drawn from its seed, high contention,
 /// `sim` with swarm timing, checker on.
 pub fn case_config(case: Case) -> Config {
+    let mut config = contended_config(case);
+    apply_failure(&mut config, case.failure);
+    config
+}
+
+/// The fault of a failover case, drawn from its seed on a stream of its
+/// own (so the plain matrix's draws stay as they are): at least as many
+/// nodes as copies plus one, the node that fails, and when.
+fn apply_failure(config: &mut Config, failure: Failure) {
+    let (replication, pause) = match failure {
+        Failure::None => return,
+        Failure::Crash { replication } => (replication, false),
+        Failure::Pause { replication } => (replication, true),
+    };
+    let mut rng = Rng::derive(config.seed, &[0xfa11, replication as u64, pause as u64]);
+    config.nodes = config.nodes.max(replication + 1);
+    config.replication = replication;
+    let node = rng.below(config.nodes as u64) as u32;
+    let at_s = config.warmup_s + config.duration_s * (0.1 + 0.4 * rng.unit());
+    let detector = crate::fault::DetectorSettings::defaults(config.fabric, &config.profile);
+    config.faults = vec![if pause {
+        let for_s = 3.0 * detector.timeout_ns as f64 / 1e9;
+        crate::fault::RunFault::Pause { node, at_s, for_s }
+    } else {
+        crate::fault::RunFault::Crash { node, at_s }
+    }];
+    // Room after the failure for the detection, the recovery and the
+    // survivors' commits.
+    config.duration_s += 20.0 * detector.timeout_ns as f64 / 1e9;
+}
+
+/// The plain matrix's configuration of `case` (no fault).
+fn contended_config(case: Case) -> Config {
     let mut rng = Rng::derive(case.seed, &[0x3a7e1c]);
     let nodes = 2 + rng.below(3) as u32;
     let profile_name = ["none", "cx4-edr", "cx3", "roce", "tcp-10g"][rng.below(5) as usize];
@@ -221,8 +304,12 @@ pub fn replay_command(case: Case) -> String {
         WorkloadKind::Ycsb => String::new(),
         other => format!(" --workload {}", other.name()),
     };
+    let failure = match case.failure {
+        Failure::None => String::new(),
+        failure => format!(" --failover {}", failure.name()),
+    };
     format!(
-        "verbena check --protocol {} --seed {} --hybrid {}{workload}",
+        "verbena check --protocol {} --seed {} --hybrid {}{workload}{failure}",
         case.protocol.name(),
         case.seed,
         case.code
@@ -319,7 +406,43 @@ pub fn cases_of(
                         seed,
                         code,
                         workload,
+                        failure: Failure::None,
                     });
+                }
+            }
+        }
+    }
+    all
+}
+
+/// Every failover case of `workloads` × `protocols` × `seeds` ×
+/// `failures`, on both pure plans (CALVIN: crashes only).
+pub fn failover_cases(
+    workloads: &[WorkloadKind],
+    protocols: &[ProtocolKind],
+    seeds: impl IntoIterator<Item = u64>,
+    failures: &[Failure],
+) -> Vec<Case> {
+    let mut all = Vec::new();
+    for seed in seeds {
+        for &workload in workloads {
+            for &protocol in protocols {
+                for &failure in failures {
+                    // CALVIN's failover resolves crashes only: a pause
+                    // would be failed over as one, which its run refuses.
+                    let pause = matches!(failure, Failure::Pause { .. });
+                    if pause && protocol == ProtocolKind::Calvin {
+                        continue;
+                    }
+                    for code in [protocol.stage_bits(), 0] {
+                        all.push(Case {
+                            protocol,
+                            seed,
+                            code,
+                            workload,
+                            failure,
+                        });
+                    }
                 }
             }
         }
@@ -331,8 +454,12 @@ pub fn cases_of(
 /// hashes. Lines sort by case, so a file diffs cleanly.
 pub fn hash_line(outcome: &CaseOutcome) -> String {
     let case = outcome.case;
+    let failure = match case.failure {
+        Failure::None => String::new(),
+        failure => format!(" failure={}", failure.name()),
+    };
     format!(
-        "{} {} seed={} code={} history={} memory={}",
+        "{} {} seed={} code={}{failure} history={} memory={}",
         case.workload.name(),
         case.protocol.name(),
         case.seed,
@@ -413,6 +540,7 @@ mod tests {
                 seed,
                 code: 1,
                 workload: WorkloadKind::Ycsb,
+                failure: Failure::None,
             };
             let mut config = case_config(case);
             assert_eq!(config, case_config(case));
@@ -436,6 +564,7 @@ mod tests {
                     seed,
                     code: 0,
                     workload,
+                    failure: Failure::None,
                 };
                 let mut config = case_config(case);
                 assert_eq!(config, case_config(case));
@@ -463,6 +592,7 @@ mod tests {
                 seed: 3,
                 code: 0,
                 workload,
+                failure: Failure::None,
             });
             assert_eq!(
                 replay.contains("--workload"),
