@@ -332,6 +332,8 @@ fn calvin_crash_and_check(
     // and the survivors' commits fit in the run.
     let at_s = WARMUP_S + DURATION_S * (0.2 + 0.35 * rng.unit());
     config.faults = vec![RunFault::Crash { node, at_s }];
+    // PPS's recovery at R = 3 takes about 1.5 ms of modelled work.
+    config.duration_s = DURATION_S + 0.002;
     let what = format!(
         "calvin {workload:?} log={} r={replication} seed {seed} crash:{node}@{at_s} inflight {}",
         log.name(),
