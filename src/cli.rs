@@ -1006,36 +1006,26 @@ fn command_check(a: args::CheckArgs) -> Result<i32, CliError> {
         return Err(usage("no chosen protocol can run these workloads"));
     }
     let seed_range = first_seed..first_seed.saturating_add(seeds);
+    if let Some(code) = hybrid {
+        for &protocol in &protocols {
+            if code & !protocol.stage_bits() != 0 {
+                return Err(usage(format!(
+                    "--hybrid {code} has bits for stages protocol {} lacks; its stages are {}",
+                    protocol.name(),
+                    protocol
+                        .stages()
+                        .iter()
+                        .map(|s| format!("{}={}", s.name(), s.bit()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+    }
     let cases: Vec<Case> = match hybrid {
         Some(code) => {
-            let mut cases = Vec::new();
-            for &protocol in &protocols {
-                let present = protocol.stage_bits();
-                if code & !present != 0 {
-                    return Err(usage(format!(
-                        "--hybrid {code} has bits for stages protocol {} lacks; its stages are {}",
-                        protocol.name(),
-                        protocol
-                            .stages()
-                            .iter()
-                            .map(|s| format!("{}={}", s.name(), s.bit()))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
-                }
-                for &workload in &workloads {
-                    for &failure in &failures {
-                        cases.extend(seed_range.clone().map(|seed| Case {
-                            protocol,
-                            seed,
-                            code,
-                            workload,
-                            failure,
-                        }));
-                    }
-                }
-            }
-            cases
+            let only = |_, _| vec![code];
+            matrix::cases_where(&workloads, &protocols, seed_range, &failures, only)
         }
         None if failures == [Failure::None] => matrix::cases_of(&workloads, &protocols, seed_range),
         None => matrix::failover_cases(&workloads, &protocols, seed_range, &failures),
@@ -1044,6 +1034,11 @@ fn command_check(a: args::CheckArgs) -> Result<i32, CliError> {
         .into_iter()
         .filter(|case| case.workload.runs_under(case.protocol))
         .collect();
+    if cases.is_empty() {
+        return Err(usage(
+            "these choices leave no case to run (CALVIN's failover cases are crashes only: crash-r2, crash-r3)",
+        ));
+    }
     let started = std::time::Instant::now();
     let outcomes = run_cases_in_parallel(&cases);
     let mut failed = 0;
@@ -1107,44 +1102,53 @@ fn command_check(a: args::CheckArgs) -> Result<i32, CliError> {
 /// The failures of `verbena check --failover`: a list, or `all`.
 fn parse_check_failures(text: &str) -> Result<Vec<crate::experiments::matrix::Failure>, CliError> {
     use crate::experiments::matrix::Failure;
-    if text.trim() == "all" {
-        return Ok(Failure::FAILOVER.to_vec());
-    }
-    let mut failures = Vec::new();
-    for name in text.split(',') {
-        let failure = Failure::parse(name).ok_or_else(|| {
-            usage(format!(
-                "unknown failure `{}` for check --failover; allowed: {}, or all",
-                name.trim(),
-                Failure::FAILOVER.map(|f| f.name()).join(", ")
-            ))
-        })?;
-        if !failures.contains(&failure) {
-            failures.push(failure);
-        }
-    }
-    Ok(failures)
+    let names = Failure::FAILOVER.map(|f| f.name());
+    parse_named_list(
+        text,
+        "failure",
+        "check --failover",
+        &Failure::FAILOVER,
+        &names,
+        Failure::parse,
+    )
 }
 
 /// The workloads of `verbena check --workload`: a list, or `all`.
 fn parse_check_workloads(text: &str) -> Result<Vec<WorkloadKind>, CliError> {
+    let all = WorkloadKind::NAMED.map(|(_, kind)| kind);
+    let names = WorkloadKind::NAMED.map(|(name, _)| name);
+    parse_named_list(text, "workload", "check", &all, &names, WorkloadKind::parse)
+}
+
+/// A comma-separated list of `what`s named as in `names` (each once, in
+/// the order given), or `all` of them; an unknown name is refused with
+/// the allowed ones.
+fn parse_named_list<T: Copy + PartialEq, N: std::fmt::Display>(
+    text: &str,
+    what: &str,
+    flag_of: &str,
+    all: &[T],
+    names: &[N],
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Vec<T>, CliError> {
     if text.trim() == "all" {
-        return Ok(WorkloadKind::NAMED.map(|(_, kind)| kind).to_vec());
+        return Ok(all.to_vec());
     }
-    let mut workloads = Vec::new();
+    let mut chosen = Vec::new();
     for name in text.split(',') {
-        let kind = WorkloadKind::parse(name).ok_or_else(|| {
+        let item = parse(name).ok_or_else(|| {
+            let allowed: Vec<String> = names.iter().map(|n| n.to_string()).collect();
             usage(format!(
-                "unknown workload `{}` for check; allowed: {}, or all",
+                "unknown {what} `{}` for {flag_of}; allowed: {}, or all",
                 name.trim(),
-                WorkloadKind::NAMED.map(|(name, _)| name).join(", ")
+                allowed.join(", ")
             ))
         })?;
-        if !workloads.contains(&kind) {
-            workloads.push(kind);
+        if !chosen.contains(&item) {
+            chosen.push(item);
         }
     }
-    Ok(workloads)
+    Ok(chosen)
 }
 
 /// Runs the cases on every core (each `sim` run is one thread), printing a

@@ -748,3 +748,17 @@ fn fabric_bench_measures_rpcs_over_its_own_socket_transport() {
         &["--link socket", "allowed: --op rpc --transport tcp"],
     );
 }
+
+/// `verbena check --failover` names its failures, and refuses what would
+/// run nothing.
+#[test]
+fn check_failover_refuses_unknown_failures_and_empty_choices() {
+    assert_usage_error(
+        &["check", "--failover", "crash-r4"],
+        &["crash-r4", "crash-r2, crash-r3, pause-r2, pause-r3"],
+    );
+    assert_usage_error(
+        &["check", "--protocol", "calvin", "--failover", "pause-r2"],
+        &["no case to run", "crashes only"],
+    );
+}

@@ -82,12 +82,7 @@ fn run_and_check_failover(
     node: u32,
     what: &str,
 ) -> verbena::fault::RecoveryReport {
-    let report = engine::run(config)
-        .unwrap_or_else(|e| panic!("{what}: {e}"))
-        .report;
-    let check = report.check.as_ref().expect("checked");
-    assert!(check.serializable, "{what}: {check:?}");
-    assert!(check.invariants_ok, "{what}: {check:?}");
+    let report = checked_failover(config, node, what);
     let recovery = report
         .recovery
         .clone()
@@ -101,18 +96,42 @@ fn run_and_check_failover(
         (0.0..DURATION_S).contains(&recovery_s),
         "{what}: {recovery_s}"
     );
-    // The failed partition is served by its first live backup.
-    assert_eq!(recovery.promoted, vec![(node, (node + 1) % 3)], "{what}");
-    // The survivors keep running, through the failed partition too, and
-    // nothing waits until the give-up margin.
+    // The survivors keep running (`checked_failover`), and nothing waits
+    // until the give-up margin.
     assert!(recovery.committed_before_fault > 0, "{what}");
+    assert_eq!(recovery.abandoned_rounds, 0, "{what}: {recovery:?}");
+    assert_eq!(report.sim.as_ref().unwrap().stuck_workers, 0, "{what}");
+    recovery
+}
+
+/// Runs `config`, in which `node` fails, and checks what every failover
+/// must show: the checker's verdict (serializable; every invariant, each
+/// surviving backup equal to the copy serving its partition included),
+/// the failed partition served by its first live backup, and the
+/// survivors committing after the detection, through that partition too.
+fn checked_failover(config: &Config, node: u32, what: &str) -> engine::Report {
+    let report = engine::run(config)
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+        .report;
+    let check = report.check.as_ref().expect("checked");
+    assert!(
+        check.serializable && check.invariants_ok,
+        "{what}: {check:?}"
+    );
+    let recovery = report
+        .recovery
+        .as_ref()
+        .expect("a fault run reports recovery");
+    assert_eq!(
+        recovery.promoted,
+        vec![(node, (node + 1) % 3)],
+        "{what}: the failed partition is served by its first live backup"
+    );
     assert!(
         recovery.committed_after_detection > 0,
         "{what}: survivors stopped committing: {recovery:?}"
     );
-    assert_eq!(recovery.abandoned_rounds, 0, "{what}: {recovery:?}");
-    assert_eq!(report.sim.as_ref().unwrap().stuck_workers, 0, "{what}");
-    recovery
+    report
 }
 
 fn protocols() -> Vec<ProtocolKind> {
@@ -214,23 +233,8 @@ fn threads_failover(protocol: ProtocolKind, crashed: u32, calvin_epoch_us: u64) 
     for primitive in [Primitive::OneSided, Primitive::Rpc] {
         config.primitive = primitive;
         let what = format!("{} {}", protocol.name(), primitive.name());
-        let report = engine::run(&config).unwrap().report;
-        let check = report.check.as_ref().unwrap();
-        assert!(
-            check.serializable && check.invariants_ok,
-            "{what}: {check:?}"
-        );
-        let recovery = report.recovery.unwrap();
+        let recovery = checked_failover(&config, crashed, &what).recovery.unwrap();
         assert!(recovery.recovery_time_s.is_some(), "{what}: {recovery:?}");
-        assert_eq!(
-            recovery.promoted,
-            vec![(crashed, (crashed + 1) % 3)],
-            "{what}: the backup of partition {crashed} is the next node"
-        );
-        assert!(
-            recovery.committed_after_detection > 0,
-            "{what}: {recovery:?}"
-        );
     }
 }
 
@@ -277,20 +281,7 @@ fn every_workload_fails_over_with_its_invariants() {
         let node = (seed % 3) as u32;
         config.faults = vec![RunFault::Crash { node, at_s: 0.0025 }];
         let what = format!("{workload:?} {} seed {seed}", protocol.name());
-        let report = engine::run(&config)
-            .unwrap_or_else(|e| panic!("{what}: {e}"))
-            .report;
-        let check = report.check.unwrap();
-        assert!(
-            check.serializable && check.invariants_ok,
-            "{what}: {check:?}"
-        );
-        let recovery = report.recovery.unwrap();
-        assert_eq!(recovery.promoted, vec![(node, (node + 1) % 3)], "{what}");
-        assert!(
-            recovery.committed_after_detection > 0,
-            "{what}: {recovery:?}"
-        );
+        checked_failover(&config, node, &what);
     }
 }
 
@@ -475,14 +466,8 @@ fn suspected_after_a_failover(seed: u64) -> Config {
 fn a_survivor_suspected_after_a_failover_keeps_its_backups() {
     for seed in 1..=3 {
         let config = suspected_after_a_failover(seed);
-        let report = engine::run(&config).unwrap().report;
-        let check = report.check.as_ref().unwrap();
-        assert!(
-            check.serializable && check.invariants_ok,
-            "seed {seed}: {check:?}"
-        );
-        let recovery = report.recovery.unwrap();
-        assert_eq!(recovery.promoted, vec![(2, 0)], "seed {seed}");
+        let what = format!("seed {seed}");
+        let recovery = checked_failover(&config, 2, &what).recovery.unwrap();
         // The interleaving under test happened: the paused survivor was
         // suspected and the suspicion refused.
         assert_eq!(recovery.suspicions_ignored, 1, "seed {seed}: {recovery:?}");
@@ -591,19 +576,6 @@ fn tpcc_fails_over_on_threads_for_every_protocol_on_many_seeds() {
 
 /// Runs a TPC-C failover and checks it; returns the suspicions refused.
 fn tpcc_failover_checked(config: &Config, node: u32, what: &str) -> u64 {
-    let report = engine::run(config)
-        .unwrap_or_else(|e| panic!("{what}: {e}"))
-        .report;
-    let check = report.check.as_ref().expect("checked");
-    assert!(
-        check.serializable && check.invariants_ok,
-        "{what}: {check:?}"
-    );
-    let recovery = report.recovery.expect("a fault run reports recovery");
-    assert_eq!(recovery.promoted, vec![(node, (node + 1) % 3)], "{what}");
-    assert!(
-        recovery.committed_after_detection > 0,
-        "{what}: {recovery:?}"
-    );
+    let recovery = checked_failover(config, node, what).recovery.unwrap();
     recovery.suspicions_ignored
 }

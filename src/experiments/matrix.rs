@@ -396,23 +396,7 @@ pub fn cases_of(
     protocols: &[ProtocolKind],
     seeds: impl IntoIterator<Item = u64>,
 ) -> Vec<Case> {
-    let mut all = Vec::new();
-    for seed in seeds {
-        for &workload in workloads {
-            for &protocol in protocols {
-                for code in codes(protocol, seed) {
-                    all.push(Case {
-                        protocol,
-                        seed,
-                        code,
-                        workload,
-                        failure: Failure::None,
-                    });
-                }
-            }
-        }
-    }
-    all
+    cases_where(workloads, protocols, seeds, &[Failure::None], codes)
 }
 
 /// Every failover case of `workloads` × `protocols` × `seeds` ×
@@ -423,26 +407,37 @@ pub fn failover_cases(
     seeds: impl IntoIterator<Item = u64>,
     failures: &[Failure],
 ) -> Vec<Case> {
+    let pure_plans = |protocol: ProtocolKind, _seed| vec![protocol.stage_bits(), 0];
+    cases_where(workloads, protocols, seeds, failures, pure_plans)
+}
+
+/// The cases of every (seed, workload, protocol, failure), in that order,
+/// on the plans `plans` gives for (protocol, seed). A pause is left out
+/// for CALVIN, whose failover resolves crashes only (a pause would be
+/// failed over as one, which its run refuses).
+pub fn cases_where(
+    workloads: &[WorkloadKind],
+    protocols: &[ProtocolKind],
+    seeds: impl IntoIterator<Item = u64>,
+    failures: &[Failure],
+    plans: impl Fn(ProtocolKind, u64) -> Vec<u16>,
+) -> Vec<Case> {
     let mut all = Vec::new();
     for seed in seeds {
         for &workload in workloads {
             for &protocol in protocols {
                 for &failure in failures {
-                    // CALVIN's failover resolves crashes only: a pause
-                    // would be failed over as one, which its run refuses.
                     let pause = matches!(failure, Failure::Pause { .. });
                     if pause && protocol == ProtocolKind::Calvin {
                         continue;
                     }
-                    for code in [protocol.stage_bits(), 0] {
-                        all.push(Case {
-                            protocol,
-                            seed,
-                            code,
-                            workload,
-                            failure,
-                        });
-                    }
+                    all.extend(plans(protocol, seed).into_iter().map(|code| Case {
+                        protocol,
+                        seed,
+                        code,
+                        workload,
+                        failure,
+                    }));
                 }
             }
         }

@@ -37,10 +37,11 @@
 //! the timeout (an OS that descheduled the thread, a paused node), it saw
 //! nothing in between, so every peer's clock restarts — a stalled observer
 //! must not declare its peers dead. Likewise while the cluster recovers
-//! from a failure (`FailureHook::recovering`): the survivor that runs the
-//! recovery renews nothing until it is done, so nobody is judged, and every
-//! peer's clock restarts on each tick until the survivors resume. A second
-//! failure during a recovery is detected after it.
+//! from a failure (`FailureHook::may_suspect`): the survivor that runs the
+//! recovery renews nothing until it is done, so no member is judged, and
+//! their clocks restart on each tick until the survivors resume; a peer
+//! the configuration already failed is still declared. A second failure
+//! during a recovery is detected after it.
 //!
 //! Invariants: `next_tick_ns` only grows; a peer is declared once, and
 //! only with the hook's consent; a peer is reported to the hook at most
@@ -143,9 +144,8 @@ impl Detector {
         let stalled = self
             .last_tick_ns
             .is_none_or(|last| now_ns.saturating_sub(last) > self.settings.timeout_ns / 2);
-        let recovering = self.hook.recovering(now_ns);
         for (peer, state) in self.peers.iter_mut().enumerate() {
-            if stalled || (recovering && !self.hook.declared_failed(peer as NodeId)) {
+            if stalled || !self.hook.may_suspect(peer as NodeId, now_ns) {
                 state.last_advance_ns = now_ns;
                 state.answered_ns = now_ns;
             }
@@ -232,12 +232,12 @@ impl Detector {
     }
 
     fn judge(&mut self, now_ns: u64) {
-        let recovering = self.hook.recovering(now_ns);
         for peer in 0..self.peers.len() as NodeId {
-            if peer == self.node || !self.membership.is_alive(peer) || !self.silent(peer, now_ns) {
-                continue;
-            }
-            if recovering && !self.hook.declared_failed(peer) {
+            if peer == self.node
+                || !self.membership.is_alive(peer)
+                || !self.silent(peer, now_ns)
+                || !self.hook.may_suspect(peer, now_ns)
+            {
                 continue;
             }
             if self.hook.on_suspected(self.node, peer, now_ns) {

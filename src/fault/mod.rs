@@ -429,18 +429,13 @@ pub trait FailureHook: Send + Sync {
     /// configuration; `false`: the suspicion is refused.
     fn on_suspected(&self, observer: NodeId, suspect: NodeId, detected_at_ns: u64) -> bool;
 
-    /// Whether the cluster is recovering at `now_ns`: the survivors are
+    /// Whether a silence of `peer` at `now_ns` can count against it.
+    /// Not while the cluster recovers from a failure: the survivors are
     /// paused and one of them works through the recovery, its event loop
-    /// (and heartbeat) stopped meanwhile. Detectors then suspect no peer
-    /// the configuration still holds (their silence restarts), and go on
-    /// declaring those it already failed.
-    fn recovering(&self, _now_ns: u64) -> bool {
-        false
-    }
-
-    /// Whether the run's configuration has already failed `node`.
-    fn declared_failed(&self, _node: NodeId) -> bool {
-        false
+    /// (and heartbeat) stopped meanwhile — unless the configuration has
+    /// already failed `peer`, which every observer must still learn.
+    fn may_suspect(&self, _peer: NodeId, _now_ns: u64) -> bool {
+        true
     }
 }
 

@@ -408,10 +408,17 @@ impl Failover {
         true
     }
 
-    /// Whether a parked coroutine may go on at `now_ns`: no recovery is
-    /// pending, and the last one's work is over.
-    fn resumed(&self, now_ns: u64) -> bool {
-        !self.paused() && now_ns >= self.resume_at_ns.load(Ordering::Acquire)
+    /// Whether a parked coroutine may go on: no recovery is pending, and
+    /// the last one's work is over at `now_ns` (each worker's own clock:
+    /// on `sim` they differ within a window). The clock is read only in a
+    /// run that has recovered, so the check at every attempt's start reads
+    /// none otherwise.
+    fn resumed(&self, now_ns: impl FnOnce() -> u64) -> bool {
+        if self.paused() {
+            return false;
+        }
+        let resume_at_ns = self.resume_at_ns.load(Ordering::Acquire);
+        resume_at_ns == 0 || now_ns() >= resume_at_ns
     }
 
     /// Parks coroutine `co` of `worker` while a recovery is pending, after
@@ -419,15 +426,16 @@ impl Failover {
     /// runs the recovery. Returns at once when not paused; returns early
     /// (still paused) once the worker's clock reaches `end_ns`.
     pub async fn park(&self, worker: &Worker, co: u16, end_ns: u64) {
-        if self.resumed(worker.now_ns()) {
+        let now_ns = || worker.now_ns();
+        if self.resumed(now_ns) {
             return;
         }
         worker.drain(co).await;
         let node = worker.node as usize;
         self.active[node].fetch_sub(1, Ordering::AcqRel);
-        while !self.resumed(worker.now_ns()) && worker.now_ns() < end_ns {
+        while !self.resumed(now_ns) && worker.now_ns() < end_ns {
             self.try_recover(Some(worker), worker.now_ns());
-            if self.resumed(worker.now_ns()) {
+            if self.resumed(now_ns) {
                 break;
             }
             worker.sleep(co, self.poll_ns).await;
@@ -546,11 +554,7 @@ impl FailureHook for Failover {
         self.fail(suspect, detected_at_ns)
     }
 
-    fn recovering(&self, now_ns: u64) -> bool {
-        !self.resumed(now_ns)
-    }
-
-    fn declared_failed(&self, node: NodeId) -> bool {
-        self.is_failed(node)
+    fn may_suspect(&self, peer: NodeId, now_ns: u64) -> bool {
+        self.is_failed(peer) || self.resumed(|| now_ns)
     }
 }
