@@ -2,11 +2,11 @@
 //! plan that matters × YCSB under high contention × many seeds, on the
 //! `sim` fabric, with the serializability checker and the invariants on.
 //!
-//! A case is `(protocol, seed, hybrid code)`. The seed alone draws the
-//! cluster shape, contention, record size, network profile and location
-//! cache (so every protocol and plan of one seed meets the same workload);
-//! the swarm and jitter of the `sim` fabric draw its timing from the seed
-//! too. Because `sim` is deterministic, a case is replayed exactly by
+//! A case is `(workload, protocol, seed, hybrid code, failure)`. The seed
+//! alone draws the cluster shape, contention, record size, network profile
+//! and location cache (so every protocol and plan of one seed meets the
+//! same workload); the swarm and jitter of the `sim` fabric draw its
+//! timing from the seed too. Because `sim` is deterministic, a case is replayed exactly by
 //! [`replay_command`], which a failure prints.
 //!
 //! Workloads: YCSB by default; SmallBank, PPS and TPC-E customer-position
