@@ -12,11 +12,11 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Instant;
 
+use verbena::base::{Primitive, ProtocolKind};
 use verbena::config::{Config, LatencyConfig};
 use verbena::engine;
 use verbena::fabric::threads::ThreadsFabric;
 use verbena::fabric::{Batch, Endpoint, Region};
-use verbena::protocols::{Primitive, ProtocolKind};
 use verbena::runtime::{RpcService, Served, Worker};
 
 type Co<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;

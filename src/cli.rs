@@ -26,17 +26,15 @@ use std::io::Write as _;
 
 use clap::FromArgMatches as _;
 
+use crate::base::{Primitive, ProtocolKind, Stage, StagePlan};
 use crate::config::{Config, FabricKind, TpccMix, UcxTransport, WorkloadKind};
 use crate::engine::{self, Report};
-use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
 use args::{Cli, Commands, Outputs, RunFlags};
 pub use outputs::{check_output_dir, check_output_path};
 
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_FAILED: i32 = 1;
-pub const EXIT_USAGE: i32 = 2;
-pub const EXIT_CHECK_FAILED: i32 = 3;
-pub const EXIT_DECLARED_FAILED: i32 = 4;
+pub use crate::base::exit::{
+    EXIT_CHECK_FAILED, EXIT_DECLARED_FAILED, EXIT_FAILED, EXIT_OK, EXIT_USAGE,
+};
 
 /// A failure with the exit code it maps to.
 #[derive(Debug)]

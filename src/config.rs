@@ -12,10 +12,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::base::{Primitive, ProtocolKind, StagePlan};
 use crate::fabric::profile::{deserialize_profile, NetworkProfile};
 use crate::fabric::sim::SimConfig;
 pub use crate::fabric::threads::LatencyConfig;
-use crate::protocols::{Primitive, ProtocolKind, StagePlan};
 pub use crate::workloads::pps::PpsConfig;
 pub use crate::workloads::smallbank::SmallBankConfig;
 pub use crate::workloads::tpce::TpceConfig;
@@ -1004,7 +1004,7 @@ impl Config {
             return Err(ConfigError(UCX_MISSING.into()));
         }
         if self.fabric == FabricKind::Ucx
-            && self.protocol == crate::protocols::ProtocolKind::Calvin
+            && self.protocol == crate::base::ProtocolKind::Calvin
             && self.tolerates_rank_loss()
         {
             // Said here, once, rather than by every rank that starts.

@@ -19,7 +19,7 @@
 //!
 //! | layer | name | modules today | may import |
 //! |---|---|---|---|
-//! | 0 | base | `rng` | nothing |
+//! | 0 | base | `base` | nothing |
 //! | 1 | config | `config` | ≤ 0 |
 //! | 2 | fabric | `fabric` | ≤ 1 |
 //! | 3 | store | `store` | ≤ 2 |
@@ -34,11 +34,16 @@
 //! | 12 | cli | `cli` | all |
 //!
 //! Where today's modules sit, where it is not plain from the names:
+//! * `base` holds the names every layer speaks: the stages, primitives
+//!   and stage plans (RCC §5.1), the protocol names, the seeded RNG and
+//!   the binary's exit codes.
+//! * The [`txn::Protocol`] trait, the contract a protocol implements, sits
+//!   in `txn` with the context its stages receive, so that `protocols`
+//!   (which implement it) and `workloads` (whose programs are generic over
+//!   it) need not import each other.
 //! * `stats` (what each worker counts while it runs: commits and aborts by
 //!   `txn`'s abort reasons, time per stage, latency histograms) is measured
-//!   per transaction, so it sits with `txn` on layer 5 and may import it;
-//!   `runtime`, below it, imports its `WorkerSnapshot` today, which is one of
-//!   the listed breaks.
+//!   per transaction, so it sits with `txn` on layer 5 and may import it.
 //! * `engine` is split by submodule: `engine::coroutine` (the staged
 //!   coordinator pipeline every two-phase protocol shares) and
 //!   `engine::calvin` (CALVIN's node program) are programs, layer 9; the
@@ -56,15 +61,12 @@
 //! * `check` (the history, the dependency graph, the final-state check)
 //!   sits beside `txn` on 5; the seeded matrix that drives whole runs
 //!   under it is an experiment (`experiments::matrix`).
-//! * `base` also names what the target map moves there (`Stage`,
-//!   `Primitive`, `StagePlan`, `ProtocolKind`, today in `protocols`); the
-//!   table places today's modules, not their future parts.
 //!
-//! Many imports still run upward (for instance `runtime` into `fault` and
-//! `replication`, `txn` into `protocols`, `config` into `workloads`); they
-//! are allow-listed one by one in `tests/layers.rs`, and that list only
-//! shrinks.
+//! Some imports still run upward (for instance `runtime` into `fault` and
+//! `replication`, `config` into `workloads`); they are allow-listed one by
+//! one in `tests/layers.rs`, and that list only shrinks.
 
+pub mod base;
 pub mod check;
 pub mod cli;
 pub mod cluster;
@@ -75,7 +77,6 @@ pub mod fabric;
 pub mod fault;
 pub mod protocols;
 pub mod replication;
-pub mod rng;
 pub mod runtime;
 pub mod stats;
 pub mod store;

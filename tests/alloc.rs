@@ -14,9 +14,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use verbena::base::{Primitive, ProtocolKind};
 use verbena::config::{Config, FabricKind};
 use verbena::engine;
-use verbena::protocols::{Primitive, ProtocolKind};
 
 struct Counting;
 

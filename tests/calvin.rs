@@ -7,14 +7,15 @@
 
 use std::sync::Arc;
 
+use verbena::base::rng::Rng;
+use verbena::base::{Primitive, ProtocolKind, Stage};
 use verbena::check::History;
 use verbena::config::{Config, FabricKind, KeyDistribution};
 use verbena::engine::{self, tables_hash};
 use verbena::experiments::matrix::{self, Case};
 use verbena::fabric::{NetworkProfile, NodeId};
-use verbena::protocols::{Primitive, Protocol, ProtocolKind, Stage};
-use verbena::rng::Rng;
 use verbena::store::{NodeStore, StoreError, TableSpec};
+use verbena::txn::Protocol;
 use verbena::txn::{AbortReason, Txn, TxnResult};
 use verbena::workloads::{Declared, InvariantReport, Workload};
 
@@ -238,7 +239,7 @@ fn calvin_runs_on_threads_with_either_primitive_and_reports_its_own_stages() {
     for primitive in [Primitive::OneSided, Primitive::Rpc] {
         let mut config = contended(FabricKind::Threads, 1, 4, 0);
         config.primitive = primitive;
-        config.stages = verbena::protocols::StagePlan::empty();
+        config.stages = verbena::base::StagePlan::empty();
         config.duration_s = 0.1;
         let report = engine::run(&config).expect("run").report;
         assert!(report.check.as_ref().expect("check on").passed());

@@ -5,13 +5,14 @@
 
 use std::sync::Arc;
 
+use verbena::base::rng::Rng;
+use verbena::base::{Primitive, ProtocolKind};
 use verbena::check::History;
 use verbena::config::{Config, LockMode, ProtocolOptions};
 use verbena::engine;
 use verbena::fabric::NodeId;
-use verbena::protocols::{Primitive, Protocol, ProtocolKind};
-use verbena::rng::Rng;
 use verbena::store::{NodeStore, StoreError, TableSpec};
+use verbena::txn::Protocol;
 use verbena::txn::{Txn, TxnResult};
 use verbena::workloads::{InvariantReport, Workload};
 
@@ -246,7 +247,7 @@ fn transfers_upgrade_sundial_reads_to_access_time_write_locks() {
                 check: true,
                 ..Config::default()
             };
-            config.stages = config.stages.with(verbena::protocols::Stage::Lock, lock);
+            config.stages = config.stages.with(verbena::base::Stage::Lock, lock);
             config.protocol_options.sundial_lock_at_access = true;
             let workload = Transfers { nodes: 3 };
             let report = engine::run_custom(&config, &workload).expect("run").report;

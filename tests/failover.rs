@@ -10,11 +10,11 @@
 //! invariants over every partition, every remaining backup equal to the
 //! copy that serves its partition.
 
+use verbena::base::rng::Rng;
+use verbena::base::{Primitive, ProtocolKind, Stage, StagePlan};
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine;
 use verbena::fault::RunFault;
-use verbena::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
-use verbena::rng::Rng;
 
 const WARMUP_S: f64 = 0.001;
 const DURATION_S: f64 = 0.004;

@@ -6,11 +6,11 @@
 //! tuples at the version the history says (replication 1: the crashed
 //! node's partition is lost, so the workload invariants are not checked).
 
+use verbena::base::rng::Rng;
+use verbena::base::{Primitive, ProtocolKind};
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine;
 use verbena::fault::RunFault;
-use verbena::protocols::{Primitive, ProtocolKind};
-use verbena::rng::Rng;
 
 const WARMUP_S: f64 = 0.001;
 const DURATION_S: f64 = 0.004;

@@ -6,11 +6,11 @@
 //! whatever else the machine does; `tests/sim.rs` adds the seeded matrix),
 //! except the test of the `threads` fabric's injected latency.
 
+use verbena::base::{Primitive, ProtocolKind, StagePlan};
 use verbena::config::{Config, FabricKind, KeyDistribution, LockMode, ProtocolOptions};
 use verbena::engine::{self, Report};
 use verbena::fabric::NetworkProfile;
 use verbena::protocols::timestamp::Timestamp;
-use verbena::protocols::{Primitive, ProtocolKind, StagePlan};
 use verbena::workloads::ycsb::Ycsb;
 
 /// Few rows, many writes, several nodes: conflicts on every run. On `sim`

@@ -8,10 +8,10 @@
 //! logs its own partition's writes to that partition's backups before it
 //! installs them (`protocols::calvin`), through the same `log` stage.
 
+use verbena::base::{Primitive, ProtocolKind, Stage};
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine::{self, Report};
 use verbena::fabric::NetworkProfile;
-use verbena::protocols::{Primitive, ProtocolKind, Stage};
 use verbena::replication::{backups_match_primaries, recovery, Placement};
 
 fn replicated(

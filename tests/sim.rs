@@ -9,13 +9,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use verbena::base::{Primitive, ProtocolKind};
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine::{self, Report};
 use verbena::experiments::matrix::{self, Case};
 use verbena::fabric::sim::{FaultSpec, SimConfig, SimFabric};
 use verbena::fabric::verbs::{VerbKind, MSG_PASSIVE, MSG_REPLY};
 use verbena::fabric::{Endpoint, Message, NetworkProfile, Posted, Region, Verb, MSG_FAILED};
-use verbena::protocols::{Primitive, ProtocolKind};
 use verbena::runtime::{RpcService, Served, Worker};
 
 fn sim_config(protocol: ProtocolKind, primitive: Primitive, seed: u64) -> Config {

@@ -4,11 +4,11 @@
 //! with the serializability checker and the YCSB invariants on.
 //! `VERBENA_STRESS_SEEDS=N` runs N seeds instead of 40.
 
+use verbena::base::rng::Rng;
+use verbena::base::{Primitive, ProtocolKind, StagePlan};
 use verbena::config::{Config, KeyDistribution, LockMode};
 use verbena::engine;
 use verbena::fabric::NetworkProfile;
-use verbena::protocols::{Primitive, ProtocolKind, StagePlan};
-use verbena::rng::Rng;
 
 fn drawn(protocol: ProtocolKind, seed: u64) -> Config {
     let mut rng = Rng::derive(seed, &[protocol as u64]);

@@ -6,11 +6,11 @@
 use std::process::Command;
 use std::sync::Mutex;
 
+use verbena::base::{Primitive, ProtocolKind};
 use verbena::config::{Config, FabricKind, TpccMix, WorkloadKind};
 use verbena::engine::{self, Report};
 use verbena::experiments::matrix::{self, Case};
 use verbena::fabric::NetworkProfile;
-use verbena::protocols::{Primitive, ProtocolKind};
 use verbena::store::NodeStore;
 use verbena::txn::AbortReason;
 

@@ -8,10 +8,10 @@
 
 use std::process::Command;
 
+use verbena::base::{Primitive, ProtocolKind};
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine::{self, Report};
 use verbena::fabric::NetworkProfile;
-use verbena::protocols::{Primitive, ProtocolKind};
 use verbena::workloads::pps::PpsMix;
 use verbena::workloads::smallbank::SmallBankMix;
 use verbena::workloads::tpce::TpceMix;

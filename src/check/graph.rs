@@ -740,8 +740,8 @@ fn find_cycle(graph: &Graph, component: &[u32], start: u32) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::rng::Rng;
     use crate::check::history::Item;
-    use crate::rng::Rng;
     use std::time::Instant;
 
     const X: (u32, u64) = (0, 10);

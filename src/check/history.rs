@@ -468,7 +468,7 @@ fn write_items<W: Write>(out: &mut W, items: &[Item]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::Rng;
+    use crate::base::rng::Rng;
 
     /// A hash-only history visits, counts and unpacks as the flat history
     /// of the same entries: extreme words (ids and keys of 64 bits,

@@ -30,6 +30,7 @@ use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
 use super::{parse_hybrid_code, parse_number, parse_stages, usage, CliError};
+use crate::base::{Primitive, ProtocolKind, StagePlan};
 use crate::config::{
     FabricKind, KeyDistribution, LocalAtomics, LockMode, UcxTransport, WorkloadKind,
 };
@@ -37,7 +38,6 @@ use crate::experiments::sweep::{self, Knob};
 use crate::fabric::profile::BUILTIN_PROFILES;
 use crate::fabric::NetworkProfile;
 use crate::fault::RunFault;
-use crate::protocols::{Primitive, ProtocolKind, StagePlan};
 
 /// Turns a flag's text into a `T` with the project's own message, adding a
 /// "did you mean" hint when the flag takes one of a closed set of names.

@@ -205,7 +205,7 @@ pub(super) fn command_hybrid(a: HybridArgs, given: Vec<String>) -> Result<i32, C
         return Err(usage(format!(
             "protocol {} is not implemented in this build yet; implemented: {}",
             protocol.name(),
-            crate::protocols::ProtocolKind::implemented_names().join(", ")
+            crate::base::ProtocolKind::implemented_names().join(", ")
         )));
     }
     let out = parsed.out.clone().unwrap_or_else(|| {

@@ -265,7 +265,7 @@ pub fn wait_all(mut children: Vec<(u32, Child)>, grace: Duration, tolerant: bool
                 const SIGKILL: i32 = 9;
                 const SIGTERM: i32 = 15;
                 let killed = matches!(status.signal(), Some(SIGKILL | SIGTERM | SIGINT | SIGHUP));
-                let crashed = killed || code == crate::cli::EXIT_DECLARED_FAILED;
+                let crashed = killed || code == crate::base::exit::EXIT_DECLARED_FAILED;
                 let how = match status.signal() {
                     Some(signal) => format!("was killed by signal {signal}"),
                     None => format!("exited with code {code}"),

@@ -39,6 +39,7 @@ use super::driver::{
 };
 use super::report::OrderedMap;
 use super::{Report, RunError, WithProgram};
+use crate::base::{Primitive, Stage};
 use crate::check::History;
 use crate::config::{Config, ConfigError, MAX_REGION_BYTES};
 use crate::fabric::NodeId;
@@ -47,7 +48,6 @@ use crate::protocols::calvin::{
     client_slots, executor, final_epoch, merge_partial_history, scheduler, sequencer, CalvinEnv,
     CalvinLayout, CalvinService, CalvinStats, NodeShared, STAGE_NAMES, ST_LOG, ST_SEQUENCE,
 };
-use crate::protocols::{Primitive, Stage};
 use crate::replication::{Failover, LogWriter};
 use crate::stats::WorkerStats;
 use crate::store::{StoreLayout, TableLayout};
@@ -404,7 +404,7 @@ mod tests {
     #[test]
     fn a_run_with_short_epochs_that_committed_nothing_names_the_queue() {
         let mut config = Config {
-            protocol: crate::protocols::ProtocolKind::Calvin,
+            protocol: crate::base::ProtocolKind::Calvin,
             duration_s: 0.006,
             warmup_s: 0.001,
             ..Config::default()

@@ -13,14 +13,15 @@
 
 use std::cell::RefCell;
 
+use crate::base::rng::Rng;
+use crate::base::{Stage, StagePlan};
 use crate::check::{History, Item};
 use crate::config::BackoffConfig;
-use crate::protocols::{Protocol, Stage, StagePlan};
 use crate::replication::{self, LogWriter};
-use crate::rng::Rng;
 use crate::runtime::Worker;
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreLayout};
+use crate::txn::Protocol;
 use crate::txn::{ids, AbortReason, Txn, TxnCx, TxnResult};
 use crate::workloads::Workload;
 

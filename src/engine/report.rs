@@ -11,9 +11,9 @@ use std::fmt::Write as _;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
+use crate::base::ProtocolKind;
 use crate::check::CheckReport;
 use crate::config::{Config, FabricKind, WorkloadKind};
-use crate::protocols::ProtocolKind;
 use crate::stats::hist::{quantile, Histogram};
 use crate::stats::{Latencies, WorkerStats};
 use crate::txn::AbortReason;
@@ -377,7 +377,7 @@ fn per(value: u64, count: u64) -> f64 {
 
 /// Shares of coroutine time; see [`TimeBreakdown`].
 fn time_breakdown(config: &Config, stats: &WorkerStats) -> TimeBreakdown {
-    use crate::protocols::Stage;
+    use crate::base::Stage;
     let coroutines = config.total_workers() as f64 * config.coroutines as f64;
     let total_ns = coroutines * config.duration_s * 1e9;
     if total_ns <= 0.0 {

@@ -33,7 +33,7 @@ use serde_json::Value;
 use super::matrix::plan_of;
 use super::sweep::{self, Knob, SweepOptions, SweepSpec};
 use super::table::{self, Spread};
-use crate::protocols::{Primitive, ProtocolKind};
+use crate::base::{Primitive, ProtocolKind};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {

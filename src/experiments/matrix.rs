@@ -30,11 +30,11 @@
 //! compares every surviving backup with the copy serving its partition.
 //! Their hashes pin the recovery path (`tests/hashes/failover.txt`).
 
+use crate::base::rng::Rng;
+use crate::base::{Primitive, ProtocolKind, Stage, StagePlan};
 use crate::config::{Config, KeyDistribution, TpccMix, WorkloadKind};
 use crate::engine;
 use crate::fabric::NetworkProfile;
-use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
-use crate::rng::Rng;
 
 /// One cell of the matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -50,7 +50,7 @@ use super::svg::{
 };
 use super::sweep::group_by_point;
 use super::table::{number_at, Spread};
-use crate::protocols::{ProtocolKind, Stage};
+use crate::base::{ProtocolKind, Stage};
 
 /// What `verbena plot` draws, and how.
 #[derive(Clone, Debug, Default)]

@@ -39,10 +39,10 @@ use super::matrix::plan_of;
 use super::progress::Progress;
 use super::provenance::{self, Host};
 use super::table::{self, Spread};
+use crate::base::{Primitive, ProtocolKind, Stage, StagePlan};
 use crate::config::{Config, FabricKind};
 use crate::engine;
 use crate::fabric::NetworkProfile;
-use crate::protocols::{Primitive, ProtocolKind, Stage, StagePlan};
 
 /// One varied key and its values, as given.
 #[derive(Clone, Debug, PartialEq)]

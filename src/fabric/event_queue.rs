@@ -201,7 +201,7 @@ impl EventQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::Rng;
+    use crate::base::rng::Rng;
 
     /// Pops in the order of a binary heap on `(key, insertion number)`,
     /// with pushes interleaved at and after the clock as the simulator

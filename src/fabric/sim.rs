@@ -136,7 +136,7 @@ use super::verbs::{
     VerbKind, COALESCED_HEADER_WORDS, MAX_COALESCED_WORDS, MSG_COMPLETION, MSG_FAILED, MSG_REPLY,
 };
 use super::{CpuOp, Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
-use crate::rng::Rng;
+use crate::base::rng::Rng;
 use nic::NicCap;
 
 mod nic;

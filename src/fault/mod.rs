@@ -274,7 +274,7 @@ pub fn validate(config: &Config) -> Result<(), String> {
             return Err("--fault crash:0@… on ucx: rank 0 runs the bootstrap and gathers the results, so it must survive; allowed: a node in 1..nodes".into());
         }
     }
-    if config.protocol == crate::protocols::ProtocolKind::Calvin {
+    if config.protocol == crate::base::ProtocolKind::Calvin {
         // CALVIN's failover (`protocols::calvin::failover`) moves a dead
         // node's partition to its promoted backup and resolves what it
         // sequenced or touched; that needs a backup, and it resolves one
@@ -880,7 +880,7 @@ mod tests {
         ucx_two.faults.push(RunFault::parse("crash:2@1").unwrap());
         assert!(validate(&ucx_two).unwrap_err().contains("one crash"));
         let mut calvin = config_with(&["crash:1@1"]);
-        calvin.protocol = crate::protocols::ProtocolKind::Calvin;
+        calvin.protocol = crate::base::ProtocolKind::Calvin;
         assert!(validate(&calvin)
             .unwrap_err()
             .contains("calvin needs --replication 2 or 3"));

@@ -51,8 +51,8 @@
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
+use crate::base::{Primitive, Stage};
 use crate::fabric::NodeId;
-use crate::protocols::{Primitive, Stage};
 use crate::runtime::Served;
 use crate::store::NodeStore;
 use crate::txn::{Access, TxnCx, TxnResult};

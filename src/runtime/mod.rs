@@ -59,12 +59,23 @@ use crate::fabric::{Batch, CpuOp, Endpoint, Message, NodeId, Posted, VerbKind};
 use crate::fault::detector::{Detector, DETECTOR_CO};
 use crate::fault::Membership;
 use crate::replication::Failover;
-use crate::stats::WorkerSnapshot;
 
 /// A round that could not complete: a peer it needed has failed (or the
 /// worker gave up on it at the end of the run).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RoundFailed;
+
+/// A worker's running totals at one instant: verbs posted, and how its
+/// time went (wall clock, idle, serving RPCs).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WorkerSnapshot {
+    pub counters: crate::fabric::VerbCounters,
+    pub wall_ns: u64,
+    /// In `Endpoint::idle`: nothing runnable, no message.
+    pub idle_ns: u64,
+    /// In RPC handlers: CPU spent serving other workers' stages.
+    pub handler_ns: u64,
+}
 
 /// The `tag` of a passive round's doorbell batches (see `Posted::Deferred`).
 const PASSIVE_TAG: u16 = u16::MAX;

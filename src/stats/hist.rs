@@ -34,7 +34,7 @@
 //! The histograms are measurement only: nothing in a run reads them, so the
 //! simulator's histories and memory images do not depend on them.
 
-use crate::workloads::MAX_TXN_TYPES;
+use super::MAX_TXN_TYPES;
 
 /// An HdrHistogram of nanoseconds, sized as the module doc says.
 pub type Histogram = hdrhistogram::Histogram<u64>;

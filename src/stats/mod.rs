@@ -13,21 +13,13 @@ pub mod log;
 
 pub use hist::{Histogram, Latencies};
 
-use crate::fabric::VerbCounters;
-use crate::protocols::Stage;
+use crate::base::Stage;
+pub use crate::runtime::WorkerSnapshot;
 use crate::txn::AbortReason;
 
-/// A worker's running totals at one instant: verbs posted, and how its
-/// time went (wall clock, idle, serving RPCs).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct WorkerSnapshot {
-    pub counters: VerbCounters,
-    pub wall_ns: u64,
-    /// In `Endpoint::idle`: nothing runnable, no message.
-    pub idle_ns: u64,
-    /// In RPC handlers: CPU spent serving other workers' stages.
-    pub handler_ns: u64,
-}
+/// Most transaction types a workload may name (`Workload::txn_types`; the
+/// per-type counters are fixed arrays, so counting costs no allocation).
+pub const MAX_TXN_TYPES: usize = 8;
 
 impl WorkerSnapshot {
     pub fn since(&self, earlier: &WorkerSnapshot) -> WorkerSnapshot {
@@ -65,7 +57,7 @@ pub struct WorkerStats {
     pub committed: u64,
     /// Committed transactions by the workload's transaction type
     /// (`Workload::txn_type`).
-    pub committed_by_type: [u64; crate::workloads::MAX_TXN_TYPES],
+    pub committed_by_type: [u64; MAX_TXN_TYPES],
     /// Aborted attempts in the measured interval, by `AbortReason::index`.
     pub aborts: [u64; AbortReason::ALL.len()],
     /// Transactions the program itself gave up (user aborts): counted once.
@@ -93,7 +85,7 @@ pub struct WorkerStats {
     pub cache_hits: u64,
     pub cache_misses: u64,
     /// Per transaction type (index `Workload::txn_type`).
-    pub per_type: [TypeCounts; crate::workloads::MAX_TXN_TYPES],
+    pub per_type: [TypeCounts; MAX_TXN_TYPES],
     /// Runs with an injected fault (`fault`): commits in the measured
     /// interval before the first fault and at or after it, and of those
     /// after, the ones made once this worker's node had declared a peer dead.

@@ -262,7 +262,7 @@ impl LocationCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::Rng;
+    use crate::base::rng::Rng;
 
     /// The reference: a direct-mapped array of `entries` positions.
     struct Direct {

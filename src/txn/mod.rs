@@ -14,16 +14,18 @@
 //! with write intent (or upgraded by the protocol).
 
 pub mod ids;
+mod protocol;
 
 use std::cell::RefMut;
 
+use crate::base::{Stage, StagePlan};
 use crate::fabric::{Batch, NodeId};
-use crate::protocols::{Protocol, Stage, StagePlan};
 use crate::runtime::Worker;
 use crate::store::{
     row_live, LocationCache, NodeStore, StoreLayout, TableId, TableLayout, ROW_ABSENT, ROW_LIVE,
     ROW_STATE_WORD,
 };
+pub use protocol::Protocol;
 
 /// Why an attempt aborted. The protocol layer picks the reason; users see
 /// counts per reason in the report.
@@ -304,7 +306,7 @@ impl<'w> TxnCx<'w> {
     }
 
     #[inline]
-    pub fn primitive(&self, stage: Stage) -> crate::protocols::Primitive {
+    pub fn primitive(&self, stage: Stage) -> crate::base::Primitive {
         self.plan.get(stage)
     }
 

@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
+use crate::base::rng::Rng;
 use crate::config::ConfigError;
-use crate::rng::Rng;
 use crate::store::{NodeStore, TableId, KEY_WORD};
 
 /// A weighted choice among transaction types.

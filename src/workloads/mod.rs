@@ -31,16 +31,14 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::base::rng::Rng;
 use crate::check::History;
 use crate::fabric::NodeId;
-use crate::protocols::Protocol;
-use crate::rng::Rng;
 use crate::store::{NodeStore, StoreError, TableId, TableSpec};
+use crate::txn::Protocol;
 use crate::txn::{IndexOp, Txn, TxnResult};
 
-/// Most transaction types a workload may name (`Workload::txn_types`; the
-/// per-type counters are fixed arrays, so counting costs no allocation).
-pub const MAX_TXN_TYPES: usize = 8;
+pub use crate::stats::MAX_TXN_TYPES;
 
 /// The verdict of a workload's invariants after a run.
 #[derive(Clone, Debug, Default, Serialize)]

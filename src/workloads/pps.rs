@@ -47,12 +47,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::base::rng::Rng;
 use crate::check::History;
 use crate::config::ConfigError;
 use crate::fabric::NodeId;
-use crate::protocols::Protocol;
-use crate::rng::Rng;
 use crate::store::{NodeStore, StoreError, TableId, TableSpec};
+use crate::txn::Protocol;
 use crate::txn::{Txn, TxnResult};
 
 use super::common::{for_each_row, mix64, validate_mix, Findings, Mix};

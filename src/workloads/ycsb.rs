@@ -23,12 +23,12 @@
 
 use std::sync::Arc;
 
+use crate::base::rng::Rng;
 use crate::check::History;
 use crate::config::{KeyDistribution, YcsbConfig, MAX_OPS_PER_TXN};
 use crate::fabric::NodeId;
-use crate::protocols::Protocol;
-use crate::rng::Rng;
 use crate::store::{NodeStore, StoreError, TableId, TableSpec};
+use crate::txn::Protocol;
 use crate::txn::{Txn, TxnResult};
 
 use super::zipf::Zipf;

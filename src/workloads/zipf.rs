@@ -18,7 +18,7 @@
 //! Invariants: `sample` draws exactly one `Rng::unit` and returns a rank
 //! in `[0, n)`.
 
-use crate::rng::Rng;
+use crate::base::rng::Rng;
 
 #[derive(Clone, Debug)]
 pub struct Zipf {

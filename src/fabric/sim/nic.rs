@@ -299,7 +299,7 @@ mod tests {
         let (window, capacity) = (nic.window_ns, nic.capacity);
         let horizon = nic.ring as u64 * window;
         let mut plain: BTreeMap<(NodeId, u64), u32> = BTreeMap::new();
-        let mut rng = crate::rng::Rng::derive(7, &[1]);
+        let mut rng = crate::base::rng::Rng::derive(7, &[1]);
         let (mut now, mut delayed, mut overflowed) = (0, 0, 0);
         // About 3.3 operations a µs per NIC against a cap of 4: full
         // windows and backlogs come and go.

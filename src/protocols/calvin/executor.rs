@@ -31,10 +31,10 @@ use super::{
     CalvinEnv, CalvinExec, Poll, DONE_UNDECLARED, DONE_USER_ABORT, INSERTED, MISSING, RPC_DONE,
     RPC_FORWARD, ST_DISPATCH, ST_EXECUTE, ST_FORWARD, ST_LOCK, ST_LOG, ST_READ,
 };
+use crate::base::{Primitive, Stage};
 use crate::check::history::SECONDARY_ENTRY;
 use crate::check::Item;
 use crate::fabric::NodeId;
-use crate::protocols::{Primitive, Stage};
 use crate::replication;
 use crate::txn::{ids, AbortReason, Txn, TxnCx, NO_SLOT};
 use crate::workloads::{Declared, Workload};

@@ -189,15 +189,17 @@ use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
+use crate::base::{ProtocolKind, Stage, StagePlan};
 use crate::check::history::SECONDARY_ENTRY;
 use crate::check::{History, Item};
 use crate::config::Config;
 use crate::fabric::NodeId;
-use crate::protocols::{Protocol, ProtocolKind, Served, Stage, StagePlan};
+use crate::protocols::Served;
 use crate::replication::{self, LogWriter, Replication};
 use crate::runtime::{RpcService, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout, TableId};
+use crate::txn::Protocol;
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 use crate::workloads::{Declared, Workload};
 

@@ -23,8 +23,10 @@
 //! Invariant: the run never writes to the store or takes a lock.
 
 use super::{read_consistent, INSERTED, MISSING, RPC_READ};
-use crate::protocols::{Protocol, ProtocolKind, Served, Stage};
+use crate::base::{ProtocolKind, Stage};
+use crate::protocols::Served;
 use crate::store::NodeStore;
+use crate::txn::Protocol;
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
 /// The protocol a reconnaissance run executes the program under.

@@ -19,8 +19,8 @@ use std::collections::{HashMap, VecDeque};
 use super::{
     unpack_access, CalvinEnv, NodeState, Poll, RpcBatch, CRB_HEADER_WORDS, ENTRY_FIXED_WORDS, RING,
 };
+use crate::base::{Primitive, Stage};
 use crate::fabric::NodeId;
-use crate::protocols::{Primitive, Stage};
 use crate::store::TableId;
 use crate::workloads::{Declared, Workload};
 

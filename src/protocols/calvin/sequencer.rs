@@ -59,9 +59,9 @@ use super::{
     pack_access, CalvinEnv, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_FAILED, DONE_FLAG_MASK,
     DONE_UNDECLARED, DONE_USER_ABORT, ENTRY_FIXED_WORDS, INSERTED, RPC_BATCH, ST_SEQUENCE,
 };
+use crate::base::rng::Rng;
+use crate::base::{Primitive, Stage};
 use crate::fabric::NodeId;
-use crate::protocols::{Primitive, Stage};
-use crate::rng::Rng;
 use crate::txn::{AbortReason, Txn, TxnCx};
 use crate::workloads::{Declared, Workload};
 

@@ -289,8 +289,8 @@ impl Tpcc {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::rng::Rng;
     use crate::config::{TpccConfig, TpccMix};
-    use crate::rng::Rng;
     use crate::store::{NodeStore, StoreLayout};
     use crate::workloads::Workload;
     use std::sync::Arc;

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use crate::base::rng::Rng;
 use crate::check::History;
-use crate::rng::Rng;
 use crate::store::{row_live, NodeStore, StoreError, KEY_WORD, ROW_LIVE};
 use crate::workloads::InvariantReport;
 

@@ -83,12 +83,12 @@ mod txns;
 
 use std::sync::Arc;
 
+use crate::base::rng::Rng;
 use crate::check::History;
 use crate::config::{TpccConfig, TpccMix};
 use crate::fabric::NodeId;
-use crate::protocols::Protocol;
-use crate::rng::Rng;
 use crate::store::{NodeStore, OrderedIndex, StoreError, TableSpec};
+use crate::txn::Protocol;
 use crate::txn::{IndexOp, Txn, TxnResult};
 
 use super::{Declared, InvariantReport, Workload};

@@ -3,7 +3,7 @@
 //! protocol; the node-local ordered indexes only say which keys to visit
 //! (see the parent module and `store::ordered`).
 
-use crate::protocols::Protocol;
+use crate::txn::Protocol;
 use crate::txn::{AbortReason, Txn, TxnResult};
 
 use super::load::contains_original;

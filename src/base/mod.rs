@@ -1,0 +1,20 @@
+//! The base layer: what every other layer names and nothing else defines.
+//!
+//! verbena's layers (the crate doc's map) import only downward, so a name
+//! that the config, the transaction context, the statistics, the protocols
+//! and the CLI all speak has to live below all of them. That is this
+//! module, and it imports nothing of the crate:
+//! * [`stage`]: the stages of a protocol, the primitive each uses, and the
+//!   run's plan of them with RCC's hybrid codes (RCC §5.1);
+//! * [`protocol_kind`]: the protocols verbena names and the stages each has;
+//! * [`rng`]: the seeded random number generators every deterministic part
+//!   draws from;
+//! * [`exit`]: the binary's exit codes, which the launcher also reads.
+
+pub mod exit;
+pub mod protocol_kind;
+pub mod rng;
+pub mod stage;
+
+pub use protocol_kind::ProtocolKind;
+pub use stage::{Primitive, Stage, StagePlan};
