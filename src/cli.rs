@@ -326,7 +326,7 @@ fn run_config(flags: &RunFlags) -> Result<Config, CliError> {
     if let Some(code) = hybrid {
         apply_hybrid(&mut config, code)?;
     }
-    config.validate().map_err(|e| usage(e.0))?;
+    engine::validate(&mut config).map_err(|e| usage(e.0))?;
     Ok(config)
 }
 
@@ -608,7 +608,7 @@ fn command_demo(a: args::DemoArgs) -> Result<i32, CliError> {
     let (duration_s, warmup_s) = (a.duration.unwrap_or(2.0), a.warmup.unwrap_or(0.5));
     let mut configs = demo_configs(duration_s, warmup_s);
     for config in &mut configs {
-        config.validate().map_err(|e| usage(e.0))?;
+        engine::validate(config).map_err(|e| usage(e.0))?;
     }
     if let Some(path) = &a.json {
         check_output_path("--json", path)?;
@@ -812,7 +812,8 @@ fn command_launch(a: args::LaunchArgs, given: Vec<String>) -> Result<i32, CliErr
     let grace = std::time::Duration::from_secs_f64(
         config.ucx.join_timeout_s + 3.0 * config.ucx.stall_timeout_s,
     );
-    let tolerant = config.replication > 1 && crate::fault::DetectorSettings::of(&config).is_some();
+    let tolerant =
+        config.replication > 1 && crate::config::faults::DetectorSettings::of(&config).is_some();
     Ok(wait_all(children, grace, tolerant))
 }
 

@@ -12,9 +12,9 @@
 
 use verbena::base::rng::Rng;
 use verbena::base::{Primitive, ProtocolKind, Stage, StagePlan};
+use verbena::config::faults::RunFault;
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine;
-use verbena::fault::RunFault;
 
 const WARMUP_S: f64 = 0.001;
 const DURATION_S: f64 = 0.004;
@@ -31,7 +31,7 @@ fn sim_config(protocol: ProtocolKind, log: Primitive, replication: u32, seed: u6
         seed,
         check: true,
         replication,
-        profile: verbena::fabric::NetworkProfile::resolve("cx4-edr").unwrap(),
+        profile: verbena::config::profile::NetworkProfile::resolve("cx4-edr").unwrap(),
         ..Config::default()
     };
     // Every stage one-sided except the log stage, which is the one under
@@ -437,7 +437,7 @@ fn a_calvin_failover_on_threads_keeps_every_partition_serving() {
 fn suspected_after_a_failover(seed: u64) -> Config {
     let mut config = Config {
         fabric: FabricKind::Sim,
-        profile: verbena::fabric::NetworkProfile::resolve("cx4-edr").unwrap(),
+        profile: verbena::config::profile::NetworkProfile::resolve("cx4-edr").unwrap(),
         nodes: 3,
         protocol: ProtocolKind::Occ,
         replication: 2,

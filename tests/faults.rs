@@ -8,9 +8,9 @@
 
 use verbena::base::rng::Rng;
 use verbena::base::{Primitive, ProtocolKind};
+use verbena::config::faults::RunFault;
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine;
-use verbena::fault::RunFault;
 
 const WARMUP_S: f64 = 0.001;
 const DURATION_S: f64 = 0.004;
@@ -27,7 +27,7 @@ fn sim_config(protocol: ProtocolKind, primitive: Primitive, seed: u64) -> Config
         warmup_s: WARMUP_S,
         seed,
         check: true,
-        profile: verbena::fabric::NetworkProfile::resolve("cx4-edr").unwrap(),
+        profile: verbena::config::profile::NetworkProfile::resolve("cx4-edr").unwrap(),
         ..Config::default()
     };
     config.ycsb.rows_per_node = 2_000;

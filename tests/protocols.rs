@@ -7,9 +7,9 @@
 //! except the test of the `threads` fabric's injected latency.
 
 use verbena::base::{Primitive, ProtocolKind, StagePlan};
+use verbena::config::profile::NetworkProfile;
 use verbena::config::{Config, FabricKind, KeyDistribution, LockMode, ProtocolOptions};
 use verbena::engine::{self, Report};
-use verbena::fabric::NetworkProfile;
 use verbena::protocols::timestamp::Timestamp;
 use verbena::workloads::ycsb::Ycsb;
 

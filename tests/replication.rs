@@ -9,9 +9,9 @@
 //! installs them (`protocols::calvin`), through the same `log` stage.
 
 use verbena::base::{Primitive, ProtocolKind, Stage};
+use verbena::config::profile::NetworkProfile;
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine::{self, Report};
-use verbena::fabric::NetworkProfile;
 use verbena::replication::{backups_match_primaries, recovery, Placement};
 
 fn replicated(
@@ -228,7 +228,7 @@ fn bad_replication_settings_are_refused_with_what_is_allowed() {
 /// in-run failure detector and re-routing come with the fault side). Every
 /// commit acknowledged before the crash must be on the promoted copy.
 fn crash_and_recover(protocol: ProtocolKind, log: Primitive, replication: u32, seed: u64) {
-    use verbena::fabric::sim::FaultSpec;
+    use verbena::config::sim::FaultSpec;
     use verbena::store::KEY_WORD;
     let mut config = replicated(
         protocol,
@@ -502,7 +502,7 @@ fn calvin_with_a_fault_it_cannot_fail_over_is_refused() {
         1,
         1,
     );
-    config.faults = vec![verbena::fault::RunFault::Crash {
+    config.faults = vec![verbena::config::faults::RunFault::Crash {
         node: 1,
         at_s: 0.002,
     }];
@@ -515,10 +515,12 @@ fn calvin_with_a_fault_it_cannot_fail_over_is_refused() {
         "{error}"
     );
     config.replication = 2;
-    config.faults.push(verbena::fault::RunFault::Crash {
-        node: 2,
-        at_s: 0.003,
-    });
+    config
+        .faults
+        .push(verbena::config::faults::RunFault::Crash {
+            node: 2,
+            at_s: 0.003,
+        });
     let error = engine::run(&config)
         .err()
         .expect("calvin with two crashes")

@@ -10,12 +10,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use verbena::base::{Primitive, ProtocolKind};
+use verbena::config::profile::NetworkProfile;
+use verbena::config::sim::{FaultSpec, SimConfig};
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine::{self, Report};
 use verbena::experiments::matrix::{self, Case};
-use verbena::fabric::sim::{FaultSpec, SimConfig, SimFabric};
+use verbena::fabric::sim::SimFabric;
 use verbena::fabric::verbs::{VerbKind, MSG_PASSIVE, MSG_REPLY};
-use verbena::fabric::{Endpoint, Message, NetworkProfile, Posted, Region, Verb, MSG_FAILED};
+use verbena::fabric::{Endpoint, Message, Posted, Region, Verb, MSG_FAILED};
 use verbena::runtime::{RpcService, Served, Worker};
 
 fn sim_config(protocol: ProtocolKind, primitive: Primitive, seed: u64) -> Config {
@@ -599,7 +601,7 @@ fn connection_cache_run(
     profile: &NetworkProfile,
     emulated_nodes: u32,
 ) -> (Vec<u64>, u64, (u64, u64)) {
-    use verbena::fabric::sim::CpuModel;
+    use verbena::config::sim::CpuModel;
     let regions: Vec<Arc<Region>> = (0..nodes).map(|_| Arc::new(Region::new(64))).collect();
     let config = SimConfig {
         jitter: 0.0,

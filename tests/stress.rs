@@ -6,9 +6,9 @@
 
 use verbena::base::rng::Rng;
 use verbena::base::{Primitive, ProtocolKind, StagePlan};
+use verbena::config::profile::NetworkProfile;
 use verbena::config::{Config, KeyDistribution, LockMode};
 use verbena::engine;
-use verbena::fabric::NetworkProfile;
 
 fn drawn(protocol: ProtocolKind, seed: u64) -> Config {
     let mut rng = Rng::derive(seed, &[protocol as u64]);

@@ -7,10 +7,10 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use verbena::base::{Primitive, ProtocolKind};
+use verbena::config::profile::NetworkProfile;
 use verbena::config::{Config, FabricKind, TpccMix, WorkloadKind};
 use verbena::engine::{self, Report};
 use verbena::experiments::matrix::{self, Case};
-use verbena::fabric::NetworkProfile;
 use verbena::store::NodeStore;
 use verbena::txn::AbortReason;
 

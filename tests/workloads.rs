@@ -9,9 +9,9 @@
 use std::process::Command;
 
 use verbena::base::{Primitive, ProtocolKind};
+use verbena::config::profile::NetworkProfile;
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine::{self, Report};
-use verbena::fabric::NetworkProfile;
 use verbena::workloads::pps::PpsMix;
 use verbena::workloads::smallbank::SmallBankMix;
 use verbena::workloads::tpce::TpceMix;

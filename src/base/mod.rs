@@ -9,12 +9,19 @@
 //! * [`protocol_kind`]: the protocols verbena names and the stages each has;
 //! * [`rng`]: the seeded random number generators every deterministic part
 //!   draws from;
-//! * [`exit`]: the binary's exit codes, which the launcher also reads.
+//! * [`exit`]: the binary's exit codes, which the launcher also reads;
+//! * [`placement`]: where each partition's copies live, which the config
+//!   checks a run's crashes against and replication and recovery follow;
+//! * [`NodeId`]: a node's index in the cluster.
 
 pub mod exit;
+pub mod placement;
 pub mod protocol_kind;
 pub mod rng;
 pub mod stage;
 
 pub use protocol_kind::ProtocolKind;
 pub use stage::{Primitive, Stage, StagePlan};
+
+/// A node's index in the cluster.
+pub type NodeId = u16;

@@ -4,7 +4,7 @@
 //!
 //! Invariants:
 //! - Flags parse text into values and nothing more: value ranges live in
-//!   `Config::validate` (config.rs), the single source of what a run allows.
+//!   `Config::validate` (`config`), the single source of what a run allows.
 //!   A value parser here only turns text into a value (a number, a protocol)
 //!   and reports text that names nothing.
 //! - Every run flag is an `Option`: `None` means "not given", so a flag only
@@ -31,13 +31,13 @@ use clap::{Args, Parser, Subcommand};
 
 use super::{parse_hybrid_code, parse_number, parse_stages, usage, CliError};
 use crate::base::{Primitive, ProtocolKind, StagePlan};
+use crate::config::faults::RunFault;
+use crate::config::profile::NetworkProfile;
+use crate::config::profile::BUILTIN_PROFILES;
 use crate::config::{
     FabricKind, KeyDistribution, LocalAtomics, LockMode, UcxTransport, WorkloadKind,
 };
 use crate::experiments::sweep::{self, Knob};
-use crate::fabric::profile::BUILTIN_PROFILES;
-use crate::fabric::NetworkProfile;
-use crate::fault::RunFault;
 
 /// Turns a flag's text into a `T` with the project's own message, adding a
 /// "did you mean" hint when the flag takes one of a closed set of names.

@@ -55,7 +55,7 @@
 //!
 //! The recovery time reported is rank 0's, from its `Fail` to its
 //! `Resume`. Rank 0 runs the bootstrap and gathers the results, so it must
-//! survive (`fault::validate` refuses `crash:0@…` on `ucx`); one failure
+//! survive (`config::faults::validate` refuses `crash:0@…` on `ucx`); one failure
 //! is recovered at a time — a second rank lost during a recovery ends the
 //! run with an error naming it.
 //!

@@ -68,7 +68,7 @@ pub use super::launch::NodeOptions;
 pub fn run_node(config: &Config, options: &NodeOptions) -> Result<Option<RunOutput>, RunError> {
     let mut config = config.clone();
     config.fabric = FabricKind::Ucx;
-    config.validate()?;
+    crate::engine::validate(&mut config)?;
     if options.rank >= config.nodes {
         return Err(RunError::Config(ConfigError(format!(
             "rank {} is out of range; allowed: 0..={} (--nodes {})",
@@ -800,7 +800,7 @@ fn drive<G: NodeProgram, W: Workload>(
 /// the start.
 fn crash_time_of(config: &Config, rank: u32) -> Option<f64> {
     config.faults.iter().find_map(|fault| match *fault {
-        crate::fault::RunFault::Crash { node, at_s } if node == rank => Some(at_s),
+        crate::config::faults::RunFault::Crash { node, at_s } if node == rank => Some(at_s),
         _ => None,
     })
 }

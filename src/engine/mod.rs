@@ -134,8 +134,17 @@ pub fn run(config: &Config) -> Result<RunOutput, RunError> {
         }
     }
     let mut config = config.clone();
-    config.validate()?;
+    validate(&mut config)?;
     with_workload(&config, Validated(&config))
+}
+
+/// Checks `config` as a run will use it: every value, resolving the
+/// stage plan (`Config::validate`), then whether the workload's tables fit
+/// in memory (`workloads::check_footprint`, which knows their schemas).
+/// Every entry point that runs a config goes through this.
+pub fn validate(config: &mut Config) -> Result<(), ConfigError> {
+    config.validate()?;
+    crate::workloads::check_footprint(config)
 }
 
 /// Validates `config` and runs it with a workload of the caller's own (the
@@ -143,7 +152,7 @@ pub fn run(config: &Config) -> Result<RunOutput, RunError> {
 /// workload to every protocol and stage choice without touching verbena.
 pub fn run_custom<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput, RunError> {
     let mut config = config.clone();
-    config.validate()?;
+    validate(&mut config)?;
     run_validated(&config, workload)
 }
 
@@ -156,14 +165,14 @@ pub fn run_protocol<P: Protocol, W: Workload>(
     workload: &W,
 ) -> Result<RunOutput, RunError> {
     let mut config = config.clone();
-    config.validate()?;
+    validate(&mut config)?;
     debug_assert_eq!(config.protocol, P::KIND);
     let program = StagedProgram {
         config: &config,
         protocol,
         workload,
     };
-    let heartbeat = crate::fault::DetectorSettings::of(&config).is_some();
+    let heartbeat = crate::config::faults::DetectorSettings::of(&config).is_some();
     driver::run_in_process(&config, &program, workload, program.layout(heartbeat))
 }
 
@@ -273,7 +282,7 @@ fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput
             driver::run_in_process(self.config, program, self.workload, layout)
         }
     }
-    let heartbeat = crate::fault::DetectorSettings::of(config).is_some();
+    let heartbeat = crate::config::faults::DetectorSettings::of(config).is_some();
     with_program(config, workload, heartbeat, InProcess { config, workload })?
 }
 

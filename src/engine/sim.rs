@@ -132,10 +132,10 @@ pub(crate) fn run_sim<G: NodeProgram>(
         for fault in &config.faults {
             let at_ns = START_NS + (fault.at_s() * 1e9) as u64;
             match *fault {
-                crate::fault::RunFault::Crash { node, .. } => {
+                crate::config::faults::RunFault::Crash { node, .. } => {
                     fabric.crash_node(node as NodeId, at_ns)
                 }
-                crate::fault::RunFault::Pause { node, for_s, .. } => {
+                crate::config::faults::RunFault::Pause { node, for_s, .. } => {
                     fabric.pause_node(node as NodeId, at_ns, (for_s * 1e9) as u64)
                 }
             }

@@ -32,9 +32,9 @@
 
 use crate::base::rng::Rng;
 use crate::base::{Primitive, ProtocolKind, Stage, StagePlan};
+use crate::config::profile::NetworkProfile;
 use crate::config::{Config, KeyDistribution, TpccMix, WorkloadKind};
 use crate::engine;
-use crate::fabric::NetworkProfile;
 
 /// One cell of the matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,12 +148,13 @@ fn apply_failure(config: &mut Config, failure: Failure) {
     config.replication = replication;
     let node = rng.below(config.nodes as u64) as u32;
     let at_s = config.warmup_s + config.duration_s * (0.1 + 0.4 * rng.unit());
-    let detector = crate::fault::DetectorSettings::defaults(config.fabric, &config.profile);
+    let detector =
+        crate::config::faults::DetectorSettings::defaults(config.fabric, &config.profile);
     config.faults = vec![if pause {
         let for_s = 3.0 * detector.timeout_ns as f64 / 1e9;
-        crate::fault::RunFault::Pause { node, at_s, for_s }
+        crate::config::faults::RunFault::Pause { node, at_s, for_s }
     } else {
-        crate::fault::RunFault::Crash { node, at_s }
+        crate::config::faults::RunFault::Crash { node, at_s }
     }];
     // Room after the failure for the detection, the recovery and the
     // survivors' commits.
@@ -539,7 +540,7 @@ mod tests {
             };
             let mut config = case_config(case);
             assert_eq!(config, case_config(case));
-            config.validate().expect("a matrix config validates");
+            crate::engine::validate(&mut config).expect("a matrix config validates");
             let y = &config.ycsb;
             match y.distribution {
                 KeyDistribution::Zipf => assert!(y.theta >= 0.9),
@@ -564,7 +565,7 @@ mod tests {
                 let mut config = case_config(case);
                 assert_eq!(config, case_config(case));
                 assert_eq!(config.workload, workload);
-                config.validate().expect("a matrix config validates");
+                crate::engine::validate(&mut config).expect("a matrix config validates");
                 match workload {
                     WorkloadKind::Ycsb => assert!(config.ycsb.rows_per_node <= 256),
                     WorkloadKind::Tpcc => assert!(config.tpcc.items == 100),

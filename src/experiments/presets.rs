@@ -302,7 +302,7 @@ pub const PRESETS: [Preset; 9] = [
         title: "throughput on emulated clusters of 4–160 nodes, one-sided vs RPC",
         // RCC's emulation: 4 real nodes whose workers spread their verbs
         // over as many connections as a larger cluster needs, on a NIC
-        // that caches 512 of them (`cx4-edr-qp`, see `fabric::profile`);
+        // that caches 512 of them (`cx4-edr-qp`, see `config::profile`);
         // 10 workers × 10 coroutines per node as in RCC §6.1, so 160
         // emulated nodes give each NIC 1,600 connections. Four of RCC's
         // protocols (CALVIN's epochs do not use the connections this

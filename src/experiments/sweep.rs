@@ -40,9 +40,9 @@ use super::progress::Progress;
 use super::provenance::{self, Host};
 use super::table::{self, Spread};
 use crate::base::{Primitive, ProtocolKind, Stage, StagePlan};
+use crate::config::profile::NetworkProfile;
 use crate::config::{Config, FabricKind};
 use crate::engine;
-use crate::fabric::NetworkProfile;
 
 /// One varied key and its values, as given.
 #[derive(Clone, Debug, PartialEq)]
@@ -267,7 +267,7 @@ pub fn resolve_point(
         }
         config.stages = plan_of(config.protocol, code);
     }
-    config.validate().map_err(|e| e.0)?;
+    crate::engine::validate(&mut config).map_err(|e| e.0)?;
     Ok(config)
 }
 

@@ -29,7 +29,6 @@
 //! layer above the fabric knows which backend it runs on.
 
 mod event_queue;
-pub mod profile;
 pub mod region;
 pub mod sim;
 pub mod threads;
@@ -40,7 +39,7 @@ pub mod threads;
 pub mod ucx;
 pub mod verbs;
 
-pub use profile::NetworkProfile;
+pub use crate::config::profile::NetworkProfile;
 pub use region::Region;
 pub use verbs::{
     Batch, CallId, Message, Verb, VerbCounters, VerbId, VerbKind, MSG_COMPLETION, MSG_FAILED,
@@ -77,8 +76,7 @@ pub enum CpuOp {
     RecoveryTuple,
 }
 
-/// A node's index in the cluster.
-pub type NodeId = u16;
+pub use crate::base::NodeId;
 
 /// One worker's network endpoint. Not shared between threads: each worker
 /// owns its own, as each RDMA thread owns its own QPs (DrTM+H §3.1).

@@ -32,19 +32,7 @@ use std::time::{Duration, Instant};
 
 use super::verbs::{VerbKind, MSG_COMPLETION, MSG_FAILED, MSG_REPLY};
 use super::{Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
-
-/// Injected latency of the `threads` fabric, per verb class, in ns (from
-/// the run's network profile). Remote verbs only: a node's accesses to
-/// itself take no injected latency.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LatencyConfig {
-    /// Round trip of a one-sided READ or WRITE.
-    pub onesided_ns: u64,
-    /// Round trip of a CAS or FETCH_AND_ADD.
-    pub atomic_ns: u64,
-    /// Round trip of an RPC, excluding the handler's own (real) CPU time.
-    pub rpc_ns: u64,
-}
+use crate::config::profile::LatencyConfig;
 
 const SPIN_ROUNDS: u32 = 200;
 /// After spinning, an idle worker yields its core for this long before it

@@ -50,7 +50,8 @@
 
 use std::sync::Arc;
 
-use super::{DetectorSettings, FailureHook, Membership};
+use super::{FailureHook, Membership};
+use crate::config::faults::DetectorSettings;
 use crate::fabric::verbs::{MSG_COMPLETION, MSG_FAILED};
 use crate::fabric::{Endpoint, Message, NodeId, Posted, Verb, VerbKind};
 

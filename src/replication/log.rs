@@ -58,8 +58,8 @@ use crate::store::NodeStore;
 use crate::txn::{Access, TxnCx, TxnResult};
 
 use super::failover::Failover;
-use super::placement::Placement;
 use super::ring::{self, Decided, LoggedWrite, RingLayout};
+use crate::base::placement::Placement;
 
 /// RPC kinds of the replication layer (outside every protocol's range).
 pub mod kind {

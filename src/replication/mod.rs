@@ -20,7 +20,6 @@
 
 pub mod failover;
 pub mod log;
-pub mod placement;
 pub mod recovery;
 pub mod ring;
 
@@ -30,9 +29,9 @@ use crate::fabric::NodeId;
 use crate::store::{NodeStore, StoreError, StoreLayout, KEY_WORD};
 use crate::workloads::Workload;
 
+pub use crate::base::placement::Placement;
 pub use failover::{Failover, FailoverReport, RecoveryHook};
 pub use log::{LogWriter, RedoWrite, Replication};
-pub use placement::Placement;
 pub use ring::RingLayout;
 
 /// Replication of a run with `factor` copies on `nodes` nodes of

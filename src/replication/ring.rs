@@ -66,7 +66,7 @@
 use crate::fabric::NodeId;
 use crate::store::{NodeStore, StoreLayout, TableId};
 
-use super::placement::Placement;
+use crate::base::placement::Placement;
 
 /// Words of a record's fixed part (len, txn id, write and target counts,
 /// round, trailer).

@@ -10,7 +10,6 @@
 use std::sync::Arc;
 
 use crate::base::rng::Rng;
-use crate::config::ConfigError;
 use crate::store::{NodeStore, TableId, KEY_WORD};
 
 /// A weighted choice among transaction types.
@@ -46,23 +45,7 @@ impl Mix {
     }
 }
 
-/// Checks a mix's weights: each at most 1,000,000, not all 0.
-pub fn validate_mix(section: &str, names: &[&str], weights: &[u32]) -> Result<(), ConfigError> {
-    for (name, &weight) in names.iter().zip(weights) {
-        if weight > 1_000_000 {
-            return Err(ConfigError(format!(
-                "{section}.mix.{name} = {weight} is out of range; allowed: 0..=1000000 (a relative weight)"
-            )));
-        }
-    }
-    if weights.iter().all(|&w| w == 0) {
-        return Err(ConfigError(format!(
-            "{section}.mix gives every transaction weight 0; allowed: at least one positive weight among {}",
-            names.join(", ")
-        )));
-    }
-    Ok(())
-}
+pub use crate::config::mix::validate_mix;
 
 /// Parses a mix given as `name=weight,name=weight…` (types not named get
 /// weight 0); `names` are the accepted names, in weight order.

@@ -20,6 +20,7 @@
 //! data path.
 
 pub mod common;
+pub mod footprint;
 pub mod pps;
 pub mod smallbank;
 pub mod tpcc;
@@ -39,6 +40,7 @@ use crate::txn::Protocol;
 use crate::txn::{IndexOp, Txn, TxnResult};
 
 pub use crate::stats::MAX_TXN_TYPES;
+pub use footprint::check_footprint;
 
 /// The verdict of a workload's invariants after a run.
 #[derive(Clone, Debug, Default, Serialize)]

@@ -53,7 +53,7 @@
 //!
 //! Where it runs: `sim` and `threads`, whose recovery reads and writes the
 //! survivors' memory directly, as for every protocol. CALVIN does not run
-//! on `ucx` at all. One failure per run: `fault::validate` refuses more.
+//! on `ucx` at all. One failure per run: `config::faults::validate` refuses more.
 //! What it assumes of the fabric: what the dead node posted before it died
 //! lands (or is lost) before it is declared dead — the detector's timeout
 //! is many round trips — so no forward, record or report of it arrives

@@ -225,6 +225,19 @@ impl NetworkProfile {
     }
 }
 
+/// Injected latency of the `threads` fabric, per verb class, in ns (from
+/// the run's network profile). Remote verbs only: a node's accesses to
+/// itself take no injected latency.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LatencyConfig {
+    /// Round trip of a one-sided READ or WRITE.
+    pub onesided_ns: u64,
+    /// Round trip of a CAS or FETCH_AND_ADD.
+    pub atomic_ns: u64,
+    /// Round trip of an RPC, excluding the handler's own (real) CPU time.
+    pub rpc_ns: u64,
+}
+
 impl Default for NetworkProfile {
     fn default() -> Self {
         NetworkProfile::none()

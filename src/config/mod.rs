@@ -9,16 +9,32 @@
 //! Invariants after `validate` succeeds: every count is within the limits the
 //! lower layers encode into ids (see `txn::ids`), every probability is in its
 //! range, and the stage plan names only stages the protocol has.
+//!
+//! Configuration is data and value checks only (layer 1 of the crate's
+//! map): each section's type lives here, in a submodule of its own where
+//! it is more than a few fields ([`profile`], [`sim`], [`faults`],
+//! [`smallbank`], [`pps`], [`tpce`]), and the layers above read their own
+//! sections. What only a workload can judge, the memory its tables need,
+//! it checks itself (`workloads::check_footprint`); `engine::validate`
+//! runs both, and every entry point that starts a run goes through it.
 
 use serde::{Deserialize, Serialize};
 
 use crate::base::{Primitive, ProtocolKind, StagePlan};
-use crate::fabric::profile::{deserialize_profile, NetworkProfile};
-use crate::fabric::sim::SimConfig;
-pub use crate::fabric::threads::LatencyConfig;
-pub use crate::workloads::pps::PpsConfig;
-pub use crate::workloads::smallbank::SmallBankConfig;
-pub use crate::workloads::tpce::TpceConfig;
+pub mod faults;
+pub mod mix;
+pub mod pps;
+pub mod profile;
+pub mod sim;
+pub mod smallbank;
+pub mod tpce;
+
+pub use pps::PpsConfig;
+pub use profile::LatencyConfig;
+use profile::{deserialize_profile, NetworkProfile};
+use sim::SimConfig;
+pub use smallbank::SmallBankConfig;
+pub use tpce::TpceConfig;
 
 /// Upper bounds that the id packing of `txn::ids` relies on.
 pub const MAX_NODES: u32 = 4096;
@@ -88,9 +104,9 @@ pub struct Config {
     pub replication_options: ReplicationOptions,
     /// Faults the run injects (`--fault crash:NODE@SECONDS`, repeatable;
     /// `faults = ["crash:2@1.5"]`), see `fault`.
-    pub faults: Vec<crate::fault::RunFault>,
+    pub faults: Vec<faults::RunFault>,
     /// `[failure_detector]`: heartbeat interval and timeout (`fault`).
-    pub failure_detector: crate::fault::FailureDetectorConfig,
+    pub failure_detector: faults::FailureDetectorConfig,
     /// Test-only: OCC skips read-set validation. Exists to prove the checker
     /// catches a broken protocol; not reachable from the command line.
     #[serde(skip)]
@@ -351,7 +367,7 @@ impl Default for Config {
             replication: 1,
             replication_options: ReplicationOptions::default(),
             faults: Vec::new(),
-            failure_detector: crate::fault::FailureDetectorConfig::default(),
+            failure_detector: faults::FailureDetectorConfig::default(),
             unsafe_skip_occ_validation: false,
         }
     }
@@ -404,7 +420,11 @@ pub const MAX_REGION_BYTES: u64 = 16 << 30;
 
 /// Header words per tuple the protocol lays out (for the footprint check):
 /// the version slots of CICADA, the lists of MAAT, else one.
-fn header_words_estimate(protocol: ProtocolKind, o: &ProtocolOptions, record_words: u64) -> u64 {
+pub fn header_words_estimate(
+    protocol: ProtocolKind,
+    o: &ProtocolOptions,
+    record_words: u64,
+) -> u64 {
     match protocol {
         ProtocolKind::Cicada => 2 + o.cicada_versions as u64 * (record_words + 4),
         ProtocolKind::Maat => 3 + 2 * o.maat_list_capacity as u64,
@@ -506,49 +526,19 @@ impl Config {
         self.validate_protocol_options()?;
         self.validate_replication()?;
         self.validate_ucx()?;
-        crate::fault::validate(self).map_err(ConfigError)?;
+        faults::validate(self).map_err(ConfigError)?;
         self.validate_ycsb()?;
         self.validate_tpcc()?;
         self.validate_workload_sections()
     }
 
     /// The sections of the SmallBank, PPS and TPC-E workloads: every value
-    /// in range always; the memory they need only for the selected one.
+    /// in range, whichever workload runs. The memory their tables need is
+    /// the workloads' own check (`workloads::check_footprint`).
     fn validate_workload_sections(&self) -> Result<(), ConfigError> {
-        use crate::workloads::{pps::Pps, smallbank::SmallBank, tpce::Tpce, Workload};
         self.smallbank.validate(self.workers)?;
         self.pps.validate()?;
-        self.tpce.validate(self.nodes)?;
-        let (name, tables) = match self.workload {
-            WorkloadKind::Ycsb | WorkloadKind::Tpcc => return Ok(()),
-            WorkloadKind::SmallBank => (
-                "smallbank",
-                SmallBank::new(&self.smallbank, self.nodes, self.workers).tables(),
-            ),
-            WorkloadKind::Pps => ("pps", Pps::new(&self.pps, self.nodes).tables()),
-            WorkloadKind::TpceCp => ("tpce", Tpce::new(&self.tpce, self.nodes).tables()),
-        };
-        // Tuples (store words, the protocol's header, the record) plus the
-        // index (about 32 bytes a row at ≤ 50 % load), on every node.
-        let mut rows = 0u64;
-        let node_bytes = tables.iter().fold(0u64, |sum, table| {
-            rows = rows.saturating_add(table.capacity_per_node);
-            let record_words = table.record_words as u64;
-            let header = header_words_estimate(self.protocol, &self.protocol_options, record_words);
-            let tuple_bytes = 8 * (3 + header + record_words) + 32;
-            sum.saturating_add(tuple_bytes.saturating_mul(table.capacity_per_node))
-        });
-        let total = node_bytes.saturating_mul(self.nodes as u64);
-        if total > MAX_REGION_BYTES {
-            return Err(ConfigError(format!(
-                "the [{name}] tables ({rows} rows per node, on {} nodes) need about {} MiB of registered memory with {}'s tuple header; allowed: at most {} MiB (fewer rows per node, or fewer nodes)",
-                self.nodes,
-                total >> 20,
-                self.protocol.name(),
-                MAX_REGION_BYTES >> 20
-            )));
-        }
-        Ok(())
+        self.tpce.validate(self.nodes)
     }
 
     fn validate_protocol_options(&self) -> Result<(), ConfigError> {
@@ -709,7 +699,7 @@ impl Config {
     /// it needs a failure detector and a copy of every partition to fail
     /// over to; otherwise a dead rank ends the run with an error.
     pub fn tolerates_rank_loss(&self) -> bool {
-        crate::fault::DetectorSettings::of(self).is_some() && self.replication > 1
+        faults::DetectorSettings::of(self).is_some() && self.replication > 1
     }
 
     /// Worker threads of the whole run.
@@ -879,20 +869,6 @@ impl Config {
             return Err(ConfigError(
                 "tpcc.new_order_always_distributed needs at least 2 nodes (a remote supplier on another node); nodes = 1".into(),
             ));
-        }
-        let bytes =
-            crate::workloads::tpcc::region_bytes_estimate(t).saturating_mul(self.nodes as u64);
-        if bytes > MAX_REGION_BYTES {
-            return Err(ConfigError(format!(
-                "tpcc with {} warehouse(s) per node, {} items, {} customers per district and insert headroom {} on {} nodes needs about {} MiB of registered memory; allowed: at most {} MiB (lower tpcc.insert_headroom_per_district or tpcc.warehouses_per_node)",
-                t.warehouses_per_node,
-                t.items,
-                t.customers_per_district,
-                t.insert_headroom_per_district,
-                self.nodes,
-                bytes >> 20,
-                MAX_REGION_BYTES >> 20
-            )));
         }
         Ok(())
     }

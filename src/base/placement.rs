@@ -1,4 +1,4 @@
-//! Where each partition's copies live (issue 8 item 1).
+//! Where each partition's copies live.
 //!
 //! Partition `p` (the rows node `p` loads) has its primary on node `p` and
 //! its `r − 1` backups on nodes `p + 1, …, p + r − 1 (mod n)` — the
@@ -12,7 +12,7 @@
 //! After a failure the first *live* node of `p, p + 1, …, p + r − 1` serves
 //! the partition (`primary_given`): the promoted backup.
 
-use crate::fabric::NodeId;
+use super::NodeId;
 
 /// The replication factor and cluster size; the map from partitions to
 /// nodes.
