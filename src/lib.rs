@@ -46,7 +46,8 @@
 //!   per transaction, so it sits with `txn` on layer 5 and may import it.
 //! * `engine` is split by submodule: `engine::coroutine` (the staged
 //!   coordinator pipeline every two-phase protocol shares) and
-//!   `engine::calvin` (CALVIN's node program) are programs, layer 9; the
+//!   `engine::calvin` (CALVIN: its sequencer, scheduler, executors, failover
+//!   hook and node program) are programs, layer 9; the
 //!   rest of `engine` (the one driver, its `sim` backend, the report) is
 //!   the driver, layer 10. A path belongs to the longest name in the table
 //!   that prefixes it, as written: `crate::engine::Report` counts as

@@ -1,4 +1,4 @@
-//! CALVIN (`protocols::calvin`) as its users depend on it: the checker
+//! CALVIN (`engine::calvin`) as its users depend on it: the checker
 //! accepts its histories on many seeds and every stage choice; runs of one
 //! configuration end in the same database state whatever the fabric, the
 //! primitives and the split of clients into workers and coroutines (the

@@ -285,7 +285,7 @@ fn every_workload_fails_over_with_its_invariants() {
     }
 }
 
-// CALVIN (`protocols::calvin::failover`): a crash at a random virtual time
+// CALVIN (`engine::calvin::failover`): a crash at a random virtual time
 // while epochs of sequenced transactions are in flight. Every transaction
 // the dead node had a part in is finished by the survivors or given up
 // (its client submits it again); the checker then passes on the merged

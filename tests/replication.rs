@@ -6,7 +6,7 @@
 //! replication settings get a clear error, and `r = 1` stays the
 //! unreplicated system. CALVIN has no coordinator: each active participant
 //! logs its own partition's writes to that partition's backups before it
-//! installs them (`protocols::calvin`), through the same `log` stage.
+//! installs them (`engine::calvin`), through the same `log` stage.
 
 use verbena::base::{Primitive, ProtocolKind, Stage};
 use verbena::config::profile::NetworkProfile;

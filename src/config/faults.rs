@@ -251,7 +251,7 @@ pub fn validate(config: &Config) -> Result<(), String> {
         }
     }
     if config.protocol == crate::base::ProtocolKind::Calvin {
-        // CALVIN's failover (`protocols::calvin::failover`) moves a dead
+        // CALVIN's failover (`engine::calvin::failover`) moves a dead
         // node's partition to its promoted backup and resolves what it
         // sequenced or touched; that needs a backup, and it resolves one
         // failure.

@@ -186,7 +186,7 @@ pub struct ProtocolOptions {
     /// CALVIN: length of a sequencing epoch, µs (Deneva §3.4 used 5 ms).
     pub calvin_epoch_us: u64,
     /// CALVIN: requests each worker's client keeps outstanding (Deneva's
-    /// client threads keep many in flight each; `protocols::calvin`), so a
+    /// client threads keep many in flight each; `engine::calvin`), so a
     /// node has `workers × calvin_inflight` in flight and every epoch
     /// sequences all that arrived during it. 0: the lockstep clients —
     /// one request per executor coroutine per epoch, each epoch closed

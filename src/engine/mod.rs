@@ -19,7 +19,7 @@
 //! is a backend: both meet in one driver (`engine::driver`), which every
 //! fabric — a `ucx` rank too — goes through.
 
-mod calvin;
+pub mod calvin;
 pub mod coroutine;
 pub(crate) mod driver;
 pub mod report;

@@ -20,9 +20,10 @@
 //! §4.4), `maat` (RCBench Alg. 9–10), `sundial` (RCC §4.5), `cicada`
 //! (RCBench Alg. 11) and `drtm` (DrTM §4). The other names exist in
 //! [`ProtocolKind`] and are refused by config validation until their issue
-//! lands.
+//! lands. CALVIN orders transactions before they run and has no
+//! coordinator stages, so it is a node program (`engine::calvin`), not a
+//! module here.
 
-pub mod calvin;
 pub mod cicada;
 pub mod common;
 pub mod drtm;

@@ -67,7 +67,7 @@ use super::{recovery, Replication};
 type RecoveredHeader = fn(&TableLayout, &mut [u64]);
 
 /// A protocol's own recovery steps around the generic ones (CALVIN's
-/// resolution of its sequenced transactions, `protocols::calvin::failover`),
+/// resolution of its sequenced transactions, `engine::calvin::failover`),
 /// run by [`Failover`]'s recovery on `sim` and `threads` with every live
 /// coroutine parked or stepped out and the background apply gated.
 pub trait RecoveryHook: Send + Sync {
@@ -104,7 +104,7 @@ pub struct FailoverReport {
     pub suspicions_ignored: u64,
     /// CALVIN: sequenced transactions a failed node had a part in that the
     /// recovery finished, and that it gave up (resubmitted by their
-    /// clients) (`protocols::calvin::failover`).
+    /// clients) (`engine::calvin::failover`).
     pub sequenced_finished_count: u64,
     pub sequenced_given_up_count: u64,
 }

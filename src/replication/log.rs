@@ -34,7 +34,7 @@
 //! A read-only transaction logs nothing; with replication factor 1 the
 //! stage costs nothing. CALVIN's participants log through a writer made by
 //! [`LogWriter::for_served`], which carries only the writes of the
-//! partitions the participant's node serves (`protocols::calvin`).
+//! partitions the participant's node serves (`engine::calvin`).
 //!
 //! The post of the records is the attempt's commit point (the history
 //! records a commit there when failures are handled): once posted, the
@@ -452,7 +452,7 @@ impl LogWriter {
 
     /// A writer that logs only the writes of the partitions `node` serves
     /// (its own, and after a failover those promoted to it): CALVIN's
-    /// participants (`protocols::calvin`), each of which installs — and so
+    /// participants (`engine::calvin`), each of which installs — and so
     /// logs — only its own partitions' writes, although every active
     /// participant's program computes the whole write set.
     pub fn for_served(replication: Arc<Replication>, node: NodeId, worker: u16) -> LogWriter {

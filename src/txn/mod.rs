@@ -289,7 +289,7 @@ impl<'w> TxnCx<'w> {
 
     /// Starts an attempt under an id that need not grow: a CALVIN part,
     /// named by its transaction's place in the global order, which
-    /// executors take in no fixed order (`protocols::calvin::failover`).
+    /// executors take in no fixed order (`engine::calvin::failover`).
     pub fn begin_part(&mut self, txn_id: u64, attempt: u32) {
         debug_assert!(
             self.accesses.iter().all(|a| !a.locked),

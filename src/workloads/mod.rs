@@ -109,7 +109,7 @@ pub trait Workload: Sync {
     /// given the committed history of the whole run.
     fn check_invariants(&self, stores: &[Arc<NodeStore>], history: &History) -> InvariantReport;
 
-    // Deterministic protocols (CALVIN, `protocols::calvin`) order requests
+    // Deterministic protocols (CALVIN, `engine::calvin`) order requests
     // before they run and ship each one to the nodes it touches, so they
     // need a request as words and its read/write set up front (Deneva
     // §3.4). A workload that leaves these at their defaults runs under
@@ -149,7 +149,7 @@ pub trait Workload: Sync {
     /// the program first accesses them, each once (an access that is
     /// written is declared written). Returns false when the set depends
     /// on data: CALVIN then finds it by a reconnaissance run (Deneva
-    /// §3.4, `protocols::calvin::recon`) and adds what this appended before
+    /// §3.4, `engine::calvin::recon`) and adds what this appended before
     /// answering false — records the program need not touch but whose
     /// locks order the request against the writers of what it finds
     /// through an ordered index (TPC-C's district rows), so that what the
@@ -157,7 +157,7 @@ pub trait Workload: Sync {
     ///
     /// Rows the program inserts (`Txn::insert`) are not declared; their
     /// keys must come from a record the request writes, whose lock covers
-    /// them (see `protocols::calvin::CalvinExec`).
+    /// them (see `engine::calvin::CalvinExec`).
     fn declare_accesses(&self, _request: &Self::Request, _out: &mut Vec<Declared>) -> bool {
         false
     }

@@ -1,4 +1,4 @@
-//! TPC-C under deterministic protocols (CALVIN, `protocols::calvin`;
+//! TPC-C under deterministic protocols (CALVIN, `engine::calvin`;
 //! Deneva §3.4, Calvin §3.2.1): each request as words, and its read/write
 //! set before it runs (`Workload::declare_accesses`).
 //!

@@ -6,7 +6,7 @@
 //! Calvin itself (Thomson et al. §3.1) survives failures by replicating the
 //! *input* and re-executing it deterministically on a replica. Verbena
 //! replicates CALVIN as every other protocol, by RCC §4.1's coordinator log
-//! of each participant's writes (`protocols::calvin`, *Replication*), and
+//! of each participant's writes (`engine::calvin`, *Replication*), and
 //! fails over as every other protocol does (`replication::failover`: a
 //! pause, the dead node's log records rolled forward, its partitions
 //! promoted to their first live backup, FaRM's reconfiguration, DrTM+H

@@ -181,9 +181,12 @@
 
 pub mod executor;
 pub mod failover;
+mod program;
 pub mod recon;
 pub mod scheduler;
 pub mod sequencer;
+
+pub(crate) use program::with_calvin_program;
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};

@@ -1,4 +1,4 @@
-//! CALVIN's node program (`protocols::calvin`), which does not fit the
+//! CALVIN's node program (the protocol is the parent module), which does not fit the
 //! per-transaction stage pipeline of `engine::coroutine`: each node runs a
 //! sequencer and a scheduler coroutine on its worker 0 beside the
 //! transaction coroutines, which here are CALVIN's executors.
@@ -33,21 +33,21 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
-use super::driver::{
-    log_writers, nodes_of, service_of_each, Cluster, Coroutines, Drive, ExtraStats, FailoverParts,
-    NodeProgram, RunClock, WorkerCells, WorkerResult, WorkerStart,
-};
-use super::report::OrderedMap;
-use super::{Report, RunError, WithProgram};
-use crate::base::{Primitive, Stage};
-use crate::check::History;
-use crate::config::{Config, ConfigError, MAX_REGION_BYTES};
-use crate::fabric::NodeId;
-use crate::protocols::calvin::failover::CalvinFailover;
-use crate::protocols::calvin::{
+use super::failover::CalvinFailover;
+use super::{
     client_slots, executor, final_epoch, merge_partial_history, scheduler, sequencer, CalvinEnv,
     CalvinLayout, CalvinService, CalvinStats, NodeShared, STAGE_NAMES, ST_LOG, ST_SEQUENCE,
 };
+use crate::base::{Primitive, Stage};
+use crate::check::History;
+use crate::config::{Config, ConfigError, MAX_REGION_BYTES};
+use crate::engine::driver::{
+    log_writers, nodes_of, service_of_each, Cluster, Coroutines, Drive, ExtraStats, FailoverParts,
+    NodeProgram, RunClock, WorkerCells, WorkerResult, WorkerStart,
+};
+use crate::engine::report::OrderedMap;
+use crate::engine::{Report, RunError, WithProgram};
+use crate::fabric::NodeId;
 use crate::replication::{Failover, LogWriter};
 use crate::stats::WorkerStats;
 use crate::store::{StoreLayout, TableLayout};
