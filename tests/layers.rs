@@ -83,7 +83,6 @@ const LAYERS: &[Unit] = &[
 const ALLOWED: &[(&str, &str)] = &[
     ("src/engine/calvin/program.rs", "engine"),
     ("src/replication/failover.rs", "fault"),
-    ("src/replication/mod.rs", "workloads"),
     ("src/runtime/mod.rs", "fault"),
     ("src/runtime/mod.rs", "replication"),
 ];
@@ -97,7 +96,6 @@ const ALLOWED_CYCLES: &[&[&str]] = &[
         "runtime",
         "stats",
         "txn",
-        "workloads",
     ],
 ];
 

@@ -332,19 +332,19 @@ fn tables_too_large_for_memory_are_refused_naming_the_section() {
         ..Config::default()
     };
     config.smallbank.accounts_per_worker = 1 << 30;
-    let error = config.clone().validate().unwrap_err().0;
+    let error = engine::validate(&mut config.clone()).unwrap_err().0;
     assert!(
         error.contains("[smallbank] tables") && error.contains("MiB"),
         "{error}"
     );
     // Version slots count: a size that fits one header may not fit MVCC's.
     config.smallbank.accounts_per_worker = 1 << 22;
-    config.validate().expect("fits with one header word");
+    engine::validate(&mut config).expect("fits with one header word");
     if ProtocolKind::Mvcc.implemented() {
         let mut mvcc = config.clone();
         mvcc.protocol = ProtocolKind::Mvcc;
         mvcc.protocol_options.mvcc_versions = 64;
-        assert!(mvcc.validate().unwrap_err().0.contains("mvcc"));
+        assert!(engine::validate(&mut mvcc).unwrap_err().0.contains("mvcc"));
     }
     let mut pps = Config {
         workload: WorkloadKind::Pps,
@@ -352,5 +352,5 @@ fn tables_too_large_for_memory_are_refused_naming_the_section() {
     };
     pps.pps.products_per_node = 1 << 32;
     pps.pps.parts_per_product = 32;
-    assert!(pps.validate().unwrap_err().0.contains("[pps] tables"));
+    assert!(engine::validate(&mut pps).unwrap_err().0.contains("[pps] tables"));
 }

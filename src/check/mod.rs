@@ -9,8 +9,10 @@
 
 pub mod graph;
 pub mod history;
+pub mod invariants;
 pub mod state;
 
 pub use graph::{check_serializable, CheckReport};
 pub use history::{History, Item, TxnEntry};
+pub use invariants::InvariantReport;
 pub use state::{store_holds_history_writes, store_matches_history};

@@ -277,8 +277,10 @@ fn run_program<G: NodeProgram, W: Workload>(
     ));
     workload.load(&store).map_err(RunError::Load)?;
     if let Some(replication) = &replication {
-        crate::replication::load_backups(workload, &store, &replication.placement)
-            .map_err(RunError::Load)?;
+        crate::replication::load_backups(&store, &replication.placement, |view| {
+            workload.load(view)
+        })
+        .map_err(RunError::Load)?;
     }
     let faults = match (&replication, tolerant) {
         (Some(replication), true) => {

@@ -482,7 +482,9 @@ fn load_stores<W: Workload>(
                     scope.spawn(|| {
                         workload.load(store)?;
                         match replication {
-                            Some(r) => replication::load_backups(workload, store, &r.placement),
+                            Some(r) => replication::load_backups(store, &r.placement, |view| {
+                                workload.load(view)
+                            }),
                             None => Ok(()),
                         }
                     })

@@ -27,7 +27,6 @@ use std::sync::Arc;
 
 use crate::fabric::NodeId;
 use crate::store::{NodeStore, StoreError, StoreLayout, KEY_WORD};
-use crate::workloads::Workload;
 
 pub use crate::base::placement::Placement;
 pub use failover::{Failover, FailoverReport, RecoveryHook};
@@ -56,15 +55,16 @@ pub fn setup(
     )))
 }
 
-/// Loads the backup copies `store`'s node holds, with the workload's own
-/// loader (each through a [`NodeStore::backup_view`]).
-pub fn load_backups<W: Workload>(
-    workload: &W,
+/// Loads the backup copies `store`'s node holds with `load`, the
+/// workload's own loader, each through a [`NodeStore::backup_view`] (the
+/// loader sees the partition's rows as if it loaded its primary).
+pub fn load_backups(
     store: &NodeStore,
     placement: &Placement,
+    load: impl Fn(&NodeStore) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     for (partition, copy) in placement.backed_up_by(store.node) {
-        workload.load(&store.backup_view(partition, copy))?;
+        load(&store.backup_view(partition, copy))?;
     }
     Ok(())
 }
@@ -153,7 +153,7 @@ pub fn check_backups(
     replication: &Replication,
     stores: &[Arc<NodeStore>],
     failed: &[NodeId],
-    invariants: &mut crate::workloads::InvariantReport,
+    invariants: &mut crate::check::InvariantReport,
 ) {
     let drained: u64 = stores
         .iter()

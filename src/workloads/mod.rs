@@ -30,7 +30,6 @@ pub mod zipf;
 
 use std::sync::Arc;
 
-use serde::Serialize;
 
 use crate::base::rng::Rng;
 use crate::check::History;
@@ -42,29 +41,7 @@ use crate::txn::{IndexOp, Txn, TxnResult};
 pub use crate::stats::MAX_TXN_TYPES;
 pub use footprint::check_footprint;
 
-/// The verdict of a workload's invariants after a run.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct InvariantReport {
-    pub ok: bool,
-    /// What was checked, and every violation found (capped).
-    pub details: Vec<String>,
-}
-
-impl InvariantReport {
-    /// Adds the comparison of every tuple's version with the last
-    /// committed write of it (`mismatches`: one line per tuple that
-    /// differs, none when all agree); `scope` says which stores were read.
-    pub fn add_version_check(&mut self, mismatches: Vec<String>, scope: &str) {
-        if mismatches.is_empty() {
-            self.details.push(format!(
-                "every tuple's version is the one its last committed write installed{scope}"
-            ));
-        } else {
-            self.ok = false;
-            self.details.extend(mismatches);
-        }
-    }
-}
+pub use crate::check::InvariantReport;
 
 #[allow(async_fn_in_trait)]
 pub trait Workload: Sync {
