@@ -17,10 +17,12 @@
 //!    `Done`; when all have, rank 0 says `AllDone` and the workers stop
 //!    serving (until then they serve RPCs and UCX progress for their peers);
 //! 6. every rank sends rank 0 its workers' statistics, its history and —
-//!    with `check` — an image of its region; rank 0 merges them and runs
-//!    the same checker and invariants as a `threads` run on the gathered
-//!    history and on every node's final store, and reports exactly like a
-//!    `threads` run, plus the processes and the transports UCX chose.
+//!    with `check` — an image of its region and what the workload keeps of
+//!    its node outside the region (`Workload::export_node_local`: TPC-C's
+//!    ordered indexes); rank 0 merges them and runs the same checker and
+//!    invariants as a `threads` run on the gathered history and on every
+//!    node's final store, and reports exactly like a `threads` run, plus
+//!    the processes and the transports UCX chose.
 //!
 //! Endpoints are torn down only after the results are in, so a rank that
 //! finished early never looks like a failed peer to one still finishing.
@@ -683,6 +685,9 @@ fn drive<G: NodeProgram, W: Workload>(
             enc.words(&words);
             let rows: Vec<u64> = store.row_counters();
             enc.words(&rows);
+            // What the invariants read beside the region (TPC-C's ordered
+            // indexes), which only this process holds.
+            enc.words(&workload.export_node_local(rank as NodeId));
         }
         boot.send(Kind::Result, &enc.bytes)?;
         remove_journals(journal_prefix, rank, workers);
@@ -716,6 +721,14 @@ fn drive<G: NodeProgram, W: Workload>(
             let image = NodeStore::from_image(from as NodeId, layout.clone(), &words, &rows)
                 .ok_or_else(|| format!("{who}: its region image does not fit the layout"))?;
             stores.push(Arc::new(image));
+            let local = dec
+                .words("node-local state")
+                .map_err(|e| format!("{who}: {e}"))?;
+            if !workload.import_node_local(from as NodeId, &local) {
+                return Err(format!(
+                    "{who}: its node-local state does not fit the workload"
+                ));
+            }
         }
     }
     // Node order, as the checker and the invariants expect.

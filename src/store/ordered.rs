@@ -2,7 +2,9 @@
 //! own workers use for local range access, as DrTM+H does for TPC-C (DrTM+H
 //! §5: "Delivery, Order-Status and Stock-Level … run locally with an ordered
 //! index"; DrTM §6 keeps a B+-tree for the same purpose). It is not in
-//! registered memory: no remote worker reads it, by one-sided verbs or RPC.
+//! registered memory: no remote worker reads it, by one-sided verbs or RPC
+//! (a multi-process run sends each rank's to rank 0 after the run, for the
+//! checks: `Workload::export_node_local`).
 //!
 //! It is a secondary structure over rows of the store, so it answers *which
 //! keys to look at*; the rows themselves are always read and written through
@@ -85,6 +87,11 @@ impl OrderedIndex {
     /// Entries with a key in `range`.
     pub fn count_range(&self, range: RangeInclusive<u64>) -> usize {
         self.read().range(range).count()
+    }
+
+    /// Removes every entry.
+    pub fn clear(&self) {
+        self.write().clear();
     }
 
     pub fn len(&self) -> usize {

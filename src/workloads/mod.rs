@@ -82,6 +82,23 @@ pub trait Workload: Sync {
     /// keeps no ordered index.
     fn at_commit_point(&self, _node: NodeId, _ops: &[IndexOp]) {}
 
+    /// What [`Workload::check_invariants`] reads of `node` beside its
+    /// store and this process alone holds (TPC-C's ordered indexes), as
+    /// words. A rank of a multi-process run sends it to rank 0 with its
+    /// region image, and rank 0 installs it with
+    /// [`Workload::import_node_local`], so its invariants read every node
+    /// as a `threads` run's do. Default: nothing.
+    fn export_node_local(&self, _node: NodeId) -> Vec<u64> {
+        Vec::new()
+    }
+
+    /// Replaces this process's node-local state of `node` with what
+    /// [`Workload::export_node_local`] gave on `node`'s own rank (quiescent
+    /// use, after the run). False if `words` are not such an export.
+    fn import_node_local(&self, _node: NodeId, words: &[u64]) -> bool {
+        words.is_empty()
+    }
+
     /// Checks the workload's invariants on the quiescent store after a run,
     /// given the committed history of the whole run.
     fn check_invariants(&self, stores: &[Arc<NodeStore>], history: &History) -> InvariantReport;

@@ -283,6 +283,56 @@ struct NodeIndexes {
     orders_by_customer: OrderedIndex,
 }
 
+impl NodeIndexes {
+    /// Both indexes as words: each its entry count, then its `key, value`
+    /// pairs in key order.
+    fn to_words(&self) -> Vec<u64> {
+        let mut words = Vec::new();
+        let mut entries = Vec::new();
+        for index in [&self.new_orders, &self.orders_by_customer] {
+            entries.clear();
+            index.collect_range(0..=u64::MAX, &mut entries);
+            words.push(entries.len() as u64);
+            words.extend(entries.iter().flat_map(|&(key, value)| [key, value]));
+        }
+        words
+    }
+
+    /// Replaces both indexes with what [`NodeIndexes::to_words`] wrote;
+    /// false (and the indexes unchanged) if `words` are not that.
+    fn replace_from_words(&self, words: &[u64]) -> bool {
+        let mut parts = Vec::with_capacity(2);
+        let mut rest = words;
+        for _ in 0..2 {
+            let Some((&count, tail)) = rest.split_first() else {
+                return false;
+            };
+            let Some(len) = usize::try_from(count)
+                .ok()
+                .and_then(|count| count.checked_mul(2))
+                .filter(|&len| len <= tail.len())
+            else {
+                return false;
+            };
+            parts.push(&tail[..len]);
+            rest = &tail[len..];
+        }
+        if !rest.is_empty() {
+            return false;
+        }
+        for (index, pairs) in [&self.new_orders, &self.orders_by_customer]
+            .into_iter()
+            .zip(parts)
+        {
+            index.clear();
+            for pair in pairs.chunks_exact(2) {
+                index.insert(pair[0], pair[1]);
+            }
+        }
+        true
+    }
+}
+
 /// NURand's parameters for one field (§2.1.6).
 #[derive(Clone, Copy, Debug)]
 struct NuRand {
@@ -710,6 +760,16 @@ impl Workload for Tpcc {
         }
     }
 
+    fn export_node_local(&self, node: NodeId) -> Vec<u64> {
+        self.nodes_indexes(node).to_words()
+    }
+
+    fn import_node_local(&self, node: NodeId, words: &[u64]) -> bool {
+        self.nodes_indexes
+            .get(node as usize)
+            .is_some_and(|indexes| indexes.replace_from_words(words))
+    }
+
     fn check_invariants(&self, stores: &[Arc<NodeStore>], history: &History) -> InvariantReport {
         load::check_consistency(self, stores, history)
     }
@@ -830,6 +890,35 @@ mod tests {
             store.record(table::CUSTOMER, slot, &mut record);
             assert_eq!(record[col::C_LAST], last as u64);
         }
+    }
+
+    /// A process that did not load a node (rank 0 of a multi-process run)
+    /// has none of its ordered indexes, so the stores fail the check until
+    /// it takes each node's from the words its own process exported.
+    #[test]
+    fn ordered_indexes_travel_as_words_and_replace_the_receivers() {
+        let config = small();
+        let (owner, stores) = loaded(&config, 2);
+        let receiver = Tpcc::new(&config, 2, 11);
+        assert!(!receiver.check_invariants(&stores, &History::new()).ok);
+        // A stale entry is replaced, not merged.
+        receiver.nodes_indexes(1).new_orders.insert(u64::MAX, 0);
+        for node in 0..2 {
+            let words = owner.export_node_local(node);
+            assert!(receiver.import_node_local(node, &words));
+            assert_eq!(receiver.export_node_local(node), words);
+        }
+        let report = receiver.check_invariants(&stores, &History::new());
+        assert!(report.ok, "{:?}", report.details);
+        assert_eq!(receiver.nodes_indexes(1).new_orders.len(), 180);
+        // What is not an export is refused and changes nothing.
+        let words = owner.export_node_local(1);
+        let longer = [words.as_slice(), &[0]].concat();
+        for bad in [&words[..words.len() - 1], &longer[..], &[]] {
+            assert!(!receiver.import_node_local(1, bad));
+        }
+        assert!(!receiver.import_node_local(2, &words));
+        assert_eq!(receiver.export_node_local(1), words);
     }
 
     #[test]
