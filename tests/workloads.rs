@@ -352,5 +352,8 @@ fn tables_too_large_for_memory_are_refused_naming_the_section() {
     };
     pps.pps.products_per_node = 1 << 32;
     pps.pps.parts_per_product = 32;
-    assert!(engine::validate(&mut pps).unwrap_err().0.contains("[pps] tables"));
+    assert!(engine::validate(&mut pps)
+        .unwrap_err()
+        .0
+        .contains("[pps] tables"));
 }

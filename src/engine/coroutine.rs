@@ -154,7 +154,7 @@ async fn attempt<P: Protocol, W: Workload>(
         // waits for every committing attempt, so no attempt can slip past
         // a pause that began in between (`replication::failover`).
         cx.worker.set_committing(cx.co, true);
-        if cx.worker.failover().is_some_and(|f| f.paused()) {
+        if cx.worker.cluster_state().is_some_and(|f| f.paused()) {
             cx.worker.set_committing(cx.co, false);
             return Err(AbortReason::PeerFailed);
         }
@@ -245,7 +245,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
         );
         let mut retries = 0u32;
         loop {
-            if let Some(failover) = worker.failover() {
+            if let Some(failover) = crate::replication::failover_of(worker) {
                 // A failover pauses the cluster: no attempt starts until
                 // the failed partitions are served again.
                 failover.park(worker, co, env.end_ns).await;
@@ -334,7 +334,8 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     // replication 1 it could never commit (not a user abort).
                     // With a failover it is retried once the failed
                     // partitions are served again.
-                    let dropped = reason == AbortReason::PeerFailed && worker.failover().is_none();
+                    let dropped = reason == AbortReason::PeerFailed
+                        && crate::replication::failover_of(worker).is_none();
                     if env.measured(now) {
                         let mut stats = env.stats.borrow_mut();
                         // Only the part inside the measured interval.
@@ -375,7 +376,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
     }
     env.note_boundaries(worker.now_ns());
     worker.drain(co).await;
-    if let Some(failover) = worker.failover() {
+    if let Some(failover) = crate::replication::failover_of(worker) {
         failover.finished(worker.node);
     }
 }

@@ -54,10 +54,11 @@ use super::{FailureHook, Membership};
 use crate::config::faults::DetectorSettings;
 use crate::fabric::verbs::{MSG_COMPLETION, MSG_FAILED};
 use crate::fabric::{Endpoint, Message, NodeId, Posted, Verb, VerbKind};
+use crate::runtime::{Monitor, MONITOR_CO};
 
-/// The coroutine id the detector's verbs carry on the wire (no transaction
-/// coroutine has it: `config::MAX_COROUTINES` is 255).
-pub const DETECTOR_CO: u16 = u16::MAX - 1;
+/// The coroutine id the detector's verbs carry on the wire: the one the
+/// runtime reserves for a node's monitor.
+pub const DETECTOR_CO: u16 = MONITOR_CO;
 /// The `tag` of the heartbeat's own WRITE (peer READs carry the peer id).
 const BEAT_TAG: u16 = u16::MAX;
 
@@ -259,5 +260,19 @@ impl Detector {
             && state.posted_ns > state.last_advance_ns
             && now_ns.saturating_sub(state.posted_ns) > timeout;
         !state.refused && (answered_silence > timeout || unanswered)
+    }
+}
+
+impl Monitor for Detector {
+    fn tick(&mut self, endpoint: &mut dyn Endpoint, now_ns: u64) -> bool {
+        Detector::tick(self, endpoint, now_ns)
+    }
+
+    fn on_completion(&mut self, msg: &Message, now_ns: u64) {
+        Detector::on_completion(self, msg, now_ns)
+    }
+
+    fn next_tick_ns(&self) -> u64 {
+        Detector::next_tick_ns(self)
     }
 }

@@ -33,7 +33,7 @@ use crate::check::History;
 use crate::config::faults::{crash_times_ns, DetectorSettings, RunFault};
 use crate::config::Config;
 use crate::fabric::NodeId;
-use crate::runtime::Worker;
+use crate::runtime::{Liveness, Monitor, Worker};
 use crate::stats::FaultCommits;
 use crate::store::{NodeStore, KEY_WORD};
 
@@ -47,6 +47,18 @@ pub struct Membership {
     alive: Box<[AtomicBool]>,
     detected_at_ns: Box<[AtomicU64]>,
     epoch: AtomicU64,
+}
+
+impl Liveness for Membership {
+    #[inline]
+    fn is_alive(&self, node: NodeId) -> bool {
+        Membership::is_alive(self, node)
+    }
+
+    #[inline]
+    fn epoch(&self) -> u64 {
+        Membership::epoch(self)
+    }
 }
 
 impl Membership {
@@ -352,7 +364,7 @@ impl FaultRun {
         });
         let mut worker = worker.with_membership(
             membership,
-            detector,
+            detector.map(|d| Box::new(d) as Box<dyn Monitor>),
             self.settings.heartbeat_interval_ns / 4,
         );
         if let Some(failover) = &self.failover {

@@ -803,7 +803,7 @@ impl Maat {
                         // holds covers no write of its own (and MAAT lets
                         // no two writers of one version commit).
                         let dead = previous != 0
-                            && cx.worker.failover().is_some_and(|f| {
+                            && cx.worker.cluster_state().is_some_and(|f| {
                                 f.is_failed(crate::txn::ids::split_owner(previous).0)
                             });
                         if dead || from != 0 {

@@ -58,7 +58,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::fabric::{CpuOp, NodeId};
 use crate::fault::FailureHook;
-use crate::runtime::Worker;
+use crate::runtime::{ClusterState, Worker};
 use crate::store::{NodeStore, TableLayout};
 
 use super::{recovery, Replication};
@@ -547,6 +547,36 @@ impl Failover {
             .filter(|&n| self.is_failed(n))
             .collect()
     }
+}
+
+impl ClusterState for Failover {
+    #[inline]
+    fn serving(&self, partition: NodeId) -> NodeId {
+        Failover::serving(self, partition)
+    }
+
+    #[inline]
+    fn is_failed(&self, node: NodeId) -> bool {
+        Failover::is_failed(self, node)
+    }
+
+    #[inline]
+    fn paused(&self) -> bool {
+        Failover::paused(self)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The run's failover `worker` takes part in, when it was given one
+/// (`Worker::with_failover`): the runtime keeps it as a [`ClusterState`]
+/// only, and the layers that run the recovery's steps (parking, finishing)
+/// need the whole of it.
+#[inline]
+pub fn failover_of(worker: &Worker) -> Option<&Failover> {
+    worker.cluster_state()?.as_any().downcast_ref::<Failover>()
 }
 
 impl FailureHook for Failover {

@@ -508,7 +508,7 @@ fn build_record(
     (round, targets): (u64, u32),
     out: &mut Vec<u64>,
 ) {
-    let failover = cx.worker.failover().map(|f| &**f);
+    let failover = crate::replication::failover_of(cx.worker);
     ring::start_record(out, cx.txn_id, round, targets);
     let mut writes = 0usize;
     for (index, access) in cx.accesses.iter().enumerate() {
@@ -585,7 +585,7 @@ fn build_records(
 ) {
     let placement = writer.replication.placement;
     targets.clear();
-    let failover = cx.worker.failover();
+    let failover = crate::replication::failover_of(cx.worker);
     for access in cx.accesses.iter().filter(|a| writer.logs(a)) {
         let mut add = |backup: NodeId| {
             if !targets.contains(&backup) {

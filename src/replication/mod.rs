@@ -29,7 +29,7 @@ use crate::fabric::NodeId;
 use crate::store::{NodeStore, StoreError, StoreLayout, KEY_WORD};
 
 pub use crate::base::placement::Placement;
-pub use failover::{Failover, FailoverReport, RecoveryHook};
+pub use failover::{failover_of, Failover, FailoverReport, RecoveryHook};
 pub use log::{LogWriter, RedoWrite, Replication};
 pub use ring::RingLayout;
 

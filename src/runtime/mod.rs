@@ -18,7 +18,8 @@
 //! coroutine's batch. The worker accounts its time in handlers and idle, so
 //! a report can say what RPC stages cost the serving side.
 //!
-//! Failed peers (`fault`): a worker given a [`Membership`] view fails the
+//! Failed peers: a worker given a membership view ([`Liveness`], which the
+//! recovery layer implements; see [`liveness`]) fails the
 //! rounds that cannot complete because a peer died. A round posted to a
 //! peer already declared dead posts nothing and fails at once; a verb or
 //! RPC already outstanding to a peer that then crashes comes back from the
@@ -32,7 +33,7 @@
 //! worker abandons whatever its coroutines still wait for and fails every
 //! later round, so a run ends even when a survivor waits on something only
 //! the dead could have given (a lock its coordinator held, with
-//! replication 1). In a replicated run's failover (`replication::failover`)
+//! replication 1). In a replicated run's failover ([`ClusterState`])
 //! the worker routes accesses to the node serving each partition, fails at
 //! once the rounds of attempts before their commit point while the cluster
 //! pauses (a committing attempt's rounds, and every passive round — they
@@ -56,9 +57,9 @@ use std::sync::Arc;
 
 use crate::fabric::verbs::{MSG_COMPLETION, MSG_FAILED, MSG_PASSIVE, MSG_REFUSED, MSG_REPLY};
 use crate::fabric::{Batch, CpuOp, Endpoint, Message, NodeId, Posted, VerbKind};
-use crate::fault::detector::{Detector, DETECTOR_CO};
-use crate::fault::Membership;
-use crate::replication::Failover;
+pub use liveness::{ClusterState, Liveness, Monitor, MONITOR_CO};
+
+pub mod liveness;
 
 /// A round that could not complete: a peer it needed has failed (or the
 /// worker gave up on it at the end of the run).
@@ -190,20 +191,20 @@ pub struct Worker {
 
 /// A worker's part in failure handling.
 struct FaultState {
-    membership: Arc<Membership>,
+    membership: Arc<dyn Liveness>,
     /// The membership epoch when `parked` was last looked through.
     seen_epoch: Cell<u64>,
     /// `MSG_FAILED` messages whose peer is not declared dead yet.
     parked: RefCell<Vec<Message>>,
     /// Run on worker 0 of each node.
-    detector: Option<RefCell<Detector>>,
+    detector: Option<RefCell<Box<dyn Monitor>>>,
     /// How often a worker holding parked failures looks at the membership.
     poll_ns: u64,
     give_up_at_ns: Cell<u64>,
     gave_up: Cell<bool>,
     abandoned_rounds: Cell<u64>,
-    /// A replicated run's failover (`replication::failover`).
-    failover: Option<Arc<Failover>>,
+    /// A replicated run's failover, as the data path sees it.
+    failover: Option<Arc<dyn ClusterState>>,
 }
 
 impl Worker {
@@ -243,8 +244,8 @@ impl Worker {
     /// declared dead looks at the membership again.
     pub fn with_membership(
         mut self,
-        membership: Arc<Membership>,
-        detector: Option<Detector>,
+        membership: Arc<dyn Liveness>,
+        detector: Option<Box<dyn Monitor>>,
         poll_ns: u64,
     ) -> Worker {
         self.faults = Some(FaultState {
@@ -266,7 +267,7 @@ impl Worker {
     /// attempts before their commit point while the cluster pauses (and
     /// refuse the requests waiting on this worker), and stop for good once
     /// its own node is declared failed. Needs a membership first.
-    pub fn with_failover(mut self, failover: Arc<Failover>) -> Worker {
+    pub fn with_failover(mut self, failover: Arc<dyn ClusterState>) -> Worker {
         let faults = self
             .faults
             .as_mut()
@@ -275,16 +276,16 @@ impl Worker {
         self
     }
 
-    /// The run's failover, when it has one.
-    pub fn failover(&self) -> Option<&Arc<Failover>> {
-        self.faults.as_ref().and_then(|f| f.failover.as_ref())
+    /// The run's failover as the data path sees it, when it has one.
+    pub fn cluster_state(&self) -> Option<&dyn ClusterState> {
+        self.faults.as_ref().and_then(|f| f.failover.as_deref())
     }
 
     /// The node that serves `partition`: the partition's own node, or after
     /// a failover its promoted backup.
     #[inline]
     pub fn serving(&self, partition: NodeId) -> NodeId {
-        match self.failover() {
+        match self.cluster_state() {
             Some(failover) => failover.serving(partition),
             None => partition,
         }
@@ -313,8 +314,8 @@ impl Worker {
     }
 
     /// The node's membership view, when the worker has one.
-    pub fn membership(&self) -> Option<&Arc<Membership>> {
-        self.faults.as_ref().map(|faults| &faults.membership)
+    pub fn membership(&self) -> Option<&dyn Liveness> {
+        self.faults.as_ref().map(|faults| &*faults.membership)
     }
 
     /// Whether `node` is alive as this worker's node sees it (always, for a
@@ -645,7 +646,7 @@ impl Worker {
         if faults.gave_up.get() {
             return;
         }
-        if msg.coroutine == DETECTOR_CO {
+        if msg.coroutine == MONITOR_CO {
             if let Some(detector) = &faults.detector {
                 let now = self.now_ns();
                 detector.borrow_mut().on_completion(&msg, now);
@@ -709,7 +710,7 @@ impl Worker {
     /// Whether a failover declared this worker's node failed: it must not
     /// run a coroutine again (a paused node that comes back is fenced).
     fn fenced(&self) -> bool {
-        self.failover().is_some_and(|f| f.is_failed(self.node))
+        self.cluster_state().is_some_and(|f| f.is_failed(self.node))
     }
 
     /// While the cluster pauses for a failover, answers every waiting
@@ -717,7 +718,7 @@ impl Worker {
     /// coordinator, which only the recovery releases, and the recovery
     /// waits for every attempt to end. Returns whether any was refused.
     fn refuse_waiting_if_paused(&self, waiting: &mut Vec<Message>) -> bool {
-        if !self.failover().is_some_and(|f| f.paused()) {
+        if !self.cluster_state().is_some_and(|f| f.paused()) {
             return false;
         }
         let refused = !waiting.is_empty();
@@ -816,7 +817,7 @@ impl Worker {
                     self.on_failed(msg);
                     continue;
                 }
-                if msg.coroutine == DETECTOR_CO && msg.flags & MSG_COMPLETION != 0 {
+                if msg.coroutine == MONITOR_CO && msg.flags & MSG_COMPLETION != 0 {
                     if let Some(detector) = self.faults.as_ref().and_then(|f| f.detector.as_ref()) {
                         let now = self.now_ns();
                         detector.borrow_mut().on_completion(&msg, now);

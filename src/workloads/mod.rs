@@ -30,7 +30,6 @@ pub mod zipf;
 
 use std::sync::Arc;
 
-
 use crate::base::rng::Rng;
 use crate::check::History;
 use crate::fabric::NodeId;
