@@ -27,7 +27,7 @@
 //! | 5 | txn & check | `txn`, `check`, `stats` | ≤ 4; `stats` may import `txn` |
 //! | 6 | replication | `replication` | ≤ 5 |
 //! | 7 | protocols & workloads | `protocols`, `workloads` | ≤ 6 |
-//! | 8 | recovery | `fault` | ≤ 7 |
+//! | 8 | recovery | `recovery` | ≤ 7 |
 //! | 9 | programs | `engine::coroutine`, `engine::calvin` | ≤ 8 |
 //! | 10 | driver | `engine`, `cluster` | ≤ 9; `cluster` may import `engine` |
 //! | 11 | experiments | `experiments` | ≤ 10 |
@@ -56,18 +56,19 @@
 //!   one rank's node, failover across ranks, the fabric benchmarks) is the
 //!   driver's process-rank backend, layer 10: it may import `engine`'s
 //!   driver, and not the other way round.
-//! * `fault` (what a run is told to break, failure detection, membership,
-//!   the hook recovery implements, the recovery report) is the recovery
-//!   layer, 8; the failover steps themselves live in `replication` today.
+//! * `recovery` (failure detection, membership, the failover state
+//!   machine, its steps, the hook a node program implements, the report)
+//!   is layer 8; what a run is told to break is configuration
+//!   (`config::faults`). The sequencer that runs a failover across ranks
+//!   still lives in `cluster::failover`.
 //! * `check` (the history, the dependency graph, the final-state check)
 //!   sits beside `txn` on 5; the seeded matrix that drives whole runs
 //!   under it is an experiment (`experiments::matrix`).
 //!
-//! Two imports still run upward: `replication::failover` into `fault`
-//! (the failover state machine is recovery's, and still lives in
-//! `replication`), and `engine::calvin`'s node program into the driver's
-//! parts in `engine`. They are allow-listed in `tests/layers.rs`, and that
-//! list only shrinks.
+//! One import still runs upward: `engine::calvin`'s node program into the
+//! driver's parts in `engine` (the node-program interface is the driver's
+//! today). It is allow-listed in `tests/layers.rs`, and that list only
+//! shrinks.
 //!
 //! The runtime knows nothing of replication or fault policy: it asks the
 //! narrow views of `runtime::liveness` (is a peer a member, which node
@@ -81,8 +82,8 @@ pub mod config;
 pub mod engine;
 pub mod experiments;
 pub mod fabric;
-pub mod fault;
 pub mod protocols;
+pub mod recovery;
 pub mod replication;
 pub mod runtime;
 pub mod stats;

@@ -81,7 +81,7 @@ fn run_and_check_failover(
     config: &Config,
     node: u32,
     what: &str,
-) -> verbena::fault::RecoveryReport {
+) -> verbena::recovery::RecoveryReport {
     let report = checked_failover(config, node, what);
     let recovery = report
         .recovery

@@ -68,7 +68,7 @@ const LAYERS: &[Unit] = &[
     unit("replication", 6, &[]),
     unit("protocols", 7, &[]),
     unit("workloads", 7, &[]),
-    unit("fault", 8, &[]),
+    unit("recovery", 8, &[]),
     unit("engine::coroutine", 9, &[]),
     unit("engine::calvin", 9, &[]),
     unit("engine", 10, &[]),
@@ -80,13 +80,10 @@ const LAYERS: &[Unit] = &[
 /// Today's imports that break the map: (importing file, imported unit).
 /// Each entry covers every such path of that file into that unit. Remove
 /// an entry once its file no longer makes that import.
-const ALLOWED: &[(&str, &str)] = &[
-    ("src/engine/calvin/program.rs", "engine"),
-    ("src/replication/failover.rs", "fault"),
-];
+const ALLOWED: &[(&str, &str)] = &[("src/engine/calvin/program.rs", "engine")];
 
 /// Today's import cycles between units, each as its units sorted by name.
-const ALLOWED_CYCLES: &[&[&str]] = &[&["engine", "engine::calvin"], &["fault", "replication"]];
+const ALLOWED_CYCLES: &[&[&str]] = &[&["engine", "engine::calvin"]];
 
 // ---------------------------------------------------------------------------
 // Reading the source: comments and literals out, then tokens.

@@ -12,7 +12,8 @@ use verbena::base::{Primitive, ProtocolKind, Stage};
 use verbena::config::profile::NetworkProfile;
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine::{self, Report};
-use verbena::replication::{backups_match_primaries, recovery, Placement};
+use verbena::recovery::steps as recovery;
+use verbena::replication::{backups_match_primaries, Placement};
 
 fn replicated(
     protocol: ProtocolKind,
@@ -224,7 +225,7 @@ fn bad_replication_settings_are_refused_with_what_is_allowed() {
 
 /// A node crashes at a seeded virtual time in the middle of the run; the
 /// survivors' rings are resolved and the failed partition's first backup
-/// promoted (`replication::recovery`, on the quiescent cluster: the
+/// promoted (`recovery::steps`, on the quiescent cluster: the
 /// in-run failure detector and re-routing come with the fault side). Every
 /// commit acknowledged before the crash must be on the promoted copy.
 fn crash_and_recover(protocol: ProtocolKind, log: Primitive, replication: u32, seed: u64) {

@@ -1,5 +1,5 @@
 //! In-run failover of a multi-process (`ucx`) run: the steps of
-//! `replication::failover` sequenced across processes over the bootstrap's
+//! `recovery::failover` sequenced across processes over the bootstrap's
 //! connections, with rank 0 as the one that decides (issue 8 item 3; the
 //! model is FaRM's reconfiguration, which DrTM+H §5.4 names and leaves
 //! unimplemented).
@@ -9,7 +9,7 @@
 //! live on in the backups of the survivors (`--replication` ≥ 2). The
 //! phases, each a barrier over the live ranks:
 //!
-//! 1. **Suspect.** A rank's failure detector (`fault::detector`: heartbeat
+//! 1. **Suspect.** A rank's failure detector (`recovery::detector`: heartbeat
 //!    READs through UCX, the lease scheme of DrTM §4.5), an error UCX
 //!    reports on an endpoint, or — on rank 0 — a bootstrap connection that
 //!    closed or went silent makes a rank suspect a peer; members tell
@@ -71,8 +71,8 @@ use super::bootstrap::{Bootstrap, HEARTBEAT};
 use super::wire::{Dec, Enc, Frame, Kind};
 use crate::fabric::ucx::PeerFailure;
 use crate::fabric::NodeId;
-use crate::fault::Membership;
-use crate::replication::{recovery, Failover, FailoverReport};
+use crate::recovery::steps as recovery;
+use crate::recovery::{Failover, FailoverReport, Membership};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {

@@ -54,8 +54,7 @@ use crate::engine::report::{ClusterSummary, RankSummary};
 use crate::engine::{self, CheckSummary, RunError, RunOutput, WithProgram, WithWorkload};
 use crate::fabric::ucx::{ucx_version, PeerInfo, TransportChoice, UcxContext, UcxWorkerHost};
 use crate::fabric::NodeId;
-use crate::fault::{FaultRun, Membership, NoRecovery, RecoveryReport};
-use crate::replication::Failover;
+use crate::recovery::{Failover, FaultRun, Membership, NoRecovery, RecoveryReport};
 use crate::replication::Replication;
 use crate::runtime::Worker;
 use crate::stats::WorkerStats;
@@ -903,7 +902,7 @@ fn recovery_report(
             .collect();
         detected_by.sort_by_key(|d| d.0);
         let detected_at_s = detected_by.iter().map(|d| d.1).reduce(f64::min);
-        report.faults.push(crate::fault::FaultRecord {
+        report.faults.push(crate::recovery::FaultRecord {
             node: node as u32,
             kind: "lost",
             crash_at_s: detected_at_s.unwrap_or(0.0),

@@ -4,8 +4,8 @@
 //! combinations a run refuses (a pause on a real fabric, a crash nobody
 //! detects).
 //!
-//! Data only: detection and recovery themselves live in `fault` and
-//! `replication`, which read these.
+//! Data only: detection and recovery themselves live in `recovery`,
+//! which reads these.
 
 use serde::{Deserialize, Serialize};
 

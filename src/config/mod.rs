@@ -103,9 +103,9 @@ pub struct Config {
     /// `[replication_options]`: the coordinator log's knobs.
     pub replication_options: ReplicationOptions,
     /// Faults the run injects (`--fault crash:NODE@SECONDS`, repeatable;
-    /// `faults = ["crash:2@1.5"]`), see `fault`.
+    /// `faults = ["crash:2@1.5"]`), see `recovery`.
     pub faults: Vec<faults::RunFault>,
-    /// `[failure_detector]`: heartbeat interval and timeout (`fault`).
+    /// `[failure_detector]`: heartbeat interval and timeout (`recovery`).
     pub failure_detector: faults::FailureDetectorConfig,
     /// Test-only: OCC skips read-set validation. Exists to prove the checker
     /// catches a broken protocol; not reachable from the command line.

@@ -152,7 +152,7 @@ async fn attempt<P: Protocol, W: Workload>(
         }
         // Committing first, then the pause check: a failover's recovery
         // waits for every committing attempt, so no attempt can slip past
-        // a pause that began in between (`replication::failover`).
+        // a pause that began in between (`recovery::failover`).
         cx.worker.set_committing(cx.co, true);
         if cx.worker.cluster_state().is_some_and(|f| f.paused()) {
             cx.worker.set_committing(cx.co, false);
@@ -245,7 +245,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
         );
         let mut retries = 0u32;
         loop {
-            if let Some(failover) = crate::replication::failover_of(worker) {
+            if let Some(failover) = crate::recovery::failover_of(worker) {
                 // A failover pauses the cluster: no attempt starts until
                 // the failed partitions are served again.
                 failover.park(worker, co, env.end_ns).await;
@@ -335,7 +335,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     // With a failover it is retried once the failed
                     // partitions are served again.
                     let dropped = reason == AbortReason::PeerFailed
-                        && crate::replication::failover_of(worker).is_none();
+                        && crate::recovery::failover_of(worker).is_none();
                     if env.measured(now) {
                         let mut stats = env.stats.borrow_mut();
                         // Only the part inside the measured interval.
@@ -376,7 +376,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
     }
     env.note_boundaries(worker.now_ns());
     worker.drain(co).await;
-    if let Some(failover) = crate::replication::failover_of(worker) {
+    if let Some(failover) = crate::recovery::failover_of(worker) {
         failover.finished(worker.node);
     }
 }

@@ -42,8 +42,9 @@ use crate::check::{check_serializable, History};
 use crate::config::{Config, FabricKind};
 use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
-use crate::fault::FaultRun;
-use crate::replication::{Failover, Replication};
+use crate::recovery::Failover;
+use crate::recovery::FaultRun;
+use crate::replication::Replication;
 use crate::runtime::{RpcService, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreLayout, TableLayout};
@@ -163,7 +164,7 @@ pub(crate) trait NodeProgram: Sync {
     /// Coroutine slots of worker `index` of a node.
     fn slots(&self, index: u16) -> usize;
 
-    /// When a worker gives up on what a failure lost (`fault`), for a run
+    /// When a worker gives up on what a failure lost (`recovery`), for a run
     /// with this clock.
     fn give_up_ns(&self, clock: RunClock) -> u64 {
         clock.end_ns
@@ -364,7 +365,7 @@ pub(crate) struct BackendRun<X> {
     pub results: Vec<WorkerResult<X>>,
     /// The fabric time the run started at.
     pub start_ns: u64,
-    /// Rounds workers abandoned at their give-up time (`fault`).
+    /// Rounds workers abandoned at their give-up time (`recovery`).
     pub abandoned_rounds: u64,
     /// What the simulator saw (`sim` only).
     pub sim: Option<super::sim::SimRun>,
@@ -454,7 +455,7 @@ pub(crate) fn run_in_process<G: NodeProgram, W: Workload>(
             details: vec!["workload invariants not checked: a node crashed and its partition is lost (replication 1)".into()],
         };
         invariants.add_version_check(
-            crate::fault::survivors_match_history(history, stores, crashed),
+            crate::recovery::survivors_match_history(history, stores, crashed),
             "",
         );
         CheckSummary::new(verdict, invariants)

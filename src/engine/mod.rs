@@ -531,7 +531,7 @@ pub(crate) fn check_after_failover<W: Workload>(
     history: &History,
     stores: &[Arc<NodeStore>],
     replication: &Replication,
-    failover: &replication::Failover,
+    failover: &crate::recovery::Failover,
 ) -> crate::workloads::InvariantReport {
     let failed = failover.failed_nodes();
     let placement = replication.placement;

@@ -219,9 +219,9 @@ pub struct Report {
     pub sim: Option<SimSummary>,
     /// The processes of a `ucx` run; null on other fabrics.
     pub cluster: Option<ClusterSummary>,
-    /// Injected faults, their detection and the recovery (`fault`); null
+    /// Injected faults, their detection and the recovery (`recovery`); null
     /// when the run ran no failure detector.
-    pub recovery: Option<crate::fault::RecoveryReport>,
+    pub recovery: Option<crate::recovery::RecoveryReport>,
     /// Why a figure may mislead, in words (e.g. a CALVIN run too short for
     /// any epoch to close: nothing could commit); absent when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]

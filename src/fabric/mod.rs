@@ -143,7 +143,7 @@ pub trait Endpoint {
     /// normally; the backend hands it back to the poster or sender as a
     /// message flagged [`verbs::MSG_FAILED`] (or loses it), and the runtime
     /// turns that into a failed round once the membership declares the
-    /// node dead (`fault`, `runtime`).
+    /// node dead (`recovery`, `runtime`).
     #[inline]
     fn crashed(&self) -> bool {
         false

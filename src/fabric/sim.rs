@@ -110,7 +110,7 @@
 //! loses comes back to a surviving poster or sender as a `MSG_FAILED`
 //! message (a batch at its modeled completion time, an RPC request when it
 //! would have been delivered), which the runtime holds until the failure
-//! detector declares the node dead (see `fault`). What a dropped link
+//! detector declares the node dead (see `recovery`). What a dropped link
 //! loses never comes back.
 //!
 //! Invariants: events run in the processing order (its key only grows, and

@@ -70,7 +70,7 @@ pub const MSG_PASSIVE: u8 = 2;
 /// by a backend to the posting worker itself.
 pub const MSG_COMPLETION: u8 = 4;
 /// A completion or RPC that did not reach its peer because the peer has
-/// failed (`fault`): set by a backend on a deferred completion whose verbs
+/// failed (`recovery`): set by a backend on a deferred completion whose verbs
 /// were lost to a crashed node (`src_node` is that node), or on a request
 /// bounced back to its sender (`MSG_REPLY` also set, source and destination
 /// swapped, so `src_node` is again the failed node). The runtime holds it
@@ -78,7 +78,7 @@ pub const MSG_COMPLETION: u8 = 4;
 /// waiting round (see `runtime`).
 pub const MSG_FAILED: u8 = 8;
 /// With `MSG_FAILED | MSG_REPLY`: a request its server refused to keep
-/// waiting (a replicated run pausing for a failover, `replication::failover`)
+/// waiting (a replicated run pausing for a failover, `recovery::failover`)
 /// rather than one bounced by a dead peer; the requester fails the round at
 /// once.
 pub const MSG_REFUSED: u8 = 16;

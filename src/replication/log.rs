@@ -42,7 +42,7 @@
 //! acknowledging does not fail the attempt — its copies are gone, and the
 //! failover (`failover`) drops it from the configuration. In a run with
 //! failure handling, the targets follow the configuration
-//! (`Failover::log_targets`): failed backups and the node now serving a
+//! ([`log_targets`]): failed backups and the node now serving a
 //! partition are skipped, and a coordinator that is the only live backup of
 //! a partition it writes also sends the record to the partition's serving
 //! node, which holds those writes aside as redo ([`RedoWrite`]) — otherwise
@@ -57,9 +57,9 @@ use crate::runtime::Served;
 use crate::store::NodeStore;
 use crate::txn::{Access, TxnCx, TxnResult};
 
-use super::failover::Failover;
 use super::ring::{self, Decided, LoggedWrite, RingLayout};
 use crate::base::placement::Placement;
+use crate::runtime::ClusterState;
 
 /// RPC kinds of the replication layer (outside every protocol's range).
 pub mod kind {
@@ -121,7 +121,7 @@ pub struct PendingRecord {
 
 /// A committed write that a coordinator also sent to the node serving its
 /// partition, because no live node other than the coordinator holds a
-/// backup of that partition (`failover::Failover::log_targets`): should
+/// backup of that partition ([`log_targets`]): should
 /// the coordinator die before installing it there, the recovery installs
 /// it from here. Held aside, never installed early (the coordinator's own
 /// commit stage does that, under its protocol's rules), and dropped once
@@ -477,6 +477,29 @@ impl LogWriter {
     }
 }
 
+/// The nodes a record of `coordinator`'s writes to `partition` goes to
+/// once a failover has begun (`state`): the partition's backups by
+/// placement, less failed nodes and the node now serving it — and when
+/// none of those is a node other than the coordinator (a coordinator that
+/// is its partition's only backup would lose the only copy of its record
+/// with itself), the serving node too, which holds it as a redo write
+/// (`RedoWrite`).
+pub fn log_targets<'a>(
+    placement: &'a Placement,
+    state: &'a dyn ClusterState,
+    partition: NodeId,
+    coordinator: NodeId,
+) -> impl Iterator<Item = NodeId> + 'a {
+    let serving = state.serving(partition);
+    let backups = placement
+        .backups(partition)
+        .filter(move |&b| b != serving && !state.is_failed(b));
+    let durable_elsewhere = backups.clone().any(|b| b != coordinator);
+    let redo = (!durable_elsewhere && serving != coordinator && !state.is_failed(serving))
+        .then_some(serving);
+    backups.chain(redo)
+}
+
 /// Whether `access` is a write that the record for `backup` carries:
 /// `backup` holds a backup copy of its partition, and (after a failover)
 /// is alive and not the node that now serves the partition.
@@ -485,15 +508,15 @@ fn logged_to(
     writer: &LogWriter,
     access: &Access,
     placement: &Placement,
-    failover: Option<&Failover>,
+    failover: Option<&dyn ClusterState>,
     coordinator: NodeId,
     backup: NodeId,
 ) -> bool {
     writer.logs(access)
         && match failover {
-            Some(f) => f
-                .log_targets(access.partition, coordinator)
-                .any(|b| b == backup),
+            Some(state) => {
+                log_targets(placement, state, access.partition, coordinator).any(|b| b == backup)
+            }
             None => matches!(placement.copy_on(backup, access.partition), Some(c) if c > 0),
         }
 }
@@ -508,7 +531,7 @@ fn build_record(
     (round, targets): (u64, u32),
     out: &mut Vec<u64>,
 ) {
-    let failover = crate::replication::failover_of(cx.worker);
+    let failover = cx.worker.cluster_state();
     ring::start_record(out, cx.txn_id, round, targets);
     let mut writes = 0usize;
     for (index, access) in cx.accesses.iter().enumerate() {
@@ -573,7 +596,7 @@ pub async fn log(
 /// record for `targets[i]`, of log round `round`. Which backups are live
 /// changes whenever a failure is declared — by another thread, at any
 /// time — and with it what each record holds (a failed backup can make
-/// the node serving a partition a redo target, `Failover::log_targets`):
+/// the node serving a partition a redo target, [`log_targets`]):
 /// so the records are built first and the ring space is made for what
 /// was built, never for an estimate.
 fn build_records(
@@ -585,7 +608,7 @@ fn build_records(
 ) {
     let placement = writer.replication.placement;
     targets.clear();
-    let failover = crate::replication::failover_of(cx.worker);
+    let failover = cx.worker.cluster_state();
     for access in cx.accesses.iter().filter(|a| writer.logs(a)) {
         let mut add = |backup: NodeId| {
             if !targets.contains(&backup) {
@@ -593,9 +616,9 @@ fn build_records(
             }
         };
         match failover {
-            Some(failover) => failover
-                .log_targets(access.partition, cx.worker.node)
-                .for_each(&mut add),
+            Some(state) => {
+                log_targets(&placement, state, access.partition, cx.worker.node).for_each(&mut add)
+            }
             None => placement.backups(access.partition).for_each(&mut add),
         }
     }

@@ -18,9 +18,7 @@
 //! a backup copy only ever moves to a newer version of a tuple; after the
 //! rings are drained, every backup copy equals its primary.
 
-pub mod failover;
 pub mod log;
-pub mod recovery;
 pub mod ring;
 
 use std::sync::Arc;
@@ -29,7 +27,6 @@ use crate::fabric::NodeId;
 use crate::store::{NodeStore, StoreError, StoreLayout, KEY_WORD};
 
 pub use crate::base::placement::Placement;
-pub use failover::{failover_of, Failover, FailoverReport, RecoveryHook};
 pub use log::{LogWriter, RedoWrite, Replication};
 pub use ring::RingLayout;
 

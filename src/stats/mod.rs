@@ -86,7 +86,7 @@ pub struct WorkerStats {
     pub cache_misses: u64,
     /// Per transaction type (index `Workload::txn_type`).
     pub per_type: [TypeCounts; MAX_TXN_TYPES],
-    /// Runs with an injected fault (`fault`): commits in the measured
+    /// Runs with an injected fault (`recovery`): commits in the measured
     /// interval before the first fault and at or after it, and of those
     /// after, the ones made once this worker's node had declared a peer dead.
     pub fault_commits: FaultCommits,

@@ -195,7 +195,7 @@ pub struct StoreLayout {
     /// Per-transaction global metadata (see [`StoreLayout::with_txn_meta`]).
     pub txn_meta: TxnMetaLayout,
     /// The word a node's failure detector bumps as its heartbeat and peers
-    /// READ (`fault::detector`); `None` when the run detects no failures.
+    /// READ (`recovery::detector`); `None` when the run detects no failures.
     pub heartbeat_addr: Option<u64>,
 }
 
@@ -566,7 +566,7 @@ impl NodeStore {
     /// with `recovered` (the protocol's `Protocol::recovered_header`: no
     /// lock, no reader, the latest version only), keeping each tuple's key,
     /// `seq` and record. Quiescent use only (a failover's recovery,
-    /// `replication::failover`). Returns the tuples reset.
+    /// `recovery::failover`). Returns the tuples reset.
     pub fn reset_headers(&self, recovered: fn(&TableLayout, &mut [u64])) -> u64 {
         let mut reset = 0;
         for table in &self.layout.tables {

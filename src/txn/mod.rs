@@ -83,7 +83,7 @@ pub enum AbortReason {
     /// read/write set lacks, so its nodes hold no lock on it.
     Undeclared,
     /// A node the attempt needed was declared dead by the failure detector
-    /// (`fault`): a round to it failed. The request is dropped, not retried.
+    /// (`recovery`): a round to it failed. The request is dropped, not retried.
     PeerFailed,
 }
 
@@ -154,7 +154,7 @@ pub struct Access {
     pub table: TableId,
     /// The node the access goes to: the one serving `partition`
     /// (`Worker::serving`), which differs from it only after a failover
-    /// promoted the partition's backup (`replication::failover`).
+    /// promoted the partition's backup (`recovery::failover`).
     pub node: NodeId,
     /// The partition the program named (the node whose rows it is).
     pub partition: NodeId,

@@ -43,7 +43,7 @@ pub trait Protocol: Sync {
     /// Rewrites the header of `tuple` (a whole tuple of `table`, whose
     /// `seq` and record hold its latest committed version) to the state of
     /// a tuple nobody is accessing: what a failover's recovery installs on
-    /// every live copy once the cluster is quiet (`replication::failover`),
+    /// every live copy once the cluster is quiet (`recovery::failover`),
     /// releasing whatever a dead coordinator held. Default: every header
     /// word 0, the state the loader leaves. Multi-version protocols whose
     /// latest version must also sit in a version slot put it there.

@@ -167,7 +167,7 @@ pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     }
     env.note_boundaries(worker.now_ns());
     worker.drain(co).await;
-    if let Some(failover) = crate::replication::failover_of(worker) {
+    if let Some(failover) = crate::recovery::failover_of(worker) {
         failover.finished(node);
     }
 }

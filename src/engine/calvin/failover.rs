@@ -7,7 +7,7 @@
 //! *input* and re-executing it deterministically on a replica. Verbena
 //! replicates CALVIN as every other protocol, by RCC §4.1's coordinator log
 //! of each participant's writes (`engine::calvin`, *Replication*), and
-//! fails over as every other protocol does (`replication::failover`: a
+//! fails over as every other protocol does (`recovery::failover`: a
 //! pause, the dead node's log records rolled forward, its partitions
 //! promoted to their first live backup, FaRM's reconfiguration, DrTM+H
 //! §5.4). What CALVIN adds is the resolution of the transactions the dead
@@ -77,9 +77,10 @@ use super::{
 use crate::check::history::SECONDARY_ENTRY;
 use crate::check::{History, Item};
 use crate::fabric::NodeId;
-use crate::replication::recovery::{self, apply_on};
+use crate::recovery::steps::{self as recovery, apply_on};
+use crate::recovery::RecoveryHook;
 use crate::replication::ring::LoggedWrite;
-use crate::replication::{RecoveryHook, Replication};
+use crate::replication::Replication;
 use crate::store::{NodeStore, TableId};
 use crate::txn::{IndexOp, TxnCx};
 use crate::workloads::Declared;

@@ -850,7 +850,7 @@ impl<W: Workload> CalvinEnv<'_, W> {
     /// Parks coroutine `co` while a failover pauses the cluster (see
     /// `failover`); returns at once otherwise.
     pub async fn park_if_paused(&self, co: u16) {
-        if let Some(failover) = crate::replication::failover_of(self.worker) {
+        if let Some(failover) = crate::recovery::failover_of(self.worker) {
             if failover.paused() {
                 failover.park(self.worker, co, self.stop_ns).await;
             }
@@ -866,7 +866,7 @@ impl<W: Workload> CalvinEnv<'_, W> {
     /// Whether `node` was declared failed (never, without failure handling).
     #[inline]
     pub fn is_failed(&self, node: NodeId) -> bool {
-        crate::replication::failover_of(self.worker).is_some_and(|f| f.is_failed(node))
+        crate::recovery::failover_of(self.worker).is_some_and(|f| f.is_failed(node))
     }
 
     pub fn measured(&self, at_ns: u64) -> bool {

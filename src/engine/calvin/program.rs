@@ -48,7 +48,8 @@ use crate::engine::driver::{
 use crate::engine::report::OrderedMap;
 use crate::engine::{Report, RunError, WithProgram};
 use crate::fabric::NodeId;
-use crate::replication::{Failover, LogWriter};
+use crate::recovery::Failover;
+use crate::replication::LogWriter;
 use crate::stats::WorkerStats;
 use crate::store::{StoreLayout, TableLayout};
 use crate::workloads::Workload;

@@ -343,7 +343,7 @@ pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
         worker.yield_now().await;
     }
     env.note_boundaries(worker.now_ns());
-    if let Some(failover) = crate::replication::failover_of(worker) {
+    if let Some(failover) = crate::recovery::failover_of(worker) {
         failover.finished(node);
     }
 }

@@ -403,7 +403,7 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
         // Deliver, to the live nodes. Receivers may be parked by a failover
         // meanwhile (flow control then waits for them): the recovery need
         // not wait for this coroutine, whose rounds go out regardless.
-        let failover = crate::replication::failover_of(worker);
+        let failover = crate::recovery::failover_of(worker);
         if let Some(failover) = failover {
             failover.step_out(node, worker.now_ns());
         }
@@ -506,7 +506,7 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     }
     env.note_boundaries(worker.now_ns());
     worker.drain(co).await;
-    if let Some(failover) = crate::replication::failover_of(worker) {
+    if let Some(failover) = crate::recovery::failover_of(worker) {
         failover.finished(node);
     }
 }

@@ -1,9 +1,15 @@
-//! Fault injection and failure detection (issue 8, the FAULT half): what a
-//! run is told to break (`--fault crash:NODE@SECONDS`), how the surviving
-//! nodes find out ([`detector`]: heartbeats read with one-sided READs, the
-//! lease scheme of DrTM §4.5 and FaRM), what each node then believes
-//! ([`Membership`]), whom the engine tells ([`FailureHook`], implemented by
-//! replication's recovery), and what the report says ([`RecoveryReport`]).
+//! Recovery (layer 8 of the crate's map): what happens once a node stops.
+//! How the surviving nodes find out ([`detector`]: heartbeats read with
+//! one-sided READs, the lease scheme of DrTM §4.5 and FaRM), what each
+//! node then believes ([`Membership`]), whom the engine tells
+//! ([`FailureHook`]), the failover state machine of a replicated run
+//! ([`failover`]: declare, pause, recover, resume) and its steps
+//! ([`steps`]: roll the logs forward, promote, reset headers,
+//! re-replicate), the injected faults' bookkeeping ([`FaultRun`]) and what
+//! the report says ([`RecoveryReport`]). What a run is told to break is
+//! configuration (`config::faults`); the runtime sees all of this only
+//! through the narrow views of `runtime::liveness`, which this module
+//! implements.
 //!
 //! The contract a failed peer gives everyone above the fabric (see also
 //! `runtime`): until a node's detector declares a peer dead, a verb or RPC
@@ -23,6 +29,10 @@
 //! only grows; `is_alive` of a node never returns to `true`.
 
 pub mod detector;
+pub mod failover;
+pub mod steps;
+
+pub use failover::{failover_of, Failover, FailoverReport, RecoveryHook};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -255,7 +265,7 @@ impl RecoveryReport {
         &mut self,
         commits: FaultCommits,
         abandoned_rounds: u64,
-        failover: Option<&crate::replication::Failover>,
+        failover: Option<&crate::recovery::Failover>,
     ) {
         self.committed_before_fault = commits.before_fault;
         self.committed_after_fault = commits.after_fault;
@@ -299,8 +309,8 @@ pub struct FaultRun {
     pub crash_after_ns: Vec<u64>,
     /// The first injected fault, ns since the run's start.
     pub first_fault_ns: u64,
-    /// A replicated run's failover (`replication::failover`), also the hook.
-    pub failover: Option<Arc<crate::replication::Failover>>,
+    /// A replicated run's failover (`recovery::failover`), also the hook.
+    pub failover: Option<Arc<crate::recovery::Failover>>,
     /// Per node: where its detector declares deaths, when not in its
     /// membership (a `ucx` process, whose membership only the cluster's
     /// decisions change: `cluster::failover`).
@@ -332,7 +342,7 @@ impl FaultRun {
 
     /// Makes `failover` the run's recovery: the detectors tell it, and the
     /// workers attached from now on take part in it.
-    pub fn set_failover(&mut self, failover: Arc<crate::replication::Failover>) {
+    pub fn set_failover(&mut self, failover: Arc<crate::recovery::Failover>) {
         self.hook = failover.clone();
         self.failover = Some(failover);
     }

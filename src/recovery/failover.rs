@@ -13,7 +13,7 @@
 //!
 //! The model is FaRM's reconfiguration (DrTM+H §5.4 names FaRM's recovery
 //! and leaves it unimplemented; RCC §6.1 runs 3-way replication without
-//! failures): detection by leases (here the heartbeat detector of `fault`),
+//! failures): detection by leases (here the heartbeat detector of `recovery::detector`),
 //! a pause while the configuration changes, recovery from the backups' logs.
 //! The pause is what lets one generic step serve every protocol: with no
 //! transaction in flight, a tuple's header holds nothing a later
@@ -56,12 +56,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use std::sync::{Arc, Mutex, OnceLock};
 
+use super::FailureHook;
 use crate::fabric::{CpuOp, NodeId};
-use crate::fault::FailureHook;
 use crate::runtime::{ClusterState, Worker};
 use crate::store::{NodeStore, TableLayout};
 
-use super::{recovery, Replication};
+use super::steps as recovery;
+use crate::replication::Replication;
 
 /// A protocol's `Protocol::recovered_header`.
 type RecoveredHeader = fn(&TableLayout, &mut [u64]);
@@ -330,7 +331,7 @@ impl Failover {
     }
 
     /// Where every partition's copies live.
-    pub fn placement(&self) -> super::Placement {
+    pub fn placement(&self) -> crate::replication::Placement {
         self.replication.placement
     }
 
@@ -350,29 +351,6 @@ impl Failover {
     #[inline]
     pub fn paused(&self) -> bool {
         self.paused.load(Ordering::Acquire)
-    }
-
-    /// The nodes a record of `coordinator`'s writes to `partition` goes
-    /// to: the partition's backups by placement, less failed nodes and the
-    /// node now serving it — and when none of those is a node other than
-    /// the coordinator (a coordinator that is its partition's only backup
-    /// would lose the only copy of its record with itself), the serving
-    /// node too, which holds it as a redo write (`RedoWrite`).
-    pub fn log_targets(
-        &self,
-        partition: NodeId,
-        coordinator: NodeId,
-    ) -> impl Iterator<Item = NodeId> + '_ {
-        let serving = self.serving(partition);
-        let backups = self
-            .replication
-            .placement
-            .backups(partition)
-            .filter(move |&b| b != serving && !self.is_failed(b));
-        let durable_elsewhere = backups.clone().any(|b| b != coordinator);
-        let redo = (!durable_elsewhere && serving != coordinator && !self.is_failed(serving))
-            .then_some(serving);
-        backups.chain(redo)
     }
 
     /// Declares `node` failed at `at_ns` (the first survivor to detect it):

@@ -34,8 +34,8 @@ use std::sync::Arc;
 use crate::fabric::NodeId;
 use crate::store::NodeStore;
 
-use super::ring::{self, Decided, LoggedWrite, RECORD_FIXED_WORDS};
-use super::{Placement, Replication};
+use crate::replication::ring::{self, Decided, LoggedWrite, RECORD_FIXED_WORDS};
+use crate::replication::{Placement, Replication};
 
 /// What a recovery did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
