@@ -28,7 +28,7 @@
 //! | 6 | replication | `replication` | ≤ 5 |
 //! | 7 | protocols & workloads | `protocols`, `workloads` | ≤ 6 |
 //! | 8 | recovery | `recovery` | ≤ 7 |
-//! | 9 | programs | `engine::coroutine`, `engine::calvin` | ≤ 8 |
+//! | 9 | programs | `engine::coroutine`, `engine::calvin`, `engine::program`, `engine::report` | ≤ 8; `engine::coroutine` may import `engine::program`, `engine::report`; `engine::calvin` may import `engine::program`, `engine::report`; `engine::program` may import `engine::report` |
 //! | 10 | driver | `engine`, `cluster` | ≤ 9; `cluster` may import `engine` |
 //! | 11 | experiments | `experiments` | ≤ 10 |
 //! | 12 | cli | `cli` | all |
@@ -47,9 +47,11 @@
 //! * `engine` is split by submodule: `engine::coroutine` (the staged
 //!   coordinator pipeline every two-phase protocol shares) and
 //!   `engine::calvin` (CALVIN: its sequencer, scheduler, executors, failover
-//!   hook and node program) are programs, layer 9; the
-//!   rest of `engine` (the one driver, its `sim` backend, the report) is
-//!   the driver, layer 10. A path belongs to the longest name in the table
+//!   hook and node program) are programs, layer 9, with the interface they
+//!   implement (`engine::program`: the node program, the cluster it is
+//!   handed, the run's error) and the report's type they fill
+//!   (`engine::report`); the rest of `engine` (the one driver and its
+//!   `sim` backend) is the driver, layer 10. A path belongs to the longest name in the table
 //!   that prefixes it, as written: `crate::engine::Report` counts as
 //!   `engine`.
 //! * `cluster` (multi-process runs: bootstrap and its wire format, launch,
@@ -65,10 +67,8 @@
 //!   sits beside `txn` on 5; the seeded matrix that drives whole runs
 //!   under it is an experiment (`experiments::matrix`).
 //!
-//! One import still runs upward: `engine::calvin`'s node program into the
-//! driver's parts in `engine` (the node-program interface is the driver's
-//! today). It is allow-listed in `tests/layers.rs`, and that list only
-//! shrinks.
+//! No import runs against the map, and no two units import each other:
+//! `tests/layers.rs` holds empty allow-lists and fails on the first break.
 //!
 //! The runtime knows nothing of replication or fault policy: it asks the
 //! narrow views of `runtime::liveness` (is a peer a member, which node

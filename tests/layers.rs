@@ -10,11 +10,10 @@
 //! for row. It also builds the graph of imports between the map's modules
 //! and reports its cycles.
 //!
-//! The code does not follow the map yet. Today's breaks are listed in
-//! [`ALLOWED`] (file, imported module) and today's import cycles between
-//! modules in [`ALLOWED_CYCLES`]; a new break or cycle fails, and so does a
-//! listed one that no longer occurs, so the lists can only shrink as the
-//! code moves toward the map.
+//! The code follows the map: [`ALLOWED`] (file, imported module) and
+//! [`ALLOWED_CYCLES`] are empty. They stay as the place to list a break
+//! knowingly taken on, one by one; a break or cycle not listed fails, and
+//! so does a listed one that no longer occurs, so the lists only shrink.
 //!
 //! What is read, and what is not:
 //! * a path is mapped by how it is written: `crate::engine::Report`, a
@@ -69,21 +68,27 @@ const LAYERS: &[Unit] = &[
     unit("protocols", 7, &[]),
     unit("workloads", 7, &[]),
     unit("recovery", 8, &[]),
-    unit("engine::coroutine", 9, &[]),
-    unit("engine::calvin", 9, &[]),
+    unit(
+        "engine::coroutine",
+        9,
+        &["engine::program", "engine::report"],
+    ),
+    unit("engine::calvin", 9, &["engine::program", "engine::report"]),
+    unit("engine::program", 9, &["engine::report"]),
+    unit("engine::report", 9, &[]),
     unit("engine", 10, &[]),
     unit("cluster", 10, &["engine"]),
     unit("experiments", 11, &[]),
     unit("cli", 12, &[]),
 ];
 
-/// Today's imports that break the map: (importing file, imported unit).
+/// Imports allowed to break the map: (importing file, imported unit).
 /// Each entry covers every such path of that file into that unit. Remove
 /// an entry once its file no longer makes that import.
-const ALLOWED: &[(&str, &str)] = &[("src/engine/calvin/program.rs", "engine")];
+const ALLOWED: &[(&str, &str)] = &[];
 
-/// Today's import cycles between units, each as its units sorted by name.
-const ALLOWED_CYCLES: &[&[&str]] = &[&["engine", "engine::calvin"]];
+/// Import cycles allowed between units, each as its units sorted by name.
+const ALLOWED_CYCLES: &[&[&str]] = &[];
 
 // ---------------------------------------------------------------------------
 // Reading the source: comments and literals out, then tokens.

@@ -49,7 +49,9 @@ use crate::check::{
     check_serializable, store_holds_history_writes, store_matches_history, History, Item,
 };
 use crate::config::{Config, ConfigError, FabricKind, LocalAtomics, UcxTransport};
-use crate::engine::driver::{self, Cluster, ExtraStats, NodeProgram, RunClock, WorkerStart};
+use crate::engine::driver;
+use crate::engine::program;
+use crate::engine::program::{Cluster, ExtraStats, NodeProgram, RunClock, WorkerStart};
 use crate::engine::report::{ClusterSummary, RankSummary};
 use crate::engine::{self, CheckSummary, RunError, RunOutput, WithProgram, WithWorkload};
 use crate::fabric::ucx::{ucx_version, PeerInfo, TransportChoice, UcxContext, UcxWorkerHost};
@@ -124,7 +126,7 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
-type WorkerResult<X> = driver::WorkerResult<X>;
+type WorkerResult<X> = program::WorkerResult<X>;
 /// A worker's word that its endpoints are up: the transports UCX chose to
 /// each node (worker 0 only), or what went wrong.
 type ReadyReport = (u16, Result<Vec<Vec<String>>, String>);

@@ -22,6 +22,7 @@
 pub mod calvin;
 pub mod coroutine;
 pub(crate) mod driver;
+pub(crate) mod program;
 pub mod report;
 mod sim;
 
@@ -57,39 +58,10 @@ use crate::workloads::ycsb::Ycsb;
 use crate::workloads::Workload;
 
 pub use coroutine::{backoff_ns, CoroutineEnv};
+pub use program::RunError;
+pub(crate) use program::WithProgram;
 pub use report::{CheckSummary, Report, SimSummary};
 pub use sim::tables_hash;
-
-/// Why a run could not be carried out.
-#[derive(Debug)]
-pub enum RunError {
-    Config(ConfigError),
-    Load(StoreError),
-    /// A multi-process (`ucx`) run failed: a peer, the network or UCX.
-    Cluster(String),
-    /// This rank of a fault-tolerant `ucx` run was declared failed by its
-    /// peers (they stopped hearing from it) and stopped: its partitions
-    /// are served by their backups, and the run goes on without it.
-    DeclaredFailed(String),
-}
-
-impl std::fmt::Display for RunError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RunError::Config(e) => write!(f, "invalid configuration: {e}"),
-            RunError::Load(e) => write!(f, "loading the workload failed: {e}"),
-            RunError::Cluster(e) | RunError::DeclaredFailed(e) => f.write_str(e),
-        }
-    }
-}
-
-impl std::error::Error for RunError {}
-
-impl From<ConfigError> for RunError {
-    fn from(e: ConfigError) -> Self {
-        RunError::Config(e)
-    }
-}
 
 /// What a run produced.
 pub struct RunOutput {
@@ -217,16 +189,6 @@ pub fn with_protocol<V: WithProtocol>(config: &Config, visitor: V) -> Option<V::
     })
 }
 
-/// Something to do with the run's node program, generic over its type:
-/// how every driver (in process here, a `ucx` rank in `cluster::node`)
-/// gets the program of `config`'s protocol, [`with_program`].
-pub(crate) trait WithProgram {
-    type Output;
-    /// `layout`: the store's layout for `program` (tables, the heartbeat
-    /// when asked for, the program's own parts), before replication.
-    fn with<G: driver::NodeProgram>(self, program: &G, layout: StoreLayout) -> Self::Output;
-}
-
 /// Builds the node program of `config`'s protocol with `workload` — the
 /// stage pipeline of a [`Protocol`], or CALVIN's — and its store layout
 /// (with the detector's heartbeat word when `heartbeat`), and hands both
@@ -278,7 +240,7 @@ fn run_validated<W: Workload>(config: &Config, workload: &W) -> Result<RunOutput
     }
     impl<W: Workload> WithProgram for InProcess<'_, W> {
         type Output = Result<RunOutput, RunError>;
-        fn with<G: driver::NodeProgram>(self, program: &G, layout: StoreLayout) -> Self::Output {
+        fn with<G: program::NodeProgram>(self, program: &G, layout: StoreLayout) -> Self::Output {
             driver::run_in_process(self.config, program, self.workload, layout)
         }
     }
@@ -319,7 +281,7 @@ impl<P: Protocol, W: Workload> StagedProgram<'_, P, W> {
     }
 }
 
-impl<P: Protocol, W: Workload> driver::NodeProgram for StagedProgram<'_, P, W> {
+impl<P: Protocol, W: Workload> program::NodeProgram for StagedProgram<'_, P, W> {
     type Extra = ();
 
     fn slots(&self, _index: u16) -> usize {
@@ -328,10 +290,10 @@ impl<P: Protocol, W: Workload> driver::NodeProgram for StagedProgram<'_, P, W> {
 
     fn run_workers(
         &self,
-        cluster: &driver::Cluster,
-        start: driver::WorkerStart<'_>,
-        drive: driver::Drive<'_>,
-    ) -> Vec<driver::WorkerResult<()>> {
+        cluster: &program::Cluster,
+        start: program::WorkerStart<'_>,
+        drive: program::Drive<'_>,
+    ) -> Vec<program::WorkerResult<()>> {
         let config = self.config;
         let workers = start.workers;
         // Only one-sided stages look a location up in the cache; under a
@@ -342,7 +304,7 @@ impl<P: Protocol, W: Workload> driver::NodeProgram for StagedProgram<'_, P, W> {
         } else {
             config.location_cache_entries
         };
-        let cells = driver::WorkerCells::new(start.histories, cache_entries);
+        let cells = program::WorkerCells::new(start.histories, cache_entries);
         if config.location_cache_warm && cache_entries > 0 {
             // One warm cache, copied to every worker: each would put the
             // same rows in the same order.
@@ -353,10 +315,10 @@ impl<P: Protocol, W: Workload> driver::NodeProgram for StagedProgram<'_, P, W> {
             }
         }
         let replication = cluster.replication.as_deref();
-        let services: Vec<Service<P>> = driver::nodes_of(workers)
+        let services: Vec<Service<P>> = program::nodes_of(workers)
             .map(|node| Service::new(self.protocol, cluster.store(node), replication))
             .collect();
-        let log_writers = driver::log_writers(cluster, workers, LogWriter::new);
+        let log_writers = program::log_writers(cluster, workers, LogWriter::new);
         let clock = start.clock;
         let envs: Vec<CoroutineEnv<P, W>> = workers
             .iter()
@@ -380,7 +342,7 @@ impl<P: Protocol, W: Workload> driver::NodeProgram for StagedProgram<'_, P, W> {
                 record_at_commit_point: cluster.attached_faults().is_some(),
             })
             .collect();
-        let mut coroutines: Vec<driver::Coroutines> = envs
+        let mut coroutines: Vec<program::Coroutines> = envs
             .iter()
             .map(|env| {
                 (0..config.coroutines as u16)
@@ -393,7 +355,7 @@ impl<P: Protocol, W: Workload> driver::NodeProgram for StagedProgram<'_, P, W> {
             .collect();
         drive(
             &mut coroutines,
-            &driver::service_of_each(workers, &services),
+            &program::service_of_each(workers, &services),
         );
         drop(coroutines);
         drop(envs);

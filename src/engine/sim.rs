@@ -17,7 +17,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::driver::{BackendRun, Cluster, Coroutines, NodeProgram, RunClock, WorkerStart};
+use super::driver::BackendRun;
+use super::program::{Cluster, Coroutines, NodeProgram, RunClock, WorkerStart};
 use super::report::SimSummary;
 use crate::check::History;
 use crate::config::Config;

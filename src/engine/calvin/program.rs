@@ -41,12 +41,13 @@ use super::{
 use crate::base::{Primitive, Stage};
 use crate::check::History;
 use crate::config::{Config, ConfigError, MAX_REGION_BYTES};
-use crate::engine::driver::{
+use crate::engine::program::{
     log_writers, nodes_of, service_of_each, Cluster, Coroutines, Drive, ExtraStats, FailoverParts,
     NodeProgram, RunClock, WorkerCells, WorkerResult, WorkerStart,
 };
+use crate::engine::program::{RunError, WithProgram};
 use crate::engine::report::OrderedMap;
-use crate::engine::{Report, RunError, WithProgram};
+use crate::engine::report::Report;
 use crate::fabric::NodeId;
 use crate::recovery::Failover;
 use crate::replication::LogWriter;
