@@ -1,4 +1,4 @@
-//! The `verbena` command line (ARCHITECTURE.md layer 10): `run`, `demo`,
+//! The `verbena` command line (docs/ARCHITECTURE.md, layer 12): `run`, `demo`,
 //! `check`, the experiment commands, the multi-process ones and `help`.
 //! The grammar — every flag, its help and usage, "did you mean" hints and
 //! shell completions — is clap's, defined once in [`args`]; this module maps

@@ -6,7 +6,7 @@
 //!
 //! # Layers, bottom up
 //!
-//! The crate is drawn as layers (ARCHITECTURE.md, "Layers, bottom up").
+//! The crate is drawn as layers (docs/ARCHITECTURE.md, "Layers, bottom up").
 //! **The rule: a module may import only from layers below it.** Modules of
 //! the same layer are siblings and must not import each other (`txn` and
 //! `check`, `protocols` and `workloads`), except where the last column

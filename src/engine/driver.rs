@@ -1,5 +1,5 @@
 //! The one cluster driver: every run goes through it, whatever its fabric
-//! and whatever runs on its nodes (ARCHITECTURE.md: the engine is the same
+//! and whatever runs on its nodes (docs/ARCHITECTURE.md: the engine is the same
 //! for every protocol; the fabric is chosen at run time).
 //!
 //! It splits a run into two parts that vary independently:

@@ -1,7 +1,7 @@
 //! The engine: builds a cluster from a validated [`Config`], loads the
 //! workload, runs every worker's coroutines and event loop for the
 //! configured time, and gathers what they measured into a [`Report`]
-//! (ARCHITECTURE.md: the protocol is the only moving part — this module is
+//! (docs/ARCHITECTURE.md: the protocol is the only moving part — this module is
 //! the same for every protocol, generic over it).
 //!
 //! A run: every node's store is allocated (one registered region per node,

@@ -1,4 +1,4 @@
-//! Experiments (ARCHITECTURE.md layer 9): the papers' experiments as
+//! Experiments (docs/ARCHITECTURE.md, layer 11): the papers' experiments as
 //! commands, and their results as files a script or a reader can use.
 //!
 //! - [`sweep`]: runs the cartesian product of knob values (any config key by

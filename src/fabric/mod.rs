@@ -1,4 +1,4 @@
-//! The network interface card (ARCHITECTURE.md layer 1).
+//! The network interface card (docs/ARCHITECTURE.md, layer 2).
 //!
 //! One trait, [`Endpoint`], is one worker's view of the NIC: it posts
 //! one-sided verbs (READ, WRITE, CAS, FETCH_AND_ADD) against any node's

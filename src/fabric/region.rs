@@ -1,7 +1,7 @@
 //! Registered memory: the words of one node that the network may access.
 //!
 //! Every access is an 8-byte atomic on one aligned word, which is exactly the
-//! atomicity an RC queue pair gives (ARCHITECTURE.md, fabric semantics): CAS
+//! atomicity an RC queue pair gives (docs/ARCHITECTURE.md, fabric semantics): CAS
 //! and FETCH_AND_ADD are atomic against each other, while a multi-word READ
 //! or WRITE is a sequence of word accesses in increasing address order, so a
 //! READ that overlaps a concurrent WRITE can return a torn tuple. Protocols

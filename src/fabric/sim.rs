@@ -1,5 +1,5 @@
 //! The `sim` fabric: deterministic simulation of a whole cluster on one OS
-//! thread, in virtual time (ARCHITECTURE.md layer 1; the method of
+//! thread, in virtual time (docs/ARCHITECTURE.md, fabric, layer 2; the method of
 //! FoundationDB's simulator and TigerBeetle's VOPR).
 //!
 //! Every node, worker and coroutine runs on the calling thread. A discrete

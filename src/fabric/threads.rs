@@ -20,7 +20,7 @@
 //! until the failure detector declares the node dead, exactly as on `sim`.
 //!
 //! Idle workers spin for a short while, then yield, then park until a message
-//! arrives or their next timer is due (ARCHITECTURE.md, honest on small
+//! arrives or their next timer is due (docs/ARCHITECTURE.md, honest on small
 //! machines). The mailbox's `parked` flag and `has_mail` flag are both
 //! `SeqCst`, so a sender either sees the receiver parked and unparks it, or
 //! the receiver sees the mail before parking.

@@ -1,4 +1,4 @@
-//! Concurrency-control protocols (ARCHITECTURE.md layer 5).
+//! Concurrency-control protocols (docs/ARCHITECTURE.md, layer 7).
 //!
 //! One module per protocol, all implementing [`Protocol`], whose methods are
 //! the stages of RCC §4: the execution-phase access (a protocol's `read` or

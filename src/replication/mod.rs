@@ -1,4 +1,4 @@
-//! Replication (ARCHITECTURE.md layer 6, issue 8): every partition kept on
+//! Replication (docs/ARCHITECTURE.md, layer 6): every partition kept on
 //! `r` nodes (a primary and `r − 1` backups, `placement`), the coordinator
 //! log that keeps the backups up to date before a transaction commits
 //! (`log`, with its one-sided ring buffers and RPC form, `ring`), and the

@@ -1,5 +1,5 @@
 //! What a worker may know of the cluster's health, and nothing of how it is
-//! decided (ARCHITECTURE.md, layer 4: the runtime asks a narrow interface
+//! decided (docs/ARCHITECTURE.md, layer 4: the runtime asks a narrow interface
 //! and knows no replication or fault policy).
 //!
 //! Three views, each implemented by the recovery layer above and handed to

@@ -1,4 +1,4 @@
-//! The runtime (ARCHITECTURE.md layer 3): per worker, a single-threaded
+//! The runtime (docs/ARCHITECTURE.md, layer 4): per worker, a single-threaded
 //! executor for C transaction coroutines and the event loop beside them
 //! (RCC §3.1, DrTM+H §3.2: coroutines, outstanding requests, doorbell
 //! batching, passive ACK).

@@ -1,4 +1,4 @@
-//! Measurement (ARCHITECTURE.md, "Measurement"): what each worker counts
+//! Measurement (docs/ARCHITECTURE.md, "Measurement"): what each worker counts
 //! while it runs, and how the counts of all workers merge into a report.
 //!
 //! Each worker owns one [`WorkerStats`] (no sharing on the hot path). Only

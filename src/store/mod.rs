@@ -1,4 +1,4 @@
-//! The store (ARCHITECTURE.md layer 2): tables of fixed-size tuples in
+//! The store (docs/ARCHITECTURE.md, layer 3): tables of fixed-size tuples in
 //! registered memory, a hash index per table that a remote worker can probe
 //! with one-sided READs, and a per-worker location cache.
 //!

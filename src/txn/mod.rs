@@ -1,4 +1,4 @@
-//! The transaction layer (ARCHITECTURE.md layer 4): the context a protocol's
+//! The transaction layer (docs/ARCHITECTURE.md, layer 5): the context a protocol's
 //! stages work on ([`TxnCx`]), the API a transaction program sees ([`Txn`]),
 //! and abort reasons.
 //!

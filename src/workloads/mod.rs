@@ -1,4 +1,4 @@
-//! Workloads (ARCHITECTURE.md layer 7). Each workload owns its schema, its
+//! Workloads (docs/ARCHITECTURE.md, layer 7). Each workload owns its schema, its
 //! loader, its transaction programs (async functions over the `Txn` API,
 //! identical for every protocol) and its invariants.
 //!

@@ -222,7 +222,7 @@ pub const MAX_POLL_NS: u64 = 64_000;
 /// request-buffer tags are written one-sided, with no message to wake
 /// anyone): they double from [`POLL_NS`] while nothing comes, up to
 /// `min(epoch / 64, MAX_POLL_NS)`, so an idle node leaves the cores to its
-/// peers (ARCHITECTURE.md: honest on small machines) while a busy one
+/// peers (docs/ARCHITECTURE.md: honest on small machines) while a busy one
 /// looks again soon.
 #[derive(Clone, Copy, Debug)]
 pub struct Poll {

@@ -1,5 +1,5 @@
 //! The `ucx` fabric: one OS process per node, on one host or many, over UCX's
-//! UCP API (shared memory, TCP, InfiniBand/RoCE verbs). ARCHITECTURE.md
+//! UCP API (shared memory, TCP, InfiniBand/RoCE verbs). docs/ARCHITECTURE.md
 //! layer 1; the mapping of verbs follows RCC §3 and DrTM+H §3 (one-sided
 //! READ/WRITE/CAS/FAA plus two-sided RPCs), with UCP standing in for the
 //! ibverbs those papers program directly.
