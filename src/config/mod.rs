@@ -13,7 +13,7 @@
 //! Configuration is data and value checks only (layer 1 of the crate's
 //! map): each section's type lives here, in a submodule of its own where
 //! it is more than a few fields ([`profile`], [`sim`], [`faults`],
-//! [`smallbank`], [`pps`], [`tpce`]), and the layers above read their own
+//! [`smallbank`], [`pps`], [`tpce`], [`tpcc`], [`ucx`]), and the layers above read their own
 //! sections. What only a workload can judge, the memory its tables need,
 //! it checks itself (`workloads::check_footprint`); `engine::validate`
 //! runs both, and every entry point that starts a run goes through it.
@@ -27,14 +27,18 @@ pub mod pps;
 pub mod profile;
 pub mod sim;
 pub mod smallbank;
+pub mod tpcc;
 pub mod tpce;
+pub mod ucx;
 
 pub use pps::PpsConfig;
 pub use profile::LatencyConfig;
 use profile::{deserialize_profile, NetworkProfile};
 use sim::SimConfig;
 pub use smallbank::SmallBankConfig;
+pub use tpcc::{TpccConfig, TpccMix, MAX_TPCC_WAREHOUSES};
 pub use tpce::TpceConfig;
+pub use ucx::{LocalAtomics, UcxConfig, UcxTransport, UCX_MISSING};
 
 /// Upper bounds that the id packing of `txn::ids` relies on.
 pub const MAX_NODES: u32 = 4096;
@@ -707,293 +711,6 @@ impl Config {
         self.nodes.saturating_mul(self.workers)
     }
 }
-
-// ---------------------------------------------------------------------------
-// TPC-C (`[tpcc]`; the workload is `workloads::tpcc`).
-
-/// Relative weights of the five TPC-C transactions (any non-negative
-/// integers, not all zero). The default is the specification's minimum mix
-/// (TPC-C §5.2.3: at least 43 % Payment, 4 % each of OrderStatus, Delivery
-/// and StockLevel; NewOrder the rest).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TpccMix {
-    pub new_order: u32,
-    pub payment: u32,
-    pub order_status: u32,
-    pub delivery: u32,
-    pub stock_level: u32,
-}
-
-impl Default for TpccMix {
-    fn default() -> Self {
-        TpccMix::STANDARD
-    }
-}
-
-impl TpccMix {
-    pub const STANDARD: TpccMix = TpccMix {
-        new_order: 45,
-        payment: 43,
-        order_status: 4,
-        delivery: 4,
-        stock_level: 4,
-    };
-    pub const NEW_ORDER_ONLY: TpccMix = TpccMix {
-        new_order: 1,
-        payment: 0,
-        order_status: 0,
-        delivery: 0,
-        stock_level: 0,
-    };
-
-    pub fn weights(&self) -> [u32; 5] {
-        [
-            self.new_order,
-            self.payment,
-            self.order_status,
-            self.delivery,
-            self.stock_level,
-        ]
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TpccConfig {
-    /// Warehouses each node owns (TPC-C's scale factor, per node).
-    pub warehouses_per_node: u32,
-    /// Rows of ITEM (specification: 100,000; replicated on every node).
-    pub items: u32,
-    /// Customers per district (specification: 3,000). The initial orders
-    /// per district are as many (one per customer), and the initial
-    /// new-orders the last 30 % of them (specification: 900 of 3,000).
-    pub customers_per_district: u32,
-    /// Run-time NewOrders each district has room for beyond its initial
-    /// orders (tables are preallocated; a NewOrder that finds no room gives
-    /// up with `table_full`). Payments' history rows get the same room.
-    pub insert_headroom_per_district: u32,
-    /// Transaction mix weights.
-    pub mix: TpccMix,
-    /// NewOrder: probability that an item is supplied by a remote warehouse
-    /// (specification: 1 %).
-    pub remote_item_probability: f64,
-    /// NewOrder: probability that the transaction names an unused item and
-    /// rolls back (specification: 1 %).
-    pub invalid_item_probability: f64,
-    /// NewOrder: every order has at least one item supplied by a warehouse
-    /// on another node (DrTM+H §6's "NewOrder only, always distributed";
-    /// needs at least 2 nodes).
-    pub new_order_always_distributed: bool,
-    /// Payment: probability that the customer belongs to a remote warehouse
-    /// (specification: 15 %).
-    pub payment_remote_probability: f64,
-    /// Payment and OrderStatus: probability that the customer is selected
-    /// by last name (specification: 60 %).
-    pub by_last_name_probability: f64,
-}
-
-impl Default for TpccConfig {
-    fn default() -> Self {
-        TpccConfig {
-            warehouses_per_node: 1,
-            items: 100_000,
-            customers_per_district: 3_000,
-            insert_headroom_per_district: 5_000,
-            mix: TpccMix::STANDARD,
-            remote_item_probability: 0.01,
-            invalid_item_probability: 0.01,
-            new_order_always_distributed: false,
-            payment_remote_probability: 0.15,
-            by_last_name_probability: 0.60,
-        }
-    }
-}
-
-/// Largest number of warehouses a run may have in all (keys pack the
-/// warehouse into fixed bit ranges; see `workloads::tpcc`).
-pub const MAX_TPCC_WAREHOUSES: u64 = 1 << 16;
-
-impl Config {
-    fn validate_tpcc(&self) -> Result<(), ConfigError> {
-        let t = &self.tpcc;
-        check_count("tpcc.warehouses_per_node", t.warehouses_per_node, 1, 4096)?;
-        check_count("tpcc.items", t.items, 20, 1 << 24)?;
-        check_count(
-            "tpcc.customers_per_district",
-            t.customers_per_district,
-            10,
-            1 << 20,
-        )?;
-        check_count(
-            "tpcc.insert_headroom_per_district",
-            t.insert_headroom_per_district,
-            0,
-            1 << 26,
-        )?;
-        for (name, value) in [
-            ("tpcc.remote_item_probability", t.remote_item_probability),
-            ("tpcc.invalid_item_probability", t.invalid_item_probability),
-            (
-                "tpcc.payment_remote_probability",
-                t.payment_remote_probability,
-            ),
-            ("tpcc.by_last_name_probability", t.by_last_name_probability),
-        ] {
-            check_real(name, value, 0.0, 1.0, false)?;
-        }
-        let weights = t.mix.weights();
-        if weights.iter().all(|&w| w == 0) || weights.iter().any(|&w| w > 1_000_000) {
-            return Err(ConfigError(format!(
-                "tpcc.mix = {weights:?} (new_order, payment, order_status, delivery, stock_level) is not allowed; allowed: weights in 0..=1000000, not all 0"
-            )));
-        }
-        if self.workload != WorkloadKind::Tpcc {
-            return Ok(());
-        }
-        let warehouses = t.warehouses_per_node as u64 * self.nodes as u64;
-        if warehouses > MAX_TPCC_WAREHOUSES {
-            return Err(ConfigError(format!(
-                "tpcc.warehouses_per_node × nodes = {warehouses} warehouses; allowed: at most {MAX_TPCC_WAREHOUSES}"
-            )));
-        }
-        let customers_per_node =
-            t.warehouses_per_node as u64 * 10 * t.customers_per_district as u64;
-        if customers_per_node >= 1 << 31 {
-            return Err(ConfigError(format!(
-                "tpcc.warehouses_per_node × 10 × customers_per_district = {customers_per_node} customers per node; allowed: fewer than {}",
-                1u64 << 31
-            )));
-        }
-        if t.new_order_always_distributed && self.nodes < 2 {
-            return Err(ConfigError(
-                "tpcc.new_order_always_distributed needs at least 2 nodes (a remote supplier on another node); nodes = 1".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-// ---- the `ucx` fabric's section (issue 7) ----
-
-/// Which transports UCX may use (`UCX_TLS`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UcxTransport {
-    /// Shared memory between processes of one host (`sm,self`).
-    Shm,
-    /// TCP sockets (`tcp,self`): the commodity-network baseline.
-    Tcp,
-    /// InfiniBand/RoCE verbs: RC, UD, DC (`ib,self`).
-    Rdma,
-    /// UCX's own choice among everything it finds.
-    Auto,
-}
-
-impl UcxTransport {
-    pub fn name(self) -> &'static str {
-        match self {
-            UcxTransport::Shm => "shm",
-            UcxTransport::Tcp => "tcp",
-            UcxTransport::Rdma => "rdma",
-            UcxTransport::Auto => "auto",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<UcxTransport> {
-        Some(match text {
-            "shm" => UcxTransport::Shm,
-            "tcp" => UcxTransport::Tcp,
-            "rdma" => UcxTransport::Rdma,
-            "auto" => UcxTransport::Auto,
-            _ => return None,
-        })
-    }
-}
-
-/// Where a node's own one-sided verbs (its lock CASes among them) execute
-/// (DrTM §4.2, DrTM+H §5.2: NIC atomics are not atomic with CPU atomics).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LocalAtomics {
-    /// Through the node's own NIC (loopback endpoint), like remote verbs.
-    Nic,
-    /// On the CPU, directly: only where remote atomics are CPU atomics too.
-    Cpu,
-}
-
-impl LocalAtomics {
-    pub fn name(self) -> &'static str {
-        match self {
-            LocalAtomics::Nic => "nic",
-            LocalAtomics::Cpu => "cpu",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<LocalAtomics> {
-        match text {
-            "nic" => Some(LocalAtomics::Nic),
-            "cpu" => Some(LocalAtomics::Cpu),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct UcxConfig {
-    pub transport: UcxTransport,
-    pub local_atomics: LocalAtomics,
-    /// How long rank 0 waits for every rank to join, seconds.
-    pub join_timeout_s: f64,
-    /// A rank silent this long (no heartbeat), or not finished this long
-    /// after the measured interval, is declared hung, seconds.
-    pub stall_timeout_s: f64,
-}
-
-impl Default for UcxConfig {
-    fn default() -> Self {
-        UcxConfig {
-            transport: UcxTransport::Auto,
-            local_atomics: LocalAtomics::Nic,
-            join_timeout_s: 60.0,
-            stall_timeout_s: 10.0,
-        }
-    }
-}
-
-impl Config {
-    fn validate_ucx(&self) -> Result<(), ConfigError> {
-        let u = &self.ucx;
-        check_real("ucx.join_timeout_s", u.join_timeout_s, 0.1, 3600.0, false)?;
-        check_real("ucx.stall_timeout_s", u.stall_timeout_s, 0.5, 3600.0, false)?;
-        if self.fabric == FabricKind::Ucx
-            && u.local_atomics == LocalAtomics::Cpu
-            && !matches!(u.transport, UcxTransport::Shm | UcxTransport::Tcp)
-        {
-            return Err(ConfigError(format!(
-                "ucx.local_atomics = cpu with transport {}: allowed only with shm or tcp, whose remote atomics are CPU atomics; an RDMA NIC's atomics are not atomic with the CPU's (DrTM §4.2), so use local_atomics = nic",
-                u.transport.name()
-            )));
-        }
-        if self.fabric == FabricKind::Ucx && !cfg!(feature = "ucx") {
-            return Err(ConfigError(UCX_MISSING.into()));
-        }
-        if self.fabric == FabricKind::Ucx
-            && self.protocol == crate::base::ProtocolKind::Calvin
-            && self.tolerates_rank_loss()
-        {
-            // Said here, once, rather than by every rank that starts.
-            return Err(ConfigError(
-                "protocol calvin does not fail over a lost rank on the ucx fabric: its failover resolves sequenced transactions from every node's scheduler state, which only one process holds (--fabric threads or sim); on ucx run calvin without --fault and --failure-detector (a rank that dies then ends the run with an error), or fail over another protocol".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// What a user who asks for the `ucx` fabric in a build without it is told.
-pub const UCX_MISSING: &str = "fabric ucx is not in this build of verbena: install UCX (Debian/Ubuntu: `apt-get install libucx-dev ucx-utils`; elsewhere UCX >= 1.13 from https://openucx.org) and rebuild with `cargo build --release --features ucx`";
 
 /// `[replication_options]`: knobs of the coordinator log (`replication`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
