@@ -618,27 +618,7 @@ pub fn run_sweep(spec: &SweepSpec, options: &SweepOptions) -> Result<SweepOutcom
     let spec_path = dir.join("sweep.json");
     let journal_path = dir.join("rows.jsonl");
     let identity = spec.identity();
-    let mut rows = Vec::new();
-    if spec_path.exists() {
-        let text = std::fs::read_to_string(&spec_path)
-            .map_err(|e| format!("cannot read {}: {e}", spec_path.display()))?;
-        let stored: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        if stored.get("identity") == Some(&identity) {
-            rows = read_journal(&journal_path)?;
-        } else if options.restart {
-            let _ = std::fs::remove_file(&journal_path);
-        } else {
-            return Err(format!(
-                "{} holds the results of a different sweep (other base config, knobs or repeat); give another --out, or --restart to discard them",
-                dir.display()
-            ));
-        }
-    } else if journal_path.exists() && !options.restart {
-        return Err(format!(
-            "{} has a rows.jsonl but no sweep.json; give another --out, or --restart to discard it",
-            dir.display()
-        ));
-    }
+    let mut rows = earlier_rows(dir, &identity, options.restart)?;
     let stored_spec = json!({
         "verbena_version": provenance::VERSION,
         "git_revision": provenance::GIT_REVISION,
@@ -651,19 +631,7 @@ pub fn run_sweep(spec: &SweepSpec, options: &SweepOptions) -> Result<SweepOutcom
         &spec_path,
         &(serde_json::to_string_pretty(&stored_spec).map_err(|e| e.to_string())? + "\n"),
     )?;
-    // Keep only rows of runs this sweep has (and the journal in that shape:
-    // a torn line is gone after this rewrite).
-    let mut done = BTreeSet::new();
-    rows.retain(|row| {
-        let run = row.get("run").and_then(Value::as_u64).map(|r| r as usize);
-        matches!(run, Some(run) if run < runs && done.insert(run))
-    });
-    let mut journal_text = String::new();
-    for row in &rows {
-        journal_text.push_str(&row.to_string());
-        journal_text.push('\n');
-    }
-    write_atomically(&journal_path, &journal_text)?;
+    let done = keep_rows_of_runs(&mut rows, runs, &journal_path)?;
     let resumed = rows.len();
     let todo: Vec<usize> = (0..runs).filter(|run| !done.contains(run)).collect();
     let knob_keys: Vec<String> = spec.knobs.iter().map(|k| k.key.clone()).collect();
@@ -720,8 +688,7 @@ pub fn run_sweep(spec: &SweepSpec, options: &SweepOptions) -> Result<SweepOutcom
             },
         ))
     };
-    let mut failure = None;
-    let mut record =
+    let record =
         |row: Value, progress: &mut Progress, rows: &mut Vec<Value>| -> Result<(), String> {
             let run = row["run"].as_u64().unwrap_or(0) as usize;
             // One write per row, so a kill tears at most the last line.
@@ -734,51 +701,18 @@ pub fn run_sweep(spec: &SweepSpec, options: &SweepOptions) -> Result<SweepOutcom
             rows.push(row);
             Ok(())
         };
-    if options.jobs <= 1 {
-        for &run in &todo {
-            progress.starting(&describe(run));
-            match run_one(run) {
-                Ok(row) => record(row, &mut progress, &mut rows)?,
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            }
-        }
+    let failure = if options.jobs <= 1 {
+        run_serially(&todo, &mut progress, &mut rows, describe, run_one, record)?
     } else {
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-        let next = AtomicUsize::new(0);
-        let stop = AtomicBool::new(false);
-        let (send, receive) = std::sync::mpsc::channel::<Result<Value, String>>();
-        std::thread::scope(|scope| -> Result<(), String> {
-            for _ in 0..options.jobs.min(todo.len()) {
-                let send = send.clone();
-                let (next, stop, todo, run_one) = (&next, &stop, &todo, &run_one);
-                scope.spawn(move || loop {
-                    if stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    let Some(&run) = todo.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                        return;
-                    };
-                    if send.send(run_one(run)).is_err() {
-                        return;
-                    }
-                });
-            }
-            drop(send);
-            for result in receive {
-                match result {
-                    Ok(row) => record(row, &mut progress, &mut rows)?,
-                    Err(e) => {
-                        stop.store(true, Ordering::Relaxed);
-                        failure.get_or_insert(e);
-                    }
-                }
-            }
-            Ok(())
-        })?;
-    }
+        run_in_parallel(
+            options.jobs,
+            &todo,
+            &mut progress,
+            &mut rows,
+            &run_one,
+            record,
+        )?
+    };
     progress.close();
     rows.sort_by_key(|r| r["run"].as_u64().unwrap_or(u64::MAX));
     write_outputs(dir, &rows, &knob_keys)?;
@@ -795,6 +729,131 @@ pub fn run_sweep(spec: &SweepSpec, options: &SweepOptions) -> Result<SweepOutcom
         resumed,
         check_failures,
     })
+}
+
+/// The rows an earlier run of this same sweep left in `dir`'s journal.
+/// Another sweep's results are refused, or discarded with `restart`; so is
+/// a journal without its `sweep.json`.
+fn earlier_rows(dir: &Path, identity: &Value, restart: bool) -> Result<Vec<Value>, String> {
+    let spec_path = dir.join("sweep.json");
+    let journal_path = dir.join("rows.jsonl");
+    let mut rows = Vec::new();
+    if spec_path.exists() {
+        let text = std::fs::read_to_string(&spec_path)
+            .map_err(|e| format!("cannot read {}: {e}", spec_path.display()))?;
+        let stored: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if stored.get("identity") == Some(identity) {
+            rows = read_journal(&journal_path)?;
+        } else if restart {
+            let _ = std::fs::remove_file(&journal_path);
+        } else {
+            return Err(format!(
+                "{} holds the results of a different sweep (other base config, knobs or repeat); give another --out, or --restart to discard them",
+                dir.display()
+            ));
+        }
+    } else if journal_path.exists() && !restart {
+        return Err(format!(
+            "{} has a rows.jsonl but no sweep.json; give another --out, or --restart to discard it",
+            dir.display()
+        ));
+    }
+    Ok(rows)
+}
+
+/// Keeps only rows of runs this sweep has, each run once, and rewrites the
+/// journal to hold just them (a torn line is gone after this rewrite);
+/// returns the runs done.
+fn keep_rows_of_runs(
+    rows: &mut Vec<Value>,
+    runs: usize,
+    journal_path: &Path,
+) -> Result<BTreeSet<usize>, String> {
+    let mut done = BTreeSet::new();
+    rows.retain(|row| {
+        let run = row.get("run").and_then(Value::as_u64).map(|r| r as usize);
+        matches!(run, Some(run) if run < runs && done.insert(run))
+    });
+    let mut journal_text = String::new();
+    for row in rows.iter() {
+        journal_text.push_str(&row.to_string());
+        journal_text.push('\n');
+    }
+    write_atomically(journal_path, &journal_text)?;
+    Ok(done)
+}
+
+/// Runs `todo` one at a time, recording each row; the first failed run
+/// stops the sweep and comes back as `Ok(Some(why))`. A row that cannot be
+/// recorded is an error at once.
+fn run_serially(
+    todo: &[usize],
+    progress: &mut Progress,
+    rows: &mut Vec<Value>,
+    describe: impl Fn(usize) -> String,
+    run_one: impl Fn(usize) -> Result<Value, String>,
+    mut record: impl FnMut(Value, &mut Progress, &mut Vec<Value>) -> Result<(), String>,
+) -> Result<Option<String>, String> {
+    let mut failure = None;
+    for &run in todo {
+        progress.starting(&describe(run));
+        match run_one(run) {
+            Ok(row) => record(row, progress, rows)?,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    Ok(failure)
+}
+
+/// Runs `todo` on `jobs` threads, recording each row as it comes back; a
+/// failed run stops the threads from starting more, and the first failure
+/// comes back as `Ok(Some(why))`. A row that cannot be recorded is an
+/// error at once.
+fn run_in_parallel(
+    jobs: usize,
+    todo: &[usize],
+    progress: &mut Progress,
+    rows: &mut Vec<Value>,
+    run_one: &(impl Fn(usize) -> Result<Value, String> + Sync),
+    mut record: impl FnMut(Value, &mut Progress, &mut Vec<Value>) -> Result<(), String>,
+) -> Result<Option<String>, String> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let mut failure = None;
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let (send, receive) = std::sync::mpsc::channel::<Result<Value, String>>();
+    std::thread::scope(|scope| -> Result<(), String> {
+        for _ in 0..jobs.min(todo.len()) {
+            let send = send.clone();
+            let (next, stop) = (&next, &stop);
+            scope.spawn(move || loop {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Some(&run) = todo.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                    return;
+                };
+                if send.send(run_one(run)).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(send);
+        for result in receive {
+            match result {
+                Ok(row) => record(row, progress, rows)?,
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        Ok(())
+    })?;
+    Ok(failure)
 }
 
 /// A one-line-per-point table of a finished sweep (means over repeats).
