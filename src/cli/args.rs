@@ -29,7 +29,8 @@ use std::path::PathBuf;
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
-use super::{parse_hybrid_code, parse_number, parse_stages, usage, CliError};
+use super::run_config::{parse_hybrid_code, parse_number, parse_stages};
+use super::{usage, CliError};
 use crate::base::{Primitive, ProtocolKind, StagePlan};
 use crate::config::faults::RunFault;
 use crate::config::profile::NetworkProfile;
@@ -671,13 +672,13 @@ pub struct CheckArgs {
     #[arg(long, alias = "first-seed", value_name = "S", value_parser = count::<u64>())]
     pub seed: Option<u64>,
     /// Only these protocols, P[,P…] [every implemented one]
-    #[arg(long, value_name = "P", value_parser = one_of(|_, v| super::parse_check_protocols(v).map(|_| v.to_string()), protocol_names))]
+    #[arg(long, value_name = "P", value_parser = one_of(|_, v| super::check::parse_check_protocols(v).map(|_| v.to_string()), protocol_names))]
     pub protocol: Option<String>,
     /// Only this hybrid code (replays a failure)
     #[arg(long, value_name = "CODE", value_parser = parse(|_, v| parse_hybrid_code(v)))]
     pub hybrid: Option<u16>,
     /// Workloads W[,W…] or all, each at a small contended scale drawn from the seed [ycsb]
-    #[arg(long, value_name = "W", value_parser = one_of(|_, v| super::parse_check_workloads(v).map(|_| v.to_string()), check_workload_names))]
+    #[arg(long, value_name = "W", value_parser = one_of(|_, v| super::check::parse_check_workloads(v).map(|_| v.to_string()), check_workload_names))]
     pub workload: Option<String>,
     /// Record every case's history and memory hash in PATH
     #[arg(long, value_name = "PATH")]
@@ -688,7 +689,7 @@ pub struct CheckArgs {
     /// The failover matrix: a node crashed or paused, 2 or 3 copies, both pure plans;
     /// F[,F…] of crash-r2, crash-r3, pause-r2, pause-r3, or all [all]
     #[arg(long, value_name = "F", num_args = 0..=1, default_missing_value = "all",
-          value_parser = one_of(|_, v| super::parse_check_failures(v).map(|_| v.to_string()), failure_names))]
+          value_parser = one_of(|_, v| super::check::parse_check_failures(v).map(|_| v.to_string()), failure_names))]
     pub failover: Option<String>,
 }
 

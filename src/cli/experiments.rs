@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use super::args::{ExperimentFlags, HybridArgs, PlotArgs, ReproduceArgs, RunFlags, SweepArgs};
-use super::{check_output_dir, failed, run_config_unresolved, usage, CliError};
+use super::run_config::run_config_unresolved;
+use super::{check_output_dir, failed, usage, CliError};
 use super::{EXIT_CHECK_FAILED, EXIT_OK};
 use crate::experiments::plot::PlotOptions;
 use crate::experiments::sweep::{self, Knob, SweepOptions, SweepSpec};

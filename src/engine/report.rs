@@ -537,8 +537,21 @@ impl Report {
 
     /// The human-readable summary printed by `verbena run`.
     pub fn table(&self) -> String {
-        let c = &self.config;
         let mut out = String::new();
+        self.write_run(&mut out);
+        self.write_outcome(&mut out);
+        self.write_costs(&mut out);
+        if let Some(recovery) = &self.recovery {
+            write_recovery(&mut out, recovery);
+        }
+        write_check(&mut out, self.check.as_ref());
+        out
+    }
+
+    /// What ran, and on what: the config line, notes, the simulator's
+    /// summary, the processes of a `ucx` run, and an oversubscription note.
+    fn write_run(&self, out: &mut String) {
+        let c = &self.config;
         let _ = writeln!(
             out,
             "verbena {} · {} · {} · {} node(s) × {} worker(s) × {} coroutine(s) · {} · {} fabric, network {}",
@@ -573,34 +586,7 @@ impl Report {
             );
         }
         if let Some(cluster) = &self.cluster {
-            let mut chosen: Vec<String> = Vec::new();
-            for rank in &cluster.ranks {
-                for (target, names) in rank.transports.iter().enumerate() {
-                    if target as u32 != rank.rank {
-                        for name in names {
-                            if !chosen.contains(name) {
-                                chosen.push(name.clone());
-                            }
-                        }
-                    }
-                }
-            }
-            let mut hosts: Vec<&str> = cluster.ranks.iter().map(|r| r.host.as_str()).collect();
-            hosts.dedup();
-            let _ = writeln!(
-                out,
-                "  processes: {} rank(s) on {} · UCX {} · transport {} → {} · local atomics {}",
-                cluster.ranks.len(),
-                hosts.join(", "),
-                cluster.ucx_version,
-                cluster.transport,
-                if chosen.is_empty() {
-                    "(none between ranks)".to_string()
-                } else {
-                    chosen.join(", ")
-                },
-                cluster.local_atomics
-            );
+            write_processes(out, cluster);
         }
         if self.oversubscribed {
             let _ = writeln!(
@@ -610,6 +596,11 @@ impl Report {
                 self.cores
             );
         }
+    }
+
+    /// What came of it: throughput, commits, aborts by reason, and a note
+    /// when transactions gave up on a full table.
+    fn write_outcome(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "  throughput      {:>12.0} txn/s ({:.0} per worker)",
@@ -652,6 +643,11 @@ impl Report {
                 "  note            {full} transactions gave up on a full table: the run outgrew its preallocated room (TPC-C: raise --insert-headroom), and throughput past that point is not comparable"
             );
         }
+    }
+
+    /// What a transaction cost: latency, stages, verbs and wire traffic,
+    /// each transaction type, and where worker and transaction time went.
+    fn write_costs(&self, out: &mut String) {
         let l = &self.latency_us;
         let _ = writeln!(
             out,
@@ -702,79 +698,118 @@ impl Report {
             100.0 * b.backoff,
             100.0 * b.other
         );
-        if let Some(recovery) = &self.recovery {
-            for fault in &recovery.faults {
-                let detected = match fault.detection_s {
-                    Some(s) => format!("detected after {:.1} µs", s * 1e6),
-                    None => "not detected".into(),
-                };
-                let _ = writeln!(
-                    out,
-                    "  fault           {} node {} at {:.6} s, {detected}",
-                    fault.kind, fault.node, fault.crash_at_s
-                );
-            }
-            if let Some(s) = recovery.recovery_time_s {
-                let promoted: Vec<String> = recovery
-                    .promoted
-                    .iter()
-                    .map(|(p, n)| format!("partition {p} → node {n}"))
-                    .collect();
-                let _ = writeln!(
-                    out,
-                    "  failover        survivors paused {:.1} µs; {}; {} log records of dead coordinators in the rings ({} whole: rolled forward); {} versions installed from redo writes and newer copies",
-                    s * 1e6,
-                    promoted.join(", "),
-                    recovery.resolved_from_log_count,
-                    recovery.resolved_committed_count,
-                    recovery.versions_rolled_forward
-                );
-                if recovery.sequenced_finished_count + recovery.sequenced_given_up_count > 0 {
-                    let _ = writeln!(
-                        out,
-                        "  sequenced       of the transactions the dead node had a part in: {} finished by the survivors, {} given up and submitted again",
-                        recovery.sequenced_finished_count, recovery.sequenced_given_up_count
-                    );
+    }
+}
+
+/// The ranks of a `ucx` run: how many, on which hosts, over which UCX
+/// transports between ranks.
+fn write_processes(out: &mut String, cluster: &ClusterSummary) {
+    let mut chosen: Vec<String> = Vec::new();
+    for rank in &cluster.ranks {
+        for (target, names) in rank.transports.iter().enumerate() {
+            if target as u32 != rank.rank {
+                for name in names {
+                    if !chosen.contains(name) {
+                        chosen.push(name.clone());
+                    }
                 }
             }
+        }
+    }
+    let mut hosts: Vec<&str> = cluster.ranks.iter().map(|r| r.host.as_str()).collect();
+    hosts.dedup();
+    let _ = writeln!(
+        out,
+        "  processes: {} rank(s) on {} · UCX {} · transport {} → {} · local atomics {}",
+        cluster.ranks.len(),
+        hosts.join(", "),
+        cluster.ucx_version,
+        cluster.transport,
+        if chosen.is_empty() {
+            "(none between ranks)".to_string()
+        } else {
+            chosen.join(", ")
+        },
+        cluster.local_atomics
+    );
+}
+
+/// The faults of the run, the failover that followed, and the commits
+/// before and after.
+fn write_recovery(out: &mut String, recovery: &crate::recovery::RecoveryReport) {
+    for fault in &recovery.faults {
+        let detected = match fault.detection_s {
+            Some(s) => format!("detected after {:.1} µs", s * 1e6),
+            None => "not detected".into(),
+        };
+        let _ = writeln!(
+            out,
+            "  fault           {} node {} at {:.6} s, {detected}",
+            fault.kind, fault.node, fault.crash_at_s
+        );
+    }
+    if let Some(s) = recovery.recovery_time_s {
+        let promoted: Vec<String> = recovery
+            .promoted
+            .iter()
+            .map(|(p, n)| format!("partition {p} → node {n}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  failover        survivors paused {:.1} µs; {}; {} log records of dead coordinators in the rings ({} whole: rolled forward); {} versions installed from redo writes and newer copies",
+            s * 1e6,
+            promoted.join(", "),
+            recovery.resolved_from_log_count,
+            recovery.resolved_committed_count,
+            recovery.versions_rolled_forward
+        );
+        if recovery.sequenced_finished_count + recovery.sequenced_given_up_count > 0 {
             let _ = writeln!(
                 out,
-                "  commits         {} before the fault, {} after ({} once detected)",
-                recovery.committed_before_fault,
-                recovery.committed_after_fault,
-                recovery.committed_after_detection
+                "  sequenced       of the transactions the dead node had a part in: {} finished by the survivors, {} given up and submitted again",
+                recovery.sequenced_finished_count, recovery.sequenced_given_up_count
             );
         }
-        match &self.check {
-            None => {
-                let _ = writeln!(out, "  check           off (--check turns it on)");
+    }
+    let _ = writeln!(
+        out,
+        "  commits         {} before the fault, {} after ({} once detected)",
+        recovery.committed_before_fault,
+        recovery.committed_after_fault,
+        recovery.committed_after_detection
+    );
+}
+
+/// The checker's verdict, its cycle and anomalies, or that it was off.
+fn write_check(out: &mut String, check: Option<&CheckSummary>) {
+    match check {
+        None => {
+            let _ = writeln!(out, "  check           off (--check turns it on)");
+        }
+        Some(check) => {
+            let _ = writeln!(
+                out,
+                "  check           serializable: {}  invariants: {}  ({} txns, {} edges)",
+                if check.serializable { "yes" } else { "NO" },
+                if check.invariants_ok {
+                    "ok"
+                } else {
+                    "VIOLATED"
+                },
+                check.txn_count,
+                check.edge_count
+            );
+            if let Some(cycle) = &check.cycle {
+                let _ = writeln!(out, "  cycle           {cycle:?}");
             }
-            Some(check) => {
-                let _ = writeln!(
-                    out,
-                    "  check           serializable: {}  invariants: {}  ({} txns, {} edges)",
-                    if check.serializable { "yes" } else { "NO" },
-                    if check.invariants_ok {
-                        "ok"
-                    } else {
-                        "VIOLATED"
-                    },
-                    check.txn_count,
-                    check.edge_count
-                );
-                if let Some(cycle) = &check.cycle {
-                    let _ = writeln!(out, "  cycle           {cycle:?}");
-                }
-                for line in check
-                    .anomalies
-                    .iter()
-                    .chain(check.invariants.iter().filter(|_| !check.invariants_ok))
-                {
-                    let _ = writeln!(out, "  !               {line}");
-                }
+            for line in check
+                .anomalies
+                .iter()
+                .chain(check.invariants.iter().filter(|_| !check.invariants_ok))
+            {
+                let _ = writeln!(out, "  !               {line}");
             }
         }
-        out
     }
 }
 

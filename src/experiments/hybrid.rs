@@ -495,144 +495,165 @@ impl Analysis {
                 group.label,
                 group.codes.len()
             );
-            let find = |code: u16| group.codes.iter().find(|c| c.code == code);
-            let marks = |code: u16| {
-                let mut m = String::new();
-                if code == self.all_onesided_code {
-                    m.push_str(" [all one-sided]");
-                }
-                if code == 0 {
-                    m.push_str(" [all RPC]");
-                }
-                if group.beat_both_throughput.contains(&code) {
-                    m.push_str(" *throughput beats both pure forms*");
-                }
-                if group.above_both_within_noise.contains(&code) {
-                    m.push_str(" (throughput above both pure forms, within the noise)");
-                }
-                if group.below_both_latency_within_noise.contains(&code) {
-                    m.push_str(" (latency below both pure forms, within the noise)");
-                }
-                if group.beat_both_latency.contains(&code) {
-                    m.push_str(" *latency beats both pure forms*");
-                }
-                m
-            };
-            let width = group.codes.iter().map(|c| c.plan.len()).max().unwrap_or(4);
-            let row = |out: &mut String, rank: usize, c: &CodeResult| {
-                let _ = writeln!(
-                    out,
-                    "  {:>3}  {:>5}  {:<width$} {:>11.0} {:>8.0} {:>8.1} {:>8.1} {:>7.2}{}",
-                    rank,
-                    c.code,
-                    c.plan,
-                    c.throughput_txn_per_s,
-                    c.throughput_stdev,
-                    c.latency_p50_us,
-                    c.latency_p99_us,
-                    100.0 * c.abort_rate,
-                    marks(c.code)
-                );
-            };
-            let header = format!(
-                "  {:>3}  {:>5}  {:<width$} {:>11} {:>8} {:>8} {:>8} {:>7}",
-                "#", "code", "plan", "txn/s", "± sd", "p50 µs", "p99 µs", "abort%"
-            );
-            let show = 10.min(group.codes.len());
-            for (title, order) in [
-                ("by throughput", &group.by_throughput),
-                ("by latency (p50)", &group.by_latency),
-            ] {
-                let _ = writeln!(
-                    out,
-                    " ranked {title}{}:",
-                    if show < order.len() {
-                        format!(" (top {show} of {})", order.len())
-                    } else {
-                        String::new()
-                    }
-                );
-                let _ = writeln!(out, "{header}");
-                for (i, code) in order.iter().take(show).enumerate() {
-                    if let Some(c) = find(*code) {
-                        row(&mut out, i + 1, c);
-                    }
-                }
-            }
-            let describe = |codes: &[u16]| {
-                if codes.is_empty() {
-                    "none".to_string()
-                } else {
-                    codes
-                        .iter()
-                        .map(|c| c.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                }
-            };
-            if group.codes.len() > 2 {
-                let _ = writeln!(
-                    out,
-                    " hybrids beating both pure forms: throughput {}; latency {}",
-                    describe(&group.beat_both_throughput),
-                    describe(&group.beat_both_latency)
-                );
-                if !group.above_both_within_noise.is_empty()
-                    || !group.below_both_latency_within_noise.is_empty()
-                {
-                    let _ = writeln!(
-                        out,
-                        " better than both pure forms by less than twice the standard error of the difference (noise, not a finding): throughput {}; latency {}",
-                        describe(&group.above_both_within_noise),
-                        describe(&group.below_both_latency_within_noise)
-                    );
-                }
-                if group.codes.iter().any(|c| c.runs < 3) {
-                    let _ = writeln!(
-                        out,
-                        " (fewer than 3 runs per code: a margin of a few % may be run-to-run noise; --repeat 3 shows the spread)"
-                    );
-                }
-            }
+            self.write_rankings(&mut out, group);
+            write_verdicts(&mut out, group);
             if let Some(b) = &group.breakdown {
-                let _ = writeln!(
-                    out,
-                    " latency-breakdown method (pure forms' stage latencies, µs):"
-                );
-                for s in &b.stages {
-                    let _ = writeln!(
-                        out,
-                        "    {:<10} one-sided {:>9.2}  rpc {:>9.2}  → {}",
-                        s.stage, s.onesided_us, s.rpc_us, s.pick
-                    );
-                }
-                let pure = |code: u16| find(code).map_or(0.0, |c| c.throughput_txn_per_s);
-                let best_pure = pure(self.all_onesided_code).max(pure(0));
-                match &b.proposed {
-                    Some(p) => {
-                        let _ = writeln!(
-                            out,
-                            "    proposed code {} ({}): {:.0} txn/s ({:+.1} % vs the better pure form), p50 {:.1} µs{}",
-                            b.proposed_code,
-                            p.plan,
-                            p.throughput_txn_per_s,
-                            if best_pure > 0.0 {
-                                100.0 * (p.throughput_txn_per_s / best_pure - 1.0)
-                            } else {
-                                0.0
-                            },
-                            p.latency_p50_us,
-                            b.throughput_rank
-                                .map_or(String::new(), |r| format!(", rank {r} of {} by throughput", group.codes.len()))
-                        );
-                    }
-                    None => {
-                        let _ = writeln!(out, "    proposed code {} (not run)", b.proposed_code);
-                    }
-                }
+                self.write_breakdown(&mut out, group, b);
             }
         }
         out
+    }
+
+    /// What the table says of `code` after its numbers: a pure form, or a
+    /// hybrid beating both pure forms (or better only within the noise).
+    fn marks(&self, group: &Group, code: u16) -> String {
+        let mut m = String::new();
+        if code == self.all_onesided_code {
+            m.push_str(" [all one-sided]");
+        }
+        if code == 0 {
+            m.push_str(" [all RPC]");
+        }
+        if group.beat_both_throughput.contains(&code) {
+            m.push_str(" *throughput beats both pure forms*");
+        }
+        if group.above_both_within_noise.contains(&code) {
+            m.push_str(" (throughput above both pure forms, within the noise)");
+        }
+        if group.below_both_latency_within_noise.contains(&code) {
+            m.push_str(" (latency below both pure forms, within the noise)");
+        }
+        if group.beat_both_latency.contains(&code) {
+            m.push_str(" *latency beats both pure forms*");
+        }
+        m
+    }
+
+    /// The group's top ten codes by throughput, then by p50 latency.
+    fn write_rankings(&self, out: &mut String, group: &Group) {
+        let find = |code: u16| group.codes.iter().find(|c| c.code == code);
+        let width = group.codes.iter().map(|c| c.plan.len()).max().unwrap_or(4);
+        let row = |out: &mut String, rank: usize, c: &CodeResult| {
+            let _ = writeln!(
+                out,
+                "  {:>3}  {:>5}  {:<width$} {:>11.0} {:>8.0} {:>8.1} {:>8.1} {:>7.2}{}",
+                rank,
+                c.code,
+                c.plan,
+                c.throughput_txn_per_s,
+                c.throughput_stdev,
+                c.latency_p50_us,
+                c.latency_p99_us,
+                100.0 * c.abort_rate,
+                self.marks(group, c.code)
+            );
+        };
+        let header = format!(
+            "  {:>3}  {:>5}  {:<width$} {:>11} {:>8} {:>8} {:>8} {:>7}",
+            "#", "code", "plan", "txn/s", "± sd", "p50 µs", "p99 µs", "abort%"
+        );
+        let show = 10.min(group.codes.len());
+        for (title, order) in [
+            ("by throughput", &group.by_throughput),
+            ("by latency (p50)", &group.by_latency),
+        ] {
+            let _ = writeln!(
+                out,
+                " ranked {title}{}:",
+                if show < order.len() {
+                    format!(" (top {show} of {})", order.len())
+                } else {
+                    String::new()
+                }
+            );
+            let _ = writeln!(out, "{header}");
+            for (i, code) in order.iter().take(show).enumerate() {
+                if let Some(c) = find(*code) {
+                    row(out, i + 1, c);
+                }
+            }
+        }
+    }
+
+    /// The latency-breakdown method's lines: each stage's pure-form
+    /// latencies and pick, then the proposed code and how it did.
+    fn write_breakdown(&self, out: &mut String, group: &Group, b: &Breakdown) {
+        let find = |code: u16| group.codes.iter().find(|c| c.code == code);
+        let _ = writeln!(
+            out,
+            " latency-breakdown method (pure forms' stage latencies, µs):"
+        );
+        for s in &b.stages {
+            let _ = writeln!(
+                out,
+                "    {:<10} one-sided {:>9.2}  rpc {:>9.2}  → {}",
+                s.stage, s.onesided_us, s.rpc_us, s.pick
+            );
+        }
+        let pure = |code: u16| find(code).map_or(0.0, |c| c.throughput_txn_per_s);
+        let best_pure = pure(self.all_onesided_code).max(pure(0));
+        match &b.proposed {
+            Some(p) => {
+                let _ = writeln!(
+                    out,
+                    "    proposed code {} ({}): {:.0} txn/s ({:+.1} % vs the better pure form), p50 {:.1} µs{}",
+                    b.proposed_code,
+                    p.plan,
+                    p.throughput_txn_per_s,
+                    if best_pure > 0.0 {
+                        100.0 * (p.throughput_txn_per_s / best_pure - 1.0)
+                    } else {
+                        0.0
+                    },
+                    p.latency_p50_us,
+                    b.throughput_rank
+                        .map_or(String::new(), |r| format!(", rank {r} of {} by throughput", group.codes.len()))
+                );
+            }
+            None => {
+                let _ = writeln!(out, "    proposed code {} (not run)", b.proposed_code);
+            }
+        }
+    }
+}
+
+/// Which hybrids beat both pure forms, and which are better only within
+/// the noise; said only when the group has hybrids at all.
+fn write_verdicts(out: &mut String, group: &Group) {
+    let describe = |codes: &[u16]| {
+        if codes.is_empty() {
+            "none".to_string()
+        } else {
+            codes
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    if group.codes.len() > 2 {
+        let _ = writeln!(
+            out,
+            " hybrids beating both pure forms: throughput {}; latency {}",
+            describe(&group.beat_both_throughput),
+            describe(&group.beat_both_latency)
+        );
+        if !group.above_both_within_noise.is_empty()
+            || !group.below_both_latency_within_noise.is_empty()
+        {
+            let _ = writeln!(
+                out,
+                " better than both pure forms by less than twice the standard error of the difference (noise, not a finding): throughput {}; latency {}",
+                describe(&group.above_both_within_noise),
+                describe(&group.below_both_latency_within_noise)
+            );
+        }
+        if group.codes.iter().any(|c| c.runs < 3) {
+            let _ = writeln!(
+                out,
+                " (fewer than 3 runs per code: a margin of a few % may be run-to-run noise; --repeat 3 shows the spread)"
+            );
+        }
     }
 }
 
