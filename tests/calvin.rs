@@ -16,8 +16,7 @@ use verbena::engine::{self, tables_hash};
 use verbena::experiments::matrix::{self, Case};
 use verbena::fabric::NodeId;
 use verbena::store::{NodeStore, StoreError, TableSpec};
-use verbena::txn::Protocol;
-use verbena::txn::{AbortReason, Txn, TxnResult};
+use verbena::txn::{AbortReason, Protocol, Txn, TxnResult};
 use verbena::workloads::{Declared, InvariantReport, Workload};
 
 #[test]

@@ -12,8 +12,7 @@ use verbena::config::{Config, LockMode, ProtocolOptions};
 use verbena::engine;
 use verbena::fabric::NodeId;
 use verbena::store::{NodeStore, StoreError, TableSpec};
-use verbena::txn::Protocol;
-use verbena::txn::{Txn, TxnResult};
+use verbena::txn::{Protocol, Txn, TxnResult};
 use verbena::workloads::{InvariantReport, Workload};
 
 const ACCOUNTS_PER_NODE: u64 = 24;

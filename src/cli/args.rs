@@ -33,8 +33,7 @@ use super::run_config::{parse_hybrid_code, parse_number, parse_stages};
 use super::{usage, CliError};
 use crate::base::{Primitive, ProtocolKind, StagePlan};
 use crate::config::faults::RunFault;
-use crate::config::profile::NetworkProfile;
-use crate::config::profile::BUILTIN_PROFILES;
+use crate::config::profile::{NetworkProfile, BUILTIN_PROFILES};
 use crate::config::{
     FabricKind, KeyDistribution, LocalAtomics, LockMode, UcxTransport, WorkloadKind,
 };

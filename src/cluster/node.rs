@@ -49,11 +49,10 @@ use crate::check::{
     check_serializable, store_holds_history_writes, store_matches_history, History, Item,
 };
 use crate::config::{Config, ConfigError, FabricKind, LocalAtomics, UcxTransport};
-use crate::engine::driver;
-use crate::engine::program;
 use crate::engine::program::{Cluster, ExtraStats, NodeProgram, RunClock, WorkerStart};
 use crate::engine::report::{ClusterSummary, RankSummary};
 use crate::engine::{self, CheckSummary, RunError, RunOutput, WithProgram, WithWorkload};
+use crate::engine::{driver, program};
 use crate::fabric::ucx::{ucx_version, PeerInfo, TransportChoice, UcxContext, UcxWorkerHost};
 use crate::fabric::NodeId;
 use crate::recovery::{Failover, FaultRun, Membership, NoRecovery, RecoveryReport};

@@ -424,11 +424,7 @@ pub const MAX_REGION_BYTES: u64 = 16 << 30;
 
 /// Header words per tuple the protocol lays out (for the footprint check):
 /// the version slots of CICADA, the lists of MAAT, else one.
-pub fn header_words_estimate(
-    protocol: ProtocolKind,
-    o: &ProtocolOptions,
-    record_words: u64,
-) -> u64 {
+fn header_words_estimate(protocol: ProtocolKind, o: &ProtocolOptions, record_words: u64) -> u64 {
     match protocol {
         ProtocolKind::Cicada => 2 + o.cicada_versions as u64 * (record_words + 4),
         ProtocolKind::Maat => 3 + 2 * o.maat_list_capacity as u64,
@@ -652,20 +648,16 @@ impl Config {
                 keys_per_partition
             )));
         }
-        // Rough footprint: tuple words plus the index (≤ 50 % load).
-        let record_words = y.record_bytes as u64 / 8;
-        let tuple_bytes = 8
-            * (3 + header_words_estimate(self.protocol, &self.protocol_options, record_words)
-                + record_words)
-            + 32;
-        let total = tuple_bytes
-            .saturating_mul(y.rows_per_node)
+        let (rows_per_node, record_bytes) = (y.rows_per_node, y.record_bytes);
+        let total = self
+            .row_bytes_estimate(record_bytes as u64 / 8)
+            .saturating_mul(rows_per_node)
             .saturating_mul(self.nodes as u64);
         if total > MAX_REGION_BYTES {
             return Err(ConfigError(format!(
                 "ycsb.rows_per_node = {} × record_bytes = {} on {} nodes needs about {} MiB of registered memory with {}'s tuple header; allowed: at most {} MiB",
-                y.rows_per_node,
-                y.record_bytes,
+                rows_per_node,
+                record_bytes,
                 self.nodes,
                 total >> 20,
                 self.protocol.name(),
@@ -704,6 +696,16 @@ impl Config {
     /// over to; otherwise a dead rank ends the run with an error.
     pub fn tolerates_rank_loss(&self) -> bool {
         faults::DetectorSettings::of(self).is_some() && self.replication > 1
+    }
+
+    /// Rough registered-memory bytes one row of `record_words` takes on
+    /// its node with this run's protocol: the tuple (the store's words,
+    /// the protocol's header, the record) plus its index entry (about 32
+    /// bytes at ≤ 50 % load). The footprint checks of YCSB here and of
+    /// the other workloads (`workloads::check_footprint`) both use it.
+    pub fn row_bytes_estimate(&self, record_words: u64) -> u64 {
+        let header = header_words_estimate(self.protocol, &self.protocol_options, record_words);
+        8 * (3 + header + record_words) + 32
     }
 
     /// Worker threads of the whole run.

@@ -21,8 +21,7 @@ use crate::replication::{self, LogWriter};
 use crate::runtime::Worker;
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreLayout};
-use crate::txn::Protocol;
-use crate::txn::{ids, AbortReason, Txn, TxnCx, TxnResult};
+use crate::txn::{ids, AbortReason, Protocol, Txn, TxnCx, TxnResult};
 use crate::workloads::Workload;
 
 /// Everything the coroutines of one worker share (all on the worker's

@@ -56,9 +56,6 @@ use crate::fabric::verbs::{MSG_COMPLETION, MSG_FAILED};
 use crate::fabric::{Endpoint, Message, NodeId, Posted, Verb, VerbKind};
 use crate::runtime::{Monitor, MONITOR_CO};
 
-/// The coroutine id the detector's verbs carry on the wire: the one the
-/// runtime reserves for a node's monitor.
-pub const DETECTOR_CO: u16 = MONITOR_CO;
 /// The `tag` of the heartbeat's own WRITE (peer READs carry the peer id).
 const BEAT_TAG: u16 = u16::MAX;
 
@@ -167,7 +164,7 @@ impl Detector {
             swap: 0,
         };
         endpoint.post(
-            DETECTOR_CO,
+            MONITOR_CO,
             BEAT_TAG,
             &[beat],
             &self.write_data,
@@ -190,7 +187,7 @@ impl Detector {
                 swap: 0,
             };
             self.peers[peer as usize].posted_ns = now_ns;
-            match endpoint.post(DETECTOR_CO, peer, &[read], &[], &mut self.results) {
+            match endpoint.post(MONITOR_CO, peer, &[read], &[], &mut self.results) {
                 Posted::At(_) => {
                     let value = self.results[peer as usize];
                     self.observe(peer, value, now_ns);
@@ -204,7 +201,7 @@ impl Detector {
 
     /// A deferred completion of one of the detector's verbs.
     pub fn on_completion(&mut self, msg: &Message, now_ns: u64) {
-        debug_assert_eq!(msg.coroutine, DETECTOR_CO);
+        debug_assert_eq!(msg.coroutine, MONITOR_CO);
         debug_assert!(msg.flags & MSG_COMPLETION != 0);
         if msg.call == BEAT_TAG {
             return;

@@ -3,12 +3,11 @@
 //!
 //! The config checks each section's values, but only a workload knows the
 //! tables its section asks for, so the memory check lives here. It is an
-//! estimate: every tuple holds the store's words, the protocol's header
-//! (`config::header_words_estimate`) and the record, plus about 32 bytes
-//! of index per row at ≤ 50 % load. YCSB's footprint is plain arithmetic
-//! on its section and is checked with it, in `Config::validate`.
+//! estimate: per row, `Config::row_bytes_estimate` (the tuple with the
+//! protocol's header, and its index entry). YCSB's footprint is plain
+//! arithmetic on its section and is checked with it, in `Config::validate`.
 
-use crate::config::{header_words_estimate, Config, ConfigError, WorkloadKind, MAX_REGION_BYTES};
+use crate::config::{Config, ConfigError, WorkloadKind, MAX_REGION_BYTES};
 use crate::store::TableSpec;
 
 use super::pps::Pps;
@@ -42,10 +41,8 @@ fn check_tables(config: &Config, name: &str, tables: &[TableSpec]) -> Result<(),
     let mut rows = 0u64;
     let node_bytes = tables.iter().fold(0u64, |sum, table| {
         rows = rows.saturating_add(table.capacity_per_node);
-        let record_words = table.record_words as u64;
-        let header = header_words_estimate(config.protocol, &config.protocol_options, record_words);
-        let tuple_bytes = 8 * (3 + header + record_words) + 32;
-        sum.saturating_add(tuple_bytes.saturating_mul(table.capacity_per_node))
+        let row_bytes = config.row_bytes_estimate(table.record_words as u64);
+        sum.saturating_add(row_bytes.saturating_mul(table.capacity_per_node))
     });
     let total = node_bytes.saturating_mul(config.nodes as u64);
     if total > MAX_REGION_BYTES {

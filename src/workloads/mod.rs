@@ -34,8 +34,7 @@ use crate::base::rng::Rng;
 use crate::check::History;
 use crate::fabric::NodeId;
 use crate::store::{NodeStore, StoreError, TableId, TableSpec};
-use crate::txn::Protocol;
-use crate::txn::{IndexOp, Txn, TxnResult};
+use crate::txn::{IndexOp, Protocol, Txn, TxnResult};
 
 pub use crate::stats::MAX_TXN_TYPES;
 pub use footprint::check_footprint;

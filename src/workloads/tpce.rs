@@ -42,8 +42,7 @@ use crate::base::rng::Rng;
 use crate::check::History;
 use crate::fabric::NodeId;
 use crate::store::{NodeStore, StoreError, TableId, TableSpec};
-use crate::txn::Protocol;
-use crate::txn::{Txn, TxnResult};
+use crate::txn::{Protocol, Txn, TxnResult};
 
 use super::common::{for_each_row, mix64, Findings, Mix};
 use super::{Declared, InvariantReport, Workload};

@@ -28,8 +28,7 @@ use crate::check::History;
 use crate::config::{KeyDistribution, YcsbConfig, MAX_OPS_PER_TXN};
 use crate::fabric::NodeId;
 use crate::store::{NodeStore, StoreError, TableId, TableSpec};
-use crate::txn::Protocol;
-use crate::txn::{Txn, TxnResult};
+use crate::txn::{Protocol, Txn, TxnResult};
 
 use super::zipf::Zipf;
 use super::{Declared, InvariantReport, Workload};

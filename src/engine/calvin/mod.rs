@@ -202,8 +202,7 @@ use crate::replication::{self, LogWriter, Replication};
 use crate::runtime::{RpcService, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout, TableId};
-use crate::txn::Protocol;
-use crate::txn::{AbortReason, TxnCx, TxnResult};
+use crate::txn::{AbortReason, Protocol, TxnCx, TxnResult};
 use crate::workloads::{Declared, Workload};
 
 use scheduler::{LockTable, Scheduled};

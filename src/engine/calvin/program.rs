@@ -46,8 +46,7 @@ use crate::engine::program::{
     NodeProgram, RunClock, WorkerCells, WorkerResult, WorkerStart,
 };
 use crate::engine::program::{RunError, WithProgram};
-use crate::engine::report::OrderedMap;
-use crate::engine::report::Report;
+use crate::engine::report::{OrderedMap, Report};
 use crate::fabric::NodeId;
 use crate::recovery::Failover;
 use crate::replication::LogWriter;

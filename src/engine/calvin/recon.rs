@@ -26,8 +26,7 @@ use super::{read_consistent, INSERTED, MISSING, RPC_READ};
 use crate::base::{ProtocolKind, Stage};
 use crate::protocols::Served;
 use crate::store::NodeStore;
-use crate::txn::Protocol;
-use crate::txn::{AbortReason, TxnCx, TxnResult};
+use crate::txn::{AbortReason, Protocol, TxnCx, TxnResult};
 
 /// The protocol a reconnaissance run executes the program under.
 pub struct Recon<'a> {

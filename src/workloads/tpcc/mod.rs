@@ -88,8 +88,7 @@ use crate::check::History;
 use crate::config::{TpccConfig, TpccMix};
 use crate::fabric::NodeId;
 use crate::store::{NodeStore, OrderedIndex, StoreError, TableSpec};
-use crate::txn::Protocol;
-use crate::txn::{IndexOp, Txn, TxnResult};
+use crate::txn::{IndexOp, Protocol, Txn, TxnResult};
 
 use super::{Declared, InvariantReport, Workload};
 

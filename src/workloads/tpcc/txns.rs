@@ -3,8 +3,7 @@
 //! protocol; the node-local ordered indexes only say which keys to visit
 //! (see the parent module and `store::ordered`).
 
-use crate::txn::Protocol;
-use crate::txn::{AbortReason, Txn, TxnResult};
+use crate::txn::{AbortReason, Protocol, Txn, TxnResult};
 
 use super::load::contains_original;
 use super::{col, ordered, table, CustomerSel, LineRequest, Tpcc, DISTRICTS};
