@@ -66,7 +66,8 @@
 //! messages of all its coroutines) leaves as one wire message when the
 //! turn ends ([`SimFabric::turn_done`]; also at the start of `receive`,
 //! for what the turn sent before it, and at once when its frames reach
-//! [`MAX_COALESCED_WORDS`]). Its costs split as a NIC's and a CPU's do:
+//! [`MAX_COALESCED_WORDS`](super::verbs::MAX_COALESCED_WORDS)). Its
+//! costs split as a NIC's and a CPU's do:
 //! * per wire message: the sender's doorbell or system call
 //!   ([`CpuModel::send_ns`], charged as it leaves), one one-way RPC
 //!   latency (jittered once), a 16-byte header at the wire rate, one
@@ -128,17 +129,24 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::event_queue::{EventQueue, TIME_SHIFT};
-use super::verbs::{
-    VerbKind, COALESCED_HEADER_WORDS, MAX_COALESCED_WORDS, MSG_COMPLETION, MSG_FAILED, MSG_REPLY,
-};
-use super::{CpuOp, Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
+use super::event_queue::EventQueue;
+use super::verbs::VerbKind;
+use super::{Message, NodeId, Region};
 use crate::base::rng::Rng;
 use crate::config::profile::NetworkProfile;
 use crate::config::sim::{CpuModel, FaultSpec, SimConfig};
+use connections::ConnectionCaches;
 use nic::NicCap;
+use order::Order;
 
+mod connections;
+mod endpoint;
+mod messages;
 mod nic;
+mod onesided;
+mod order;
+
+pub use endpoint::SimEndpoint;
 
 /// Latencies after swarm scaling, ns.
 #[derive(Clone, Copy, Debug)]
@@ -259,6 +267,21 @@ struct LinkFault {
     drop_probability: f64,
 }
 
+impl LinkFault {
+    /// A fault on `from → to` during `[start_ns, start_ns + for_ns)` that
+    /// neither delays nor drops yet.
+    fn between(from: u32, to: u32, start_ns: u64, for_ns: u64) -> LinkFault {
+        LinkFault {
+            from: from as NodeId,
+            to: to as NodeId,
+            start_ns,
+            end_ns: start_ns + for_ns,
+            extra_ns: 0,
+            drop_probability: 0.0,
+        }
+    }
+}
+
 /// A queued event is a `u64`: a tag in the bits from `TAG_SHIFT` up, and
 /// below them the event itself (a worker; a batch and its verb) or, for
 /// the events that carry messages, the slot in `SimState::events` that
@@ -270,103 +293,6 @@ const TAG_CRASH: u64 = 1;
 const TAG_STEP: u64 = 2;
 const TAG_COMPLETE: u64 = 3;
 const TAG_SLOT: u64 = 4;
-
-/// The order events run in (module docs, "Processing order"): window by
-/// window of the lookahead, node by node within a window, and by time
-/// within a node. A key folds (window, node, time) into one `u64`, which
-/// the event queue orders as it would a time.
-#[derive(Clone, Copy, Debug)]
-struct Order {
-    /// The network's lookahead: nothing one node does takes effect at
-    /// another sooner. 0: plain time order, the key is the time.
-    lookahead_ns: u64,
-    nodes: u64,
-}
-
-impl Order {
-    /// The order of `nodes` nodes whose messages and verbs take at least
-    /// `lookahead_ns` to reach another node.
-    fn new(nodes: usize, lookahead_ns: u64) -> Order {
-        let nodes = nodes.max(1) as u64;
-        // One node: windows would order nothing differently.
-        let lookahead_ns = if nodes == 1 { 0 } else { lookahead_ns };
-        Order {
-            lookahead_ns,
-            nodes,
-        }
-    }
-
-    /// A key is about `nodes` times its time: past 2^64 / `nodes` ns (over
-    /// 3 days at 65,536 nodes; runs are seconds) keys saturate, and such
-    /// events come last.
-    #[inline]
-    fn key(self, node: NodeId, at_ns: u64) -> u64 {
-        if self.lookahead_ns == 0 {
-            return at_ns;
-        }
-        debug_assert!((node as u64) < self.nodes);
-        let window = at_ns / self.lookahead_ns;
-        (window.saturating_mul(self.nodes) + node as u64)
-            .saturating_mul(self.lookahead_ns)
-            .saturating_add(at_ns % self.lookahead_ns)
-    }
-
-    /// The virtual time of `key`.
-    #[inline]
-    fn time_ns(self, key: u64) -> u64 {
-        if self.lookahead_ns == 0 {
-            return key;
-        }
-        key / (self.lookahead_ns * self.nodes) * self.lookahead_ns + key % self.lookahead_ns
-    }
-
-    /// The earliest time at `node` whose key is not below `key`: a node's
-    /// keys grow with its time, so comparing times against this bound
-    /// orders them as their keys would, with one division.
-    #[inline]
-    fn first_time_at_or_after(self, node: NodeId, key: u64) -> u64 {
-        if self.lookahead_ns == 0 {
-            return key;
-        }
-        let span = self.lookahead_ns * self.nodes;
-        let window_start_ns = key / span * self.lookahead_ns;
-        let slot = key % span / self.lookahead_ns;
-        match (node as u64).cmp(&slot) {
-            // Its slot of this window comes after `key`.
-            std::cmp::Ordering::Greater => window_start_ns,
-            std::cmp::Ordering::Equal => window_start_ns + key % self.lookahead_ns,
-            // Its slot of this window is past: the next window's.
-            std::cmp::Ordering::Less => window_start_ns + self.lookahead_ns,
-        }
-    }
-
-    /// The node whose events `key` is among.
-    fn node_of_key(self, key: u64) -> u64 {
-        if self.lookahead_ns == 0 {
-            return 0;
-        }
-        key / self.lookahead_ns % self.nodes
-    }
-
-    /// The earliest time a node can still be at while `at_ns`'s window
-    /// runs: its start (every node has run up to it).
-    #[inline]
-    fn floor_ns(self, at_ns: u64) -> u64 {
-        if self.lookahead_ns == 0 {
-            return at_ns;
-        }
-        at_ns / self.lookahead_ns * self.lookahead_ns
-    }
-
-    /// How many more keys than ns a bucket of the event queue spans.
-    fn bucket_shift(self) -> u32 {
-        if self.lookahead_ns == 0 {
-            TIME_SHIFT
-        } else {
-            TIME_SHIFT + self.nodes.next_power_of_two().trailing_zeros()
-        }
-    }
-}
 
 /// `SimState::pending_min` when no READ is pending.
 const NO_PENDING: (u64, u64) = (u64::MAX, u64::MAX);
@@ -424,8 +350,9 @@ struct SimState {
     /// next batches (likewise).
     spare_verbs: Vec<Vec<SimVerb>>,
     spare_write_data: Vec<Vec<u64>>,
-    /// Completion payloads the runtime handed back ([`Endpoint::recycle`]),
-    /// at most [`SPARE_RESULTS`], for the next batches' results.
+    /// Completion payloads the runtime handed back
+    /// ([`Endpoint::recycle`](super::Endpoint::recycle)), at most
+    /// [`SPARE_RESULTS`], for the next batches' results.
     spare_results: Vec<Vec<u64>>,
     crash_at_ns: Vec<u64>,
     pauses: Vec<(NodeId, u64, u64)>,
@@ -434,113 +361,6 @@ struct SimState {
     lost_count: u64,
     /// The NICs' connection caches; `None` when the profile has none.
     connections: Option<ConnectionCaches>,
-}
-
-/// Each NIC's cache of connection state (`NetworkProfile::qp_cache`), and
-/// which connection each worker's next batch to each node takes.
-///
-/// Connections are symmetric, as in DrTM+H's and RCC's setups: worker `w`
-/// of node A reaches node B over its `k`-th connection to B, whose other
-/// end at B belongs to B's worker `w`. So NIC A holds `workers × nodes ×
-/// per_target` connections, named `(w × nodes + peer) × per_target + k`.
-struct ConnectionCaches {
-    miss_ns: u64,
-    per_target: u32,
-    nodes: u32,
-    workers_per_node: u32,
-    /// Per (worker, target node): the connection its next batch takes.
-    next: Vec<u32>,
-    nics: Vec<Lru>,
-    lookups: u64,
-    misses: u64,
-}
-
-impl ConnectionCaches {
-    /// The extra time of a doorbell batch from `initiator` (a worker
-    /// index) to `target`: a doorbell batch is one queue pair's, so each
-    /// NIC looks its connection up once per batch.
-    fn batch_extra_ns(&mut self, initiator: u32, source: NodeId, target: NodeId) -> u64 {
-        let pair = (initiator * self.nodes + target as u32) as usize;
-        let k = self.next[pair];
-        self.next[pair] = (k + 1) % self.per_target;
-        let local = initiator % self.workers_per_node;
-        let name = |peer: NodeId| (local * self.nodes + peer as u32) * self.per_target + k;
-        let (at_source, at_target) = (name(target), name(source));
-        let mut extra = 0;
-        for (nic, connection) in [(source, at_source), (target, at_target)] {
-            self.lookups += 1;
-            if !self.nics[nic as usize].touch(connection) {
-                self.misses += 1;
-                extra += self.miss_ns;
-            }
-        }
-        extra
-    }
-}
-
-/// An exact LRU set of connection names `0..len`, as linked lists over
-/// arrays (no allocation after start).
-struct Lru {
-    capacity: u32,
-    len: u32,
-    head: u32,
-    tail: u32,
-    prev: Vec<u32>,
-    next: Vec<u32>,
-    cached: Vec<bool>,
-}
-
-const NIL: u32 = u32::MAX;
-
-impl Lru {
-    fn new(capacity: u32, names: usize) -> Lru {
-        Lru {
-            capacity,
-            len: 0,
-            head: NIL,
-            tail: NIL,
-            prev: vec![NIL; names],
-            next: vec![NIL; names],
-            cached: vec![false; names],
-        }
-    }
-
-    fn unlink(&mut self, name: u32) {
-        let (prev, next) = (self.prev[name as usize], self.next[name as usize]);
-        match prev {
-            NIL => self.head = next,
-            p => self.next[p as usize] = next,
-        }
-        match next {
-            NIL => self.tail = prev,
-            n => self.prev[n as usize] = prev,
-        }
-    }
-
-    /// Uses `name`: whether it was cached; it is the most recent after.
-    fn touch(&mut self, name: u32) -> bool {
-        let hit = self.cached[name as usize];
-        if hit {
-            self.unlink(name);
-        } else {
-            if self.len == self.capacity {
-                let oldest = self.tail;
-                self.unlink(oldest);
-                self.cached[oldest as usize] = false;
-                self.len -= 1;
-            }
-            self.cached[name as usize] = true;
-            self.len += 1;
-        }
-        self.prev[name as usize] = NIL;
-        self.next[name as usize] = self.head;
-        match self.head {
-            NIL => self.tail = name,
-            h => self.prev[h as usize] = name,
-        }
-        self.head = name;
-        hit
-    }
 }
 
 impl SimState {
@@ -651,6 +471,41 @@ impl SimState {
         }
     }
 
+    /// Schedules a configured fault (times in µs, as configured).
+    fn inject(&mut self, fault: &FaultSpec) {
+        let ns = |us: f64| (us * 1_000.0) as u64;
+        match *fault {
+            FaultSpec::Pause {
+                node,
+                at_us,
+                for_us,
+            } => self
+                .pauses
+                .push((node as NodeId, ns(at_us), ns(at_us) + ns(for_us))),
+            FaultSpec::Crash { node, at_us } => self.set_crash(node as NodeId, ns(at_us)),
+            FaultSpec::Delay {
+                from,
+                to,
+                at_us,
+                for_us,
+                extra_ns,
+            } => self.links.push(LinkFault {
+                extra_ns,
+                ..LinkFault::between(from, to, ns(at_us), ns(for_us))
+            }),
+            FaultSpec::Drop {
+                from,
+                to,
+                at_us,
+                for_us,
+                probability,
+            } => self.links.push(LinkFault {
+                drop_probability: probability,
+                ..LinkFault::between(from, to, ns(at_us), ns(for_us))
+            }),
+        }
+    }
+
     fn wake(&mut self, worker: u32, at_ns: u64) {
         let node = self.node_of(worker);
         let at_ns = self.unpaused(node, at_ns.max(self.clock_ns[worker as usize]));
@@ -698,435 +553,6 @@ impl SimState {
             Some(cap) => cap.reserve(node, at_ns, self.order.floor_ns(self.now_ns)),
             None => at_ns,
         }
-    }
-
-    fn post_remote(
-        &mut self,
-        initiator: u32,
-        coroutine: u16,
-        tag: u16,
-        verbs: &[Verb],
-        write_data: &[u64],
-    ) {
-        let issue_ns = self.clock_ns[initiator as usize];
-        let source = self.node_of(initiator);
-        let target = verbs[0].node;
-        // The results become the completion's payload (the runtime keeps
-        // it, and hands it back once its coroutine's pool is full), so they
-        // are reserved once at their final size; the verbs and write data
-        // come back for reuse when the batch completes.
-        let result_words = verbs
-            .iter()
-            .filter(|v| v.kind != VerbKind::Write)
-            .map(|v| v.len as usize)
-            .sum();
-        let mut results = self.spare_results.pop().unwrap_or_default();
-        results.clear();
-        results.reserve(result_words);
-        let mut batch = InFlight {
-            initiator,
-            coroutine,
-            tag,
-            target,
-            verbs: self.spare_verbs.pop().unwrap_or_default(),
-            write_data: self.spare_write_data.pop().unwrap_or_default(),
-            results,
-            lost: false,
-            target_crashed: false,
-        };
-        debug_assert!(batch.verbs.is_empty() && batch.write_data.is_empty());
-        let batch_id = match self.free_batches.pop() {
-            Some(id) => id,
-            None => {
-                self.batches.push(None);
-                (self.batches.len() - 1) as u32
-            }
-        };
-        let connection_ns = match self.connections.as_mut() {
-            Some(caches) => caches.batch_extra_ns(initiator, source, target),
-            None => 0,
-        };
-        let mut complete_ns = issue_ns + 1;
-        let qp = initiator as usize * self.regions.len() + target as usize;
-        let mut qp_free = self.qp_free_ns[qp];
-        for (index, verb) in verbs.iter().enumerate() {
-            let (one_way, out_bytes, back_bytes) = match verb.kind {
-                VerbKind::Read => (self.timing.onesided_one_way_ns, 16, 8 * verb.len as u64),
-                VerbKind::Write => (self.timing.onesided_one_way_ns, 16 + 8 * verb.len as u64, 8),
-                VerbKind::Cas | VerbKind::Faa => (self.timing.atomic_one_way_ns, 32, 8),
-            };
-            let buf = match verb.kind {
-                VerbKind::Write => {
-                    let at = batch.write_data.len() as u32;
-                    let from = verb.buf as usize;
-                    batch
-                        .write_data
-                        .extend_from_slice(&write_data[from..from + verb.len as usize]);
-                    at
-                }
-                _ => {
-                    let at = batch.results.len() as u32;
-                    batch.results.resize(at as usize + verb.len as usize, 0);
-                    at
-                }
-            };
-            batch.verbs.push(SimVerb {
-                kind: verb.kind,
-                addr: verb.addr,
-                len: verb.len,
-                buf,
-                compare: verb.compare,
-                swap: verb.swap,
-            });
-            let out = self.jittered(one_way) + self.wire_ns(out_bytes);
-            let (extra, lost) = self.link_effect(source, target, issue_ns);
-            batch.lost |= lost;
-            let arrival = self.through_nic(target, issue_ns + out + extra + connection_ns);
-            let start = arrival.max(qp_free);
-            let steps = if verb.kind == VerbKind::Read {
-                verb.len as u64
-            } else {
-                1
-            };
-            let last_step = start + (steps - 1) * self.timing.word_ns;
-            qp_free = last_step + 1;
-            self.schedule(
-                target,
-                start,
-                Event::Step {
-                    batch: batch_id,
-                    verb: index as u16,
-                },
-            );
-            let back = (self.jittered(one_way) + self.wire_ns(back_bytes)).max(1);
-            complete_ns = complete_ns.max(last_step + back);
-        }
-        self.qp_free_ns[qp] = qp_free;
-        self.batches[batch_id as usize] = Some(batch);
-        self.schedule(source, complete_ns, Event::Complete { batch: batch_id });
-    }
-
-    /// A verb lands on its target: a WRITE whole, a CAS/FAA atomically,
-    /// a READ's first word and the words after it that no other event can
-    /// come between; the step that would copy its next word is left
-    /// pending ([`PendingRead`]).
-    fn step(&mut self, batch_id: u32, verb_index: u16) {
-        let Some(batch) = self.batches[batch_id as usize].as_ref() else {
-            return;
-        };
-        if self.now_ns >= self.crash_at_ns[batch.target as usize] {
-            let batch = self.batches[batch_id as usize].as_mut().expect("checked");
-            batch.lost = true;
-            batch.target_crashed = true;
-            return;
-        }
-        let verb = &batch.verbs[verb_index as usize];
-        if verb.kind == VerbKind::Read {
-            // The next event: a queued one or another READ's pending step.
-            let next_key = self
-                .queue
-                .peek_key()
-                .unwrap_or(u64::MAX)
-                .min(self.pending_min.0);
-            let read = PendingRead {
-                at_ns: self.now_ns,
-                seq: 0,
-                batch: batch_id,
-                verb: verb_index,
-                node: batch.target,
-                word: 0,
-            };
-            if let Some(rest) = self.copy_words(read, next_key) {
-                self.pending_reads.push(rest);
-                self.pending_min = self.pending_min.min(self.read_key(&rest));
-            }
-            return;
-        }
-        let batch = self.batches[batch_id as usize].as_mut().expect("checked");
-        let region = &self.regions[batch.target as usize];
-        let verb = &batch.verbs[verb_index as usize];
-        match verb.kind {
-            // A WRITE's payload lands at once (it arrived whole); only
-            // READs are copied out word by word, so a READ overlapping a
-            // WRITE sees some words before it and some after: a torn READ.
-            VerbKind::Write => {
-                let data = &batch.write_data[verb.buf as usize..(verb.buf + verb.len) as usize];
-                region.write(verb.addr, data);
-            }
-            VerbKind::Cas => {
-                batch.results[verb.buf as usize] = region.cas(verb.addr, verb.compare, verb.swap)
-            }
-            VerbKind::Faa => batch.results[verb.buf as usize] = region.faa(verb.addr, verb.compare),
-            VerbKind::Read => unreachable!("handled above"),
-        }
-    }
-
-    /// A pending READ step's place in the processing order.
-    fn read_key(&self, read: &PendingRead) -> (u64, u64) {
-        (self.order.key(read.node, read.at_ns), read.seq)
-    }
-
-    /// Copies the words of a READ from `read.word` (due at `read.at_ns`)
-    /// on, one `word_ns` apart, while the next word comes before
-    /// `next_key` (the next event's key): what one step of the READ does.
-    /// Returns its next step when words remain, keyed with a fresh
-    /// insertion number as a queued step would be.
-    fn copy_words(&mut self, mut read: PendingRead, next_key: u64) -> Option<PendingRead> {
-        let word_ns = self.timing.word_ns;
-        let next_ns = self.order.first_time_at_or_after(read.node, next_key);
-        let batch = self.batches[read.batch as usize]
-            .as_mut()
-            .expect("a READ's batch is in flight until it completes");
-        let region = &self.regions[batch.target as usize];
-        let verb = &batch.verbs[read.verb as usize];
-        debug_assert_eq!(verb.kind, VerbKind::Read);
-        loop {
-            batch.results[verb.buf as usize + read.word as usize] =
-                region.load(verb.addr + read.word as u64);
-            read.word += 1;
-            if read.word == verb.len {
-                return None;
-            }
-            read.at_ns += word_ns;
-            if next_ns <= read.at_ns {
-                break;
-            }
-        }
-        read.seq = self.next_seq;
-        self.next_seq += 1;
-        Some(read)
-    }
-
-    /// Runs, in order, every pending READ step that comes before `(key,
-    /// seq)`, the queued event about to be processed: where the queue
-    /// would have popped each.
-    fn catch_up(&mut self, key: u64, seq: u64) {
-        while self.pending_min < (key, seq) {
-            let (mut first, mut next_key) = (0, key);
-            for (index, read) in self.pending_reads.iter().enumerate() {
-                let read_key = self.read_key(read);
-                if read_key == self.pending_min {
-                    first = index;
-                } else {
-                    next_key = next_key.min(read_key.0);
-                }
-            }
-            let read = self.pending_reads.swap_remove(first);
-            debug_assert_eq!(self.read_key(&read), self.pending_min);
-            debug_assert!(self.pending_min.0 >= self.now_key, "went back in the order");
-            self.now_key = self.pending_min.0;
-            self.now_ns = read.at_ns;
-            self.frontier_ns = self.frontier_ns.max(read.at_ns);
-            let batch = self.batches[read.batch as usize]
-                .as_mut()
-                .expect("a READ's batch is in flight until it completes");
-            if read.at_ns >= self.crash_at_ns[batch.target as usize] {
-                batch.lost = true;
-                batch.target_crashed = true;
-            } else if let Some(rest) = self.copy_words(read, next_key) {
-                self.pending_reads.push(rest);
-            }
-            self.pending_min = self
-                .pending_reads
-                .iter()
-                .map(|r| self.read_key(r))
-                .min()
-                .unwrap_or(NO_PENDING);
-        }
-    }
-
-    fn complete(&mut self, batch_id: u32) {
-        // Its READs' last steps came before now (a batch completes
-        // strictly after its last step).
-        debug_assert!(self.pending_reads.iter().all(|p| p.batch != batch_id));
-        let mut batch = self.batches[batch_id as usize]
-            .take()
-            .expect("a batch completes once");
-        self.free_batches.push(batch_id);
-        let (mut verbs, mut write_data) = (
-            std::mem::take(&mut batch.verbs),
-            std::mem::take(&mut batch.write_data),
-        );
-        let verb_count = verbs.len() as u16;
-        verbs.clear();
-        write_data.clear();
-        self.spare_verbs.push(verbs);
-        self.spare_write_data.push(write_data);
-        let initiator_node = self.node_of(batch.initiator);
-        if (batch.lost && !batch.target_crashed) || self.crashed(initiator_node, self.now_ns) {
-            self.lost_count += 1;
-            return;
-        }
-        let failed = batch.lost;
-        if failed {
-            self.lost_count += 1;
-        }
-        let worker = batch.initiator;
-        let msg = Message {
-            // A failed batch names the crashed node as its source.
-            src_node: if failed { batch.target } else { initiator_node },
-            src_worker: (worker % self.workers_per_node as u32) as u16,
-            dst_node: initiator_node,
-            dst_worker: (worker % self.workers_per_node as u32) as u16,
-            coroutine: batch.coroutine,
-            call: batch.tag,
-            kind: verb_count,
-            flags: if failed {
-                MSG_COMPLETION | MSG_FAILED
-            } else {
-                MSG_COMPLETION
-            },
-            deliver_at_ns: self.now_ns,
-            payload: batch.results,
-        };
-        self.mailboxes[worker as usize].push(msg);
-        self.wake(worker, self.now_ns);
-    }
-
-    /// Hands a request that reached a crashed node back to its sender as
-    /// `MSG_FAILED` (source and destination swapped); replies and
-    /// completions for a crashed node, and anything whose sender crashed
-    /// too, are just lost.
-    fn bounce(&mut self, mut msg: Message) {
-        if msg.flags & (MSG_REPLY | MSG_COMPLETION) != 0 || self.crashed(msg.src_node, self.now_ns)
-        {
-            return;
-        }
-        std::mem::swap(&mut msg.src_node, &mut msg.dst_node);
-        std::mem::swap(&mut msg.src_worker, &mut msg.dst_worker);
-        msg.flags |= MSG_REPLY | MSG_FAILED;
-        // The failure travels back one lookahead: no node hears of another
-        // node's state sooner (see "Processing order").
-        let at = self.now_ns + self.order.lookahead_ns;
-        msg.deliver_at_ns = at;
-        let sender = msg.dst_node as u32 * self.workers_per_node as u32 + msg.dst_worker as u32;
-        self.schedule(
-            msg.dst_node,
-            at,
-            Event::Deliver {
-                worker: sender,
-                msg,
-            },
-        );
-    }
-
-    /// Takes `msg` from worker `sender`. A message to a worker of the
-    /// sender's own node is delivered at once; one to another node joins
-    /// the wire message the sender is filling for that node this turn,
-    /// which leaves at the end of the turn (`flush`) or, at the size cap,
-    /// now. Returns whether `msg` opened a new wire message.
-    fn send(&mut self, sender: u32, mut msg: Message) -> bool {
-        let nodes = self.regions.len();
-        debug_assert_eq!(msg.src_node, self.node_of(sender));
-        if msg.dst_node == msg.src_node {
-            let receiver =
-                msg.dst_node as u32 * self.workers_per_node as u32 + msg.dst_worker as u32;
-            let channel = sender as usize * nodes + msg.dst_node as usize;
-            let at = self.clock_ns[sender as usize].max(self.channel_last_ns[channel]);
-            self.channel_last_ns[channel] = at;
-            msg.deliver_at_ns = at;
-            self.schedule(
-                msg.dst_node,
-                at,
-                Event::Deliver {
-                    worker: receiver,
-                    msg,
-                },
-            );
-            return false;
-        }
-        let outboxes = &mut self.outboxes[sender as usize];
-        let (index, opened) = match outboxes.iter().position(|o| o.node == msg.dst_node) {
-            Some(index) => (index, false),
-            None => {
-                let parts = self.spare_parts.pop().unwrap_or_default();
-                debug_assert!(parts.is_empty());
-                outboxes.push(Outbox {
-                    node: msg.dst_node,
-                    words: 0,
-                    parts,
-                });
-                (outboxes.len() - 1, true)
-            }
-        };
-        let outbox = &mut outboxes[index];
-        outbox.words += msg.frame_words();
-        outbox.parts.push(msg);
-        if outbox.words >= MAX_COALESCED_WORDS {
-            let full = outboxes.swap_remove(index);
-            self.depart(sender, full);
-        }
-        opened
-    }
-
-    /// Sends every wire message worker `sender` filled, in node order
-    /// (as `ucx` flushes its outboxes).
-    fn flush(&mut self, sender: u32) {
-        if self.outboxes[sender as usize].is_empty() {
-            return;
-        }
-        let mut outboxes = std::mem::take(&mut self.outboxes[sender as usize]);
-        outboxes.sort_unstable_by_key(|o| o.node);
-        for outbox in outboxes.drain(..) {
-            self.depart(sender, outbox);
-        }
-        // Keep the list's capacity for the next turn.
-        debug_assert!(self.outboxes[sender as usize].is_empty());
-        self.outboxes[sender as usize] = outboxes;
-    }
-
-    /// Puts one coalesced wire message on the wire at the sender's clock:
-    /// one doorbell (`send_ns`), one one-way latency, its bytes at the
-    /// wire rate, one operation of the target NIC, one draw of each link
-    /// fault, FIFO behind the channel's previous message, and one arrival
-    /// event.
-    fn depart(&mut self, sender: u32, outbox: Outbox) {
-        let Outbox { node, words, parts } = outbox;
-        debug_assert!(!parts.is_empty(), "a wire message carries a part");
-        debug_assert!(parts.iter().all(|m| m.dst_node == node));
-        debug_assert_eq!(words, parts.iter().map(Message::frame_words).sum::<usize>());
-        self.clock_ns[sender as usize] += self.cpu.send_ns;
-        let now = self.clock_ns[sender as usize];
-        let source = self.node_of(sender);
-        let bytes = WIRE_HEADER_BYTES + 8 * words as u64;
-        let mut at = now + self.jittered(self.timing.rpc_one_way_ns) + self.wire_ns(bytes);
-        let (extra, lost) = self.link_effect(source, node, now);
-        if lost {
-            // A dropped wire message loses every part; none comes back.
-            self.lost_count += parts.len() as u64;
-            return;
-        }
-        at = self.through_nic(node, at + extra);
-        let channel = sender as usize * self.regions.len() + node as usize;
-        at = at.max(self.channel_last_ns[channel]);
-        self.channel_last_ns[channel] = at;
-        let mut parts = parts;
-        for part in parts.iter_mut() {
-            part.deliver_at_ns = at;
-        }
-        self.schedule(node, at, Event::Arrive { parts });
-    }
-
-    /// A wire message arrives: its parts go to their receivers' mailboxes
-    /// in send order — or, at a crashed node, each is lost, and each
-    /// request goes back to its sender as failed (`bounce`).
-    fn arrive(&mut self, mut parts: Vec<Message>) {
-        let node = parts[0].dst_node;
-        debug_assert!(parts.iter().all(|m| m.dst_node == node));
-        let now = self.now_ns;
-        if self.crashed(node, now) {
-            for msg in parts.drain(..) {
-                self.lost_count += 1;
-                self.bounce(msg);
-            }
-        } else {
-            for msg in parts.drain(..) {
-                let receiver = node as u32 * self.workers_per_node as u32 + msg.dst_worker as u32;
-                self.mailboxes[receiver as usize].push(msg);
-                self.wake(receiver, now);
-            }
-        }
-        self.spare_parts.push(parts);
     }
 }
 
@@ -1215,67 +641,15 @@ impl SimFabric {
             links: Vec::new(),
             events_processed: 0,
             lost_count: 0,
-            connections: (profile.qp_cache > 0).then(|| {
-                let per_target = (config.emulated_nodes as usize)
-                    .div_ceil(nodes.max(1))
-                    .max(1) as u32;
-                let names = workers_per_node as usize * nodes * per_target as usize;
-                ConnectionCaches {
-                    miss_ns: profile.qp_miss_ns,
-                    per_target,
-                    nodes: nodes as u32,
-                    workers_per_node: workers_per_node as u32,
-                    next: vec![0; total_workers * nodes],
-                    nics: (0..nodes)
-                        .map(|_| Lru::new(profile.qp_cache, names))
-                        .collect(),
-                    lookups: 0,
-                    misses: 0,
-                }
-            }),
+            connections: ConnectionCaches::new(
+                profile,
+                config.emulated_nodes,
+                nodes,
+                workers_per_node,
+            ),
         };
-        let us = |t: f64| (t * 1_000.0) as u64;
         for fault in &config.faults {
-            match *fault {
-                FaultSpec::Pause {
-                    node,
-                    at_us,
-                    for_us,
-                } => state
-                    .pauses
-                    .push((node as NodeId, us(at_us), us(at_us) + us(for_us))),
-                FaultSpec::Crash { node, at_us } => {
-                    state.set_crash(node as NodeId, us(at_us));
-                }
-                FaultSpec::Delay {
-                    from,
-                    to,
-                    at_us,
-                    for_us,
-                    extra_ns,
-                } => state.links.push(LinkFault {
-                    from: from as NodeId,
-                    to: to as NodeId,
-                    start_ns: us(at_us),
-                    end_ns: us(at_us) + us(for_us),
-                    extra_ns,
-                    drop_probability: 0.0,
-                }),
-                FaultSpec::Drop {
-                    from,
-                    to,
-                    at_us,
-                    for_us,
-                    probability,
-                } => state.links.push(LinkFault {
-                    from: from as NodeId,
-                    to: to as NodeId,
-                    start_ns: us(at_us),
-                    end_ns: us(at_us) + us(for_us),
-                    extra_ns: 0,
-                    drop_probability: probability,
-                }),
-            }
+            state.inject(fault);
         }
         SimFabric {
             state: Rc::new(RefCell::new(state)),
@@ -1284,14 +658,7 @@ impl SimFabric {
 
     /// The endpoint of worker `worker` of `node`.
     pub fn endpoint(&self, node: NodeId, worker: u16) -> SimEndpoint {
-        let index = node as u32 * self.state.borrow().workers_per_node as u32 + worker as u32;
-        SimEndpoint {
-            state: self.state.clone(),
-            node,
-            worker,
-            index,
-            counters: VerbCounters::default(),
-        }
+        SimEndpoint::new(self.state.clone(), node, worker)
     }
 
     /// The latest virtual time any node has reached, ns: every node has
@@ -1428,153 +795,6 @@ impl SimFabric {
     }
 }
 
-/// One worker's endpoint on the simulated cluster.
-pub struct SimEndpoint {
-    state: Rc<RefCell<SimState>>,
-    node: NodeId,
-    worker: u16,
-    index: u32,
-    counters: VerbCounters,
-}
-
-impl SimEndpoint {
-    fn advance(&self, ns: u64) {
-        self.state.borrow_mut().clock_ns[self.index as usize] += ns;
-    }
-}
-
-impl Endpoint for SimEndpoint {
-    fn node(&self) -> NodeId {
-        self.node
-    }
-
-    fn crashed(&self) -> bool {
-        let state = self.state.borrow();
-        state.crashed(self.node, state.clock_ns[self.index as usize])
-    }
-
-    fn worker(&self) -> u16 {
-        self.worker
-    }
-
-    #[inline]
-    fn now_ns(&self) -> u64 {
-        self.state.borrow().clock_ns[self.index as usize]
-    }
-
-    fn post(
-        &mut self,
-        coroutine: u16,
-        tag: u16,
-        verbs: &[Verb],
-        write_data: &[u64],
-        results: &mut [u64],
-    ) -> Posted {
-        let Some(first) = verbs.first() else {
-            return Posted::At(0);
-        };
-        let target = first.node;
-        for verb in verbs {
-            debug_assert_eq!(verb.node, target, "a doorbell batch targets one node");
-            self.counters.count(verb);
-        }
-        self.counters.doorbells += 1;
-        let mut state = self.state.borrow_mut();
-        let cost = state.cpu.post_ns + state.cpu.verb_ns * verbs.len() as u64;
-        state.clock_ns[self.index as usize] += cost;
-        if target != self.node {
-            // The request and its completion cross the wire.
-            self.counters.wire_messages += 2;
-            self.counters.wire_bytes += verbs.iter().map(Verb::wire_bytes).sum::<u64>();
-            state.post_remote(self.index, coroutine, tag, verbs, write_data);
-            return Posted::Deferred;
-        }
-        // Local verbs bypass the NIC and take effect at once.
-        let region = &state.regions[target as usize];
-        for verb in verbs {
-            region.apply(verb, write_data, results);
-        }
-        Posted::At(0)
-    }
-
-    fn send(&mut self, msg: Message) {
-        if msg.flags & MSG_REPLY == 0 {
-            self.counters.rpc += 1;
-            self.counters.rpc_request_bytes += 8 * msg.payload.len() as u64;
-        }
-        let remote_bytes = (msg.dst_node != self.node).then(|| msg.wire_bytes());
-        let mut state = self.state.borrow_mut();
-        state.clock_ns[self.index as usize] += state.cpu.frame_ns;
-        let opened = state.send(self.index, msg);
-        // Counted as `ucx` counts what leaves: a wire message when it is
-        // opened (it leaves exactly once), and each frame's bytes.
-        if let Some(bytes) = remote_bytes {
-            if opened {
-                self.counters.wire_messages += 1;
-                self.counters.wire_bytes += 8 * COALESCED_HEADER_WORDS as u64;
-            }
-            self.counters.wire_bytes += bytes;
-        }
-    }
-
-    fn receive(&mut self, out: &mut Vec<Message>) {
-        let mut state = self.state.borrow_mut();
-        let index = self.index as usize;
-        // What this turn sent before receiving (replies to requests that
-        // waited) leaves now, as `ucx` flushes at the start of `receive`.
-        state.flush(self.index);
-        if state.mailboxes[index].is_empty() {
-            return;
-        }
-        let cpu = state.cpu;
-        let mut cost = 0;
-        for msg in state.mailboxes[index].iter() {
-            cost += if msg.flags & (MSG_REPLY | MSG_COMPLETION) != 0 {
-                cpu.completion_ns
-            } else {
-                cpu.handler_ns + cpu.handler_word_ns * msg.payload.len() as u64
-            };
-        }
-        out.append(&mut state.mailboxes[index]);
-        state.clock_ns[index] += cost;
-    }
-
-    fn spend_cpu(&mut self, ns: u64) {
-        self.advance(ns);
-    }
-
-    fn charge(&mut self, op: CpuOp, count: u32) {
-        let cost = {
-            let cpu = &self.state.borrow().cpu;
-            match op {
-                CpuOp::Turn => cpu.event_loop_ns,
-                CpuOp::Switch => cpu.switch_ns,
-                CpuOp::Access => cpu.access_ns,
-                CpuOp::RecoveryTuple => cpu.recovery_tuple_ns,
-            }
-        };
-        self.advance(cost * count as u64);
-    }
-
-    fn idle(&mut self, _wake_at_ns: Option<u64>) {
-        // The driver runs a worker only when it has something to do; the
-        // gap until then is its idle time. `turn_done` already sent what
-        // the last turn queued.
-        debug_assert!(self.state.borrow().outboxes[self.index as usize].is_empty());
-    }
-
-    fn counters(&self) -> &VerbCounters {
-        &self.counters
-    }
-
-    fn recycle(&mut self, buffer: Vec<u64>) {
-        let mut state = self.state.borrow_mut();
-        if state.spare_results.len() < SPARE_RESULTS {
-            state.spare_results.push(buffer);
-        }
-    }
-}
-
 /// FNV-1a over 64-bit words: the hash of a run's history and memory that
 /// proves two runs of one seed identical.
 #[derive(Clone, Copy, Debug)]
@@ -1597,34 +817,5 @@ impl WordHasher {
 
     pub fn finish(self) -> u64 {
         self.0
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Comparing a node's times against `first_time_at_or_after` orders
-    /// them exactly as comparing their keys does, and a key maps back to
-    /// its time.
-    #[test]
-    fn a_time_bound_orders_as_the_keys_do() {
-        let order = Order::new(5, 1_000);
-        for key in (0..40_000).step_by(37) {
-            for node in 0..5 {
-                let bound = order.first_time_at_or_after(node, key);
-                for at_ns in bound.saturating_sub(3)..bound + 3 {
-                    assert_eq!(
-                        order.key(node, at_ns) >= key,
-                        at_ns >= bound,
-                        "{key} {node} {at_ns}"
-                    );
-                    assert_eq!(order.time_ns(order.key(node, at_ns)), at_ns);
-                }
-            }
-        }
-        let plain = Order::new(1, 1_000);
-        assert_eq!(plain.key(0, 12_345), 12_345);
-        assert_eq!(plain.first_time_at_or_after(0, 12_345), 12_345);
     }
 }

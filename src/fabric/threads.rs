@@ -235,15 +235,10 @@ impl Endpoint for ThreadsEndpoint {
         write_data: &[u64],
         results: &mut [u64],
     ) -> Posted {
-        let Some(first) = verbs.first() else {
+        let Some(target) = self.counters.count_batch(verbs) else {
             return Posted::At(0);
         };
-        let target = first.node;
         if target != self.node && self.shared.crashed(target) {
-            for verb in verbs {
-                self.counters.count(verb);
-            }
-            self.counters.doorbells += 1;
             self.shared.deliver(
                 self.mailbox,
                 Message {
@@ -264,8 +259,6 @@ impl Endpoint for ThreadsEndpoint {
         let region = &self.shared.regions[target as usize];
         let mut rtt_ns = 0;
         for verb in verbs {
-            debug_assert_eq!(verb.node, target, "a doorbell batch targets one node");
-            self.counters.count(verb);
             region.apply(verb, write_data, results);
             let verb_rtt_ns = match verb.kind {
                 VerbKind::Read | VerbKind::Write => self.shared.latency.onesided_ns,
@@ -273,7 +266,6 @@ impl Endpoint for ThreadsEndpoint {
             };
             rtt_ns = rtt_ns.max(verb_rtt_ns);
         }
-        self.counters.doorbells += 1;
         if target == self.node || rtt_ns == 0 {
             Posted::At(0)
         } else {

@@ -199,6 +199,20 @@ impl VerbCounters {
             VerbKind::Faa => self.faa += 1,
         }
     }
+
+    /// Counts one doorbell batch as its poster issues it: each verb and
+    /// one doorbell. Returns the node the batch targets, or `None` for an
+    /// empty batch, which posts (and counts) nothing. Every fabric's
+    /// `Endpoint::post` starts here, so they count alike.
+    pub fn count_batch(&mut self, verbs: &[Verb]) -> Option<NodeId> {
+        let target = verbs.first()?.node;
+        for verb in verbs {
+            debug_assert_eq!(verb.node, target, "a doorbell batch targets one node");
+            self.count(verb);
+        }
+        self.doorbells += 1;
+        Some(target)
+    }
 }
 
 /// An outgoing RPC of the current round.
