@@ -51,15 +51,19 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 
 use std::sync::Arc;
 
 use crate::fabric::verbs::{MSG_COMPLETION, MSG_FAILED, MSG_PASSIVE, MSG_REFUSED, MSG_REPLY};
-use crate::fabric::{Batch, CpuOp, Endpoint, Message, NodeId, Posted, VerbKind};
-pub use liveness::{ClusterState, Liveness, Monitor, MONITOR_CO};
+use crate::fabric::{Batch, CpuOp, Endpoint, Message, NodeId, Posted};
 
+mod completions;
+mod futures;
 pub mod liveness;
+
+pub use futures::{Round, Wait, YieldNow};
+pub use liveness::{ClusterState, Liveness, Monitor, MONITOR_CO};
 
 /// A round that could not complete: a peer it needed has failed (or the
 /// worker gave up on it at the end of the run).
@@ -556,157 +560,6 @@ impl Worker {
         }
     }
 
-    /// Keeps a payload buffer in a coroutine's pool, or, when that is
-    /// full, hands it back to the fabric that allocated it.
-    /// (Not while the endpoint is borrowed: `post` recycles itself.)
-    fn keep_buffer(&self, pool: &mut Vec<Vec<u64>>, buffer: Vec<u64>) {
-        if let Some(excess) = Batch::keep(pool, buffer) {
-            self.endpoint.borrow_mut().recycle(excess);
-        }
-    }
-
-    fn file_reply(&self, msg: Message) {
-        let slot = &self.slots[msg.coroutine as usize];
-        let mut batch = slot.batch.borrow_mut();
-        if msg.flags & MSG_COMPLETION != 0 && msg.call == PASSIVE_TAG {
-            debug_assert!(slot.unacked.get() > 0);
-            slot.unacked.set(slot.unacked.get() - 1);
-            self.keep_buffer(&mut batch.pool, msg.payload);
-        } else if msg.flags & MSG_COMPLETION != 0 {
-            // A deferred doorbell batch: scatter its results.
-            let first = msg.call as usize;
-            let mut from = 0;
-            let Batch { verbs, results, .. } = &mut *batch;
-            for verb in &verbs[first..first + msg.kind as usize] {
-                if verb.kind != VerbKind::Write {
-                    let len = verb.len as usize;
-                    let at = verb.buf as usize;
-                    results[at..at + len].copy_from_slice(&msg.payload[from..from + len]);
-                    from += len;
-                }
-            }
-            debug_assert_eq!(from, msg.payload.len(), "completion carries every result");
-            debug_assert!(slot.pending.get() > 0, "completion nobody waits for");
-            slot.pending.set(slot.pending.get() - 1);
-            self.keep_buffer(&mut batch.pool, msg.payload);
-        } else if msg.flags & MSG_PASSIVE != 0 {
-            debug_assert!(slot.unacked.get() > 0);
-            slot.unacked.set(slot.unacked.get() - 1);
-            self.keep_buffer(&mut batch.pool, msg.payload);
-        } else {
-            debug_assert!(slot.pending.get() > 0, "reply nobody waits for");
-            let call = msg.call as usize;
-            debug_assert!(batch.replies[call].is_none());
-            batch.replies[call] = Some(msg.payload);
-            slot.pending.set(slot.pending.get() - 1);
-        }
-    }
-
-    /// Files a `MSG_FAILED` message whose peer is declared dead: the
-    /// operation it stands for completes, as a failure.
-    fn file_failed(&self, msg: Message) {
-        if msg.coroutine as usize >= self.slots.len() {
-            return; // the detector's: it judged the peer already
-        }
-        let slot = &self.slots[msg.coroutine as usize];
-        let mut batch = slot.batch.borrow_mut();
-        let passive = if msg.flags & MSG_COMPLETION != 0 {
-            msg.call == PASSIVE_TAG
-        } else {
-            msg.flags & MSG_PASSIVE != 0
-        };
-        if passive {
-            debug_assert!(slot.unacked.get() > 0);
-            slot.unacked.set(slot.unacked.get().saturating_sub(1));
-            self.keep_buffer(&mut batch.pool, msg.payload);
-            return;
-        }
-        debug_assert!(slot.pending.get() > 0, "failure nobody waits for");
-        slot.pending.set(slot.pending.get().saturating_sub(1));
-        slot.fail_round();
-        if msg.flags & MSG_COMPLETION != 0 {
-            self.keep_buffer(&mut batch.pool, msg.payload);
-        } else {
-            // A bounced request: its buffer returns through the round's
-            // replies, as a reply's would.
-            let call = msg.call as usize;
-            debug_assert!(batch.replies[call].is_none());
-            batch.replies[call] = Some(msg.payload);
-        }
-    }
-
-    /// Handles a `MSG_FAILED` message: filed at once if its peer is
-    /// declared dead, held until then otherwise. A worker without a
-    /// membership view drops it (the operation never completes, as before
-    /// failures were handled).
-    fn on_failed(&self, msg: Message) {
-        let Some(faults) = &self.faults else {
-            return;
-        };
-        if faults.gave_up.get() {
-            return;
-        }
-        if msg.coroutine == MONITOR_CO {
-            if let Some(detector) = &faults.detector {
-                let now = self.now_ns();
-                detector.borrow_mut().on_completion(&msg, now);
-            }
-            return;
-        }
-        if faults.membership.is_alive(msg.src_node) && msg.flags & MSG_REFUSED == 0 {
-            faults.parked.borrow_mut().push(msg);
-        } else {
-            self.file_failed(msg);
-        }
-    }
-
-    /// After the membership changed: files the held failures of peers now
-    /// declared dead. Returns whether any was.
-    fn file_parked(&self) -> bool {
-        let Some(faults) = &self.faults else {
-            return false;
-        };
-        let epoch = faults.membership.epoch();
-        if epoch == faults.seen_epoch.get() {
-            return false;
-        }
-        faults.seen_epoch.set(epoch);
-        let mut parked = faults.parked.borrow_mut();
-        let mut filed = false;
-        let mut index = 0;
-        while index < parked.len() {
-            if faults.membership.is_alive(parked[index].src_node) {
-                index += 1;
-            } else {
-                self.file_failed(parked.remove(index));
-                filed = true;
-            }
-        }
-        filed
-    }
-
-    /// At the give-up time: every awaited and passive operation of every
-    /// coroutine is abandoned (counted), and every later round fails.
-    fn give_up(&self) {
-        let Some(faults) = &self.faults else {
-            return;
-        };
-        if faults.gave_up.replace(true) {
-            return;
-        }
-        for slot in self.slots.iter() {
-            if slot.pending.get() > 0 {
-                faults
-                    .abandoned_rounds
-                    .set(faults.abandoned_rounds.get() + 1);
-                slot.pending.set(0);
-                slot.fail_round();
-            }
-            slot.unacked.set(0);
-        }
-        faults.parked.borrow_mut().clear();
-    }
-
     /// Whether a failover declared this worker's node failed: it must not
     /// run a coroutine again (a paused node that comes back is fenced).
     fn fenced(&self) -> bool {
@@ -980,76 +833,4 @@ pub struct Turn {
     pub wake_at_ns: Option<u64>,
     /// The worker's clock when it polled its coroutines.
     pub now_ns: u64,
-}
-
-/// Future of [`Worker::submit`]: the round's [`Wait`], then whether it
-/// failed.
-pub struct Round<'w> {
-    wait: Wait<'w>,
-    /// When a remote round of verbs only was posted: its round trip feeds
-    /// [`Worker::verb_round_trip_ns`].
-    timed_from_ns: Option<u64>,
-}
-
-impl Future for Round<'_> {
-    type Output = Result<(), RoundFailed>;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match Pin::new(&mut self.wait).poll(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(()) => {
-                let worker = self.wait.worker;
-                let slot = &worker.slots[self.wait.co as usize];
-                Poll::Ready(if slot.failed.replace(false) {
-                    Err(RoundFailed)
-                } else {
-                    if let Some(posted_ns) = self.timed_from_ns {
-                        worker.note_verb_round_trip(
-                            worker.scheduled_at_ns.get().saturating_sub(posted_ns),
-                        );
-                    }
-                    Ok(())
-                })
-            }
-        }
-    }
-}
-
-/// Future of [`Worker::sleep`] and [`Worker::drain`] (and inside [`Round`]).
-pub struct Wait<'w> {
-    worker: &'w Worker,
-    co: u16,
-    must_yield: bool,
-}
-
-impl Future for Wait<'_> {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-        if self.must_yield {
-            self.must_yield = false;
-            return Poll::Pending;
-        }
-        let slot = &self.worker.slots[self.co as usize];
-        if slot.runnable(self.worker.scheduled_at_ns.get()) {
-            slot.draining.set(false);
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-}
-
-pub struct YieldNow {
-    yielded: bool,
-}
-
-impl Future for YieldNow {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-        if self.yielded {
-            Poll::Ready(())
-        } else {
-            self.yielded = true;
-            Poll::Pending
-        }
-    }
 }
