@@ -62,16 +62,12 @@ impl<P: Protocol, W: Workload> CoroutineEnv<'_, P, W> {
 
     /// Snapshots the verb counters at the edges of the measured interval.
     fn note_boundaries(&self, now_ns: u64) {
-        if now_ns < self.warmup_end_ns {
-            return;
-        }
-        let mut stats = self.stats.borrow_mut();
-        if stats.at_start.is_none() {
-            stats.at_start = Some(self.worker.snapshot());
-        }
-        if now_ns >= self.end_ns && stats.at_end.is_none() {
-            stats.at_end = Some(self.worker.snapshot());
-        }
+        self.stats.borrow_mut().note_boundaries(
+            self.worker,
+            now_ns,
+            self.warmup_end_ns,
+            self.end_ns,
+        );
     }
 }
 

@@ -14,6 +14,7 @@ pub mod log;
 pub use hist::{Histogram, Latencies};
 
 use crate::base::Stage;
+use crate::runtime::Worker;
 pub use crate::runtime::WorkerSnapshot;
 use crate::txn::AbortReason;
 
@@ -103,6 +104,27 @@ pub struct FaultCommits {
 impl WorkerStats {
     pub fn new() -> WorkerStats {
         WorkerStats::default()
+    }
+
+    /// Snapshots `worker`'s counters at the edges of the measured
+    /// interval `[warmup_end_ns, end_ns)`: at the first call at or past
+    /// each edge (`at_start`, `at_end`).
+    pub fn note_boundaries(
+        &mut self,
+        worker: &Worker,
+        now_ns: u64,
+        warmup_end_ns: u64,
+        end_ns: u64,
+    ) {
+        if now_ns < warmup_end_ns {
+            return;
+        }
+        if self.at_start.is_none() {
+            self.at_start = Some(worker.snapshot());
+        }
+        if now_ns >= end_ns && self.at_end.is_none() {
+            self.at_end = Some(worker.snapshot());
+        }
     }
 
     pub fn aborted(&self) -> u64 {

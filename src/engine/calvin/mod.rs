@@ -179,12 +179,21 @@
 //! after every remote record it reads has arrived — and, when replicated,
 //! only after every backup of that node's partition acknowledged them.
 
+mod exec;
 pub mod executor;
 pub mod failover;
+mod history;
+mod layout;
 mod program;
 pub mod recon;
 pub mod scheduler;
 pub mod sequencer;
+mod service;
+
+pub use exec::{CalvinExec, INSERTED};
+pub use history::merge_partial_history;
+pub use layout::{pack_access, unpack_access, CalvinLayout};
+pub use service::CalvinService;
 
 pub(crate) use program::with_calvin_program;
 
@@ -192,18 +201,15 @@ use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use crate::base::{ProtocolKind, Stage, StagePlan};
-use crate::check::history::SECONDARY_ENTRY;
-use crate::check::{History, Item};
+use crate::base::StagePlan;
+use crate::check::History;
 use crate::config::Config;
 use crate::fabric::NodeId;
-use crate::protocols::Served;
-use crate::replication::{self, LogWriter, Replication};
-use crate::runtime::{RpcService, Worker};
+use crate::replication::LogWriter;
+use crate::runtime::Worker;
 use crate::stats::WorkerStats;
-use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout, TableId};
-use crate::txn::{AbortReason, Protocol, TxnCx, TxnResult};
-use crate::workloads::{Declared, Workload};
+use crate::store::{LocationCache, NodeStore, StoreLayout, TableId};
+use crate::workloads::Workload;
 
 use scheduler::{LockTable, Scheduled};
 
@@ -297,136 +303,6 @@ pub const ST_READ: usize = 3;
 pub const ST_FORWARD: usize = 4;
 pub const ST_EXECUTE: usize = 5;
 pub const ST_LOG: usize = 6;
-
-/// Where CALVIN's buffers live in every node's region (after the tables).
-#[derive(Clone, Copy, Debug)]
-pub struct CalvinLayout {
-    pub nodes: u32,
-    /// Client slots per node ([`client_slots`]): at most this many
-    /// entries per sequencer batch, and requests in flight per node.
-    pub clients: u32,
-    pub max_accesses: u32,
-    /// Forward blocks per transaction: most records one active participant
-    /// receives (`Workload::max_forwarded_accesses`).
-    pub max_forwarded: u32,
-    /// Words of one batch entry at most.
-    pub entry_words: u32,
-    /// Largest record of any table, words.
-    pub max_record_words: u32,
-    pub crb_base: u64,
-    pub crb_slot_words: u64,
-    pub fwd_base: u64,
-    pub done_base: u64,
-}
-
-impl CalvinLayout {
-    /// Reserves the buffers at the end of `layout`'s region.
-    pub fn reserve(
-        layout: &mut StoreLayout,
-        nodes: u32,
-        clients: u32,
-        max_accesses: u32,
-        max_forwarded: u32,
-        max_request_words: u32,
-    ) -> CalvinLayout {
-        let max_forwarded = max_forwarded.min(max_accesses);
-        let max_record_words = layout
-            .tables
-            .iter()
-            .map(|t| t.record_words)
-            .max()
-            .unwrap_or(0);
-        let entry_words = ENTRY_FIXED_WORDS as u32 + 2 * max_accesses + max_request_words;
-        let crb_slot_words = CRB_HEADER_WORDS + clients as u64 * entry_words as u64;
-        let crb_base = layout.region_words;
-        let fwd_base = crb_base + nodes as u64 * RING * crb_slot_words;
-        let fwd_words = RING
-            * nodes as u64
-            * clients as u64
-            * max_forwarded as u64
-            * (2 + max_record_words as u64);
-        let done_base = fwd_base + fwd_words;
-        layout.region_words = done_base + clients as u64;
-        CalvinLayout {
-            nodes,
-            clients,
-            max_accesses,
-            max_forwarded,
-            entry_words,
-            max_record_words,
-            crb_base,
-            crb_slot_words,
-            fwd_base,
-            done_base,
-        }
-    }
-
-    /// The request-buffer slot, on the receiving node, that `sender` fills
-    /// for `epoch`.
-    #[inline]
-    pub fn crb_addr(&self, sender: NodeId, epoch: u64) -> u64 {
-        self.crb_base + (sender as u64 * RING + epoch % RING) * self.crb_slot_words
-    }
-
-    /// Words of one forwarded record block: `[tag, seq, record]`.
-    #[inline]
-    pub fn fwd_block_words(&self) -> u64 {
-        2 + self.max_record_words as u64
-    }
-
-    /// Forward block `block`, on an active participant, of the transaction
-    /// at `position` of `sequencer`'s batch of `epoch`: block `b` holds
-    /// the `b`-th access (in declared order) that lies on another node
-    /// than that participant, so a transaction needs as many blocks there
-    /// as it has records elsewhere, not as it has records.
-    #[inline]
-    pub fn fwd_addr(&self, epoch: u64, sequencer: NodeId, position: u32, block: u32) -> u64 {
-        debug_assert!(position < self.clients && block < self.max_forwarded);
-        let txn = ((epoch % RING) * self.nodes as u64 + sequencer as u64) * self.clients as u64
-            + position as u64;
-        self.fwd_base + (txn * self.max_forwarded as u64 + block as u64) * self.fwd_block_words()
-    }
-
-    /// Whether `accesses` fit the forward buffer: no node that writes
-    /// would receive more than `max_forwarded` records.
-    pub fn forwards_fit(&self, accesses: &[Declared]) -> bool {
-        let mut writers: Vec<NodeId> = Vec::new();
-        for access in accesses.iter().filter(|a| a.write) {
-            if !writers.contains(&access.node) {
-                writers.push(access.node);
-            }
-        }
-        writers.iter().all(|&writer| {
-            accesses.iter().filter(|a| a.node != writer).count() <= self.max_forwarded as usize
-        })
-    }
-
-    /// The completion counter of client slot `slot`, on its origin node.
-    #[inline]
-    pub fn done_addr(&self, slot: u32) -> u64 {
-        debug_assert!(slot < self.clients);
-        self.done_base + slot as u64
-    }
-}
-
-/// Packs an access for a batch entry.
-#[inline]
-pub fn pack_access(access: &Declared) -> [u64; 2] {
-    [
-        ((access.table as u64) << 32) | ((access.node as u64) << 1) | access.write as u64,
-        access.key,
-    ]
-}
-
-#[inline]
-pub fn unpack_access(words: &[u64]) -> Declared {
-    Declared {
-        table: (words[0] >> 32) as TableId,
-        node: ((words[0] & 0xffff_ffff) >> 1) as NodeId,
-        key: words[1],
-        write: words[0] & 1 != 0,
-    }
-}
 
 /// A sub-batch that arrived by RPC, kept until the scheduler takes it.
 pub struct RpcBatch {
@@ -577,217 +453,6 @@ impl NodeState {
     }
 }
 
-/// Serves CALVIN's RPCs on one node: sub-batches, forwarded records and
-/// completion reports; in a replicated run also the replication layer's
-/// log messages, and the background apply of the log records that
-/// arrived in this node's rings (as `engine::Service` does for every other
-/// protocol).
-pub struct CalvinService<'a> {
-    pub shared: &'a NodeShared,
-    pub store: &'a NodeStore,
-    pub calvin: &'a CalvinLayout,
-    pub replication: Option<&'a Replication>,
-    /// The backup apply's record buffer (kept for its capacity).
-    pub scratch: RefCell<Vec<u64>>,
-}
-
-impl<'a> CalvinService<'a> {
-    pub fn new(
-        shared: &'a NodeShared,
-        store: &'a NodeStore,
-        calvin: &'a CalvinLayout,
-        replication: Option<&'a Replication>,
-    ) -> CalvinService<'a> {
-        CalvinService {
-            shared,
-            store,
-            calvin,
-            replication,
-            scratch: RefCell::new(Vec::new()),
-        }
-    }
-}
-
-impl RpcService for CalvinService<'_> {
-    fn background(&self, worker: u16) -> bool {
-        match self.replication {
-            Some(replication) => {
-                replication.poll(self.store, worker, &mut self.scratch.borrow_mut())
-            }
-            None => false,
-        }
-    }
-
-    fn serve(&self, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
-        if let Some(replication) = self.replication {
-            if replication::log::kind::owned(kind) {
-                if let Some(served) = replication.serve(self.store, kind, payload) {
-                    return served;
-                }
-            }
-        }
-        match kind {
-            // [sender, epoch, sealed_ns, count, stop, entries...]
-            RPC_BATCH => {
-                let (sender, epoch) = (payload[0] as NodeId, payload[1]);
-                let mut state = self.shared.lock();
-                // A copy sent again after a failover refused the call
-                // (`sequencer`): the epoch is here already.
-                if epoch < state.scheduled_below || state.rpc_batches.contains_key(&(sender, epoch))
-                {
-                    payload.clear();
-                    return Served::Reply;
-                }
-                // Flow control: see the module docs.
-                if epoch + 1 >= state.done_below + RING {
-                    return Served::Wait;
-                }
-                let mut words = std::mem::take(payload);
-                let (sealed_ns, count, stop) = (words[2], words[3], words[4] != 0);
-                words.drain(..5);
-                state.rpc_batches.insert(
-                    (sender, epoch),
-                    RpcBatch {
-                        sealed_ns,
-                        stop,
-                        count,
-                        entries: words,
-                    },
-                );
-                Served::Reply
-            }
-            // [epoch, sequencer, position, blocks of [access, seq, record]...]
-            RPC_FORWARD => {
-                let key = (payload[0], payload[1] as NodeId, payload[2] as u32);
-                let blocks = payload[3] as u32;
-                let mut state = self.shared.lock();
-                let entry = state.forwards.entry(key).or_default();
-                entry.0 += blocks;
-                entry.1.extend_from_slice(&payload[4..]);
-                payload.clear();
-                Served::Reply
-            }
-            // [table, key] -> [seq, record] or [MISSING]: reconnaissance.
-            RPC_READ => {
-                let (table, key) = (payload[0] as TableId, payload[1]);
-                let words = self.store.layout.table(table).record_words as usize;
-                payload.clear();
-                payload.resize(1 + words, 0);
-                payload[0] = read_consistent(self.store, table, key, &mut payload[1..]);
-                Served::Reply
-            }
-            // [client slot, addend]
-            RPC_DONE => {
-                self.store
-                    .region
-                    .faa(self.calvin.done_addr(payload[0] as u32), payload[1]);
-                payload.clear();
-                Served::Reply
-            }
-            _ => {
-                debug_assert!(false, "unknown CALVIN RPC kind {kind}");
-                payload.clear();
-                Served::Reply
-            }
-        }
-    }
-}
-
-/// The protocol a CALVIN executor runs a transaction program under. Every
-/// record the program may touch is preloaded into its context
-/// (`TxnCx::preload`) before it runs, so reaching `access` or `upgrade`
-/// means the program left its declared set: an abort every active
-/// participant reaches identically. Installing writes and releasing locks
-/// belong to the executor, not to per-transaction stages, so `commit` and
-/// `release` have nothing to do, and CALVIN's RPCs are served by
-/// [`CalvinService`].
-pub struct CalvinExec<'a> {
-    /// The transaction's declared set (records in it that are missing are
-    /// not preloaded: reaching them is `NotFound`, not a stale set).
-    pub declared: &'a [Declared],
-    /// This node's store (where the executor runs).
-    pub store: &'a NodeStore,
-}
-
-/// `Access::meta` of a row the program inserts (see [`CalvinExec`]'s
-/// `insert_access`): installed by the executor of the home node, absent
-/// from the declared set.
-pub const INSERTED: u64 = 1;
-
-impl Protocol for CalvinExec<'_> {
-    const KIND: ProtocolKind = ProtocolKind::Calvin;
-    const ACCESS_STAGE: Stage = Stage::ValueForwarding;
-
-    /// Locks live in the scheduler's lock manager, not in tuples.
-    fn header_words(_record_words: u32) -> u32 {
-        0
-    }
-
-    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let access = cx.accesses[index];
-        let declared = self
-            .declared
-            .iter()
-            .any(|d| d.table == access.table && d.node == access.node && d.key == access.key);
-        Err(if declared {
-            AbortReason::NotFound
-        } else {
-            AbortReason::Undeclared
-        })
-    }
-
-    async fn upgrade(&self, _cx: &mut TxnCx<'_>, _index: usize) -> TxnResult<()> {
-        Err(AbortReason::Undeclared)
-    }
-
-    /// A row the program inserts, on its home node (the origin). Its key
-    /// need not be declared: the workload must derive it from a record
-    /// the transaction writes (TPC-C: `D_NEXT_O_ID`, `D_NEXT_H_ID` of the
-    /// district it updates), whose exclusive lock then covers the new key
-    /// — no other transaction can name it before this one installs it,
-    /// except by reading that record (ordered by its lock) or through an
-    /// ordered index this transaction changes only as it installs. On the
-    /// home node the row is claimed now (`NodeStore::ensure_row`, as every
-    /// protocol's insert does) and its current version read; every other
-    /// active participant runs the program on an absent version-0 copy
-    /// that it never installs. Both see it absent, so both decide alike.
-    async fn insert_access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let access = cx.accesses[index];
-        cx.accesses[index].meta = INSERTED;
-        if access.node != self.store.node {
-            // The copy is zeroed: row state absent, version 0.
-            return Ok(());
-        }
-        let slot = match self.store.ensure_row(access.table, access.key) {
-            Ok(slot) => slot,
-            Err(StoreError::TableFull { .. } | StoreError::IndexFull { .. }) => {
-                return Err(AbortReason::TableFull)
-            }
-            Err(StoreError::DuplicateKey { .. }) => return Err(AbortReason::RowStale),
-        };
-        cx.accesses[index].slot = slot;
-        let seq = read_consistent(self.store, access.table, access.key, cx.record_mut(index));
-        debug_assert_ne!(seq, MISSING, "the row was just claimed");
-        cx.accesses[index].seq = seq;
-        Ok(())
-    }
-
-    async fn commit(&self, _cx: &mut TxnCx<'_>) {}
-
-    async fn release(&self, _cx: &mut TxnCx<'_>) {}
-
-    fn serve(
-        &self,
-        _store: &NodeStore,
-        _kind: u16,
-        payload: &mut Vec<u64>,
-        _now_ns: u64,
-    ) -> Served {
-        payload.clear();
-        Served::Reply
-    }
-}
-
 /// Everything the CALVIN coroutines of one worker share.
 pub struct CalvinEnv<'a, W: Workload> {
     pub worker: &'a Worker,
@@ -879,16 +544,12 @@ impl<W: Workload> CalvinEnv<'_, W> {
     /// Snapshots the worker's counters at the edges of the measured
     /// interval (as `engine::coroutine` does).
     pub fn note_boundaries(&self, now_ns: u64) {
-        if now_ns < self.warmup_end_ns {
-            return;
-        }
-        let mut stats = self.stats.borrow_mut();
-        if stats.at_start.is_none() {
-            stats.at_start = Some(self.worker.snapshot());
-        }
-        if now_ns >= self.end_ns && stats.at_end.is_none() {
-            stats.at_end = Some(self.worker.snapshot());
-        }
+        self.stats.borrow_mut().note_boundaries(
+            self.worker,
+            now_ns,
+            self.warmup_end_ns,
+            self.end_ns,
+        );
     }
 }
 
@@ -928,101 +589,9 @@ pub fn final_epoch(start_ns: u64, end_ns: u64, epoch_ns: u64) -> u64 {
     (end_ns - start_ns).div_ceil(epoch_ns) - 1
 }
 
-/// Drops repeated items, keeping the first of each (a transaction's parts
-/// are few and small: a scan, unless the set is large).
-fn dedup_items(items: &mut Vec<Item>) {
-    if items.len() > 32 {
-        let mut seen = std::collections::HashSet::with_capacity(items.len());
-        items.retain(|item| seen.insert((item.table, item.key, item.seq)));
-        return;
-    }
-    let mut kept = 0;
-    for at in 0..items.len() {
-        let item = items[at];
-        if !items[..kept].contains(&item) {
-            items[kept] = item;
-            kept += 1;
-        }
-    }
-    items.truncate(kept);
-}
-
-/// Merges the per-participant partial entries of each transaction into one
-/// entry (reads first, then writes), in transaction-id order.
-pub fn merge_partial_history(partial: &History) -> History {
-    let mut order: Vec<usize> = (0..partial.txns.len()).collect();
-    order.sort_by_key(|&i| (partial.txns[i].id, i));
-    let mut merged = History::new();
-    let mut reads: Vec<Item> = Vec::new();
-    let mut writes: Vec<Item> = Vec::new();
-    let mut at = 0;
-    while at < order.len() {
-        let first = &partial.txns[order[at]];
-        reads.clear();
-        writes.clear();
-        let mut end = at;
-        // The workload's type and note ride on one part (the others are
-        // `SECONDARY_ENTRY`, see `executor::record_part`). A failover may
-        // record a failed node's part that the node had recorded itself
-        // (`failover`): the same items twice, and the type on both.
-        let (mut kind, mut note) = (SECONDARY_ENTRY, 0i64);
-        while end < order.len() && partial.txns[order[end]].id == first.id {
-            let part = &partial.txns[order[end]];
-            reads.extend_from_slice(partial.reads(part));
-            writes.extend_from_slice(partial.writes(part));
-            if part.kind != SECONDARY_ENTRY && kind == SECONDARY_ENTRY {
-                kind = part.kind;
-                note = part.note;
-            }
-            end += 1;
-        }
-        dedup_items(&mut reads);
-        dedup_items(&mut writes);
-        merged.push_noted(first.id, first.node, kind, note, &reads, &writes);
-        at = end;
-    }
-    merged
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn partial_entries_merge_into_one_per_transaction() {
-        let mut partial = History::new();
-        let item = |key, seq| Item { table: 0, key, seq };
-        partial.push(7, 1, &[item(1, 3)], &[item(1, 4)]);
-        partial.push(5, 0, &[item(9, 0)], &[]);
-        partial.push(7, 1, &[item(2, 8)], &[]);
-        let merged = merge_partial_history(&partial);
-        assert_eq!(merged.len(), 2);
-        assert_eq!(merged.txns[0].id, 5);
-        let seven = merged.txns[1];
-        assert_eq!(seven.id, 7);
-        assert_eq!(merged.reads(&seven), &[item(1, 3), item(2, 8)]);
-        assert_eq!(merged.writes(&seven), &[item(1, 4)]);
-    }
-
-    #[test]
-    fn a_part_recorded_twice_merges_into_one() {
-        let mut partial = History::new();
-        let item = |key, seq| Item { table: 0, key, seq };
-        // A failed node's part, recorded by the node and by a failover.
-        partial.push_noted(9, 1, 2, 40, &[item(1, 3)], &[item(1, 4)]);
-        partial.push_noted(9, 1, 2, 40, &[item(1, 3)], &[item(1, 4)]);
-        partial.push_noted(9, 1, SECONDARY_ENTRY, 0, &[item(2, 8)], &[]);
-        let many: Vec<Item> = (0..40).map(|k| item(100 + k, 1)).collect();
-        partial.push_noted(10, 0, 1, 5, &many, &[]);
-        partial.push_noted(10, 0, SECONDARY_ENTRY, 0, &many, &[]);
-        let merged = merge_partial_history(&partial);
-        assert_eq!(merged.len(), 2);
-        let nine = merged.txns[0];
-        assert_eq!(merged.reads(&nine), &[item(1, 3), item(2, 8)]);
-        assert_eq!(merged.writes(&nine), &[item(1, 4)]);
-        assert_eq!((nine.kind, nine.note), (2, 40), "the type and note once");
-        assert_eq!(merged.reads(&merged.txns[1]), &many[..]);
-    }
 
     #[test]
     fn polls_back_off_to_a_cap_that_follows_the_epoch() {
@@ -1044,16 +613,5 @@ mod tests {
         assert_eq!(final_epoch(0, 10, 5), 1);
         assert_eq!(final_epoch(0, 11, 5), 2);
         assert_eq!(final_epoch(100, 101, 5), 0);
-    }
-
-    #[test]
-    fn accesses_pack_round_trip() {
-        let access = Declared {
-            table: 3,
-            node: 4095,
-            key: u64::MAX - 1,
-            write: true,
-        };
-        assert_eq!(unpack_access(&pack_access(&access)), access);
     }
 }
