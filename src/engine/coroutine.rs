@@ -60,6 +60,87 @@ impl<P: Protocol, W: Workload> CoroutineEnv<'_, P, W> {
         at_ns >= self.warmup_end_ns && at_ns < self.end_ns
     }
 
+    /// Counts a commit at `commit_ns` of a transaction of type `kind`
+    /// that began at `begin_ns`, whose committing attempt started at
+    /// `attempt_start_ns`, if it falls in the measured interval.
+    fn count_commit(
+        &self,
+        cx: &TxnCx<'_>,
+        kind: usize,
+        begin_ns: u64,
+        attempt_start_ns: u64,
+        commit_ns: u64,
+    ) {
+        if !self.measured(commit_ns) {
+            return;
+        }
+        let mut stats = self.stats.borrow_mut();
+        stats.committed += 1;
+        stats.committed_by_type[kind] += 1;
+        stats
+            .latency
+            .record(kind, commit_ns - self.warmup_end_ns, commit_ns - begin_ns);
+        stats.per_type[kind].latency_ns_sum += commit_ns - begin_ns;
+        let mut in_stages = 0;
+        for (sum, ns) in stats.stage_ns.iter_mut().zip(cx.stage_ns.iter()) {
+            *sum += ns;
+            in_stages += ns;
+        }
+        stats.execution_ns += (commit_ns - attempt_start_ns).saturating_sub(in_stages);
+        let detected = self.worker.membership().is_some_and(|m| m.epoch() > 0);
+        // No planned fault (a `ucx` rank killed from outside): the
+        // detection splits the run.
+        let unplanned = self.fault_at_ns == u64::MAX;
+        if commit_ns < self.fault_at_ns && !(unplanned && detected) {
+            stats.fault_commits.before_fault += 1;
+        } else {
+            stats.fault_commits.after_fault += 1;
+            if detected {
+                stats.fault_commits.after_detection += 1;
+            }
+        }
+    }
+
+    /// Counts an aborted attempt (started at `attempt_start_ns`, released
+    /// by `now`), and the transaction if the program gave it up, if it
+    /// falls in the measured interval.
+    fn count_abort(
+        &self,
+        reason: AbortReason,
+        kind: usize,
+        gives_up: bool,
+        attempt_start_ns: u64,
+        now: u64,
+    ) {
+        if !self.measured(now) {
+            return;
+        }
+        let mut stats = self.stats.borrow_mut();
+        // Only the part inside the measured interval.
+        stats.aborted_ns += now - attempt_start_ns.max(self.warmup_end_ns);
+        stats.aborts[reason.index()] += 1;
+        stats.per_type[kind].aborted += 1;
+        if gives_up {
+            stats.user_aborted += 1;
+            stats.per_type[kind].user_aborted += 1;
+        }
+    }
+
+    /// How long to back off before retry `retries` after an abort for
+    /// `reason`.
+    fn retry_pause_ns(&self, reason: AbortReason, retries: u32, rng: &mut Rng) -> u64 {
+        let pause = backoff_ns(self.backoff, retries, rng);
+        if reason != AbortReason::Wounded {
+            return pause;
+        }
+        // The older transaction that wounded this one takes the lock with
+        // its next CAS, a round trip away if it waits one-sided; a retry
+        // sooner (the same timestamp, so younger again) would take the
+        // lock back first from a node near it, be wounded again, and so on
+        // (docs/performance-archive.md, "WOUND_WAIT at long round trips").
+        pause.max(WOUNDED_RETRY_ROUND_TRIPS * self.worker.verb_round_trip_ns())
+    }
+
     /// Snapshots the verb counters at the edges of the measured interval.
     fn note_boundaries(&self, now_ns: u64) {
         self.stats.borrow_mut().note_boundaries(
@@ -277,36 +358,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     if let (false, Some(history)) = (early, env.history) {
                         record_history(&cx, kind, history, &mut history_reads, &mut history_writes);
                     }
-                    if env.measured(commit_ns) {
-                        let mut stats = env.stats.borrow_mut();
-                        stats.committed += 1;
-                        stats.committed_by_type[kind] += 1;
-                        stats.latency.record(
-                            kind,
-                            commit_ns - env.warmup_end_ns,
-                            commit_ns - begin_ns,
-                        );
-                        stats.per_type[kind].latency_ns_sum += commit_ns - begin_ns;
-                        let mut in_stages = 0;
-                        for (sum, ns) in stats.stage_ns.iter_mut().zip(cx.stage_ns.iter()) {
-                            *sum += ns;
-                            in_stages += ns;
-                        }
-                        stats.execution_ns +=
-                            (commit_ns - attempt_start_ns).saturating_sub(in_stages);
-                        let detected = worker.membership().is_some_and(|m| m.epoch() > 0);
-                        // No planned fault (a `ucx` rank killed from
-                        // outside): the detection splits the run.
-                        let unplanned = env.fault_at_ns == u64::MAX;
-                        if commit_ns < env.fault_at_ns && !(unplanned && detected) {
-                            stats.fault_commits.before_fault += 1;
-                        } else {
-                            stats.fault_commits.after_fault += 1;
-                            if detected {
-                                stats.fault_commits.after_detection += 1;
-                            }
-                        }
-                    }
+                    env.count_commit(&cx, kind, begin_ns, attempt_start_ns, commit_ns);
                     break;
                 }
                 Err(mut reason) => {
@@ -331,32 +383,12 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     // partitions are served again.
                     let dropped = reason == AbortReason::PeerFailed
                         && crate::recovery::failover_of(worker).is_none();
-                    if env.measured(now) {
-                        let mut stats = env.stats.borrow_mut();
-                        // Only the part inside the measured interval.
-                        stats.aborted_ns += now - attempt_start_ns.max(env.warmup_end_ns);
-                        stats.aborts[reason.index()] += 1;
-                        stats.per_type[kind].aborted += 1;
-                        if gives_up {
-                            stats.user_aborted += 1;
-                            stats.per_type[kind].user_aborted += 1;
-                        }
-                    }
+                    env.count_abort(reason, kind, gives_up, attempt_start_ns, now);
                     if gives_up || dropped || now >= env.end_ns {
                         break;
                     }
                     retries += 1;
-                    let mut pause = backoff_ns(env.backoff, retries, &mut rng);
-                    if reason == AbortReason::Wounded {
-                        // The older transaction that wounded this one takes
-                        // the lock with its next CAS, a round trip away if
-                        // it waits one-sided; a retry sooner (the same
-                        // timestamp, so younger again) would take the lock
-                        // back first from a node near it, be wounded again,
-                        // and so on (docs/performance-archive.md, "WOUND_WAIT at
-                        // long round trips").
-                        pause = pause.max(WOUNDED_RETRY_ROUND_TRIPS * worker.verb_round_trip_ns());
-                    }
+                    let pause = env.retry_pause_ns(reason, retries, &mut rng);
                     worker.sleep(co, pause).await;
                     let woke = worker.now_ns();
                     if env.measured(woke) {

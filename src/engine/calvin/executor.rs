@@ -317,28 +317,108 @@ async fn execute<W: Workload>(
 ) {
     let worker = env.worker;
     let node = env.shared.node;
-    let region = &env.store.region;
-    let stride = 1 + env.calvin.max_record_words as usize;
     let execute_start = worker.now_ns();
     // Clocks of different workers (and `sim`'s per-worker virtual clocks)
     // need not agree to the nanosecond: stage times saturate at 0.
     let forward_ns = execute_start.saturating_sub(txn.forward_start_ns);
-
-    // A coordinator-style id (node, worker, then this part's place): a log
-    // record names the node and worker that wrote it (`replication::ring`)
-    // and, with failure handling, the transaction it belongs to
-    // (`failover::log_txn_id`).
-    let txn_id = if env.failover.is_some() {
-        failover::log_txn_id(node, worker.worker, txn.id)
-    } else {
-        ids::txn_id(ids::coroutine_id(node, worker.worker, cx.co), attempt_id)
-    };
-    cx.begin_part(txn_id, 0);
+    cx.begin_part(part_txn_id(env, cx.co, attempt_id, &txn), 0);
     // The program runs for the origin, at a time fixed by the input: the
     // end of its epoch, counted from the run's start (the same on every
     // fabric and every replay).
     cx.home = txn.origin;
     cx.program_clock_ns = Some((txn.epoch + 1) * env.epoch_ns);
+    let cx_index = preload_set(env, cx, &txn, onesided);
+    let preloaded = cx.accesses.len();
+    let request = env
+        .workload
+        .decode_request(&txn.request)
+        .expect("the sequencer encoded this request");
+    let outcome = {
+        let exec = CalvinExec {
+            declared: &txn.accesses,
+            store: env.store,
+        };
+        let mut program = Txn::new(cx, &exec);
+        env.workload.execute(&mut program, &request).await
+    };
+    let mut log_ns = 0;
+    let mut recorded = false;
+    let addend = match outcome {
+        Ok(()) => {
+            collect_inserted(cx, preloaded, node, items);
+            if let Some(writer) = env.log {
+                let log_start = worker.now_ns();
+                recorded = log_writes(env, cx, writer, &txn, items).await;
+                log_ns = worker.now_ns().saturating_sub(log_start);
+            }
+            install_writes(env, cx, &txn, &cx_index, preloaded);
+            // The ordered indexes change at the commit point, on the home
+            // node, after the rows they name are installed and while the
+            // locks that order them are still held (`store::ordered`).
+            if node == txn.origin && !cx.index_ops.is_empty() && !recorded {
+                env.workload.at_commit_point(node, &cx.index_ops);
+            }
+            0
+        }
+        // A record outside the set, or a row the set expected live that is
+        // absent: the reconnaissance went stale.
+        Err(AbortReason::Undeclared | AbortReason::RowStale) => DONE_UNDECLARED,
+        Err(_) => DONE_USER_ABORT,
+    };
+    let execute_ns = worker
+        .now_ns()
+        .saturating_sub(execute_start)
+        .saturating_sub(log_ns);
+    let note = if addend == 0 { cx.note } else { 0 };
+    if env.failover.is_some() {
+        // The request's type, whichever part carries it in the history.
+        let txn_type = env.workload.txn_type(&request) as u8;
+        let retained = failover::Retained::of_part(&txn, cx, addend != 0, txn_type, note);
+        env.shared.lock().retained.push_back(retained);
+    }
+    let part = Part {
+        times: PartTimes {
+            forward_ns,
+            execute_ns,
+            log_ns,
+        },
+        abort: addend,
+        note,
+        recorded,
+    };
+    finish(env, cx.co, index, txn, part, items).await;
+}
+
+/// A coordinator-style id of this part (node, worker, then its place): a
+/// log record names the node and worker that wrote it
+/// (`replication::ring`) and, with failure handling, the transaction it
+/// belongs to (`failover::log_txn_id`).
+fn part_txn_id<W: Workload>(
+    env: &CalvinEnv<'_, W>,
+    co: u16,
+    attempt_id: u64,
+    txn: &Scheduled,
+) -> u64 {
+    let (node, worker) = (env.shared.node, env.worker.worker);
+    if env.failover.is_some() {
+        failover::log_txn_id(node, worker, txn.id)
+    } else {
+        ids::txn_id(ids::coroutine_id(node, worker, co), attempt_id)
+    }
+}
+
+/// Preloads the whole declared set into `cx`: this node's records from
+/// the values the scheduler read, the others from the forward buffer
+/// (one-sided) or the forwarding RPCs. Returns each access's index in
+/// `cx` (`None`: the record is missing).
+fn preload_set<W: Workload>(
+    env: &CalvinEnv<'_, W>,
+    cx: &mut TxnCx<'_>,
+    txn: &Scheduled,
+    onesided: bool,
+) -> Vec<Option<usize>> {
+    let node = env.shared.node;
+    let stride = 1 + env.calvin.max_record_words as usize;
     let forwarded = if onesided {
         None
     } else {
@@ -376,7 +456,7 @@ async fn execute<W: Workload>(
                 .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
             block += 1;
             scratch.resize(1 + record_words, 0);
-            region.read(addr + 1, &mut scratch);
+            env.store.region.read(addr + 1, &mut scratch);
             (scratch[0], &scratch[1..])
         };
         if seq != MISSING {
@@ -390,145 +470,113 @@ async fn execute<W: Workload>(
             ));
         }
     }
-    let preloaded = cx.accesses.len();
-    let request = env
-        .workload
-        .decode_request(&txn.request)
-        .expect("the sequencer encoded this request");
-    let outcome = {
-        let exec = CalvinExec {
-            declared: &txn.accesses,
-            store: env.store,
-        };
-        let mut program = Txn::new(cx, &exec);
-        env.workload.execute(&mut program, &request).await
-    };
-    let mut log_ns = 0;
-    let mut recorded = false;
-    let addend = match outcome {
-        Ok(()) => {
-            // Rows the program inserted here (its home node), claimed by
-            // `CalvinExec::insert_access`: at the version they were read.
-            items.inserted.clear();
-            for access in &cx.accesses[preloaded..] {
-                if access.meta == INSERTED && access.node == node {
-                    items.inserted.push(Item {
-                        table: access.table,
-                        key: access.key,
-                        seq: access.seq,
-                    });
-                }
-            }
-            // Replication: this node's writes go to its partitions' backups
-            // and are acknowledged before any of them is installed here or
-            // reported done (RCC §4.1's log-before-write-back, per
-            // participant; see the module docs). The program has finished
-            // and the locks are held, so the versions logged are the ones
-            // installed below.
-            if let Some(writer) = env.log {
-                let log_start = worker.now_ns();
-                // With failure handling the part is recorded at its commit
-                // point, as every protocol's is then (`replication::log`):
-                // once its records are posted it is committed, even if this
-                // node dies before it installs.
-                let record_now = env.failover.is_some() && env.history.is_some();
-                loop {
-                    let note = cx.note;
-                    let logged = replication::log::log(cx, Some(writer), |cx| {
-                        if record_now {
-                            record_part(env, &txn, 0, note, items);
-                            // The ordered indexes change here too, as every
-                            // protocol's do in fault runs: a home that dies
-                            // with its records out must not lose them. The
-                            // locks that order range reads are held, so no
-                            // one reads them ahead of the rows.
-                            if node == txn.origin && !cx.index_ops.is_empty() {
-                                env.workload.at_commit_point(node, &cx.index_ops);
-                            }
-                        }
-                    })
-                    .await;
-                    match logged {
-                        Ok(()) => break,
-                        // Only a ring on a backup that failed meanwhile
-                        // refuses (before the commit point): build the
-                        // records again for the live backups.
-                        Err(reason) => {
-                            debug_assert!(
-                                env.failover.is_some(),
-                                "a CALVIN log stage failed without failure handling: {reason:?}"
-                            );
-                            worker.yield_now().await;
-                        }
-                    }
-                }
-                recorded = record_now;
-                log_ns = worker.now_ns().saturating_sub(log_start);
-            }
-            for (k, access) in txn.accesses.iter().enumerate() {
-                if txn.homes[k] != node || !access.write {
-                    continue;
-                }
-                let Some(j) = cx_index[k] else { continue };
-                let table = env.layout.table(access.table);
-                let slot = txn.slots[k];
-                let installed = cx.accesses[j].seq + 1;
-                let tuple = table.tuple_addr(slot);
-                region.store(tuple + table.seq_end_offset() as u64, installed);
-                region.write(table.record_addr(slot), cx.record(j));
-                region.store(table.seq_addr(slot), installed);
-            }
-            for access in &cx.accesses[preloaded..] {
-                if access.meta != INSERTED || access.node != node {
-                    continue;
-                }
-                debug_assert!(access.write && access.slot != NO_SLOT);
-                let table = env.layout.table(access.table);
-                let installed = access.seq + 1;
-                let tuple = table.tuple_addr(access.slot);
-                region.store(tuple + table.seq_end_offset() as u64, installed);
-                region.write(
-                    table.record_addr(access.slot),
-                    &cx.data
-                        [access.data as usize..access.data as usize + table.record_words as usize],
-                );
-                region.store(table.seq_addr(access.slot), installed);
-            }
-            // The ordered indexes change at the commit point, on the home
-            // node, after the rows they name are installed and while the
-            // locks that order them are still held (`store::ordered`).
-            if node == txn.origin && !cx.index_ops.is_empty() && !recorded {
-                env.workload.at_commit_point(node, &cx.index_ops);
-            }
-            0
+    cx_index
+}
+
+/// Rows the program inserted here (its home node), claimed by
+/// `CalvinExec::insert_access`: at the version they were read.
+fn collect_inserted(cx: &TxnCx<'_>, preloaded: usize, node: NodeId, items: &mut Items) {
+    items.inserted.clear();
+    for access in &cx.accesses[preloaded..] {
+        if access.meta == INSERTED && access.node == node {
+            items.inserted.push(Item {
+                table: access.table,
+                key: access.key,
+                seq: access.seq,
+            });
         }
-        // A record outside the set, or a row the set expected live that is
-        // absent: the reconnaissance went stale.
-        Err(AbortReason::Undeclared | AbortReason::RowStale) => DONE_UNDECLARED,
-        Err(_) => DONE_USER_ABORT,
-    };
-    let execute_ns = worker
-        .now_ns()
-        .saturating_sub(execute_start)
-        .saturating_sub(log_ns);
-    let note = if addend == 0 { cx.note } else { 0 };
-    if env.failover.is_some() {
-        // The request's type, whichever part carries it in the history.
-        let txn_type = env.workload.txn_type(&request) as u8;
-        let retained = failover::Retained::of_part(&txn, cx, addend != 0, txn_type, note);
-        env.shared.lock().retained.push_back(retained);
     }
-    let part = Part {
-        times: PartTimes {
-            forward_ns,
-            execute_ns,
-            log_ns,
-        },
-        abort: addend,
-        note,
-        recorded,
-    };
-    finish(env, cx.co, index, txn, part, items).await;
+}
+
+/// Replication: this node's writes go to its partitions' backups and are
+/// acknowledged before any of them is installed here or reported done
+/// (RCC §4.1's log-before-write-back, per participant; see the module
+/// docs). The program has finished and the locks are held, so the
+/// versions logged are the ones installed after. Returns whether the part
+/// was recorded in the history at its commit point.
+async fn log_writes<W: Workload>(
+    env: &CalvinEnv<'_, W>,
+    cx: &mut TxnCx<'_>,
+    writer: &replication::LogWriter,
+    txn: &Scheduled,
+    items: &mut Items,
+) -> bool {
+    let node = env.shared.node;
+    // With failure handling the part is recorded at its commit point, as
+    // every protocol's is then (`replication::log`): once its records are
+    // posted it is committed, even if this node dies before it installs.
+    let record_now = env.failover.is_some() && env.history.is_some();
+    loop {
+        let note = cx.note;
+        let logged = replication::log::log(cx, Some(writer), |cx| {
+            if record_now {
+                record_part(env, txn, 0, note, items);
+                // The ordered indexes change here too, as every protocol's
+                // do in fault runs: a home that dies with its records out
+                // must not lose them. The locks that order range reads are
+                // held, so no one reads them ahead of the rows.
+                if node == txn.origin && !cx.index_ops.is_empty() {
+                    env.workload.at_commit_point(node, &cx.index_ops);
+                }
+            }
+        })
+        .await;
+        match logged {
+            Ok(()) => return record_now,
+            // Only a ring on a backup that failed meanwhile refuses
+            // (before the commit point): build the records again for the
+            // live backups.
+            Err(reason) => {
+                debug_assert!(
+                    env.failover.is_some(),
+                    "a CALVIN log stage failed without failure handling: {reason:?}"
+                );
+                env.worker.yield_now().await;
+            }
+        }
+    }
+}
+
+/// Installs this node's writes: each written record of the set, and each
+/// row the program inserted here, one version past the one read (the
+/// store's `seq_end`, record, `seq` order).
+fn install_writes<W: Workload>(
+    env: &CalvinEnv<'_, W>,
+    cx: &TxnCx<'_>,
+    txn: &Scheduled,
+    cx_index: &[Option<usize>],
+    preloaded: usize,
+) {
+    let node = env.shared.node;
+    let region = &env.store.region;
+    for (k, access) in txn.accesses.iter().enumerate() {
+        if txn.homes[k] != node || !access.write {
+            continue;
+        }
+        let Some(j) = cx_index[k] else { continue };
+        let table = env.layout.table(access.table);
+        let slot = txn.slots[k];
+        let installed = cx.accesses[j].seq + 1;
+        let tuple = table.tuple_addr(slot);
+        region.store(tuple + table.seq_end_offset() as u64, installed);
+        region.write(table.record_addr(slot), cx.record(j));
+        region.store(table.seq_addr(slot), installed);
+    }
+    for access in &cx.accesses[preloaded..] {
+        if access.meta != INSERTED || access.node != node {
+            continue;
+        }
+        debug_assert!(access.write && access.slot != NO_SLOT);
+        let table = env.layout.table(access.table);
+        let installed = access.seq + 1;
+        let tuple = table.tuple_addr(access.slot);
+        region.store(tuple + table.seq_end_offset() as u64, installed);
+        region.write(
+            table.record_addr(access.slot),
+            &cx.data[access.data as usize..access.data as usize + table.record_words as usize],
+        );
+        region.store(table.seq_addr(access.slot), installed);
+    }
 }
 
 /// Where an active participant's time went, ns (all 0 for a passive one).

@@ -190,94 +190,19 @@ fn well_formed<W: Workload>(
 
 /// The sequencer coroutine of a node.
 pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
-    let worker = env.worker;
     env.enter(co);
-    let node = env.shared.node;
-    let nodes = env.nodes() as usize;
-    let calvin = env.calvin;
-    let onesided = env.plan.get(Stage::TxnBroadcastInput) == Primitive::OneSided;
-    let mut rng = Rng::derive(env.seed, &[node as u64, 0xca1, 0x5e9]);
-    let mut clients = vec![
-        Client {
-            submitted_ns: env.start_ns,
-            ..Client::default()
-        };
-        calvin.clients as usize
-    ];
-    // Per receiver: entry count and words of this epoch's sub-batch.
-    let mut sub_batches: Vec<(u64, Vec<u64>)> = vec![(0, Vec::new()); nodes];
-    let mut declared: Vec<Declared> = Vec::new();
-    let mut request_words: Vec<u64> = Vec::new();
-    let mut entry: Vec<u64> = Vec::new();
-    let mut touched: Vec<bool> = vec![false; nodes];
-    let mut counter: u64 = 0;
-    let mut requests: Vec<Option<W::Request>> = vec![None; calvin.clients as usize];
-    let recon = Recon { store: env.store };
-    let mut recon_cx = TxnCx::new(worker, co, env.layout, env.cache, env.plan);
-    let mut recon_runs: u64 = 0;
-    // Completions are looked for at most this often between boundaries
-    // (latency is measured to within it).
-    let mut poll = Poll::new(env.epoch_ns);
+    let mut sequencer = Sequencer::new(env, co);
     let mut stopped = false;
     let mut epoch: u64 = 0;
-    if env.failover.is_some() {
-        let mut state = env.shared.lock();
-        state.in_flight = (0..calvin.clients)
-            .map(|_| super::failover::InFlight::default())
-            .collect();
-    }
-    let mut nodes_touched: Vec<NodeId> = Vec::new();
-    'epochs: loop {
-        let boundary = env.start_ns + (epoch + 1) * env.epoch_ns;
+    loop {
         if stopped {
-            // Empty epochs go out, each once this node has scheduled the
-            // one before, until some epoch saw every sequencer stopped.
-            loop {
-                env.park_if_paused(co).await;
-                collect_completions(env, &mut clients);
-                env.note_boundaries(worker.now_ns());
-                let (scheduled_below, last_epoch) = {
-                    let state = env.shared.lock();
-                    (state.scheduled_below, state.last_epoch)
-                };
-                if last_epoch.is_some() {
-                    break 'epochs;
-                }
-                if scheduled_below >= epoch {
-                    break;
-                }
-                worker.sleep(co, poll.wait_ns()).await;
+            if sequencer.await_turn_after_stop(epoch).await {
+                break;
             }
         } else {
-            // The boundary; in lockstep also every client's last
-            // transaction complete (epoch-synchronous).
-            loop {
-                env.park_if_paused(co).await;
-                collect_completions(env, &mut clients);
-                let now = worker.now_ns();
-                env.note_boundaries(now);
-                let waits_for_boundary_only = !env.lockstep || clients.iter().all(|c| !c.busy);
-                if now >= boundary && waits_for_boundary_only {
-                    break;
-                }
-                let wait = poll.wait_ns();
-                let wait = if waits_for_boundary_only {
-                    wait.min(boundary - now)
-                } else {
-                    wait
-                };
-                worker.sleep(co, wait).await;
-            }
+            sequencer.await_boundary(epoch).await;
         }
-
-        // Seal the epoch: every free client's request (in lockstep every
-        // client's), unless this is past the sequencer's last epoch.
-        let sealed_ns = worker.now_ns();
-        let mut positions: u64 = 0;
-        for (count, words) in sub_batches.iter_mut() {
-            *count = 0;
-            words.clear();
-        }
+        let sealed_ns = env.worker.now_ns();
         // With requests in flight the input depends on timing anyway, so a
         // sequencer that fell behind its epochs (flow control held it)
         // stops at the first seal past the end rather than sealing every
@@ -286,59 +211,155 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
         let stop = epoch >= env.final_epoch
             || sealed_ns >= env.stop_ns
             || (!env.lockstep && sealed_ns >= env.end_ns);
+        sequencer.clear_sub_batches();
+        if !stopped {
+            sequencer.seal(epoch, sealed_ns).await;
+        }
+        sequencer.deliver(epoch, sealed_ns, stop).await;
+        stopped = stop;
+        epoch += 1;
+    }
+    sequencer.finish().await;
+}
+
+/// A node's sequencer between epochs: its clients, and the buffers an
+/// epoch's sub-batches are built in (kept for their capacity).
+struct Sequencer<'e, 'a, W: Workload> {
+    env: &'e CalvinEnv<'a, W>,
+    co: u16,
+    node: NodeId,
+    rng: Rng,
+    clients: Vec<Client>,
+    /// Each client's current request (kept for a retry).
+    requests: Vec<Option<W::Request>>,
+    /// Per receiver: entry count and words of this epoch's sub-batch.
+    sub_batches: Vec<(u64, Vec<u64>)>,
+    declared: Vec<Declared>,
+    request_words: Vec<u64>,
+    entry: Vec<u64>,
+    touched: Vec<bool>,
+    nodes_touched: Vec<NodeId>,
+    /// Transactions this sequencer numbered so far.
+    counter: u64,
+    recon: Recon<'a>,
+    recon_cx: TxnCx<'a>,
+    recon_runs: u64,
+    /// Completions are looked for at most this often between boundaries
+    /// (latency is measured to within it).
+    poll: Poll,
+}
+
+impl<'e, 'a, W: Workload> Sequencer<'e, 'a, W> {
+    fn new(env: &'e CalvinEnv<'a, W>, co: u16) -> Self {
+        let node = env.shared.node;
+        let nodes = env.nodes() as usize;
+        let clients = env.calvin.clients as usize;
+        if env.failover.is_some() {
+            let mut state = env.shared.lock();
+            state.in_flight = (0..clients)
+                .map(|_| super::failover::InFlight::default())
+                .collect();
+        }
+        Sequencer {
+            env,
+            co,
+            node,
+            rng: Rng::derive(env.seed, &[node as u64, 0xca1, 0x5e9]),
+            clients: vec![
+                Client {
+                    submitted_ns: env.start_ns,
+                    ..Client::default()
+                };
+                clients
+            ],
+            requests: vec![None; clients],
+            sub_batches: vec![(0, Vec::new()); nodes],
+            declared: Vec::new(),
+            request_words: Vec::new(),
+            entry: Vec::new(),
+            touched: vec![false; nodes],
+            nodes_touched: Vec::new(),
+            counter: 0,
+            recon: Recon { store: env.store },
+            recon_cx: TxnCx::new(env.worker, co, env.layout, env.cache, env.plan),
+            recon_runs: 0,
+            poll: Poll::new(env.epoch_ns),
+        }
+    }
+
+    /// After the last epoch that orders requests: waits until this node
+    /// has scheduled `epoch - 1`, so empty epochs go out one at a time.
+    /// Returns whether the run's last epoch is known (some epoch saw
+    /// every sequencer stopped), which ends the sequencing.
+    async fn await_turn_after_stop(&mut self, epoch: u64) -> bool {
+        let (env, worker) = (self.env, self.env.worker);
+        loop {
+            env.park_if_paused(self.co).await;
+            collect_completions(env, &mut self.clients);
+            env.note_boundaries(worker.now_ns());
+            let (scheduled_below, last_epoch) = {
+                let state = env.shared.lock();
+                (state.scheduled_below, state.last_epoch)
+            };
+            if last_epoch.is_some() {
+                return true;
+            }
+            if scheduled_below >= epoch {
+                return false;
+            }
+            worker.sleep(self.co, self.poll.wait_ns()).await;
+        }
+    }
+
+    /// Waits for `epoch`'s boundary; in lockstep also for every client's
+    /// last transaction to complete (epoch-synchronous).
+    async fn await_boundary(&mut self, epoch: u64) {
+        let (env, worker) = (self.env, self.env.worker);
+        let boundary = env.start_ns + (epoch + 1) * env.epoch_ns;
+        loop {
+            env.park_if_paused(self.co).await;
+            collect_completions(env, &mut self.clients);
+            let now = worker.now_ns();
+            env.note_boundaries(now);
+            let waits_for_boundary_only = !env.lockstep || self.clients.iter().all(|c| !c.busy);
+            if now >= boundary && waits_for_boundary_only {
+                return;
+            }
+            let wait = self.poll.wait_ns();
+            let wait = if waits_for_boundary_only {
+                wait.min(boundary - now)
+            } else {
+                wait
+            };
+            worker.sleep(self.co, wait).await;
+        }
+    }
+
+    fn clear_sub_batches(&mut self) {
+        for (count, words) in self.sub_batches.iter_mut() {
+            *count = 0;
+            words.clear();
+        }
+    }
+
+    /// Seals `epoch` at `sealed_ns`: every free client's request (in
+    /// lockstep every client's) goes into the sub-batches of the nodes it
+    /// touches, at dense positions in slot order.
+    async fn seal(&mut self, epoch: u64, sealed_ns: u64) {
+        let env = self.env;
         // The routing the entries are sealed under (`failover`).
         let generation = env.failover.map_or(0, |f| f.generation());
-        for (slot, client) in clients.iter_mut().enumerate() {
-            if stopped {
-                break;
-            }
-            if client.busy {
+        let mut positions: u64 = 0;
+        for slot in 0..self.clients.len() {
+            if self.clients[slot].busy {
                 // Its transaction of an earlier epoch is still running:
                 // one request in flight per slot.
                 debug_assert!(!env.lockstep, "a lockstep epoch sealed early");
                 continue;
             }
-            debug_assert!(client.submitted_ns <= sealed_ns);
-            let request = if client.retry {
-                client.retry = false;
-                requests[slot].expect("a request to retry")
-            } else {
-                let request = env.workload.generate(&mut rng, node);
-                requests[slot] = Some(request);
-                request
-            };
-            declared.clear();
-            request_words.clear();
-            let mut declared_ok = env.workload.declare_accesses(&request, &mut declared);
-            client.reconnoitred = !declared_ok;
-            if !declared_ok {
-                // The set depends on data: reconnoitre it (what the
-                // workload declared anyway is kept: see `recon`).
-                recon_runs += 1;
-                recon_cx.begin(recon_runs, 0);
-                {
-                    let mut program = Txn::new(&mut recon_cx, &recon);
-                    // Its outcome does not matter: execution decides.
-                    let _ = env.workload.execute(&mut program, &request).await;
-                }
-                declared.extend(
-                    recon_cx
-                        .accesses
-                        .iter()
-                        .filter(|a| a.meta != INSERTED)
-                        .map(|a| Declared {
-                            table: a.table,
-                            node: a.node,
-                            key: a.key,
-                            write: a.write,
-                        }),
-                );
-                declared_ok = true;
-            }
-            if declared_ok {
-                env.workload.encode_request(&request, &mut request_words);
-            }
-            if !declared_ok || !well_formed(env, &mut declared, request_words.len()) {
+            debug_assert!(self.clients[slot].submitted_ns <= sealed_ns);
+            let request = self.next_request(slot);
+            if !self.declare(slot, &request).await {
                 // A set naming records no node can hold, or beyond the
                 // workload's own bounds, is given up.
                 if env.measured(sealed_ns) {
@@ -346,167 +367,269 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                     stats.aborts[AbortReason::Undeclared.index()] += 1;
                     stats.user_aborted += 1;
                 }
-                client.submitted_ns = sealed_ns;
+                self.clients[slot].submitted_ns = sealed_ns;
                 continue;
             }
-            debug_assert!(declared.len() <= calvin.max_accesses as usize);
-            debug_assert!(
-                request_words.len() + 2 * declared.len() + ENTRY_FIXED_WORDS
-                    <= calvin.entry_words as usize
-            );
-            counter += 1;
-            let id = ((node as u64) << 40) | counter;
             // Positions are dense, so forward blocks of the low positions
             // are the ones reused.
             let position = positions;
             positions += 1;
-            debug_assert!(position < calvin.clients as u64);
-            // Each participant is the node serving a partition the set
-            // touches (one node may serve several after a failover).
-            touched.iter_mut().for_each(|t| *t = false);
-            for access in &declared {
-                touched[env.serving(access.node) as usize] = true;
-            }
-            client.busy = true;
-            client.sealed_ns = sealed_ns;
-            client.participants = touched.iter().filter(|&&t| t).count() as u32;
-            client.kind = env.workload.txn_type(&request);
-            // Free slot: every report of its last transaction is in.
-            env.store.region.store(calvin.done_addr(slot as u32), 0);
-            if env.failover.is_some() {
-                nodes_touched.clear();
-                nodes_touched
-                    .extend((0..nodes as NodeId).filter(|&receiver| touched[receiver as usize]));
-                let mut state = env.shared.lock();
-                state.in_flight[slot].set(id, epoch, &nodes_touched, &declared);
-            }
-            entry.clear();
-            entry.extend_from_slice(&[
-                id,
-                ((node as u64) << 32) | slot as u64,
-                ((generation as u64) << 32) | position,
-                ((declared.len() as u64) << 32) | request_words.len() as u64,
-                client.submitted_ns,
-            ]);
-            for access in &declared {
-                entry.extend_from_slice(&pack_access(access));
-            }
-            entry.extend_from_slice(&request_words);
-            for (receiver, (count, words)) in sub_batches.iter_mut().enumerate() {
-                if touched[receiver] {
-                    *count += 1;
-                    words.extend_from_slice(&entry);
-                }
+            self.sequence(slot, &request, epoch, sealed_ns, (generation, position));
+        }
+    }
+
+    /// Client `slot`'s next request: the one to retry, or a new one from
+    /// the node's generator.
+    fn next_request(&mut self, slot: usize) -> W::Request {
+        let client = &mut self.clients[slot];
+        if client.retry {
+            client.retry = false;
+            return self.requests[slot].expect("a request to retry");
+        }
+        let request = self.env.workload.generate(&mut self.rng, self.node);
+        self.requests[slot] = Some(request);
+        request
+    }
+
+    /// Fills `declared` with the request's set — reconnoitred when it
+    /// depends on data — and `request_words` with its encoding. Returns
+    /// whether the set is well formed.
+    async fn declare(&mut self, slot: usize, request: &W::Request) -> bool {
+        let env = self.env;
+        self.declared.clear();
+        self.request_words.clear();
+        let declared_ok = env.workload.declare_accesses(request, &mut self.declared);
+        self.clients[slot].reconnoitred = !declared_ok;
+        if !declared_ok {
+            // The set depends on data: reconnoitre it (what the workload
+            // declared anyway is kept: see `recon`).
+            self.reconnoitre(request).await;
+        }
+        env.workload
+            .encode_request(request, &mut self.request_words);
+        well_formed(env, &mut self.declared, self.request_words.len())
+    }
+
+    /// Runs the program against the committed state and adds the records
+    /// it touched (but not the rows it inserts) to `declared`.
+    async fn reconnoitre(&mut self, request: &W::Request) {
+        self.recon_runs += 1;
+        self.recon_cx.begin(self.recon_runs, 0);
+        {
+            let mut program = Txn::new(&mut self.recon_cx, &self.recon);
+            // Its outcome does not matter: execution decides.
+            let _ = self.env.workload.execute(&mut program, request).await;
+        }
+        self.declared.extend(
+            self.recon_cx
+                .accesses
+                .iter()
+                .filter(|a| a.meta != INSERTED)
+                .map(|a| Declared {
+                    table: a.table,
+                    node: a.node,
+                    key: a.key,
+                    write: a.write,
+                }),
+        );
+    }
+
+    /// Numbers client `slot`'s declared request and appends its entry to
+    /// the sub-batch of every participant; `at` is the routing generation
+    /// and the entry's position in the batch.
+    fn sequence(
+        &mut self,
+        slot: usize,
+        request: &W::Request,
+        epoch: u64,
+        sealed_ns: u64,
+        at: (u32, u64),
+    ) {
+        let env = self.env;
+        let calvin = env.calvin;
+        let (generation, position) = at;
+        debug_assert!(self.declared.len() <= calvin.max_accesses as usize);
+        debug_assert!(
+            self.request_words.len() + 2 * self.declared.len() + ENTRY_FIXED_WORDS
+                <= calvin.entry_words as usize
+        );
+        debug_assert!(position < calvin.clients as u64);
+        self.counter += 1;
+        let id = ((self.node as u64) << 40) | self.counter;
+        // Each participant is the node serving a partition the set
+        // touches (one node may serve several after a failover).
+        self.touched.iter_mut().for_each(|t| *t = false);
+        for access in &self.declared {
+            self.touched[env.serving(access.node) as usize] = true;
+        }
+        let client = &mut self.clients[slot];
+        client.busy = true;
+        client.sealed_ns = sealed_ns;
+        client.participants = self.touched.iter().filter(|&&t| t).count() as u32;
+        client.kind = env.workload.txn_type(request);
+        // Free slot: every report of its last transaction is in.
+        env.store.region.store(calvin.done_addr(slot as u32), 0);
+        if env.failover.is_some() {
+            let touched = &self.touched;
+            self.nodes_touched.clear();
+            self.nodes_touched
+                .extend((0..touched.len() as NodeId).filter(|&n| touched[n as usize]));
+            let mut state = env.shared.lock();
+            state.in_flight[slot].set(id, epoch, &self.nodes_touched, &self.declared);
+        }
+        self.entry.clear();
+        self.entry.extend_from_slice(&[
+            id,
+            ((self.node as u64) << 32) | slot as u64,
+            ((generation as u64) << 32) | position,
+            ((self.declared.len() as u64) << 32) | self.request_words.len() as u64,
+            client.submitted_ns,
+        ]);
+        for access in &self.declared {
+            self.entry.extend_from_slice(&pack_access(access));
+        }
+        self.entry.extend_from_slice(&self.request_words);
+        for (receiver, (count, words)) in self.sub_batches.iter_mut().enumerate() {
+            if self.touched[receiver] {
+                *count += 1;
+                words.extend_from_slice(&self.entry);
             }
         }
+    }
 
-        // Deliver, to the live nodes. Receivers may be parked by a failover
-        // meanwhile (flow control then waits for them): the recovery need
-        // not wait for this coroutine, whose rounds go out regardless.
+    /// Delivers `epoch`'s sub-batches to the live nodes. Receivers may be
+    /// parked by a failover meanwhile (flow control then waits for them):
+    /// the recovery need not wait for this coroutine, whose rounds go out
+    /// regardless.
+    async fn deliver(&mut self, epoch: u64, sealed_ns: u64, stop: bool) {
+        let worker = self.env.worker;
         let failover = crate::recovery::failover_of(worker);
         if let Some(failover) = failover {
-            failover.step_out(node, worker.now_ns());
+            failover.step_out(self.node, worker.now_ns());
         }
-        let live = |receiver: NodeId| !env.is_failed(receiver);
-        if onesided {
-            loop {
-                let ids: Vec<_> = {
-                    let mut batch = worker.slot(co).batch.borrow_mut();
-                    batch.clear();
-                    (0..nodes as NodeId)
-                        .filter(|&receiver| live(receiver))
-                        .map(|receiver| batch.read(receiver, calvin.crb_addr(node, epoch), 1))
-                        .collect()
-                };
-                // A round fails only for a receiver declared failed, which
-                // the next round leaves out.
-                let _ = worker.submit(co).await;
-                let all_free = {
-                    let batch = worker.slot(co).batch.borrow();
-                    ids.iter().all(|&id| batch.result_word(id) == 0)
-                };
-                if all_free {
-                    break;
-                }
-                collect_completions(env, &mut clients);
-                worker.sleep(co, poll.wait_ns()).await;
+        if self.env.plan.get(Stage::TxnBroadcastInput) == Primitive::OneSided {
+            self.await_free_slots(epoch).await;
+            self.write_sub_batches(epoch, sealed_ns, stop);
+            // Only a receiver declared failed misses it (`failover`).
+            let _ = worker.submit(self.co).await;
+        } else {
+            self.call_sub_batches(epoch, sealed_ns, stop).await;
+        }
+        if let Some(failover) = failover {
+            failover.step_in(self.node);
+        }
+    }
+
+    /// Flow control of the one-sided delivery: reads until every live
+    /// receiver has freed its request-buffer slot for `epoch`.
+    async fn await_free_slots(&mut self, epoch: u64) {
+        let (env, worker, co) = (self.env, self.env.worker, self.co);
+        let crb_addr = env.calvin.crb_addr(self.node, epoch);
+        loop {
+            let ids: Vec<_> = {
+                let mut batch = worker.slot(co).batch.borrow_mut();
+                batch.clear();
+                (0..env.nodes() as NodeId)
+                    .filter(|&receiver| !env.is_failed(receiver))
+                    .map(|receiver| batch.read(receiver, crb_addr, 1))
+                    .collect()
+            };
+            // A round fails only for a receiver declared failed, which
+            // the next round leaves out.
+            let _ = worker.submit(co).await;
+            let all_free = {
+                let batch = worker.slot(co).batch.borrow();
+                ids.iter().all(|&id| batch.result_word(id) == 0)
+            };
+            if all_free {
+                return;
             }
+            collect_completions(env, &mut self.clients);
+            worker.sleep(co, self.poll.wait_ns()).await;
+        }
+    }
+
+    /// Queues, per live receiver, the two WRITEs of the one-sided
+    /// delivery: the header's count fields with the entries, then the tag
+    /// word (FIFO order makes it visible only once the entries are).
+    fn write_sub_batches(&self, epoch: u64, sealed_ns: u64, stop: bool) {
+        let env = self.env;
+        let mut batch = env.worker.slot(self.co).batch.borrow_mut();
+        batch.clear();
+        let slot = env.calvin.crb_addr(self.node, epoch);
+        for (receiver, (count, words)) in self.sub_batches.iter().enumerate() {
+            let receiver = receiver as NodeId;
+            if env.is_failed(receiver) {
+                continue;
+            }
+            let mut body = Vec::with_capacity(4 + words.len());
+            body.extend_from_slice(&[*count, words.len() as u64, sealed_ns, stop as u64]);
+            body.extend_from_slice(words);
+            batch.write(receiver, slot + 1, &body);
+            batch.write_word(receiver, slot, epoch + 1);
+        }
+        debug_assert_eq!(CRB_HEADER_WORDS, 5);
+    }
+
+    /// The RPC delivery: one call per live receiver, until every one got
+    /// the epoch (or this node failed, or the run is past `stop_ns`).
+    async fn call_sub_batches(&mut self, epoch: u64, sealed_ns: u64, stop: bool) {
+        let (env, worker, co, node) = (self.env, self.env.worker, self.co, self.node);
+        let failover = crate::recovery::failover_of(worker);
+        loop {
             {
                 let mut batch = worker.slot(co).batch.borrow_mut();
                 batch.clear();
-                let slot = calvin.crb_addr(node, epoch);
-                for (receiver, (count, words)) in sub_batches.iter().enumerate() {
-                    let receiver = receiver as NodeId;
-                    if !live(receiver) {
+                for (receiver, (count, words)) in self.sub_batches.iter().enumerate() {
+                    if env.is_failed(receiver as NodeId) {
                         continue;
                     }
-                    let mut body = Vec::with_capacity(4 + words.len());
-                    body.extend_from_slice(&[*count, words.len() as u64, sealed_ns, stop as u64]);
-                    body.extend_from_slice(words);
-                    batch.write(receiver, slot + 1, &body);
-                    batch.write_word(receiver, slot, epoch + 1);
+                    let mut payload = batch.payload();
+                    payload.extend_from_slice(&[
+                        node as u64,
+                        epoch,
+                        sealed_ns,
+                        *count,
+                        stop as u64,
+                    ]);
+                    payload.extend_from_slice(words);
+                    batch.call(receiver as NodeId, RPC_BATCH, payload, false);
                 }
-                debug_assert_eq!(CRB_HEADER_WORDS, 5);
             }
-            // Only a receiver declared failed misses it (`failover`).
-            let _ = worker.submit(co).await;
-        } else {
-            loop {
-                {
-                    let mut batch = worker.slot(co).batch.borrow_mut();
-                    batch.clear();
-                    for (receiver, (count, words)) in sub_batches.iter().enumerate() {
-                        if !live(receiver as NodeId) {
-                            continue;
-                        }
-                        let mut payload = batch.payload();
-                        payload.extend_from_slice(&[
-                            node as u64,
-                            epoch,
-                            sealed_ns,
-                            *count,
-                            stop as u64,
-                        ]);
-                        payload.extend_from_slice(words);
-                        batch.call(receiver as NodeId, RPC_BATCH, payload, false);
-                    }
-                }
-                let delivered = worker.submit(co).await.is_ok();
-                // (Past `stop_ns` the worker gives its rounds up.)
-                if delivered || env.is_failed(node) || worker.now_ns() >= env.stop_ns {
-                    break;
-                }
-                // A receiver declared failed misses it (`failover`); but a
-                // live one that held the call for flow control
-                // (`Served::Wait`) refuses it when a failover pauses the
-                // cluster, and must still get the epoch. So after the
-                // pause, every live receiver gets it again (one that has
-                // it already ignores the copy). Epochs pipelined behind
-                // slow ones make held calls common.
-                while failover.is_some_and(|f| f.paused()) && worker.now_ns() < env.stop_ns {
-                    worker.sleep(co, poll.wait_ns()).await;
-                }
-                collect_completions(env, &mut clients);
+            let delivered = worker.submit(co).await.is_ok();
+            // (Past `stop_ns` the worker gives its rounds up.)
+            if delivered || env.is_failed(node) || worker.now_ns() >= env.stop_ns {
+                return;
             }
+            // A receiver declared failed misses it (`failover`); but a
+            // live one that held the call for flow control
+            // (`Served::Wait`) refuses it when a failover pauses the
+            // cluster, and must still get the epoch. So after the
+            // pause, every live receiver gets it again (one that has
+            // it already ignores the copy). Epochs pipelined behind
+            // slow ones make held calls common.
+            while failover.is_some_and(|f| f.paused()) && worker.now_ns() < env.stop_ns {
+                worker.sleep(co, self.poll.wait_ns()).await;
+            }
+            collect_completions(env, &mut self.clients);
         }
-        if let Some(failover) = failover {
-            failover.step_in(node);
-        }
-        stopped = stop;
-        epoch += 1;
     }
-    // Every transaction sequenced here completes before the node stops.
-    while clients.iter().any(|c| c.busy) {
-        env.park_if_paused(co).await;
-        collect_completions(env, &mut clients);
+
+    /// Every transaction sequenced here completes before the node stops.
+    async fn finish(&mut self) {
+        let (env, worker, co) = (self.env, self.env.worker, self.co);
+        while self.clients.iter().any(|c| c.busy) {
+            env.park_if_paused(co).await;
+            collect_completions(env, &mut self.clients);
+            env.note_boundaries(worker.now_ns());
+            if self.clients.iter().any(|c| c.busy) {
+                worker.sleep(co, self.poll.wait_ns()).await;
+            }
+        }
         env.note_boundaries(worker.now_ns());
-        if clients.iter().any(|c| c.busy) {
-            worker.sleep(co, poll.wait_ns()).await;
+        worker.drain(co).await;
+        if let Some(failover) = crate::recovery::failover_of(worker) {
+            failover.finished(self.node);
         }
-    }
-    env.note_boundaries(worker.now_ns());
-    worker.drain(co).await;
-    if let Some(failover) = crate::recovery::failover_of(worker) {
-        failover.finished(node);
     }
 }
