@@ -277,12 +277,10 @@ fn write_latency_log(
 ) -> Result<(), CliError> {
     let c = &report.config;
     let run = format!(
-        "{} · {} · {} node(s) × {} worker(s) × {} coroutine(s) · {} fabric · seed {}",
+        "{} · {} · {} · {} fabric · seed {}",
         c.protocol.name(),
         report.workload,
-        c.nodes,
-        c.workers,
-        c.coroutines,
+        c.shape(),
         c.fabric.name(),
         c.seed
     );

@@ -77,13 +77,7 @@ fn apply_hybrid(config: &mut Config, code: u16) -> Result<(), CliError> {
         return Err(usage(format!(
             "--hybrid {code} does not fit protocol {}: {stray_text}; its stages are {}",
             config.protocol.name(),
-            config
-                .protocol
-                .stages()
-                .iter()
-                .map(|s| format!("{}={}", s.name(), s.bit()))
-                .collect::<Vec<_>>()
-                .join(", ")
+            config.stage_bits_text()
         )));
     }
     if config.stages.stages().next().is_some() {

@@ -698,6 +698,26 @@ impl Config {
         faults::DetectorSettings::of(self).is_some() && self.replication > 1
     }
 
+    /// The cluster's shape as reports and logs print it:
+    /// `N node(s) × W worker(s) × C coroutine(s)`.
+    pub fn shape(&self) -> String {
+        format!(
+            "{} node(s) × {} worker(s) × {} coroutine(s)",
+            self.nodes, self.workers, self.coroutines
+        )
+    }
+
+    /// The protocol's stages with their bits in a hybrid code, as
+    /// `name=bit, …` (for messages about a code that does not fit).
+    pub fn stage_bits_text(&self) -> String {
+        self.protocol
+            .stages()
+            .iter()
+            .map(|s| format!("{}={}", s.name(), s.bit()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Rough registered-memory bytes one row of `record_words` takes on
     /// its node with this run's protocol: the tuple (the store's words,
     /// the protocol's header, the record) plus its index entry (about 32

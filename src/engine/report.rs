@@ -554,13 +554,11 @@ impl Report {
         let c = &self.config;
         let _ = writeln!(
             out,
-            "verbena {} · {} · {} · {} node(s) × {} worker(s) × {} coroutine(s) · {} · {} fabric, network {}",
+            "verbena {} · {} · {} · {} · {} · {} fabric, network {}",
             self.verbena_version,
             c.protocol.name(),
             self.workload,
-            c.nodes,
-            c.workers,
-            c.coroutines,
+            c.shape(),
             c.stages.describe(),
             c.fabric.name(),
             c.profile.name

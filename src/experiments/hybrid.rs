@@ -692,19 +692,16 @@ mod tests {
             check_passed: None,
         };
         let all = ProtocolKind::NoWait.stage_bits();
+        let rank_no_wait = |codes| rank(ProtocolKind::NoWait, "base".into(), codes);
         // 3 runs each: the 1 % margin of code 5 is inside a 2 % spread, the
         // 10 % margin of code 6 is not.
-        let group = rank(
-            ProtocolKind::NoWait,
-            "base".into(),
-            vec![
-                measured(0, 3, 90_000.0, 1_000.0),
-                measured(all, 3, 100_000.0, 2_000.0),
-                measured(5, 3, 101_000.0, 2_000.0),
-                measured(6, 3, 110_000.0, 1_000.0),
-                measured(7, 3, 95_000.0, 1_000.0),
-            ],
-        );
+        let group = rank_no_wait(vec![
+            measured(0, 3, 90_000.0, 1_000.0),
+            measured(all, 3, 100_000.0, 2_000.0),
+            measured(5, 3, 101_000.0, 2_000.0),
+            measured(6, 3, 110_000.0, 1_000.0),
+            measured(7, 3, 95_000.0, 1_000.0),
+        ]);
         assert_eq!(group.beat_both_throughput, vec![6]);
         assert_eq!(group.above_both_within_noise, vec![5]);
         // Latency alike: 0.2 µs lower p50 with a 0.3 µs spread is noise,
@@ -714,28 +711,20 @@ mod tests {
             latency_p50_stdev: sd,
             ..measured(code, 3, 90_000.0, 1_000.0)
         };
-        let group = rank(
-            ProtocolKind::NoWait,
-            "base".into(),
-            vec![
-                timed(0, 80.6, 0.3),
-                timed(all, 81.0, 0.3),
-                timed(5, 80.4, 0.3),
-                timed(6, 78.6, 0.3),
-            ],
-        );
+        let group = rank_no_wait(vec![
+            timed(0, 80.6, 0.3),
+            timed(all, 81.0, 0.3),
+            timed(5, 80.4, 0.3),
+            timed(6, 78.6, 0.3),
+        ]);
         assert_eq!(group.beat_both_latency, vec![6]);
         assert_eq!(group.below_both_latency_within_noise, vec![5]);
         // One run each: no spread to judge by.
-        let group = rank(
-            ProtocolKind::NoWait,
-            "base".into(),
-            vec![
-                measured(0, 1, 90_000.0, 0.0),
-                measured(all, 1, 100_000.0, 0.0),
-                measured(5, 1, 101_000.0, 0.0),
-            ],
-        );
+        let group = rank_no_wait(vec![
+            measured(0, 1, 90_000.0, 0.0),
+            measured(all, 1, 100_000.0, 0.0),
+            measured(5, 1, 101_000.0, 0.0),
+        ]);
         assert_eq!(group.beat_both_throughput, vec![5]);
         assert!(group.above_both_within_noise.is_empty());
     }

@@ -160,11 +160,7 @@ fn legend(out: &mut String, x: f64, y: f64, entries: &[(&str, Swatch)]) {
         let ey = y + i as f64 * 20.0;
         match swatch {
             Swatch::Line(style) => {
-                let dash = if style.dash.is_empty() {
-                    String::new()
-                } else {
-                    format!(r#" stroke-dasharray="{}""#, style.dash)
-                };
+                let dash = style.dash_attr();
                 let _ = writeln!(
                     out,
                     r#"<line x1="{x:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{}" stroke-width="2.5"{dash}/>"#,
@@ -245,6 +241,17 @@ fn y_axis(
 /// Approximate width of `text` at 12 px in DejaVu Sans.
 fn text_width(text: &str) -> f64 {
     text.chars().count() as f64 * 7.0
+}
+
+/// The x axis's label, centred at `center_x` near the bottom of a chart
+/// `height` high.
+fn x_axis_label(out: &mut String, center_x: f64, height: f64, label: &str) {
+    let _ = writeln!(
+        out,
+        r#"<text class="axis-label" x="{center_x:.1}" y="{:.1}" font-size="13" text-anchor="middle">{}</text>"#,
+        height - 14.0,
+        escape(label)
+    );
 }
 
 /// One category label under the x axis at `(x, y)`: turned 40° when the

@@ -120,17 +120,28 @@ impl IndexLayout {
     /// `key` is absent.
     pub fn insert_in_place(&self, region: &Region, key: u64, slot: u64) -> Result<(), IndexFull> {
         debug_assert_ne!(key, EMPTY, "key u64::MAX is reserved by the index");
-        for bucket in self.candidates(key) {
+        let candidates = self.candidates(key);
+        if Self::fill_empty(region, &candidates, key, slot) {
+            return Ok(());
+        }
+        Err(IndexFull)
+    }
+
+    /// Puts `key → slot` in the first empty entry of `candidates`' buckets
+    /// — slot word, then key word, so a reader that sees the key sees its
+    /// slot. Returns whether there was one.
+    fn fill_empty(region: &Region, candidates: &[u64], key: u64, slot: u64) -> bool {
+        for &bucket in candidates {
             for entry in 0..ENTRIES_PER_BUCKET {
                 let at = bucket + 2 * entry;
                 if region.load(at) == EMPTY {
                     region.store(at + 1, slot);
                     region.store(at, key);
-                    return Ok(());
+                    return true;
                 }
             }
         }
-        Err(IndexFull)
+        false
     }
 
     /// Inserts `key → slot`, displacing entries cuckoo-style if needed.
@@ -139,15 +150,8 @@ impl IndexLayout {
         let (mut key, mut slot) = (key, slot);
         for kick in 0..MAX_KICKS {
             let candidates = self.candidates(key);
-            for bucket in candidates {
-                for entry in 0..ENTRIES_PER_BUCKET {
-                    let at = bucket + 2 * entry;
-                    if region.load(at) == EMPTY {
-                        region.store(at + 1, slot);
-                        region.store(at, key);
-                        return Ok(());
-                    }
-                }
+            if Self::fill_empty(region, &candidates, key, slot) {
+                return Ok(());
             }
             // Evict a pseudo-randomly chosen entry of one candidate bucket.
             let pick = mix64(key ^ kick as u64);

@@ -328,6 +328,15 @@ impl CalvinFailover {
         std::mem::take(&mut *self.history.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// Where in `node`'s forward buffer the record of access `k` of `txn`
+    /// lands: the blocks go to the accesses `node` does not hold, in
+    /// access order.
+    fn forward_addr(&self, node: NodeId, txn: &Scheduled, k: usize) -> u64 {
+        let block = txn.homes[..k].iter().filter(|&&h| h != node).count() as u32;
+        self.calvin
+            .fwd_addr(txn.epoch, txn.sequencer, txn.position, block)
+    }
+
     /// The sequence number of the record forwarded to `node` for access `k`
     /// of `txn`, if it has arrived there.
     fn forwarded_seq(
@@ -338,10 +347,7 @@ impl CalvinFailover {
         k: usize,
     ) -> Option<u64> {
         if self.onesided_forwards {
-            let block = txn.homes[..k].iter().filter(|&&h| h != node).count() as u32;
-            let addr = self
-                .calvin
-                .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
+            let addr = self.forward_addr(node, txn, k);
             let region = &self.stores[node as usize].region;
             (region.load(addr) == txn.epoch + 1).then(|| region.load(addr + 1))
         } else {
@@ -379,10 +385,7 @@ impl CalvinFailover {
         let mut value = vec![0u64; 1 + words];
         value[0] = read_consistent(store, access.table, access.key, &mut value[1..]);
         if self.onesided_forwards {
-            let block = txn.homes[..k].iter().filter(|&&h| h != node).count() as u32;
-            let addr = self
-                .calvin
-                .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
+            let addr = self.forward_addr(node, txn, k);
             let region = &self.stores[node as usize].region;
             region.write(addr + 1, &value);
             region.store(addr, txn.epoch + 1);

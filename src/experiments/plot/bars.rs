@@ -11,6 +11,21 @@ use crate::experiments::svg::{self, BarKind, RankedBars, StackedBars};
 use crate::experiments::sweep::group_by_point;
 use crate::experiments::table::{number_at, Spread};
 
+/// Per point (group of runs), the mean over its runs of the report's
+/// `section.field` (runs without it left out).
+fn mean_per_point(groups: &[(usize, Vec<&Value>)], section: &str, field: &str) -> Vec<f64> {
+    groups
+        .iter()
+        .map(|(_, members)| {
+            let values: Vec<f64> = members
+                .iter()
+                .filter_map(|r| number_at(&r["report"][section], field))
+                .collect();
+            Spread::of(&values).mean
+        })
+        .collect()
+}
+
 /// Mean stage latencies per point (RCC Fig. 13).
 pub(super) fn stage_bars(rows: &[Value], keys: &[String], unit: &str) -> Option<Figure> {
     let groups = group_by_point(rows);
@@ -40,21 +55,7 @@ pub(super) fn stage_bars(rows: &[Value], keys: &[String], unit: &str) -> Option<
         .collect();
     let layers = layer_names
         .iter()
-        .map(|name| {
-            let values = groups
-                .iter()
-                .map(|(_, members)| {
-                    Spread::of(
-                        &members
-                            .iter()
-                            .filter_map(|r| number_at(&r["report"]["stages"], name))
-                            .collect::<Vec<_>>(),
-                    )
-                    .mean
-                })
-                .collect();
-            (name.clone(), values)
-        })
+        .map(|name| (name.clone(), mean_per_point(&groups, "stages", name)))
         .collect();
     let chart = StackedBars {
         title: "Per-stage latency of committed transactions".into(),
@@ -95,18 +96,7 @@ pub(super) fn time_breakdown_bars(rows: &[Value], keys: &[String]) -> Option<Fig
     let layers = CATEGORIES
         .iter()
         .map(|(field, label)| {
-            let values = groups
-                .iter()
-                .map(|(_, members)| {
-                    Spread::of(
-                        &members
-                            .iter()
-                            .filter_map(|r| number_at(&r["report"]["time_breakdown"], field))
-                            .collect::<Vec<_>>(),
-                    )
-                    .mean
-                })
-                .collect();
+            let values = mean_per_point(&groups, "time_breakdown", field);
             (label.to_string(), values)
         })
         .collect();

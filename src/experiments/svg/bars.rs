@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    escape, format_number, legend, legend_width, nice_ticks, open_svg, x_tick_label, y_axis, Frame,
-    Swatch, BOTTOM, HEIGHT, LEFT, PALETTE, TOP, WIDTH,
+    escape, format_number, legend, legend_width, nice_ticks, open_svg, x_axis_label, x_tick_label,
+    y_axis, Frame, Swatch, BOTTOM, HEIGHT, LEFT, PALETTE, TOP, WIDTH,
 };
 
 /// Stacked vertical bars: one bar per category, one layer per component.
@@ -200,13 +200,7 @@ pub fn ranked_bars(chart: &RankedBars) -> String {
             format_number(*t)
         );
     }
-    let _ = writeln!(
-        out,
-        r#"<text class="axis-label" x="{:.1}" y="{:.1}" font-size="13" text-anchor="middle">{}</text>"#,
-        (left + plot_right) / 2.0,
-        height - 14.0,
-        escape(&chart.x_label)
-    );
+    x_axis_label(&mut out, (left + plot_right) / 2.0, height, &chart.x_label);
     let _ = writeln!(out, "</g>");
     let mut kinds: Vec<BarKind> = Vec::new();
     for (i, (label, value, kind)) in chart.bars.iter().enumerate() {

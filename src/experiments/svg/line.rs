@@ -8,8 +8,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    escape, format_number, legend, legend_width, nice_ticks, open_svg, text_width, x_tick_label,
-    y_axis, Frame, Swatch, BOTTOM, HEIGHT, LEFT, TOP, WIDTH,
+    escape, format_number, legend, legend_width, nice_ticks, open_svg, text_width, x_axis_label,
+    x_tick_label, y_axis, Frame, Swatch, BOTTOM, HEIGHT, LEFT, TOP, WIDTH,
 };
 
 /// How the x axis maps values.
@@ -100,6 +100,18 @@ pub struct LineStyle {
     /// An SVG `stroke-dasharray`; empty for a solid line.
     pub dash: String,
     pub marker: Marker,
+}
+
+impl LineStyle {
+    /// The stroke's dash attribute (with its leading space), or nothing
+    /// for a solid line.
+    pub(super) fn dash_attr(&self) -> String {
+        if self.dash.is_empty() {
+            String::new()
+        } else {
+            format!(r#" stroke-dasharray="{}""#, self.dash)
+        }
+    }
 }
 
 /// One line.
@@ -464,11 +476,7 @@ fn line_series(
 ) {
     let style = &series.style;
     let color = style.color.as_str();
-    let dash = if style.dash.is_empty() {
-        String::new()
-    } else {
-        format!(r#" stroke-dasharray="{}""#, style.dash)
-    };
+    let dash = style.dash_attr();
     let _ = writeln!(
         out,
         r#"<g class="series" data-name="{}" data-color="{color}">"#,
@@ -519,12 +527,11 @@ fn line_axis_labels(out: &mut String, chart: &LineChart, layout: &LineLayout) {
     } else {
         (frames[0].left, frames[0].right)
     };
-    let _ = writeln!(
+    x_axis_label(
         out,
-        r#"<text class="axis-label" x="{:.1}" y="{:.1}" font-size="13" text-anchor="middle">{}</text>"#,
         (label_left + label_right) / 2.0,
-        height - 14.0,
-        escape(&chart.x_label)
+        height,
+        &chart.x_label,
     );
     if faceted {
         let mid = (TOP + height - 36.0) / 2.0;

@@ -226,13 +226,7 @@ pub fn resolve_point(
             return Err(format!(
                 "hybrid code {code} has bits for stages protocol {} lacks; its stages are {}",
                 config.protocol.name(),
-                config
-                    .protocol
-                    .stages()
-                    .iter()
-                    .map(|s| format!("{}={}", s.name(), s.bit()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                config.stage_bits_text()
             ));
         }
         config.stages = plan_of(config.protocol, code);

@@ -195,6 +195,15 @@ impl Tpcc {
             key,
             write,
         };
+        // A read of district `(w, d)`.
+        let district_read = |w: u64, d: u64| {
+            at(
+                table::DISTRICT,
+                self.node_of(w),
+                Tpcc::district_key(w, d),
+                false,
+            )
+        };
         match *request {
             TpccRequest::NewOrder {
                 w,
@@ -260,25 +269,11 @@ impl Tpcc {
                 true
             }
             TpccRequest::OrderStatus { w, d, .. } => {
-                let (w, d) = (w as u64, d as u64);
-                out.push(at(
-                    table::DISTRICT,
-                    self.node_of(w),
-                    Tpcc::district_key(w, d),
-                    false,
-                ));
+                out.push(district_read(w as u64, d as u64));
                 false
             }
             TpccRequest::Delivery { w, .. } => {
-                let w = w as u64;
-                for d in 0..DISTRICTS {
-                    out.push(at(
-                        table::DISTRICT,
-                        self.node_of(w),
-                        Tpcc::district_key(w, d),
-                        false,
-                    ));
-                }
+                out.extend((0..DISTRICTS).map(|d| district_read(w as u64, d)));
                 false
             }
             TpccRequest::StockLevel { .. } => false,
