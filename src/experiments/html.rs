@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::hybrid::Analysis;
 use super::plot::{self, knob_keys, Figure};
 use super::svg::{escape, format_number};
-use super::sweep::group_by_point;
+use super::sweep::{check_verdicts, group_by_point};
 use super::table::{number_at, Spread};
 
 const STYLE: &str = "
@@ -109,11 +109,7 @@ fn summary_table(out: &mut String, rows: &[Value]) {
                 escape(members[0]["knobs"][key].as_str().unwrap_or(""))
             );
         }
-        let checked: Vec<bool> = members
-            .iter()
-            .filter_map(|r| r["report"]["check"].as_object())
-            .map(|c| c["serializable"] == true && c["invariants_ok"] == true)
-            .collect();
+        let checked = check_verdicts(&members);
         let verdict = if checked.is_empty() {
             "off".to_string()
         } else if checked.iter().all(|&ok| ok) {

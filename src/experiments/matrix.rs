@@ -299,16 +299,21 @@ pub fn replay_command_for(case: Case, workload: WorkloadKind) -> String {
     replay_command(Case { workload, ..case })
 }
 
+/// `prefix` and the failure's name, or nothing for a case without one.
+fn failure_suffix(failure: Failure, prefix: &str) -> String {
+    match failure {
+        Failure::None => String::new(),
+        failure => format!("{prefix}{}", failure.name()),
+    }
+}
+
 /// The command that replays `case` exactly.
 pub fn replay_command(case: Case) -> String {
     let workload = match case.workload {
         WorkloadKind::Ycsb => String::new(),
         other => format!(" --workload {}", other.name()),
     };
-    let failure = match case.failure {
-        Failure::None => String::new(),
-        failure => format!(" --failover {}", failure.name()),
-    };
+    let failure = failure_suffix(case.failure, " --failover ");
     format!(
         "verbena check --protocol {} --seed {} --hybrid {}{workload}{failure}",
         case.protocol.name(),
@@ -450,10 +455,7 @@ pub fn cases_where(
 /// hashes. Lines sort by case, so a file diffs cleanly.
 pub fn hash_line(outcome: &CaseOutcome) -> String {
     let case = outcome.case;
-    let failure = match case.failure {
-        Failure::None => String::new(),
-        failure => format!(" failure={}", failure.name()),
-    };
+    let failure = failure_suffix(case.failure, " failure=");
     format!(
         "{} {} seed={} code={}{failure} history={} memory={}",
         case.workload.name(),

@@ -50,8 +50,8 @@ pub use knobs::{
     apply_knob, canonical_key, config_keys, parse_code, parse_knob, resolve_point, Knob,
 };
 pub use results::{
-    group_by_point, point_label, read_journal, read_results, summary_csv, summary_table,
-    write_outputs, SUMMARY_METRICS, WALL_CLOCK_FIELDS,
+    check_verdicts, group_by_point, point_label, read_journal, read_results, summary_csv,
+    summary_table, write_outputs, SUMMARY_METRICS, WALL_CLOCK_FIELDS,
 };
 use results::{row_passed_check, write_atomically};
 

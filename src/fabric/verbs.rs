@@ -291,30 +291,32 @@ impl Batch {
     }
 
     pub fn cas(&mut self, node: NodeId, addr: u64, expected: u64, new: u64) -> VerbId {
-        let buf = self.results.len() as u32;
-        self.results.push(0);
-        self.push(Verb {
-            kind: VerbKind::Cas,
-            node,
-            addr,
-            len: 1,
-            buf,
-            compare: expected,
-            swap: new,
-        })
+        self.push_atomic(VerbKind::Cas, node, addr, (expected, new))
     }
 
     pub fn faa(&mut self, node: NodeId, addr: u64, add: u64) -> VerbId {
+        self.push_atomic(VerbKind::Faa, node, addr, (add, 0))
+    }
+
+    /// A one-word atomic with its operands (`compare`, `swap`) and a
+    /// result word for the previous value.
+    fn push_atomic(
+        &mut self,
+        kind: VerbKind,
+        node: NodeId,
+        addr: u64,
+        (compare, swap): (u64, u64),
+    ) -> VerbId {
         let buf = self.results.len() as u32;
         self.results.push(0);
         self.push(Verb {
-            kind: VerbKind::Faa,
+            kind,
             node,
             addr,
             len: 1,
             buf,
-            compare: add,
-            swap: 0,
+            compare,
+            swap,
         })
     }
 

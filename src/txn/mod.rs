@@ -608,17 +608,18 @@ impl<'c, 'w, P: Protocol> Txn<'c, 'w, P> {
     /// it is absent (not yet inserted, or deleted).
     pub async fn read_row(&mut self, table: TableId, node: NodeId, key: u64) -> TxnResult<Rec> {
         let rec = self.read(table, node, key).await?;
-        if row_live(self.get(rec)) {
-            Ok(rec)
-        } else {
-            Err(AbortReason::RowStale)
-        }
+        self.live_or_stale(rec)
     }
 
     /// [`Txn::update`] of a row of a table with a row state; aborts with
     /// `row_stale` if it is absent.
     pub async fn update_row(&mut self, table: TableId, node: NodeId, key: u64) -> TxnResult<Rec> {
         let rec = self.update(table, node, key).await?;
+        self.live_or_stale(rec)
+    }
+
+    /// `rec` if its row is live; `row_stale` if it is absent.
+    fn live_or_stale(&self, rec: Rec) -> TxnResult<Rec> {
         if row_live(self.get(rec)) {
             Ok(rec)
         } else {

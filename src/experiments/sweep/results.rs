@@ -125,6 +125,16 @@ pub const SUMMARY_METRICS: [(&str, &str); 6] = [
     ("verbs_rpc_per_txn", "verbs_per_txn.rpc"),
 ];
 
+/// Per run of a point that checked: whether it passed (serializable, and
+/// the workload's invariants held). Empty when none checked.
+pub fn check_verdicts(members: &[&Value]) -> Vec<bool> {
+    members
+        .iter()
+        .filter_map(|r| r["report"]["check"].as_object())
+        .map(|c| c["serializable"] == true && c["invariants_ok"] == true)
+        .collect()
+}
+
 /// Rows grouped by point, in point order.
 pub fn group_by_point(rows: &[Value]) -> Vec<(usize, Vec<&Value>)> {
     let mut groups: Vec<(usize, Vec<&Value>)> = Vec::new();
@@ -177,11 +187,7 @@ pub fn summary_csv(rows: &[Value], knob_keys: &[String]) -> String {
                 record.push((format!("{name}.{stat}"), format!("{v}")));
             }
         }
-        let checks: Vec<bool> = members
-            .iter()
-            .filter_map(|r| r["report"]["check"].as_object())
-            .map(|c| c["serializable"] == true && c["invariants_ok"] == true)
-            .collect();
+        let checks = check_verdicts(&members);
         let verdict = if checks.is_empty() {
             String::new()
         } else {
