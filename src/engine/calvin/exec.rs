@@ -23,7 +23,7 @@ use crate::workloads::Declared;
 /// participant reaches identically. Installing writes and releasing locks
 /// belong to the executor, not to per-transaction stages, so `commit` and
 /// `release` have nothing to do, and CALVIN's RPCs are served by
-/// [`CalvinService`].
+/// [`CalvinService`](super::CalvinService).
 pub struct CalvinExec<'a> {
     /// The transaction's declared set (records in it that are missing are
     /// not preloaded: reaching them is `NotFound`, not a stale set).

@@ -19,8 +19,9 @@ use crate::workloads::Declared;
 #[derive(Clone, Copy, Debug)]
 pub struct CalvinLayout {
     pub nodes: u32,
-    /// Client slots per node ([`client_slots`]): at most this many
-    /// entries per sequencer batch, and requests in flight per node.
+    /// Client slots per node ([`client_slots`](super::client_slots)): at
+    /// most this many entries per sequencer batch, and requests in flight
+    /// per node.
     pub clients: u32,
     pub max_accesses: u32,
     /// Forward blocks per transaction: most records one active participant
