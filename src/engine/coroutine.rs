@@ -126,6 +126,17 @@ impl<P: Protocol, W: Workload> CoroutineEnv<'_, P, W> {
         }
     }
 
+    /// Sleeps coroutine `co` before retry `retries` after an abort for
+    /// `reason` at `now`, and counts the measured part of the sleep.
+    async fn back_off(&self, co: u16, reason: AbortReason, retries: u32, rng: &mut Rng, now: u64) {
+        let pause = self.retry_pause_ns(reason, retries, rng);
+        self.worker.sleep(co, pause).await;
+        let woke = self.worker.now_ns();
+        if self.measured(woke) {
+            self.stats.borrow_mut().backoff_ns += woke - now.max(self.warmup_end_ns);
+        }
+    }
+
     /// How long to back off before retry `retries` after an abort for
     /// `reason`.
     fn retry_pause_ns(&self, reason: AbortReason, retries: u32, rng: &mut Rng) -> u64 {
@@ -293,6 +304,16 @@ fn record_history(
     );
 }
 
+/// Whether an abort for `reason` ends the request for good: the program
+/// gave up, or the data it needs is not there (a missing key, a full
+/// table) — retrying would end alike.
+fn program_gives_up(reason: AbortReason) -> bool {
+    matches!(
+        reason,
+        AbortReason::User | AbortReason::NotFound | AbortReason::TableFull
+    )
+}
+
 /// The closed loop of coroutine `co` until the run ends.
 pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W>, co: u16) {
     let worker = env.worker;
@@ -373,10 +394,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                         "release left a lock held"
                     );
                     let now = worker.now_ns();
-                    let gives_up = matches!(
-                        reason,
-                        AbortReason::User | AbortReason::NotFound | AbortReason::TableFull
-                    );
+                    let gives_up = program_gives_up(reason);
                     // A request that needs a dead node is dropped: with
                     // replication 1 it could never commit (not a user abort).
                     // With a failover it is retried once the failed
@@ -388,12 +406,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                         break;
                     }
                     retries += 1;
-                    let pause = env.retry_pause_ns(reason, retries, &mut rng);
-                    worker.sleep(co, pause).await;
-                    let woke = worker.now_ns();
-                    if env.measured(woke) {
-                        env.stats.borrow_mut().backoff_ns += woke - now.max(env.warmup_end_ns);
-                    }
+                    env.back_off(co, reason, retries, &mut rng, now).await;
                 }
             }
         }
