@@ -153,8 +153,9 @@ use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
 
 use super::common::{self, kind, status};
 use super::lock2pl::{
-    wait_die_timestamp, Decision, Lock2pl, Policy, EXCLUSIVE, WAIT_PAUSE_MAX_NS, WAIT_PAUSE_MIN_NS,
+    wait_die_timestamp, Decision, Lock2pl, EXCLUSIVE, WAIT_PAUSE_MAX_NS, WAIT_PAUSE_MIN_NS,
 };
+use super::wait_die::WaitDie;
 use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
 
 /// Write-lock bit of the lease word.
@@ -197,11 +198,7 @@ const NO_SEQ: u64 = u64::MAX;
 
 /// The conflict rule of the access-time lock: WAIT_DIE's, from the 2PL
 /// family, on the holder's lock value in `OWNER_WORD`.
-const WAIT_DIE: Lock2pl = Lock2pl {
-    policy: Policy::WaitDie,
-    shared: false,
-    starvation_fix: false,
-};
+const WAIT_DIE: Lock2pl<WaitDie> = Lock2pl::new(false, false);
 
 #[derive(Clone, Debug, Default)]
 pub struct Sundial {

@@ -1,9 +1,9 @@
 //! The two-phase-locking family on one lock word: the lock word's layout,
 //! the conflict rules of NO_WAIT, WAIT_DIE and WOUND_WAIT (RCC §4.2–4.3;
 //! RCBench §6.2.1, Alg. 4–5; Deneva §3.1), and every stage of the three
-//! protocols in one-sided and RPC form. `no_wait`, `wait_die` and
-//! `wound_wait` are thin [`Protocol`](super::Protocol) implementations over
-//! [`Lock2pl`] with their [`Policy`].
+//! protocols in one-sided and RPC form. [`Lock2pl`] is the protocol,
+//! generic over its rule: `no_wait`, `wait_die` and `wound_wait` each hold
+//! only their [`LockRule`], the decisions in which the three differ.
 //!
 //! # The lock word (protocol header word 0)
 //!
@@ -140,8 +140,10 @@ use crate::fabric::NodeId;
 use crate::store::NodeStore;
 use crate::txn::{ids, AbortReason, TxnCx, TxnResult};
 
+use std::marker::PhantomData;
+
 use super::common::{self, kind, lock_addr, status};
-use super::{Primitive, Served, Stage};
+use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
 
 /// Bit 63: the word is held exclusively; the rest is the holder's id.
 pub const EXCLUSIVE: u64 = 1 << 63;
@@ -231,27 +233,65 @@ pub fn wait_die_timestamp(cx: &TxnCx<'_>) -> u64 {
     (((cx.now_ns() >> 10) & CLOCK_MASK) << OWNER_BITS) | base
 }
 
-/// How a protocol of the family resolves a conflict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    NoWait,
-    WaitDie,
-    WoundWait,
+/// The rule of one protocol of the family: the decisions in which NO_WAIT,
+/// WAIT_DIE and WOUND_WAIT differ (module doc, "Conflict rules"). Every
+/// timestamp here is a lock value without bit 63; "older" is smaller.
+pub trait LockRule: Sync {
+    const KIND: ProtocolKind;
+    /// Lock values are timestamps taken at a request's first attempt and
+    /// kept across its retries (RCC §4.3); otherwise the coroutine's owner.
+    const TIMESTAMPED: bool;
+    /// Header word 1 counts the tuple's waiters, for RCC §4.3's starvation
+    /// fix (`protocol_options.wait_die_starvation_fix`).
+    const COUNTS_WAITERS: bool;
+    /// The rule wounds younger holders (RCBench Alg. 5): a status word per
+    /// transaction, a commit point in `log`, and tagged, time-limited
+    /// parked lock requests that a wounder can wake.
+    const WOUNDS: bool;
+    /// Why an attempt that may neither take nor wait for a lock aborts.
+    const CONFLICT: AbortReason;
+    /// Requester `mine` meets a lock held exclusively by its own earlier
+    /// attempt, whose release is in flight.
+    const OWN_EARLIER_LOCK: Decision;
+
+    /// Requester `mine` meets the exclusive holder `holder` (not itself).
+    fn against_holder(mine: u64, holder: u64) -> Decision;
+    /// Exclusive requester `mine` meets readers whose coarse timestamps
+    /// are bounded by `bound` (both coarse, `timestamp >> 16`).
+    fn against_readers(mine: u64, bound: u64) -> Decision;
+    /// The readers' bound after the reader `mine` joins readers bounded by
+    /// `bound` (both coarse); a first reader joins its own bound.
+    fn merge_bound(bound: u64, mine: u64) -> u64;
 }
 
-/// The shared machinery of the 2PL family, configured per run.
-#[derive(Clone, Copy, Debug)]
-pub struct Lock2pl {
-    pub policy: Policy,
+/// The 2PL family's protocol under rule `R`, configured per run.
+#[derive(Debug)]
+pub struct Lock2pl<R> {
     /// E/S mode: reads take shared locks (`LockMode::Shared`).
     pub shared: bool,
-    /// WAIT_DIE only: RCC §4.3's starvation fix (header word 1).
+    /// RCC §4.3's starvation fix (header word 1); only for a rule that
+    /// [`LockRule::COUNTS_WAITERS`].
     pub starvation_fix: bool,
+    rule: PhantomData<R>,
+}
+
+impl<R> Clone for Lock2pl<R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R> Copy for Lock2pl<R> {}
+
+impl<R> Default for Lock2pl<R> {
+    fn default() -> Self {
+        Lock2pl::new(false, false)
+    }
 }
 
 /// What a requester does about the lock word it saw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Decision {
+pub enum Decision {
     /// CAS the word from what was seen to this value.
     Take(u64),
     Wait,
@@ -265,25 +305,73 @@ fn coarse(ts: u64) -> u64 {
     ts >> COUNT_BITS
 }
 
-impl Lock2pl {
-    pub fn new(policy: Policy) -> Lock2pl {
+impl<R> Lock2pl<R> {
+    pub const fn new(shared: bool, starvation_fix: bool) -> Lock2pl<R> {
         Lock2pl {
-            policy,
-            shared: false,
-            starvation_fix: false,
+            shared,
+            starvation_fix,
+            rule: PhantomData,
+        }
+    }
+}
+
+impl<R: LockRule> Protocol for Lock2pl<R> {
+    const KIND: ProtocolKind = R::KIND;
+    const ACCESS_STAGE: Stage = Stage::Lock;
+
+    /// The lock word, and the waiter counter of a rule that counts them.
+    fn header_words(_record_words: u32) -> u32 {
+        1 + u32::from(R::COUNTS_WAITERS)
+    }
+
+    fn txn_meta_words(nodes: u32) -> u32 {
+        if R::WOUNDS {
+            wound_wait_meta_words(nodes)
+        } else {
+            0
         }
     }
 
-    /// Header words: the lock word, and WAIT_DIE's waiter counter.
-    pub fn header_words(policy: Policy) -> u32 {
-        match policy {
-            Policy::WaitDie => 2,
-            Policy::NoWait | Policy::WoundWait => 1,
-        }
+    fn begin(&self, cx: &mut TxnCx<'_>) {
+        self.begin_attempt(cx);
     }
 
+    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        self.lock_and_read(cx, index).await
+    }
+
+    async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        self.upgrade_lock(cx, index).await
+    }
+
+    async fn log(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        self.commit_point(cx).await
+    }
+
+    async fn commit(&self, cx: &mut TxnCx<'_>) {
+        self.post_unlock(cx, true);
+    }
+
+    async fn release(&self, cx: &mut TxnCx<'_>) {
+        self.post_unlock(cx, false);
+    }
+
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
+        let served = self.serve_kind(store, kind, payload, now_ns);
+        assert!(served.is_some(), "{:?} has no RPC handler {kind}", R::KIND);
+        served.unwrap_or(Served::Reply)
+    }
+
+    /// Parked lock requests oldest first, under a wounding rule (see
+    /// [`Lock2pl::rank`]).
+    fn waiting_rank(&self, kind: u16, payload: &[u64]) -> u64 {
+        self.rank(kind, payload)
+    }
+}
+
+impl<R: LockRule> Lock2pl<R> {
     fn fix(&self) -> bool {
-        self.starvation_fix && self.policy == Policy::WaitDie
+        self.starvation_fix && R::COUNTS_WAITERS
     }
 
     /// Whether access `index` holds (or asks for) an exclusive lock.
@@ -295,8 +383,8 @@ impl Lock2pl {
     /// Sets the attempt's lock value: NO_WAIT's coroutine owner, or the
     /// timestamp, new for a request's first attempt and kept across its
     /// retries so that a restarted transaction ages (RCC §4.3).
-    pub fn begin(&self, cx: &mut TxnCx<'_>) {
-        if self.policy == Policy::NoWait {
+    fn begin_attempt(&self, cx: &mut TxnCx<'_>) {
+        if !R::TIMESTAMPED {
             let base = ids::lock_owner(ids::coroutine_id(cx.worker.node, cx.worker.worker, cx.co));
             debug_assert!(base <= OWNER_MASK);
             cx.owner = EXCLUSIVE | base;
@@ -310,45 +398,28 @@ impl Lock2pl {
 
     /// The shared word of a first reader `me`.
     fn first_reader(&self, me: u64) -> u64 {
-        match self.policy {
-            Policy::NoWait => 1,
-            _ => (coarse(me & !EXCLUSIVE) << COUNT_BITS) | 1,
-        }
+        let mine = coarse(me & !EXCLUSIVE);
+        (R::merge_bound(mine, mine) << COUNT_BITS) | 1
     }
 
     /// The word after `me` joins the readers of `word` (count below max).
     fn join(&self, word: u64, me: u64) -> u64 {
         let count = (word & COUNT_MASK) + 1;
         let bound = word >> COUNT_BITS;
-        let mine = coarse(me & !EXCLUSIVE);
-        let bound = match self.policy {
-            Policy::NoWait => 0,
-            Policy::WaitDie => bound.min(mine),
-            Policy::WoundWait => bound.max(mine),
-        };
+        let bound = R::merge_bound(bound, coarse(me & !EXCLUSIVE));
         (bound << COUNT_BITS) | count
     }
 
     /// The conflict rules of the module doc, for requester `me` (its lock
     /// value) seeing `word`.
-    pub(super) fn decide(&self, word: u64, me: u64, exclusive: bool) -> Decision {
+    pub fn decide(&self, word: u64, me: u64, exclusive: bool) -> Decision {
         let mine = me & !EXCLUSIVE;
         if word & EXCLUSIVE != 0 {
             let holder = word & !EXCLUSIVE;
             if holder == mine {
-                // Our own earlier attempt's lock; its release is in flight.
-                return match self.policy {
-                    Policy::NoWait => Decision::Die(AbortReason::LockConflict),
-                    _ => Decision::Wait,
-                };
+                return R::OWN_EARLIER_LOCK;
             }
-            return match self.policy {
-                Policy::NoWait => Decision::Die(AbortReason::LockConflict),
-                Policy::WaitDie if mine < holder => Decision::Wait,
-                Policy::WaitDie => Decision::Die(AbortReason::Died),
-                Policy::WoundWait if mine < holder => Decision::Wound(holder),
-                Policy::WoundWait => Decision::Wait,
-            };
+            return R::against_holder(mine, holder);
         }
         let count = word & COUNT_MASK;
         if count == 0 {
@@ -360,20 +431,14 @@ impl Lock2pl {
             }
             return Decision::Take(self.join(word, me));
         }
-        let bound = word >> COUNT_BITS;
-        match self.policy {
-            Policy::NoWait => Decision::Die(AbortReason::LockConflict),
-            Policy::WaitDie if coarse(mine) < bound => Decision::Wait,
-            Policy::WoundWait if coarse(mine) > bound => Decision::Wait,
-            Policy::WaitDie | Policy::WoundWait => Decision::Die(AbortReason::Died),
-        }
+        R::against_readers(coarse(mine), word >> COUNT_BITS)
     }
 
     /// Execution-phase lock & read of `cx.accesses[index]`: exclusive for a
     /// write (or always, in exclusive mode), shared for a read.
-    pub async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+    async fn lock_and_read(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         let exclusive = self.exclusive(cx, index);
-        if self.policy == Policy::WoundWait && index == 0 {
+        if R::WOUNDS && index == 0 {
             self.arm_status(cx).await;
         }
         match cx.primitive(Stage::Lock) {
@@ -416,8 +481,7 @@ impl Lock2pl {
         loop {
             let (status, cas, read) = {
                 let mut batch = cx.round();
-                let status = (self.policy == Policy::WoundWait)
-                    .then(|| batch.read(cx.worker.node, cx.txn_meta_addr(), 1));
+                let status = R::WOUNDS.then(|| batch.read(cx.worker.node, cx.txn_meta_addr(), 1));
                 if let Some(holder) = wound.take() {
                     let (node, addr) = cx.txn_meta_of(holder & OWNER_MASK);
                     batch.cas(node, addr, EXCLUSIVE | holder, WOUNDED);
@@ -525,7 +589,7 @@ impl Lock2pl {
     async fn lock_rpc(&self, cx: &mut TxnCx<'_>, index: usize, exclusive: bool) -> TxnResult<()> {
         let access = cx.accesses[index];
         let flags = if exclusive { FLAG_EXCLUSIVE } else { 0 };
-        let wound_wait = self.policy == Policy::WoundWait;
+        let wound_wait = R::WOUNDS;
         let mut wounded_holder = 0;
         let mut timeouts: u64 = 0;
         // WOUND_WAIT: the tag of the next request, and whether the
@@ -635,7 +699,7 @@ impl Lock2pl {
         tag: u64,
         wound: Option<u64>,
     ) -> TxnResult<Option<Wake>> {
-        debug_assert_eq!(self.policy, Policy::WoundWait);
+        debug_assert!(R::WOUNDS);
         let (own_node, own) = (cx.worker.node, cx.txn_meta_addr());
         let (status, call) = {
             let mut batch = cx.round();
@@ -673,15 +737,11 @@ impl Lock2pl {
 
     /// A record first read is now also written: in E/S mode, turn the
     /// shared lock into an exclusive one (only a sole reader can).
-    pub async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+    async fn upgrade_lock(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         if !self.shared {
             return Ok(());
         }
         debug_assert!(cx.accesses[index].locked && !cx.accesses[index].write);
-        let conflict = match self.policy {
-            Policy::NoWait => AbortReason::LockConflict,
-            _ => AbortReason::Died,
-        };
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let upgraded = match cx.primitive(Stage::Lock) {
@@ -717,14 +777,14 @@ impl Lock2pl {
         if upgraded {
             Ok(())
         } else {
-            Err(conflict)
+            Err(R::CONFLICT)
         }
     }
 
     /// WOUND_WAIT's commit point (see the module doc): `CAS(owner →
     /// COMMITTING)` on the attempt's own status word.
-    pub async fn commit_point(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        if self.policy != Policy::WoundWait || cx.accesses.is_empty() {
+    async fn commit_point(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        if !R::WOUNDS || cx.accesses.is_empty() {
             // No access, no lock, status never armed: nothing to protect.
             return Ok(());
         }
@@ -754,16 +814,6 @@ impl Lock2pl {
             debug_assert_eq!(previous, WOUNDED, "only a wound changes a running status");
             Err(AbortReason::Wounded)
         }
-    }
-
-    /// Commit: install the write set and free every lock (passive).
-    pub fn commit(&self, cx: &mut TxnCx<'_>) {
-        self.post_unlock(cx, true);
-    }
-
-    /// Abort: free every lock the attempt holds (passive).
-    pub fn release(&self, cx: &mut TxnCx<'_>) {
-        self.post_unlock(cx, false);
     }
 
     /// One passive round that frees every lock the attempt holds, writing
@@ -850,8 +900,8 @@ impl Lock2pl {
         cx.submit_passive();
     }
 
-    /// RPC handlers of the family; false if `kind` is not one of them.
-    pub fn serve(
+    /// RPC handlers of the family; `None` if `kind` is not one of them.
+    fn serve_kind(
         &self,
         store: &NodeStore,
         kind: u16,
@@ -928,9 +978,9 @@ impl Lock2pl {
     /// after its abort: no waiter commits while the oldest keeps wounding
     /// (`verbena check --protocol wound_wait --seed 9 --hybrid 8 --workload
     /// smallbank`: nothing committed in 75 ms).
-    pub fn waiting_rank(&self, kind: u16, payload: &[u64]) -> u64 {
-        match (self.policy, kind) {
-            (Policy::WoundWait, kind::NO_WAIT_LOCK_READ) => payload[2] & !EXCLUSIVE,
+    fn rank(&self, kind: u16, payload: &[u64]) -> u64 {
+        match kind {
+            kind::NO_WAIT_LOCK_READ if R::WOUNDS => payload[2] & !EXCLUSIVE,
             _ => 0,
         }
     }
@@ -950,7 +1000,7 @@ impl Lock2pl {
             payload.push(status::NOT_FOUND);
             return Served::Reply;
         };
-        if self.policy == Policy::WoundWait {
+        if R::WOUNDS {
             let tag = payload[8];
             debug_assert!(tag != 0, "every WOUND_WAIT lock request is tagged");
             if store.region.load(wake_mark(store, me)) >= tag {
@@ -1018,7 +1068,7 @@ impl Lock2pl {
                         store.region.faa(w, 1);
                         payload[3] |= FLAG_REGISTERED;
                     }
-                    if self.policy == Policy::WoundWait {
+                    if R::WOUNDS {
                         let doublings = payload[6].min(MAX_PARK_DOUBLINGS);
                         payload[4] += 1;
                         if payload[7] == 0 {
@@ -1100,6 +1150,9 @@ fn call_payload<'p>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocols::no_wait::NoWait;
+    use crate::protocols::wait_die::WaitDie;
+    use crate::protocols::wound_wait::WoundWait;
 
     fn ts(clock: u64, owner: u64) -> u64 {
         EXCLUSIVE | (clock << OWNER_BITS) | owner
@@ -1107,7 +1160,7 @@ mod tests {
 
     #[test]
     fn wait_die_waits_only_for_younger_holders() {
-        let wd = Lock2pl::new(Policy::WaitDie);
+        let wd = Lock2pl::<WaitDie>::default();
         let (old, young) = (ts(5, 1), ts(9, 2));
         assert_eq!(wd.decide(young, old, true), Decision::Wait);
         assert_eq!(
@@ -1120,7 +1173,7 @@ mod tests {
 
     #[test]
     fn wound_wait_wounds_younger_holders_and_waits_for_older_ones() {
-        let ww = Lock2pl::new(Policy::WoundWait);
+        let ww = Lock2pl::<WoundWait>::default();
         let (old, young) = (ts(5, 1), ts(9, 2));
         assert_eq!(
             ww.decide(young, old, true),
@@ -1139,7 +1192,7 @@ mod tests {
                 record_words: 1,
                 capacity_per_node: 4,
             }],
-            |_| Lock2pl::header_words(Policy::WoundWait),
+            |_| Lock2pl::<WoundWait>::header_words(1),
         )
         .with_txn_meta(1, 4, wound_wait_meta_words(2));
         let store = NodeStore::new(0, std::sync::Arc::new(layout));
@@ -1161,7 +1214,7 @@ mod tests {
     /// clock), so that a wounded waiter notices the wound either way.
     #[test]
     fn a_parked_wound_wait_request_times_out_by_offers_or_by_time() {
-        let ww = Lock2pl::new(Policy::WoundWait);
+        let ww = Lock2pl::<WoundWait>::default();
         let (old, young) = (ts(5, 1), ts(9, 2));
         let store = locked_store(old);
         let request = |timeouts: u64| request(young, timeouts, 1);
@@ -1196,7 +1249,7 @@ mod tests {
     /// the same coroutine, nor another coroutine's.
     #[test]
     fn a_wake_answers_the_wounded_waiters_parked_request_and_no_other() {
-        let ww = Lock2pl::new(Policy::WoundWait);
+        let ww = Lock2pl::<WoundWait>::default();
         // The victim: owner 2 = node 0, worker 0, coroutine 1.
         let (old, victim, other) = (ts(5, 1), ts(9, 2), ts(11, 3));
         let store = locked_store(old);
@@ -1208,7 +1261,7 @@ mod tests {
             .region
             .store(status + META_REQUEST, request_record(1, 40));
         let mut wound = vec![status, victim];
-        assert!(ww.serve(&store, kind::LOCK2PL_WOUND, &mut wound, 0) == Some(Served::Reply));
+        assert!(ww.serve_kind(&store, kind::LOCK2PL_WOUND, &mut wound, 0) == Some(Served::Reply));
         assert_eq!(wound, [victim, request_record(1, 40)], "previous, record");
         assert_eq!(store.region.load(status), WOUNDED);
 
@@ -1217,24 +1270,24 @@ mod tests {
         assert!(ww.serve_lock(&store, &mut parked, 1) == Served::Wait);
         assert!(ww.serve_lock(&store, &mut bystander, 1) == Served::Wait);
         let mut wake = vec![victim & !EXCLUSIVE, 40];
-        assert!(ww.serve(&store, kind::LOCK2PL_WAKE, &mut wake, 2) == Some(Served::Reply));
+        assert!(ww.serve_kind(&store, kind::LOCK2PL_WAKE, &mut wake, 2) == Some(Served::Reply));
         assert!(woken(ww.serve_lock(&store, &mut parked, 3), &parked));
         assert!(ww.serve_lock(&store, &mut bystander, 3) == Served::Wait);
         // A stale wake lowers nothing; the next request is not answered.
         let mut stale = vec![victim & !EXCLUSIVE, 30];
-        ww.serve(&store, kind::LOCK2PL_WAKE, &mut stale, 4);
+        ww.serve_kind(&store, kind::LOCK2PL_WAKE, &mut stale, 4);
         let mut next = request(victim, 0, 41);
         assert!(ww.serve_lock(&store, &mut next, 5) == Served::Wait);
         // A wake that overtakes its request answers it on arrival.
         let mut early = vec![victim & !EXCLUSIVE, 50];
-        ww.serve(&store, kind::LOCK2PL_WAKE, &mut early, 6);
+        ww.serve_kind(&store, kind::LOCK2PL_WAKE, &mut early, 6);
         let mut late = request(victim, 0, 50);
         assert!(woken(ww.serve_lock(&store, &mut late, 7), &late));
     }
 
     #[test]
     fn shared_words_count_readers_and_keep_a_conservative_bound() {
-        let mut wd = Lock2pl::new(Policy::WaitDie);
+        let mut wd = Lock2pl::<WaitDie>::default();
         wd.shared = true;
         let (a, b, c) = (ts(1 << 20, 1), ts(2 << 20, 2), ts(3 << 20, 3));
         let Decision::Take(one) = wd.decide(0, b, false) else {
@@ -1254,7 +1307,7 @@ mod tests {
         // The last reader leaves the bound behind: still free.
         let left = two - 2;
         assert_eq!(wd.decide(left, c, true), Decision::Take(c));
-        let mut ww = Lock2pl::new(Policy::WoundWait);
+        let mut ww = Lock2pl::<WoundWait>::default();
         ww.shared = true;
         let Decision::Take(w) = ww.decide(0, b, false) else {
             panic!()
@@ -1265,10 +1318,7 @@ mod tests {
             "younger than all readers"
         );
         assert_eq!(ww.decide(w, a, true), Decision::Die(AbortReason::Died));
-        let nw = Lock2pl {
-            shared: true,
-            ..Lock2pl::new(Policy::NoWait)
-        };
+        let nw = Lock2pl::<NoWait>::new(true, false);
         assert_eq!(nw.decide(1, EXCLUSIVE | 7, false), Decision::Take(2));
         assert_eq!(
             nw.decide(COUNT_MASK, EXCLUSIVE | 7, false),
