@@ -23,53 +23,67 @@ use crate::txn::{AbortReason, TxnCx, TxnResult};
 
 use super::{Primitive, Stage};
 
-/// RPC handler kinds. Shared ones first; each protocol owns a range.
+/// RPC handler kinds, in the protocols' range of `base::rpc_kind`. Shared
+/// ones first; each protocol owns a decade.
 pub mod kind {
-    pub const WRITE_BACK: u16 = 1;
-    pub const UNLOCK: u16 = 2;
-    /// The 2PL family (`lock2pl`: NO_WAIT, WAIT_DIE, WOUND_WAIT): 10–19.
-    pub const NO_WAIT_LOCK_READ: u16 = 10;
-    pub const LOCK2PL_UPGRADE: u16 = 11;
-    pub const LOCK2PL_UNLOCK_SHARED: u16 = 12;
-    pub const LOCK2PL_STATUS_CAS: u16 = 13;
-    /// WOUND_WAIT by RPC: wound a holder and learn where it waits.
-    pub const LOCK2PL_WOUND: u16 = 14;
-    /// WOUND_WAIT by RPC: answer a wounded waiter's parked request.
-    pub const LOCK2PL_WAKE: u16 = 15;
-    pub const OCC_READ: u16 = 20;
-    pub const OCC_LOCK: u16 = 21;
-    pub const OCC_VALIDATE: u16 = 22;
-    pub const TS_READ: u16 = 40;
-    pub const TS_LOCK: u16 = 41;
-    pub const TS_COMMIT: u16 = 42;
-    pub const TS_LOCK_FETCH: u16 = 43;
-    pub const TS_INSTALL: u16 = 44;
-    pub const TS_OUTCOME: u16 = 45;
-    pub const TS_LOCK_READ: u16 = 46;
-    pub const MVCC_READ: u16 = 50;
-    pub const MVCC_LOCK: u16 = 51;
-    pub const MVCC_COMMIT: u16 = 52;
-    pub const MVCC_LOCK_READ: u16 = 53;
-    pub const MAAT_INIT: u16 = 60;
-    pub const MAAT_REGISTER: u16 = 61;
-    pub const MAAT_META_READ: u16 = 62;
-    pub const MAAT_PUSH: u16 = 63;
-    pub const MAAT_FREEZE: u16 = 64;
-    pub const MAAT_COMMIT: u16 = 65;
-    pub const MAAT_UNREGISTER: u16 = 66;
-    pub const MAAT_ABORT: u16 = 67;
-    pub const CICADA_READ: u16 = 70;
-    pub const CICADA_INSTALL: u16 = 71;
-    pub const CICADA_VALIDATE: u16 = 72;
-    pub const CICADA_FINISH: u16 = 73;
-    pub const SUNDIAL_READ: u16 = 80;
-    pub const SUNDIAL_LOCK: u16 = 81;
-    pub const SUNDIAL_RENEW: u16 = 82;
-    pub const SUNDIAL_WRITE_BACK: u16 = 83;
-    pub const SUNDIAL_RELEASE: u16 = 84;
-    /// `protocol_options.sundial_lock_at_access`: lock & read at access.
-    pub const SUNDIAL_LOCK_READ: u16 = 85;
-    pub const DRTM_ACCESS: u16 = 110;
+    /// Declares the kinds and [`ALL`], which the build checks against the
+    /// protocols' range: in it, and no two equal.
+    macro_rules! kinds {
+        ($($(#[$doc:meta])* $name:ident = $value:expr;)*) => {
+            $($(#[$doc])* pub const $name: u16 = $value;)*
+            /// Every kind above.
+            pub const ALL: &[u16] = &[$($name),*];
+            const _: () = crate::base::rpc_kind::PROTOCOLS.check(ALL);
+        };
+    }
+
+    kinds! {
+        WRITE_BACK = 1;
+        UNLOCK = 2;
+        /// The 2PL family (`lock2pl`: NO_WAIT, WAIT_DIE, WOUND_WAIT): 10–19.
+        NO_WAIT_LOCK_READ = 10;
+        LOCK2PL_UPGRADE = 11;
+        LOCK2PL_UNLOCK_SHARED = 12;
+        LOCK2PL_STATUS_CAS = 13;
+        /// WOUND_WAIT by RPC: wound a holder and learn where it waits.
+        LOCK2PL_WOUND = 14;
+        /// WOUND_WAIT by RPC: answer a wounded waiter's parked request.
+        LOCK2PL_WAKE = 15;
+        OCC_READ = 20;
+        OCC_LOCK = 21;
+        OCC_VALIDATE = 22;
+        TS_READ = 40;
+        TS_LOCK = 41;
+        TS_COMMIT = 42;
+        TS_LOCK_FETCH = 43;
+        TS_INSTALL = 44;
+        TS_OUTCOME = 45;
+        TS_LOCK_READ = 46;
+        MVCC_READ = 50;
+        MVCC_LOCK = 51;
+        MVCC_COMMIT = 52;
+        MVCC_LOCK_READ = 53;
+        MAAT_INIT = 60;
+        MAAT_REGISTER = 61;
+        MAAT_META_READ = 62;
+        MAAT_PUSH = 63;
+        MAAT_FREEZE = 64;
+        MAAT_COMMIT = 65;
+        MAAT_UNREGISTER = 66;
+        MAAT_ABORT = 67;
+        CICADA_READ = 70;
+        CICADA_INSTALL = 71;
+        CICADA_VALIDATE = 72;
+        CICADA_FINISH = 73;
+        SUNDIAL_READ = 80;
+        SUNDIAL_LOCK = 81;
+        SUNDIAL_RENEW = 82;
+        SUNDIAL_WRITE_BACK = 83;
+        SUNDIAL_RELEASE = 84;
+        /// `protocol_options.sundial_lock_at_access`: lock & read at access.
+        SUNDIAL_LOCK_READ = 85;
+        DRTM_ACCESS = 110;
+    }
 }
 
 /// Status words in RPC replies.
