@@ -321,10 +321,13 @@ impl Cicada {
     }
 
     async fn fetch(&self, cx: &mut TxnCx<'_>, index: usize, write: bool) -> TxnResult<()> {
-        match cx.primitive(Stage::Read) {
-            Primitive::OneSided => self.fetch_onesided(cx, index, write).await,
-            Primitive::Rpc => self.fetch_rpc(cx, index, write).await,
-        }
+        common::in_form(
+            cx,
+            Stage::Read,
+            async |cx| self.fetch_onesided(cx, index, write).await,
+            async |cx| self.fetch_rpc(cx, index, write).await,
+        )
+        .await
     }
 
     async fn fetch_onesided(&self, cx: &mut TxnCx<'_>, index: usize, write: bool) -> TxnResult<()> {

@@ -125,6 +125,21 @@ pub fn decode<'a>(table: &TableLayout, tuple: &'a [u64]) -> TupleView<'a> {
     }
 }
 
+/// Runs `stage` in the form the run's plan gives it (`TxnCx::primitive`):
+/// `onesided` or `rpc`, both handed the context. Every stage with both
+/// forms chooses here, so no protocol decides the form on its own.
+pub async fn in_form<'c, 'a, T>(
+    cx: &'c mut TxnCx<'a>,
+    stage: Stage,
+    onesided: impl AsyncFnOnce(&'c mut TxnCx<'a>) -> T,
+    rpc: impl AsyncFnOnce(&'c mut TxnCx<'a>) -> T,
+) -> T {
+    match cx.primitive(stage) {
+        Primitive::OneSided => onesided(cx).await,
+        Primitive::Rpc => rpc(cx).await,
+    }
+}
+
 /// Makes `cx.accesses[index].slot` known: a location-cache hit costs
 /// nothing; a miss probes the three cuckoo buckets with one doorbell batch of
 /// READs (one round trip) and fills the cache.

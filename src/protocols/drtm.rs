@@ -111,7 +111,7 @@ use crate::store::NodeStore;
 use crate::txn::{ids, AbortReason, TxnCx, TxnResult};
 
 use super::common::{self, kind, lock_addr, status};
-use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
+use super::{Protocol, ProtocolKind, Served, Stage};
 
 /// The write-lock bit of the state word.
 pub const W_LOCKED: u64 = 1;
@@ -369,10 +369,13 @@ impl Protocol for Drtm {
     }
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        match cx.primitive(Stage::Lock) {
-            Primitive::OneSided => self.access_onesided(cx, index).await,
-            Primitive::Rpc => self.access_rpc(cx, index).await,
-        }
+        common::in_form(
+            cx,
+            Stage::Lock,
+            async |cx| self.access_onesided(cx, index).await,
+            async |cx| self.access_rpc(cx, index).await,
+        )
+        .await
     }
 
     async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {

@@ -304,10 +304,13 @@ impl Maat {
         write: bool,
         upgrade: bool,
     ) -> TxnResult<()> {
-        match cx.primitive(Stage::Read) {
-            Primitive::OneSided => self.register_onesided(cx, index, write, upgrade).await,
-            Primitive::Rpc => self.register_rpc(cx, index, write, upgrade).await,
-        }
+        common::in_form(
+            cx,
+            Stage::Read,
+            async |cx| self.register_onesided(cx, index, write, upgrade).await,
+            async |cx| self.register_rpc(cx, index, write, upgrade).await,
+        )
+        .await
     }
 
     async fn register_onesided(
@@ -983,10 +986,13 @@ impl Protocol for Maat {
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {
         let ts = cx.timestamp;
-        match cx.primitive(Stage::Commit) {
-            Primitive::OneSided => self.finish_onesided(cx, ts).await,
-            Primitive::Rpc => self.commit_rpc(cx, ts),
-        }
+        common::in_form(
+            cx,
+            Stage::Commit,
+            async |cx| self.finish_onesided(cx, ts).await,
+            async |cx| self.commit_rpc(cx, ts),
+        )
+        .await;
         for access in cx.accesses.iter_mut() {
             access.meta = 0;
         }

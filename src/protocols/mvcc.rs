@@ -582,25 +582,34 @@ impl Protocol for Mvcc {
     /// a lock (and read), so it uses the `lock` stage's.
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         if cx.accesses[index].write {
-            return match cx.primitive(Stage::Lock) {
-                Primitive::OneSided => self.lock_read_onesided(cx, index).await,
-                Primitive::Rpc => self.lock_read_rpc(cx, index).await,
-            };
+            return common::in_form(
+                cx,
+                Stage::Lock,
+                async |cx| self.lock_read_onesided(cx, index).await,
+                async |cx| self.lock_read_rpc(cx, index).await,
+            )
+            .await;
         }
-        match cx.primitive(Stage::Read) {
-            Primitive::OneSided => self.read_onesided(cx, index).await,
-            Primitive::Rpc => self.read_rpc(cx, index).await,
-        }
+        common::in_form(
+            cx,
+            Stage::Read,
+            async |cx| self.read_onesided(cx, index).await,
+            async |cx| self.read_rpc(cx, index).await,
+        )
+        .await
     }
 
     async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         if !cx.accesses.iter().any(|a| a.write && !a.locked) {
             return Ok(());
         }
-        match cx.primitive(Stage::Lock) {
-            Primitive::OneSided => self.lock_onesided(cx).await,
-            Primitive::Rpc => self.lock_rpc(cx).await,
-        }
+        common::in_form(
+            cx,
+            Stage::Lock,
+            async |cx| self.lock_onesided(cx).await,
+            async |cx| self.lock_rpc(cx).await,
+        )
+        .await
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {

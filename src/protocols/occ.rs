@@ -58,7 +58,7 @@ use crate::store::NodeStore;
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
 use super::common::{self, kind, lock_addr, status};
-use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
+use super::{Protocol, ProtocolKind, Served, Stage};
 
 #[derive(Clone, Debug, Default)]
 pub struct Occ {
@@ -262,30 +262,39 @@ impl Protocol for Occ {
     }
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        match cx.primitive(Stage::Read) {
-            Primitive::OneSided => self.read_onesided(cx, index).await,
-            Primitive::Rpc => self.read_rpc(cx, index).await,
-        }
+        common::in_form(
+            cx,
+            Stage::Read,
+            async |cx| self.read_onesided(cx, index).await,
+            async |cx| self.read_rpc(cx, index).await,
+        )
+        .await
     }
 
     async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         if !cx.accesses.iter().any(|a| a.write) {
             return Ok(());
         }
-        match cx.primitive(Stage::Lock) {
-            Primitive::OneSided => self.lock_onesided(cx).await,
-            Primitive::Rpc => self.lock_rpc(cx).await,
-        }
+        common::in_form(
+            cx,
+            Stage::Lock,
+            async |cx| self.lock_onesided(cx).await,
+            async |cx| self.lock_rpc(cx).await,
+        )
+        .await
     }
 
     async fn validate(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         if self.skip_validation {
             return Ok(());
         }
-        match cx.primitive(Stage::Validate) {
-            Primitive::OneSided => self.validate_onesided(cx).await,
-            Primitive::Rpc => self.validate_rpc(cx).await,
-        }
+        common::in_form(
+            cx,
+            Stage::Validate,
+            async |cx| self.validate_onesided(cx).await,
+            async |cx| self.validate_rpc(cx).await,
+        )
+        .await
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {

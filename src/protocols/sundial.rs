@@ -322,10 +322,13 @@ impl Sundial {
         index: usize,
         upgrade: bool,
     ) -> TxnResult<()> {
-        match cx.primitive(Stage::Lock) {
-            Primitive::OneSided => self.lock_on_access_onesided(cx, index, upgrade).await?,
-            Primitive::Rpc => self.lock_on_access_rpc(cx, index, upgrade).await?,
-        }
+        common::in_form(
+            cx,
+            Stage::Lock,
+            async |cx| self.lock_on_access_onesided(cx, index, upgrade).await,
+            async |cx| self.lock_on_access_rpc(cx, index, upgrade).await,
+        )
+        .await?;
         // Order after the lease the written version had when locked.
         let access = &cx.accesses[index];
         debug_assert!(access.locked && access.meta & LOCKED == 0);
@@ -893,10 +896,13 @@ impl Protocol for Sundial {
         if self.lock_at_access && cx.accesses[index].write {
             return self.lock_on_access(cx, index, false).await;
         }
-        match cx.primitive(Stage::Read) {
-            Primitive::OneSided => self.read_onesided(cx, index).await,
-            Primitive::Rpc => self.read_rpc(cx, index).await,
-        }
+        common::in_form(
+            cx,
+            Stage::Read,
+            async |cx| self.read_onesided(cx, index).await,
+            async |cx| self.read_rpc(cx, index).await,
+        )
+        .await
     }
 
     async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
@@ -916,10 +922,13 @@ impl Protocol for Sundial {
             debug_assert!(cx.accesses.iter().all(|a| !a.write || a.locked));
             return Ok(());
         }
-        match cx.primitive(Stage::Lock) {
-            Primitive::OneSided => self.lock_onesided(cx).await?,
-            Primitive::Rpc => self.lock_rpc(cx).await?,
-        }
+        common::in_form(
+            cx,
+            Stage::Lock,
+            async |cx| self.lock_onesided(cx).await,
+            async |cx| self.lock_rpc(cx).await,
+        )
+        .await?;
         // Order after every lease the written versions had when locked.
         for access in cx.accesses.iter().filter(|a| a.write) {
             debug_assert!(access.locked);
@@ -933,10 +942,13 @@ impl Protocol for Sundial {
         if !cx.accesses.iter().any(|a| needs_renewal(a, commit_ts)) {
             return Ok(());
         }
-        match cx.primitive(Stage::Renew) {
-            Primitive::OneSided => self.renew_onesided(cx).await,
-            Primitive::Rpc => self.renew_rpc(cx).await,
-        }
+        common::in_form(
+            cx,
+            Stage::Renew,
+            async |cx| self.renew_onesided(cx).await,
+            async |cx| self.renew_rpc(cx).await,
+        )
+        .await
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {

@@ -441,10 +441,13 @@ impl<R: LockRule> Lock2pl<R> {
         if R::WOUNDS && index == 0 {
             self.arm_status(cx).await;
         }
-        match cx.primitive(Stage::Lock) {
-            Primitive::OneSided => self.lock_onesided(cx, index, exclusive).await,
-            Primitive::Rpc => self.lock_rpc(cx, index, exclusive).await,
-        }
+        common::in_form(
+            cx,
+            Stage::Lock,
+            async |cx| self.lock_onesided(cx, index, exclusive).await,
+            async |cx| self.lock_rpc(cx, index, exclusive).await,
+        )
+        .await
     }
 
     /// WOUND_WAIT: marks this attempt running (status = `cx.owner`) before
@@ -743,26 +746,27 @@ impl<R: LockRule> Lock2pl<R> {
         }
         debug_assert!(cx.accesses[index].locked && !cx.accesses[index].write);
         let access = cx.accesses[index];
-        let table = cx.table(access.table);
-        let upgraded = match cx.primitive(Stage::Lock) {
-            Primitive::OneSided => {
-                let lock = lock_addr(table, access.slot);
+        let upgraded = common::in_form(
+            cx,
+            Stage::Lock,
+            async |cx| -> TxnResult<bool> {
+                let lock = lock_addr(cx.table(access.table), access.slot);
                 let mut expected = self.first_reader(cx.owner);
                 loop {
                     let cas = cx.round().cas(access.node, lock, expected, cx.owner);
                     cx.submit().await?;
                     let previous = cx.batch().result_word(cas);
                     if previous == expected {
-                        break true;
+                        return Ok(true);
                     }
                     debug_assert!(previous & EXCLUSIVE == 0 && previous & COUNT_MASK >= 1);
                     if previous & EXCLUSIVE != 0 || previous & COUNT_MASK != 1 {
-                        break false;
+                        return Ok(false);
                     }
                     expected = previous;
                 }
-            }
-            Primitive::Rpc => {
+            },
+            async |cx| -> TxnResult<bool> {
                 let call = common::call_one(
                     cx,
                     access.node,
@@ -771,9 +775,10 @@ impl<R: LockRule> Lock2pl<R> {
                 );
                 cx.submit().await?;
                 let ok = cx.batch().reply(call)[0] == status::OK;
-                ok
-            }
-        };
+                Ok(ok)
+            },
+        )
+        .await?;
         if upgraded {
             Ok(())
         } else {
@@ -789,25 +794,24 @@ impl<R: LockRule> Lock2pl<R> {
             return Ok(());
         }
         let (node, addr) = (cx.worker.node, cx.txn_meta_addr());
-        let previous = match cx.primitive(Stage::Log) {
-            Primitive::OneSided => {
+        let previous = common::in_form(
+            cx,
+            Stage::Log,
+            async |cx| -> TxnResult<u64> {
                 let cas = cx.round().cas(node, addr, cx.owner, COMMITTING);
                 cx.submit().await?;
                 let previous = cx.batch().result_word(cas);
-                previous
-            }
-            Primitive::Rpc => {
-                let call = common::call_one(
-                    cx,
-                    node,
-                    kind::LOCK2PL_STATUS_CAS,
-                    &[addr, cx.owner, COMMITTING],
-                );
+                Ok(previous)
+            },
+            async |cx| -> TxnResult<u64> {
+                let words = [addr, cx.owner, COMMITTING];
+                let call = common::call_one(cx, node, kind::LOCK2PL_STATUS_CAS, &words);
                 cx.submit().await?;
                 let previous = cx.batch().reply(call)[0];
-                previous
-            }
-        };
+                Ok(previous)
+            },
+        )
+        .await?;
         if previous == cx.owner {
             Ok(())
         } else {
