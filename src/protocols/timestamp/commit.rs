@@ -1,0 +1,435 @@
+//! Basic T/O's commit-time stages (RCBench §6.2.2, Alg. 6–7): `lock`
+//! prewrites every written record (CAS its lock word to the timestamp and
+//! check the order), the cascading variant installs its writes early and
+//! waits for the writers it read from, and `commit` / `release` install or
+//! restore the records and unlock them in one passive round — each in
+//! one-sided and RPC form on the same lock words.
+//!
+//! Invariant: a record is installed only under its lock, and every lock an
+//! attempt took is freed by its commit or release.
+
+use super::serve::outcome_of;
+use super::*;
+
+impl Timestamp {
+    /// Lock stage, first round: lock the records that were read first and
+    /// written later (the others were locked when fetched) and check they
+    /// are still writable by `ts`. The cascading variant also fetches every
+    /// write-set record's committed `wts` and record into its backup (see
+    /// [`Backups`]), taking no lock it already holds.
+    pub(super) async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        let fetch = self.cascading;
+        cx.collect_nodes(|a| a.write && (fetch || !a.locked));
+        if cx.nodes.is_empty() {
+            return Ok(());
+        }
+        let ts = cx.timestamp;
+        {
+            let mut batch = cx.round();
+            cx.queued.clear();
+            for &node in &cx.nodes {
+                for (index, access) in cx.accesses.iter().enumerate() {
+                    if !(access.write && (fetch || !access.locked) && access.node == node) {
+                        continue;
+                    }
+                    let table = cx.table(access.table);
+                    if !access.locked {
+                        batch.cas(node, lock_addr(table, access.slot), 0, ts);
+                    }
+                    let read = if fetch {
+                        batch.read(node, table.tuple_addr(access.slot), table.tuple_words)
+                    } else {
+                        batch.read(node, table.seq_addr(access.slot), 4)
+                    };
+                    cx.queued.push((index, read.0));
+                }
+            }
+        }
+        cx.submit().await?;
+        let mut outcome = Ok(());
+        for q in 0..cx.queued.len() {
+            let (index, read) = cx.queued[q];
+            let batch = cx.batch();
+            // The CAS, if any, is the verb before the READ.
+            if !cx.accesses[index].locked && batch.result_word(VerbId(read - 1)) != 0 {
+                outcome = outcome.and(Err(AbortReason::LockConflict));
+                continue;
+            }
+            cx.accesses[index].locked = true;
+            // Read under the lock.
+            let words = batch.result(VerbId(read));
+            let (seq, wts, rts) = if fetch {
+                (
+                    words[SEQ_WORD as usize],
+                    words[(HEADER_WORD + WTS_WORD) as usize],
+                    words[(HEADER_WORD + RTS_WORD) as usize],
+                )
+            } else {
+                (words[0], words[2], words[3])
+            };
+            if !writable(ts, cx.accesses[index].seq, seq, wts, rts) {
+                outcome = outcome.and(Err(AbortReason::TimestampOrder));
+            } else if fetch {
+                let table = cx.table(cx.accesses[index].table);
+                let record = table.record_offset() as usize;
+                let at = Backups::of(cx, index);
+                cx.data[at] = wts;
+                let words = batch.result(VerbId(read));
+                cx.data[at + 1..at + 1 + table.record_words as usize]
+                    .copy_from_slice(&words[record..record + table.record_words as usize]);
+            }
+        }
+        outcome
+    }
+
+    pub(super) async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        let fetch = self.cascading;
+        cx.collect_nodes(|a| a.write && (fetch || !a.locked));
+        if cx.nodes.is_empty() {
+            return Ok(());
+        }
+        {
+            let mut batch = cx.round();
+            cx.queued.clear();
+            for (n, &node) in cx.nodes.iter().enumerate() {
+                let mut payload = batch.payload();
+                payload.push(cx.timestamp);
+                // Where each entry's reply starts: one word per entry, or
+                // `[status, wts, record…]` when fetching.
+                let mut position = 0u32;
+                for (index, access) in cx.accesses.iter().enumerate() {
+                    if access.write && (fetch || !access.locked) && access.node == node {
+                        payload.extend_from_slice(&[
+                            access.table as u64,
+                            access.slot,
+                            access.seq,
+                            access.locked as u64,
+                        ]);
+                        cx.queued.push((index, ((n as u32) << 16) | position));
+                        position += if fetch {
+                            2 + cx.table(access.table).record_words
+                        } else {
+                            1
+                        };
+                    }
+                }
+                let kind = if fetch {
+                    kind::TS_LOCK_FETCH
+                } else {
+                    kind::TS_LOCK
+                };
+                batch.call(node, kind, payload, false);
+            }
+        }
+        cx.submit().await?;
+        let mut outcome = Ok(());
+        for q in 0..cx.queued.len() {
+            let (index, at) = cx.queued[q];
+            let batch = cx.batch();
+            let reply = batch.reply(CallId((at >> 16) as u16));
+            let at = (at & 0xffff) as usize;
+            match reply[at] {
+                LOCK_OK => {
+                    cx.accesses[index].locked = true;
+                    if fetch {
+                        let words = cx.table(cx.accesses[index].table).record_words as usize;
+                        let to = Backups::of(cx, index);
+                        cx.data[to..to + 1 + words].copy_from_slice(&reply[at + 1..at + 2 + words]);
+                    }
+                }
+                LOCK_STALE => {
+                    cx.accesses[index].locked = true;
+                    outcome = outcome.and(Err(AbortReason::TimestampOrder));
+                }
+                _ => outcome = outcome.and(Err(AbortReason::LockConflict)),
+            }
+        }
+        outcome
+    }
+
+    /// Cascading variant, after the write set is locked and writable: marks
+    /// this transaction running in its metadata word, then installs every
+    /// write (record, `wts = ts`, `seq + 1`, lock flagged installed) where
+    /// readers younger than `ts` may read it. Awaited, so the commit's or
+    /// release's unlock follows it whatever primitives the stages use.
+    pub(super) async fn install(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        let ts = cx.timestamp;
+        let node = cx.worker.node;
+        let meta = cx.txn_meta_addr();
+        cx.round().write_word(node, meta, ts | META_RUNNING);
+        cx.submit().await?;
+        cx.collect_nodes(|a| a.write);
+        let primitive = cx.primitive(Stage::Lock);
+        {
+            let mut batch = cx.round();
+            for &node in &cx.nodes {
+                let mut payload: Option<Vec<u64>> = None;
+                for (index, access) in cx.accesses.iter().enumerate() {
+                    if access.node != node || !access.write {
+                        continue;
+                    }
+                    debug_assert!(access.locked);
+                    let table = cx.table(access.table);
+                    let new_seq = access.seq + 1;
+                    match primitive {
+                        Primitive::OneSided => queue_install_onesided(
+                            &mut batch,
+                            table,
+                            node,
+                            access.slot,
+                            new_seq,
+                            cx.record(index),
+                            ts,
+                            ts | LOCK_INSTALLED,
+                        ),
+                        Primitive::Rpc => {
+                            let payload = owner_payload(&mut payload, &mut batch, ts);
+                            payload.extend_from_slice(&[
+                                access.table as u64,
+                                access.slot,
+                                new_seq,
+                                ts,
+                            ]);
+                            payload.extend_from_slice(cx.record(index));
+                        }
+                    }
+                }
+                if let Some(payload) = payload {
+                    batch.call(node, kind::TS_INSTALL, payload, false);
+                }
+            }
+        }
+        let at = Backups::marker(cx);
+        cx.data[at] = 1;
+        cx.owner = ts | LOCK_INSTALLED;
+        cx.submit().await
+    }
+
+    /// Cascading variant: waits until every writer whose uncommitted write
+    /// this attempt read has finished; fails if one aborted (or its outcome
+    /// is no longer known: its coroutine installed again since).
+    pub(super) async fn await_writers(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
+        let mut pending = std::mem::take(&mut *self.deps(cx));
+        pending.sort_unstable();
+        pending.dedup();
+        let primitive = cx.primitive(Stage::Lock);
+        let mut outcome = Ok(());
+        for _ in 0..DEP_POLLS {
+            if pending.is_empty() {
+                break;
+            }
+            {
+                let mut batch = cx.round();
+                cx.queued.clear();
+                for (i, &writer) in pending.iter().enumerate() {
+                    let (node, worker, co) = self.clock.coroutine_of(writer);
+                    let addr = cx.layout.txn_meta.addr(worker, co);
+                    let id = match primitive {
+                        Primitive::OneSided => batch.read(node, addr, 2).0,
+                        Primitive::Rpc => {
+                            let mut payload = batch.payload();
+                            payload.extend_from_slice(&[addr, writer]);
+                            batch.call(node, kind::TS_OUTCOME, payload, false).0 as u32
+                        }
+                    };
+                    cx.queued.push((i, id));
+                }
+            }
+            cx.submit().await?;
+            let mut still = 0;
+            {
+                let batch = cx.batch();
+                for &(i, id) in &cx.queued {
+                    let words = match primitive {
+                        Primitive::OneSided => batch.result(VerbId(id)),
+                        Primitive::Rpc => batch.reply(CallId(id as u16)),
+                    };
+                    let writer = pending[i];
+                    match outcome_of(writer, words[0], words[1]) {
+                        META_COMMITTED => {}
+                        META_RUNNING => {
+                            pending[still] = writer;
+                            still += 1;
+                        }
+                        _ => outcome = Err(AbortReason::CascadingAbort),
+                    }
+                }
+            }
+            pending.truncate(still);
+            if outcome.is_err() {
+                break;
+            }
+            if !pending.is_empty() {
+                cx.worker.sleep(cx.co, READ_WAIT_NS).await;
+            }
+        }
+        if !pending.is_empty() {
+            outcome = Err(AbortReason::CascadingAbort);
+        }
+        pending.clear();
+        // Hand the vector back for its capacity.
+        *self.deps(cx) = pending;
+        outcome
+    }
+
+    /// Commit: installs every write-set record with `wts = ts` and unlocks
+    /// it, in one passive round. Cascading variant: the writes are
+    /// installed already; mark the transaction committed, then unlock.
+    pub(super) fn post_commit(&self, cx: &mut TxnCx<'_>) {
+        debug_assert!(
+            cx.accesses.iter().all(|a| a.write == a.locked),
+            "T/O commits holding exactly its write set's locks"
+        );
+        let installed = self.cascading && cx.accesses.iter().any(|a| a.write);
+        cx.collect_nodes(|a| a.locked);
+        if cx.nodes.is_empty() {
+            return;
+        }
+        let primitive = cx.primitive(Stage::Commit);
+        let ts = cx.timestamp;
+        let mut batch = cx.round();
+        if installed {
+            batch.write_word(cx.worker.node, cx.txn_meta_addr(), ts | META_COMMITTED);
+        }
+        for &node in &cx.nodes {
+            let mut payload: Option<Vec<u64>> = None;
+            for (index, access) in cx.accesses.iter().enumerate() {
+                if access.node != node || !access.locked {
+                    continue;
+                }
+                let table = cx.table(access.table);
+                let new_seq = access.seq + 1;
+                match (primitive, installed) {
+                    (Primitive::OneSided, false) => queue_install_onesided(
+                        &mut batch,
+                        table,
+                        node,
+                        access.slot,
+                        new_seq,
+                        cx.record(index),
+                        ts,
+                        0,
+                    ),
+                    (Primitive::OneSided, true) => {
+                        batch.write_word(node, lock_addr(table, access.slot), 0);
+                    }
+                    (Primitive::Rpc, false) => {
+                        let payload = owner_payload(&mut payload, &mut batch, ts);
+                        payload.extend_from_slice(&[access.table as u64, access.slot, new_seq]);
+                        payload.extend_from_slice(cx.record(index));
+                    }
+                    (Primitive::Rpc, true) => {
+                        let payload = owner_payload(&mut payload, &mut batch, cx.owner);
+                        payload.extend_from_slice(&[access.table as u64, access.slot]);
+                    }
+                }
+            }
+            if let Some(payload) = payload {
+                let kind = if installed {
+                    kind::UNLOCK
+                } else {
+                    kind::TS_COMMIT
+                };
+                batch.call(node, kind, payload, true);
+            }
+        }
+        drop(batch);
+        for access in cx.accesses.iter_mut() {
+            access.locked = false;
+        }
+        cx.submit_passive();
+    }
+
+    /// Cascading variant's release once the writes are installed: mark the
+    /// transaction aborted (readers of its writes abort in cascade), then
+    /// put every record's committed version back and unlock it.
+    pub(super) fn post_restore(&self, cx: &mut TxnCx<'_>) {
+        cx.collect_nodes(|a| a.locked);
+        let primitive = cx.primitive(Stage::Release);
+        let ts = cx.timestamp;
+        let mut batch = cx.round();
+        // Both outcome words in one WRITE: see `outcome_of`.
+        batch.write(cx.worker.node, cx.txn_meta_addr(), &[ts | META_ABORTED, ts]);
+        for &node in &cx.nodes {
+            let mut payload: Option<Vec<u64>> = None;
+            for (index, access) in cx.accesses.iter().enumerate() {
+                if access.node != node || !access.locked {
+                    continue;
+                }
+                let table = cx.table(access.table);
+                let at = Backups::of(cx, index);
+                let (wts, record) = (
+                    cx.data[at],
+                    &cx.data[at + 1..at + 1 + table.record_words as usize],
+                );
+                match primitive {
+                    Primitive::OneSided => queue_install_onesided(
+                        &mut batch,
+                        table,
+                        node,
+                        access.slot,
+                        access.seq,
+                        record,
+                        wts,
+                        0,
+                    ),
+                    Primitive::Rpc => {
+                        let payload = owner_payload(&mut payload, &mut batch, cx.owner);
+                        payload.extend_from_slice(&[
+                            access.table as u64,
+                            access.slot,
+                            access.seq,
+                            wts,
+                        ]);
+                        payload.extend_from_slice(record);
+                    }
+                }
+            }
+            if let Some(payload) = payload {
+                batch.call(node, kind::TS_INSTALL, payload, true);
+            }
+        }
+        drop(batch);
+        for access in cx.accesses.iter_mut() {
+            access.locked = false;
+        }
+        cx.submit_passive();
+    }
+}
+
+/// Queues the one-sided install of a version — WRITE `seq_end`, WRITE
+/// record, WRITE `wts`, WRITE `[seq, lock]` — in the store's write-back
+/// order (`wts` before `seq`, so a READ that saw the new `seq` saw it).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn queue_install_onesided(
+    batch: &mut Batch,
+    table: &TableLayout,
+    node: crate::fabric::NodeId,
+    slot: u64,
+    seq: u64,
+    record: &[u64],
+    wts: u64,
+    lock: u64,
+) {
+    batch.write_word(
+        node,
+        table.tuple_addr(slot) + table.seq_end_offset() as u64,
+        seq,
+    );
+    batch.write(node, table.record_addr(slot), record);
+    batch.write_word(node, table.header_addr(slot, WTS_WORD), wts);
+    batch.write(node, table.seq_addr(slot), &[seq, lock]);
+}
+
+/// The payload of a per-node call, started with `first` on first use.
+pub(super) fn owner_payload<'p>(
+    call: &'p mut Option<Vec<u64>>,
+    batch: &mut Batch,
+    first: u64,
+) -> &'p mut Vec<u64> {
+    call.get_or_insert_with(|| {
+        let mut payload = batch.payload();
+        payload.push(first);
+        payload
+    })
+}
