@@ -125,20 +125,20 @@ pub fn decode<'a>(table: &TableLayout, tuple: &'a [u64]) -> TupleView<'a> {
     }
 }
 
-/// Runs `stage` in the form the run's plan gives it (`TxnCx::primitive`):
-/// `onesided` or `rpc`, both handed the context. Every stage with both
-/// forms chooses here, so no protocol decides the form on its own.
-pub async fn in_form<'c, 'a, T>(
-    cx: &'c mut TxnCx<'a>,
-    stage: Stage,
-    onesided: impl AsyncFnOnce(&'c mut TxnCx<'a>) -> T,
-    rpc: impl AsyncFnOnce(&'c mut TxnCx<'a>) -> T,
-) -> T {
-    match cx.primitive(stage) {
-        Primitive::OneSided => onesided(cx).await,
-        Primitive::Rpc => rpc(cx).await,
-    }
+/// Runs a stage in the form the run's plan gives it (`TxnCx::primitive`):
+/// `in_form!(cx, stage, onesided: A, rpc: B)` awaits the future `A` or the
+/// future `B`, and builds only the one it awaits, so both may borrow `cx`.
+/// Every stage with both forms chooses here, so no protocol decides the
+/// form on its own.
+macro_rules! in_form {
+    ($cx:ident, $stage:expr, onesided: $onesided:expr, rpc: $rpc:expr $(,)?) => {
+        match $cx.primitive($stage) {
+            $crate::base::Primitive::OneSided => $onesided.await,
+            $crate::base::Primitive::Rpc => $rpc.await,
+        }
+    };
 }
+pub(crate) use in_form;
 
 /// Makes `cx.accesses[index].slot` known: a location-cache hit costs
 /// nothing; a miss probes the three cuckoo buckets with one doorbell batch of

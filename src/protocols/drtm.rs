@@ -369,13 +369,9 @@ impl Protocol for Drtm {
     }
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        common::in_form(
-            cx,
-            Stage::Lock,
-            async |cx| self.access_onesided(cx, index).await,
-            async |cx| self.access_rpc(cx, index).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Lock,
+            onesided: self.access_onesided(cx, index),
+            rpc: self.access_rpc(cx, index))
     }
 
     async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {

@@ -262,39 +262,27 @@ impl Protocol for Occ {
     }
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        common::in_form(
-            cx,
-            Stage::Read,
-            async |cx| self.read_onesided(cx, index).await,
-            async |cx| self.read_rpc(cx, index).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Read,
+            onesided: self.read_onesided(cx, index),
+            rpc: self.read_rpc(cx, index))
     }
 
     async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         if !cx.accesses.iter().any(|a| a.write) {
             return Ok(());
         }
-        common::in_form(
-            cx,
-            Stage::Lock,
-            async |cx| self.lock_onesided(cx).await,
-            async |cx| self.lock_rpc(cx).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Lock,
+            onesided: self.lock_onesided(cx),
+            rpc: self.lock_rpc(cx))
     }
 
     async fn validate(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         if self.skip_validation {
             return Ok(());
         }
-        common::in_form(
-            cx,
-            Stage::Validate,
-            async |cx| self.validate_onesided(cx).await,
-            async |cx| self.validate_rpc(cx).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Validate,
+            onesided: self.validate_onesided(cx),
+            rpc: self.validate_rpc(cx))
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {

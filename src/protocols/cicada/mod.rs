@@ -324,13 +324,9 @@ impl Cicada {
     }
 
     async fn fetch(&self, cx: &mut TxnCx<'_>, index: usize, write: bool) -> TxnResult<()> {
-        common::in_form(
-            cx,
-            Stage::Read,
-            async |cx| self.fetch_onesided(cx, index, write).await,
-            async |cx| self.fetch_rpc(cx, index, write).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Read,
+            onesided: self.fetch_onesided(cx, index, write),
+            rpc: self.fetch_rpc(cx, index, write))
     }
 
     async fn fetch_onesided(&self, cx: &mut TxnCx<'_>, index: usize, write: bool) -> TxnResult<()> {
@@ -466,23 +462,15 @@ impl Protocol for Cicada {
         if !cx.accesses.iter().any(|a| a.write) {
             return Ok(());
         }
-        common::in_form(
-            cx,
-            Stage::Lock,
-            async |cx| self.install_onesided(cx).await,
-            async |cx| self.install_rpc(cx).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Lock,
+            onesided: self.install_onesided(cx),
+            rpc: self.install_rpc(cx))
     }
 
     async fn validate(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        common::in_form(
-            cx,
-            Stage::Validate,
-            async |cx| self.validate_onesided(cx).await,
-            async |cx| self.validate_rpc(cx).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Validate,
+            onesided: self.validate_onesided(cx),
+            rpc: self.validate_rpc(cx))
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {

@@ -448,13 +448,9 @@ impl<R: LockRule> Lock2pl<R> {
         if R::WOUNDS && index == 0 {
             self.arm_status(cx).await;
         }
-        common::in_form(
-            cx,
-            Stage::Lock,
-            async |cx| self.lock_onesided(cx, index, exclusive).await,
-            async |cx| self.lock_rpc(cx, index, exclusive).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Lock,
+            onesided: self.lock_onesided(cx, index, exclusive),
+            rpc: self.lock_rpc(cx, index, exclusive))
     }
 
     /// A record first read is now also written: in E/S mode, turn the
@@ -464,40 +460,9 @@ impl<R: LockRule> Lock2pl<R> {
             return Ok(());
         }
         debug_assert!(cx.accesses[index].locked && !cx.accesses[index].write);
-        let access = cx.accesses[index];
-        let upgraded = common::in_form(
-            cx,
-            Stage::Lock,
-            async |cx| -> TxnResult<bool> {
-                let lock = lock_addr(cx.table(access.table), access.slot);
-                let mut expected = self.first_reader(cx.owner);
-                loop {
-                    let cas = cx.round().cas(access.node, lock, expected, cx.owner);
-                    cx.submit().await?;
-                    let previous = cx.batch().result_word(cas);
-                    if previous == expected {
-                        return Ok(true);
-                    }
-                    debug_assert!(previous & EXCLUSIVE == 0 && previous & COUNT_MASK >= 1);
-                    if previous & EXCLUSIVE != 0 || previous & COUNT_MASK != 1 {
-                        return Ok(false);
-                    }
-                    expected = previous;
-                }
-            },
-            async |cx| -> TxnResult<bool> {
-                let call = common::call_one(
-                    cx,
-                    access.node,
-                    kind::LOCK2PL_UPGRADE,
-                    &[access.table as u64, access.slot, cx.owner],
-                );
-                cx.submit().await?;
-                let ok = cx.batch().reply(call)[0] == status::OK;
-                Ok(ok)
-            },
-        )
-        .await?;
+        let upgraded = common::in_form!(cx, Stage::Lock,
+            onesided: self.upgrade_onesided(cx, index),
+            rpc: self.upgrade_rpc(cx, index))?;
         if upgraded {
             Ok(())
         } else {
@@ -512,31 +477,68 @@ impl<R: LockRule> Lock2pl<R> {
             // No access, no lock, status never armed: nothing to protect.
             return Ok(());
         }
-        let (node, addr) = (cx.worker.node, cx.txn_meta_addr());
-        let previous = common::in_form(
-            cx,
-            Stage::Log,
-            async |cx| -> TxnResult<u64> {
-                let cas = cx.round().cas(node, addr, cx.owner, COMMITTING);
-                cx.submit().await?;
-                let previous = cx.batch().result_word(cas);
-                Ok(previous)
-            },
-            async |cx| -> TxnResult<u64> {
-                let words = [addr, cx.owner, COMMITTING];
-                let call = common::call_one(cx, node, kind::LOCK2PL_STATUS_CAS, &words);
-                cx.submit().await?;
-                let previous = cx.batch().reply(call)[0];
-                Ok(previous)
-            },
-        )
-        .await?;
+        let previous = common::in_form!(cx, Stage::Log,
+            onesided: self.commit_point_onesided(cx),
+            rpc: self.commit_point_rpc(cx))?;
         if previous == cx.owner {
             Ok(())
         } else {
             debug_assert_eq!(previous, WOUNDED, "only a wound changes a running status");
             Err(AbortReason::Wounded)
         }
+    }
+
+    /// The upgrade's CAS from the word of a sole reader to `cx.owner`,
+    /// again from each shared word with one reader it finds; whether it
+    /// took the lock.
+    async fn upgrade_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<bool> {
+        let access = cx.accesses[index];
+        let lock = lock_addr(cx.table(access.table), access.slot);
+        let mut expected = self.first_reader(cx.owner);
+        loop {
+            let cas = cx.round().cas(access.node, lock, expected, cx.owner);
+            cx.submit().await?;
+            let previous = cx.batch().result_word(cas);
+            if previous == expected {
+                return Ok(true);
+            }
+            debug_assert!(previous & EXCLUSIVE == 0 && previous & COUNT_MASK >= 1);
+            if previous & EXCLUSIVE != 0 || previous & COUNT_MASK != 1 {
+                return Ok(false);
+            }
+            expected = previous;
+        }
+    }
+
+    /// The upgrade by `LOCK2PL_UPGRADE`; whether it took the lock.
+    async fn upgrade_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<bool> {
+        let access = cx.accesses[index];
+        let words = [access.table as u64, access.slot, cx.owner];
+        let call = common::call_one(cx, access.node, kind::LOCK2PL_UPGRADE, &words);
+        cx.submit().await?;
+        let ok = cx.batch().reply(call)[0] == status::OK;
+        Ok(ok)
+    }
+
+    /// The commit point's CAS as a verb on the coordinator's own memory;
+    /// the status it replaced.
+    async fn commit_point_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<u64> {
+        let (node, addr) = (cx.worker.node, cx.txn_meta_addr());
+        let cas = cx.round().cas(node, addr, cx.owner, COMMITTING);
+        cx.submit().await?;
+        let previous = cx.batch().result_word(cas);
+        Ok(previous)
+    }
+
+    /// The commit point's CAS by `LOCK2PL_STATUS_CAS` to its own worker;
+    /// the status it replaced.
+    async fn commit_point_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<u64> {
+        let (node, addr) = (cx.worker.node, cx.txn_meta_addr());
+        let words = [addr, cx.owner, COMMITTING];
+        let call = common::call_one(cx, node, kind::LOCK2PL_STATUS_CAS, &words);
+        cx.submit().await?;
+        let previous = cx.batch().reply(call)[0];
+        Ok(previous)
     }
 
     /// One passive round that frees every lock the attempt holds, writing

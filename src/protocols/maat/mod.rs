@@ -308,13 +308,9 @@ impl Maat {
         write: bool,
         upgrade: bool,
     ) -> TxnResult<()> {
-        common::in_form(
-            cx,
-            Stage::Read,
-            async |cx| self.register_onesided(cx, index, write, upgrade).await,
-            async |cx| self.register_rpc(cx, index, write, upgrade).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Read,
+            onesided: self.register_onesided(cx, index, write, upgrade),
+            rpc: self.register_rpc(cx, index, write, upgrade))
     }
 
     async fn register_onesided(
@@ -538,13 +534,9 @@ impl Protocol for Maat {
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {
         let ts = cx.timestamp;
-        common::in_form(
-            cx,
-            Stage::Commit,
-            async |cx| self.finish_onesided(cx, ts).await,
-            async |cx| self.commit_rpc(cx, ts),
-        )
-        .await;
+        common::in_form!(cx, Stage::Commit,
+            onesided: self.finish_onesided(cx, ts),
+            rpc: async { self.commit_rpc(cx, ts) });
         for access in cx.accesses.iter_mut() {
             access.meta = 0;
         }
@@ -554,13 +546,9 @@ impl Protocol for Maat {
         if cx.scratch.is_empty() {
             return;
         }
-        common::in_form(
-            cx,
-            Stage::Release,
-            async |cx| self.release_onesided(cx).await,
-            async |cx| self.release_rpc(cx).await,
-        )
-        .await;
+        common::in_form!(cx, Stage::Release,
+            onesided: self.release_onesided(cx),
+            rpc: self.release_rpc(cx));
         cx.submit_passive();
         for access in cx.accesses.iter_mut() {
             access.meta = 0;

@@ -16,13 +16,9 @@ impl Maat {
     /// was reused.
     pub(super) async fn fetch(&self, cx: &mut TxnCx<'_>) -> TxnResult<(u64, u64)> {
         cx.queued.clear();
-        common::in_form(
-            cx,
-            Stage::Validate,
-            async |cx| self.fetch_onesided(cx).await,
-            async |cx| self.fetch_rpc(cx).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Validate,
+            onesided: self.fetch_onesided(cx),
+            rpc: self.fetch_rpc(cx))
     }
 
     /// [`Self::fetch`] in its one-sided form.
@@ -121,13 +117,9 @@ impl Maat {
     pub(super) async fn push(&self, cx: &mut TxnCx<'_>, lb: u64, ub: u64) -> TxnResult<bool> {
         let (want_lb, want_ub) = (ub + 1, lb - 1);
         cx.queued.clear();
-        common::in_form(
-            cx,
-            Stage::Validate,
-            async |cx| self.push_onesided(cx, want_lb, want_ub).await,
-            async |cx| self.push_rpc(cx, want_lb, want_ub).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Validate,
+            onesided: self.push_onesided(cx, want_lb, want_ub),
+            rpc: self.push_rpc(cx, want_lb, want_ub))
     }
 
     /// [`Self::push`] in its one-sided form.
@@ -295,13 +287,9 @@ impl Maat {
     /// Freezes this transaction's interval: `Some(ts)` if it commits.
     pub(super) async fn freeze(&self, cx: &mut TxnCx<'_>, lb: u64, ub: u64) -> Option<u64> {
         let (node, slot) = slot_of(cx, cx.txn_id);
-        common::in_form(
-            cx,
-            Stage::Validate,
-            async |cx| self.freeze_onesided(cx, node, slot, lb, ub).await,
-            async |cx| self.freeze_rpc(cx, node, slot, lb, ub).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Validate,
+            onesided: self.freeze_onesided(cx, node, slot, lb, ub),
+            rpc: self.freeze_rpc(cx, node, slot, lb, ub))
     }
 
     /// [`Self::freeze`] in its one-sided form.

@@ -325,13 +325,9 @@ impl Sundial {
         index: usize,
         upgrade: bool,
     ) -> TxnResult<()> {
-        common::in_form(
-            cx,
-            Stage::Lock,
-            async |cx| self.lock_on_access_onesided(cx, index, upgrade).await,
-            async |cx| self.lock_on_access_rpc(cx, index, upgrade).await,
-        )
-        .await?;
+        common::in_form!(cx, Stage::Lock,
+            onesided: self.lock_on_access_onesided(cx, index, upgrade),
+            rpc: self.lock_on_access_rpc(cx, index, upgrade))?;
         // Order after the lease the written version had when locked.
         let access = &cx.accesses[index];
         debug_assert!(access.locked && access.meta & LOCKED == 0);
@@ -499,13 +495,9 @@ impl Protocol for Sundial {
         if self.lock_at_access && cx.accesses[index].write {
             return self.lock_on_access(cx, index, false).await;
         }
-        common::in_form(
-            cx,
-            Stage::Read,
-            async |cx| self.read_onesided(cx, index).await,
-            async |cx| self.read_rpc(cx, index).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Read,
+            onesided: self.read_onesided(cx, index),
+            rpc: self.read_rpc(cx, index))
     }
 
     async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
@@ -525,13 +517,9 @@ impl Protocol for Sundial {
             debug_assert!(cx.accesses.iter().all(|a| !a.write || a.locked));
             return Ok(());
         }
-        common::in_form(
-            cx,
-            Stage::Lock,
-            async |cx| self.lock_onesided(cx).await,
-            async |cx| self.lock_rpc(cx).await,
-        )
-        .await?;
+        common::in_form!(cx, Stage::Lock,
+            onesided: self.lock_onesided(cx),
+            rpc: self.lock_rpc(cx))?;
         // Order after every lease the written versions had when locked.
         for access in cx.accesses.iter().filter(|a| a.write) {
             debug_assert!(access.locked);
@@ -545,13 +533,9 @@ impl Protocol for Sundial {
         if !cx.accesses.iter().any(|a| needs_renewal(a, commit_ts)) {
             return Ok(());
         }
-        common::in_form(
-            cx,
-            Stage::Renew,
-            async |cx| self.renew_onesided(cx).await,
-            async |cx| self.renew_rpc(cx).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Renew,
+            onesided: self.renew_onesided(cx),
+            rpc: self.renew_rpc(cx))
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {

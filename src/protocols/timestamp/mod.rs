@@ -701,21 +701,13 @@ impl Protocol for Timestamp {
     /// a lock (and read), so it uses the `lock` stage's.
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         if cx.accesses[index].write {
-            return common::in_form(
-                cx,
-                Stage::Lock,
-                async |cx| self.lock_read_onesided(cx, index).await,
-                async |cx| self.lock_read_rpc(cx, index).await,
-            )
-            .await;
+            return common::in_form!(cx, Stage::Lock,
+                onesided: self.lock_read_onesided(cx, index),
+                rpc: self.lock_read_rpc(cx, index));
         }
-        common::in_form(
-            cx,
-            Stage::Read,
-            async |cx| self.read_onesided(cx, index).await,
-            async |cx| self.read_rpc(cx, index).await,
-        )
-        .await
+        common::in_form!(cx, Stage::Read,
+            onesided: self.read_onesided(cx, index),
+            rpc: self.read_rpc(cx, index))
     }
 
     async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
@@ -724,13 +716,9 @@ impl Protocol for Timestamp {
             Backups::reserve(cx);
         }
         if writes {
-            common::in_form(
-                cx,
-                Stage::Lock,
-                async |cx| self.lock_onesided(cx).await,
-                async |cx| self.lock_rpc(cx).await,
-            )
-            .await?;
+            common::in_form!(cx, Stage::Lock,
+                onesided: self.lock_onesided(cx),
+                rpc: self.lock_rpc(cx))?;
             if self.cascading {
                 self.install(cx).await?;
                 if self.abort_after_install && (cx.timestamp >> FLAG_BITS).count_ones() % 2 == 1 {
