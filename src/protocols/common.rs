@@ -243,19 +243,23 @@ pub fn queue_write_back_onesided(cx: &TxnCx<'_>, batch: &mut Batch, index: usize
 /// written back and unlocked (commit primitive); every other locked record is
 /// unlocked (release primitive). Posted with passive ACK.
 pub fn post_commit(cx: &mut TxnCx<'_>) {
-    post_unlock(cx, true);
+    post_unlock(cx, true, |_, _| false);
 }
 
 /// Release stage: unlock every record the attempt holds locked (abort path),
 /// with passive ACK.
 pub fn post_release(cx: &mut TxnCx<'_>) {
-    post_unlock(cx, false);
+    post_unlock(cx, false, |_, _| false);
 }
 
 /// One passive round that frees every lock the attempt holds, writing back
-/// the write set first when `install` (commit) — per node, one-sided verbs
-/// or at most one `WRITE_BACK` and one `UNLOCK` call.
-fn post_unlock(cx: &mut TxnCx<'_>, install: bool) {
+/// the write set first when `install` (commit) — per node, one-sided verbs,
+/// or at most one `WRITE_BACK`, one `UNLOCK` and one
+/// `LOCK2PL_UNLOCK_SHARED` call. Written records use the commit primitive,
+/// the others the release primitive. A record for which `shared` holds is
+/// held in a shared lock word (`lock2pl`, E/S mode): its unlock is a
+/// FETCH_AND_ADD of −1 instead of a store of 0.
+pub fn post_unlock(cx: &mut TxnCx<'_>, install: bool, shared: impl Fn(&TxnCx<'_>, usize) -> bool) {
     debug_assert!(
         cx.accesses
             .iter()
@@ -277,35 +281,48 @@ fn post_unlock(cx: &mut TxnCx<'_>, install: bool) {
         let node = cx.nodes[n];
         let mut write_back: Option<Vec<u64>> = None;
         let mut unlock: Option<Vec<u64>> = None;
+        let mut unlock_shared: Option<Vec<u64>> = None;
         for index in 0..cx.accesses.len() {
             let access = cx.accesses[index];
             if access.node != node || !access.locked {
                 continue;
             }
             let writes = install && access.write;
-            let primitive = if writes { commit } else { release };
-            let table = cx.table(access.table);
-            match (writes, primitive) {
-                (true, Primitive::OneSided) => queue_write_back_onesided(cx, &mut batch, index),
-                (false, Primitive::OneSided) => {
-                    batch.write_word(node, lock_addr(table, access.slot), 0);
+            let shared = !writes && shared(cx, index);
+            let lock = lock_addr(cx.table(access.table), access.slot);
+            match (writes, shared, if writes { commit } else { release }) {
+                (true, _, Primitive::OneSided) => {
+                    queue_write_back_onesided(cx, &mut batch, index);
                 }
-                (true, Primitive::Rpc) => {
-                    let payload = owner_payload(&mut write_back, &mut batch, cx.owner);
+                (false, false, Primitive::OneSided) => {
+                    batch.write_word(node, lock, 0);
+                }
+                (false, true, Primitive::OneSided) => {
+                    batch.faa(node, lock, u64::MAX);
+                }
+                (true, _, Primitive::Rpc) => {
+                    let payload = call_payload(&mut write_back, &mut batch, Some(cx.owner));
                     payload.extend_from_slice(&[access.table as u64, access.slot, access.seq + 1]);
                     payload.extend_from_slice(cx.record(index));
                 }
-                (false, Primitive::Rpc) => {
-                    let payload = owner_payload(&mut unlock, &mut batch, cx.owner);
+                (false, false, Primitive::Rpc) => {
+                    let payload = call_payload(&mut unlock, &mut batch, Some(cx.owner));
+                    payload.extend_from_slice(&[access.table as u64, access.slot]);
+                }
+                (false, true, Primitive::Rpc) => {
+                    let payload = call_payload(&mut unlock_shared, &mut batch, None);
                     payload.extend_from_slice(&[access.table as u64, access.slot]);
                 }
             }
         }
-        if let Some(payload) = write_back {
-            batch.call(node, kind::WRITE_BACK, payload, true);
-        }
-        if let Some(payload) = unlock {
-            batch.call(node, kind::UNLOCK, payload, true);
+        for (payload, kind) in [
+            (write_back, kind::WRITE_BACK),
+            (unlock, kind::UNLOCK),
+            (unlock_shared, kind::LOCK2PL_UNLOCK_SHARED),
+        ] {
+            if let Some(payload) = payload {
+                batch.call(node, kind, payload, true);
+            }
         }
     }
     drop(batch);
@@ -315,15 +332,16 @@ fn post_unlock(cx: &mut TxnCx<'_>, install: bool) {
     cx.submit_passive();
 }
 
-/// The payload of a per-node call, started with `owner` on first use.
-fn owner_payload<'p>(
+/// The payload of a per-node call, started with `owner` (if any) on first
+/// use.
+pub fn call_payload<'p>(
     call: &'p mut Option<Vec<u64>>,
     batch: &mut Batch,
-    owner: u64,
+    owner: Option<u64>,
 ) -> &'p mut Vec<u64> {
     call.get_or_insert_with(|| {
         let mut payload = batch.payload();
-        payload.push(owner);
+        payload.extend(owner);
         payload
     })
 }

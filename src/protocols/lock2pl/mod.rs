@@ -147,7 +147,7 @@ use crate::store::NodeStore;
 use crate::txn::{ids, AbortReason, TxnCx, TxnResult};
 
 use super::common::{self, kind, lock_addr, status};
-use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
+use super::{Protocol, ProtocolKind, Served, Stage};
 
 /// Bit 63: the word is held exclusively; the rest is the holder's id.
 pub const EXCLUSIVE: u64 = 1 << 63;
@@ -356,11 +356,11 @@ impl<R: LockRule> Protocol for Lock2pl<R> {
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {
-        self.post_unlock(cx, true);
+        common::post_unlock(cx, true, |cx, index| !self.exclusive(cx, index));
     }
 
     async fn release(&self, cx: &mut TxnCx<'_>) {
-        self.post_unlock(cx, false);
+        common::post_unlock(cx, false, |cx, index| !self.exclusive(cx, index));
     }
 
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
@@ -540,90 +540,6 @@ impl<R: LockRule> Lock2pl<R> {
         let previous = cx.batch().reply(call)[0];
         Ok(previous)
     }
-
-    /// One passive round that frees every lock the attempt holds, writing
-    /// back the write set first when `install`: per node, one-sided verbs,
-    /// or at most one `WRITE_BACK`, one `UNLOCK` (exclusive) and one
-    /// `LOCK2PL_UNLOCK_SHARED` call. Written records use the commit
-    /// primitive, the others the release primitive (as `common`).
-    fn post_unlock(&self, cx: &mut TxnCx<'_>, install: bool) {
-        debug_assert!(
-            cx.accesses
-                .iter()
-                .all(|a| !a.locked || a.slot != crate::txn::NO_SLOT),
-            "a locked record's slot is known (every RPC lock replies it)"
-        );
-        debug_assert!(
-            !install || cx.accesses.iter().all(|a| !a.write || a.locked),
-            "commit with a write-set record not locked"
-        );
-        cx.collect_nodes(|a| a.locked);
-        if cx.nodes.is_empty() {
-            return;
-        }
-        let commit = cx.primitive(Stage::Commit);
-        let release = cx.primitive(Stage::Release);
-        let mut batch = cx.round();
-        for n in 0..cx.nodes.len() {
-            let node = cx.nodes[n];
-            let mut write_back: Option<Vec<u64>> = None;
-            let mut unlock: Option<Vec<u64>> = None;
-            let mut unlock_shared: Option<Vec<u64>> = None;
-            for index in 0..cx.accesses.len() {
-                let access = cx.accesses[index];
-                if access.node != node || !access.locked {
-                    continue;
-                }
-                let writes = install && access.write;
-                let exclusive = self.exclusive(cx, index);
-                let primitive = if writes { commit } else { release };
-                let table = cx.table(access.table);
-                let lock = lock_addr(table, access.slot);
-                match (writes, exclusive, primitive) {
-                    (true, _, Primitive::OneSided) => {
-                        common::queue_write_back_onesided(cx, &mut batch, index)
-                    }
-                    (false, true, Primitive::OneSided) => {
-                        batch.write_word(node, lock, 0);
-                    }
-                    (false, false, Primitive::OneSided) => {
-                        batch.faa(node, lock, u64::MAX);
-                    }
-                    (true, _, Primitive::Rpc) => {
-                        let payload = call_payload(&mut write_back, &mut batch, Some(cx.owner));
-                        payload.extend_from_slice(&[
-                            access.table as u64,
-                            access.slot,
-                            access.seq + 1,
-                        ]);
-                        payload.extend_from_slice(cx.record(index));
-                    }
-                    (false, true, Primitive::Rpc) => {
-                        let payload = call_payload(&mut unlock, &mut batch, Some(cx.owner));
-                        payload.extend_from_slice(&[access.table as u64, access.slot]);
-                    }
-                    (false, false, Primitive::Rpc) => {
-                        let payload = call_payload(&mut unlock_shared, &mut batch, None);
-                        payload.extend_from_slice(&[access.table as u64, access.slot]);
-                    }
-                }
-            }
-            for (payload, kind) in [
-                (write_back, kind::WRITE_BACK),
-                (unlock, kind::UNLOCK),
-                (unlock_shared, kind::LOCK2PL_UNLOCK_SHARED),
-            ] {
-                if let Some(payload) = payload {
-                    batch.call(node, kind, payload, true);
-                }
-            }
-        }
-        drop(batch);
-        for access in cx.accesses.iter_mut() {
-            access.locked = false;
-        }
-        cx.submit_passive();
-    }
 }
 
 /// A wounded holder's lock request to answer: `LOCK2PL_WAKE` to `node`.
@@ -633,20 +549,6 @@ struct Wake {
     /// The holder's timestamp (its lock value without bit 63).
     owner: u64,
     tag: u64,
-}
-
-/// The payload of a per-node call, started with `owner` (if any) on first
-/// use.
-fn call_payload<'p>(
-    call: &'p mut Option<Vec<u64>>,
-    batch: &mut crate::fabric::Batch,
-    owner: Option<u64>,
-) -> &'p mut Vec<u64> {
-    call.get_or_insert_with(|| {
-        let mut payload = batch.payload();
-        payload.extend(owner);
-        payload
-    })
 }
 
 #[cfg(test)]

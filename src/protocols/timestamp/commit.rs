@@ -183,7 +183,7 @@ impl Timestamp {
                             ts | LOCK_INSTALLED,
                         ),
                         Primitive::Rpc => {
-                            let payload = owner_payload(&mut payload, &mut batch, ts);
+                            let payload = common::call_payload(&mut payload, &mut batch, Some(ts));
                             payload.extend_from_slice(&[
                                 access.table as u64,
                                 access.slot,
@@ -314,12 +314,13 @@ impl Timestamp {
                         batch.write_word(node, lock_addr(table, access.slot), 0);
                     }
                     (Primitive::Rpc, false) => {
-                        let payload = owner_payload(&mut payload, &mut batch, ts);
+                        let payload = common::call_payload(&mut payload, &mut batch, Some(ts));
                         payload.extend_from_slice(&[access.table as u64, access.slot, new_seq]);
                         payload.extend_from_slice(cx.record(index));
                     }
                     (Primitive::Rpc, true) => {
-                        let payload = owner_payload(&mut payload, &mut batch, cx.owner);
+                        let payload =
+                            common::call_payload(&mut payload, &mut batch, Some(cx.owner));
                         payload.extend_from_slice(&[access.table as u64, access.slot]);
                     }
                 }
@@ -374,7 +375,8 @@ impl Timestamp {
                         0,
                     ),
                     Primitive::Rpc => {
-                        let payload = owner_payload(&mut payload, &mut batch, cx.owner);
+                        let payload =
+                            common::call_payload(&mut payload, &mut batch, Some(cx.owner));
                         payload.extend_from_slice(&[
                             access.table as u64,
                             access.slot,
@@ -419,17 +421,4 @@ pub(super) fn queue_install_onesided(
     batch.write(node, table.record_addr(slot), record);
     batch.write_word(node, table.header_addr(slot, WTS_WORD), wts);
     batch.write(node, table.seq_addr(slot), &[seq, lock]);
-}
-
-/// The payload of a per-node call, started with `first` on first use.
-pub(super) fn owner_payload<'p>(
-    call: &'p mut Option<Vec<u64>>,
-    batch: &mut Batch,
-    first: u64,
-) -> &'p mut Vec<u64> {
-    call.get_or_insert_with(|| {
-        let mut payload = batch.payload();
-        payload.push(first);
-        payload
-    })
 }
