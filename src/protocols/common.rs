@@ -16,10 +16,10 @@
 //! coordinator does not wait for them; the runtime drains them before the
 //! run ends.
 
-use crate::fabric::{Batch, NodeId, VerbId};
+use crate::fabric::{Batch, CallId, NodeId, VerbId};
 use crate::store::index::{IndexLayout, BUCKET_WORDS};
 use crate::store::{NodeStore, TableLayout, KEY_WORD, SEQ_WORD};
-use crate::txn::{AbortReason, TxnCx, TxnResult};
+use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
 
 use super::{Primitive, Stage};
 
@@ -344,6 +344,72 @@ pub fn call_payload<'p>(
         payload.extend(owner);
         payload
     })
+}
+
+/// Per-record statuses of a commit-time lock reply (`OCC_LOCK`,
+/// `MVCC_LOCK`, `TS_LOCK`, `SUNDIAL_LOCK`): locked, held by another, or
+/// locked but no longer the version read.
+pub mod lock_reply {
+    pub const OK: u64 = 0;
+    pub const CONFLICT: u64 = 1;
+    pub const STALE: u64 = 2;
+}
+
+/// Queues on `cx`'s round one call of `kind` to every node in `cx.nodes`:
+/// `head` (if any), then the words `entry` pushes for each access on that
+/// node that `pick` selects, in access order. `entry` returns how many
+/// words that access's part of the reply has; `cx.queued` gets `(access
+/// index, place)` per entry, for [`reply_entry`].
+pub fn queue_calls_per_node(
+    cx: &mut TxnCx<'_>,
+    kind: u16,
+    head: Option<u64>,
+    pick: impl Fn(&Access) -> bool,
+    entry: impl Fn(&TxnCx<'_>, &Access, &mut Vec<u64>) -> u32,
+) {
+    let mut batch = cx.round();
+    cx.queued.clear();
+    for n in 0..cx.nodes.len() {
+        let node = cx.nodes[n];
+        let mut payload = batch.payload();
+        payload.extend(head);
+        let mut position = 0u32;
+        for index in 0..cx.accesses.len() {
+            let access = cx.accesses[index];
+            if pick(&access) && access.node == node {
+                let reply_words = entry(cx, &access, &mut payload);
+                cx.queued.push((index, ((n as u32) << 16) | position));
+                position += reply_words;
+            }
+        }
+        batch.call(node, kind, payload, false);
+    }
+}
+
+/// The reply words of the entry at `place` (from [`queue_calls_per_node`])
+/// onward.
+pub fn reply_entry<'b>(batch: &'b Batch, place: u32) -> &'b [u64] {
+    &batch.reply(CallId((place >> 16) as u16))[(place & 0xffff) as usize..]
+}
+
+/// After a round of commit-time lock calls with one [`lock_reply`] word
+/// per entry: marks every locked access, and fails with `stale` if one
+/// was no longer the version read, else with `LockConflict` if one was
+/// held by another.
+pub fn lock_outcome(cx: &mut TxnCx<'_>, stale: AbortReason) -> TxnResult<()> {
+    let batch = cx.batch();
+    let mut outcome = Ok(());
+    for &(index, place) in &cx.queued {
+        match reply_entry(&batch, place)[0] {
+            lock_reply::OK => cx.accesses[index].locked = true,
+            lock_reply::STALE => {
+                cx.accesses[index].locked = true;
+                outcome = outcome.and(Err(stale));
+            }
+            _ => outcome = outcome.and(Err(AbortReason::LockConflict)),
+        }
+    }
+    outcome
 }
 
 /// Serves the handlers every lock-word protocol shares; false if `kind` is

@@ -86,11 +86,11 @@
 //! history goes from a smaller to a larger timestamp.
 
 use crate::config::Config;
-use crate::fabric::{CallId, VerbId};
+use crate::fabric::VerbId;
 use crate::store::{NodeStore, TableLayout, HEADER_WORD};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
-use super::common::{self, kind, lock_addr, status};
+use super::common::{self, kind, lock_addr, lock_reply, status};
 use super::timestamp::{
     raise_rts_local, raise_rts_onesided, read_failure, TsClock, READ_TRIES, READ_WAITS,
     READ_WAIT_NS, RPC_WAITS, TOO_LATE,
@@ -103,10 +103,6 @@ const FIRST_SLOT_WORD: u32 = 2;
 
 /// Reply status: no slot holds a version old enough.
 const NO_VERSION: u64 = 17;
-
-const LOCK_OK: u64 = 0;
-const LOCK_CONFLICT: u64 = 1;
-const LOCK_STALE: u64 = 2;
 
 /// Version slots when a caller asks for the header size without an
 /// instance (`Protocol::header_words`): the `mvcc_versions` default.
@@ -383,39 +379,15 @@ impl Mvcc {
     }
 
     async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        cx.collect_nodes(|a| a.write && !a.locked);
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for (n, &node) in cx.nodes.iter().enumerate() {
-                let mut payload = batch.payload();
-                payload.push(cx.timestamp);
-                let mut position = 0u32;
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if access.write && !access.locked && access.node == node {
-                        payload.extend_from_slice(&[access.table as u64, access.slot, access.seq]);
-                        cx.queued.push((index, ((n as u32) << 16) | position));
-                        position += 1;
-                    }
-                }
-                batch.call(node, kind::MVCC_LOCK, payload, false);
-            }
-        }
+        let unlocked_write = |a: &crate::txn::Access| a.write && !a.locked;
+        cx.collect_nodes(unlocked_write);
+        let ts = Some(cx.timestamp);
+        common::queue_calls_per_node(cx, kind::MVCC_LOCK, ts, unlocked_write, |_, a, payload| {
+            payload.extend_from_slice(&[a.table as u64, a.slot, a.seq]);
+            1
+        });
         cx.submit().await?;
-        let batch = cx.batch();
-        let mut outcome = Ok(());
-        for &(index, at) in &cx.queued {
-            let reply = batch.reply(CallId((at >> 16) as u16));
-            match reply[(at & 0xffff) as usize] {
-                LOCK_OK => cx.accesses[index].locked = true,
-                LOCK_STALE => {
-                    cx.accesses[index].locked = true;
-                    outcome = outcome.and(Err(AbortReason::TimestampOrder));
-                }
-                _ => outcome = outcome.and(Err(AbortReason::LockConflict)),
-            }
-        }
-        outcome
+        common::lock_outcome(cx, AbortReason::TimestampOrder)
     }
 
     /// Commit: installs a new version of every write-set record and unlocks
@@ -620,14 +592,14 @@ impl Protocol for Mvcc {
                     let table = store.layout.table(payload[at] as u32);
                     let (slot, read_seq) = (payload[at + 1], payload[at + 2]);
                     payload[entry] = if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
-                        LOCK_CONFLICT
+                        lock_reply::CONFLICT
                     } else {
                         let seq = store.region.load(table.seq_addr(slot));
                         let rts = store.region.load(table.header_addr(slot, RTS_WORD));
                         if writable(ts, read_seq, seq, rts) {
-                            LOCK_OK
+                            lock_reply::OK
                         } else {
-                            LOCK_STALE
+                            lock_reply::STALE
                         }
                     };
                 }

@@ -57,7 +57,7 @@ use crate::fabric::{CallId, VerbId};
 use crate::store::NodeStore;
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
-use super::common::{self, kind, lock_addr, status};
+use super::common::{self, kind, lock_addr, lock_reply, status};
 use super::{Protocol, ProtocolKind, Served, Stage};
 
 #[derive(Clone, Debug, Default)]
@@ -69,11 +69,6 @@ pub struct Occ {
     /// docs; `protocol_options.occ_read_through_locks`).
     pub read_through_locks: bool,
 }
-
-/// Reply status of one record in an `OCC_LOCK` reply.
-const LOCK_OK: u64 = 0;
-const LOCK_CONFLICT: u64 = 1;
-const LOCK_STALE: u64 = 2;
 
 impl Occ {
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
@@ -159,39 +154,19 @@ impl Occ {
 
     async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         cx.collect_nodes(|a| a.write);
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for (n, &node) in cx.nodes.iter().enumerate() {
-                let mut payload = batch.payload();
-                payload.push(cx.owner);
-                // The reply has one status word per entry, in entry order.
-                let mut position = 0u32;
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if access.write && access.node == node {
-                        payload.extend_from_slice(&[access.table as u64, access.slot, access.seq]);
-                        cx.queued.push((index, ((n as u32) << 16) | position));
-                        position += 1;
-                    }
-                }
-                batch.call(node, kind::OCC_LOCK, payload, false);
-            }
-        }
+        // The reply has one status word per entry, in entry order.
+        common::queue_calls_per_node(
+            cx,
+            kind::OCC_LOCK,
+            Some(cx.owner),
+            |a| a.write,
+            |_, a, payload| {
+                payload.extend_from_slice(&[a.table as u64, a.slot, a.seq]);
+                1
+            },
+        );
         cx.submit().await?;
-        let batch = cx.batch();
-        let mut outcome = Ok(());
-        for &(index, at) in &cx.queued {
-            let reply = batch.reply(CallId((at >> 16) as u16));
-            match reply[(at & 0xffff) as usize] {
-                LOCK_OK => cx.accesses[index].locked = true,
-                LOCK_STALE => {
-                    cx.accesses[index].locked = true;
-                    outcome = outcome.and(Err(AbortReason::ValidationFailed));
-                }
-                _ => outcome = outcome.and(Err(AbortReason::LockConflict)),
-            }
-        }
-        outcome
+        common::lock_outcome(cx, AbortReason::ValidationFailed)
     }
 
     async fn validate_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
@@ -330,11 +305,11 @@ impl Protocol for Occ {
                     let table = store.layout.table(payload[at] as u32);
                     let (slot, seq) = (payload[at + 1], payload[at + 2]);
                     payload[entry] = if store.region.cas(lock_addr(table, slot), 0, owner) != 0 {
-                        LOCK_CONFLICT
+                        lock_reply::CONFLICT
                     } else if store.region.load(table.seq_addr(slot)) != seq {
-                        LOCK_STALE
+                        lock_reply::STALE
                     } else {
-                        LOCK_OK
+                        lock_reply::OK
                     };
                 }
                 payload.truncate(entries);

@@ -74,40 +74,28 @@ impl Sundial {
 
     pub(super) async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         cx.collect_nodes(|a| a.write);
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for (n, &node) in cx.nodes.iter().enumerate() {
-                let mut payload = batch.payload();
-                // The reply has [status, lease] per entry, in entry order.
-                let mut position = 0u32;
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if access.write && access.node == node {
-                        payload.extend_from_slice(&[
-                            access.table as u64,
-                            access.slot,
-                            access.seq,
-                            access.meta,
-                        ]);
-                        cx.queued.push((index, ((n as u32) << 16) | position));
-                        position += 2;
-                    }
-                }
-                batch.call(node, kind::SUNDIAL_LOCK, payload, false);
-            }
-        }
+        // The reply has [status, lease] per entry, in entry order.
+        common::queue_calls_per_node(
+            cx,
+            kind::SUNDIAL_LOCK,
+            None,
+            |a| a.write,
+            |_, a, payload| {
+                payload.extend_from_slice(&[a.table as u64, a.slot, a.seq, a.meta]);
+                2
+            },
+        );
         cx.submit().await?;
         let batch = cx.batch();
         let mut outcome = Ok(());
         for &(index, at) in &cx.queued {
-            let reply = batch.reply(CallId((at >> 16) as u16));
-            let entry = &reply[(at & 0xffff) as usize..][..2];
+            let entry = &common::reply_entry(&batch, at)[..2];
             let access = &mut cx.accesses[index];
             match entry[0] {
-                LOCK_OK | LOCK_STALE => {
+                lock_reply::OK | lock_reply::STALE => {
                     access.locked = true;
                     access.meta = entry[1];
-                    if entry[0] == LOCK_STALE {
+                    if entry[0] == lock_reply::STALE {
                         outcome = outcome.and(Err(AbortReason::ValidationFailed));
                     }
                 }

@@ -154,7 +154,7 @@ use crate::fabric::{CallId, VerbId};
 use crate::store::{NodeStore, TableLayout, HEADER_WORD};
 use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
 
-use super::common::{self, kind, status};
+use super::common::{self, kind, lock_reply, status};
 use super::lock2pl::{
     wait_die_timestamp, Decision, Lock2pl, EXCLUSIVE, WAIT_PAUSE_MAX_NS, WAIT_PAUSE_MIN_NS,
 };
@@ -180,11 +180,7 @@ const LOCAL_CAS_TRIES: u32 = 64;
 /// READs of a tuple found torn before the read aborts.
 const READ_TRIES: u32 = 3;
 
-/// Per-record status in a `SUNDIAL_LOCK` reply.
-const LOCK_OK: u64 = 0;
-const LOCK_CONFLICT: u64 = 1;
-/// Locked, but the version is not the one read.
-const LOCK_STALE: u64 = 2;
+/// Per-record status in a `SUNDIAL_LOCK` reply besides `common::lock_reply`'s.
 /// Not locked: the version changed before the lock was taken.
 const LOCK_STALE_FREE: u64 = 3;
 

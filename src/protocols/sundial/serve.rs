@@ -22,17 +22,24 @@ pub(super) fn lock_local(
         let previous = store.region.cas(addr, expected, expected | LOCKED);
         if previous == expected {
             let same = store.region.load(table.seq_addr(slot)) == seq;
-            return [if same { LOCK_OK } else { LOCK_STALE }, expected];
+            return [
+                if same {
+                    lock_reply::OK
+                } else {
+                    lock_reply::STALE
+                },
+                expected,
+            ];
         }
         if previous & LOCKED != 0 {
-            return [LOCK_CONFLICT, 0];
+            return [lock_reply::CONFLICT, 0];
         }
         if store.region.load(table.seq_addr(slot)) != seq {
             return [LOCK_STALE_FREE, 0];
         }
         expected = previous;
     }
-    [LOCK_CONFLICT, 0]
+    [lock_reply::CONFLICT, 0]
 }
 
 /// The renewal CAS loop of the RPC renew handler: whether the lease of the

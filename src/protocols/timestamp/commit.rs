@@ -19,7 +19,8 @@ impl Timestamp {
     /// [`Backups`]), taking no lock it already holds.
     pub(super) async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         let fetch = self.cascading;
-        cx.collect_nodes(|a| a.write && (fetch || !a.locked));
+        let pick = |a: &crate::txn::Access| a.write && (fetch || !a.locked);
+        cx.collect_nodes(pick);
         if cx.nodes.is_empty() {
             return Ok(());
         }
@@ -84,60 +85,42 @@ impl Timestamp {
 
     pub(super) async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         let fetch = self.cascading;
-        cx.collect_nodes(|a| a.write && (fetch || !a.locked));
+        let pick = |a: &crate::txn::Access| a.write && (fetch || !a.locked);
+        cx.collect_nodes(pick);
         if cx.nodes.is_empty() {
             return Ok(());
         }
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for (n, &node) in cx.nodes.iter().enumerate() {
-                let mut payload = batch.payload();
-                payload.push(cx.timestamp);
-                // Where each entry's reply starts: one word per entry, or
-                // `[status, wts, record…]` when fetching.
-                let mut position = 0u32;
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if access.write && (fetch || !access.locked) && access.node == node {
-                        payload.extend_from_slice(&[
-                            access.table as u64,
-                            access.slot,
-                            access.seq,
-                            access.locked as u64,
-                        ]);
-                        cx.queued.push((index, ((n as u32) << 16) | position));
-                        position += if fetch {
-                            2 + cx.table(access.table).record_words
-                        } else {
-                            1
-                        };
-                    }
-                }
-                let kind = if fetch {
-                    kind::TS_LOCK_FETCH
-                } else {
-                    kind::TS_LOCK
-                };
-                batch.call(node, kind, payload, false);
+        let kind = if fetch {
+            kind::TS_LOCK_FETCH
+        } else {
+            kind::TS_LOCK
+        };
+        // Where each entry's reply starts: one word per entry, or
+        // `[status, wts, record…]` when fetching.
+        common::queue_calls_per_node(cx, kind, Some(cx.timestamp), pick, |cx, a, payload| {
+            payload.extend_from_slice(&[a.table as u64, a.slot, a.seq, a.locked as u64]);
+            if fetch {
+                2 + cx.table(a.table).record_words
+            } else {
+                1
             }
-        }
+        });
         cx.submit().await?;
         let mut outcome = Ok(());
         for q in 0..cx.queued.len() {
             let (index, at) = cx.queued[q];
             let batch = cx.batch();
-            let reply = batch.reply(CallId((at >> 16) as u16));
-            let at = (at & 0xffff) as usize;
-            match reply[at] {
-                LOCK_OK => {
+            let reply = common::reply_entry(&batch, at);
+            match reply[0] {
+                lock_reply::OK => {
                     cx.accesses[index].locked = true;
                     if fetch {
                         let words = cx.table(cx.accesses[index].table).record_words as usize;
                         let to = Backups::of(cx, index);
-                        cx.data[to..to + 1 + words].copy_from_slice(&reply[at + 1..at + 2 + words]);
+                        cx.data[to..to + 1 + words].copy_from_slice(&reply[1..2 + words]);
                     }
                 }
-                LOCK_STALE => {
+                lock_reply::STALE => {
                     cx.accesses[index].locked = true;
                     outcome = outcome.and(Err(AbortReason::TimestampOrder));
                 }

@@ -147,7 +147,7 @@ use crate::fabric::{Batch, CallId, VerbId};
 use crate::store::{NodeStore, TableLayout, HEADER_WORD, SEQ_WORD};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
-use super::common::{self, kind, lock_addr, status};
+use super::common::{self, kind, lock_addr, lock_reply, status};
 use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
 
 /// Header word of `wts` and of `rts`.
@@ -174,11 +174,6 @@ const META_ABORTED: u64 = 3;
 /// Polls of the writers a cascading reader depends on before it gives up
 /// (about `DEP_POLLS × READ_WAIT_NS`).
 const DEP_POLLS: u32 = 10_000;
-
-/// Lock reply entries.
-const LOCK_OK: u64 = 0;
-const LOCK_CONFLICT: u64 = 1;
-const LOCK_STALE: u64 = 2;
 
 /// Tries of a read before it gives up (a torn READ or a failed double-read
 /// each cost one).

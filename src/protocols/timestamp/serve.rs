@@ -47,7 +47,7 @@ pub(super) fn outcome_of(writer: u64, last: u64, aborted: u64) -> u64 {
 }
 
 /// Local lock-and-check of one record (`held`: `ts` holds it already):
-/// `LOCK_OK`, `LOCK_STALE` (locked but not writable) or `LOCK_CONFLICT`.
+/// `lock_reply::OK`, `lock_reply::STALE` (locked but not writable) or `lock_reply::CONFLICT`.
 pub(super) fn lock_local(
     store: &NodeStore,
     table: &TableLayout,
@@ -59,15 +59,15 @@ pub(super) fn lock_local(
     if held {
         debug_assert_eq!(store.region.load(lock_addr(table, slot)), ts);
     } else if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
-        return LOCK_CONFLICT;
+        return lock_reply::CONFLICT;
     }
     let seq = store.region.load(table.seq_addr(slot));
     let wts = store.region.load(table.header_addr(slot, WTS_WORD));
     let rts = store.region.load(table.header_addr(slot, RTS_WORD));
     if writable(ts, read_seq, seq, wts, rts) {
-        LOCK_OK
+        lock_reply::OK
     } else {
-        LOCK_STALE
+        lock_reply::STALE
     }
 }
 
