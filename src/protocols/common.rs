@@ -181,6 +181,30 @@ pub fn remember_reply_slot(cx: &mut TxnCx<'_>, index: usize, reply: &[u64]) {
     }
 }
 
+/// The RPC access of `cx.accesses[index]`: one call of `kind` to its node
+/// with `[table, key, extra…]`, awaited; the slot the reply names
+/// (`[status, slot, …]`) is kept as [`remember_reply_slot`] does. Returns
+/// the call, whose reply `cx.batch()` holds.
+pub async fn call_access(
+    cx: &mut TxnCx<'_>,
+    index: usize,
+    kind: u16,
+    extra: &[u64],
+) -> TxnResult<crate::fabric::CallId> {
+    let access = cx.accesses[index];
+    let call = {
+        let mut batch = cx.round();
+        let mut payload = batch.payload();
+        payload.extend_from_slice(&[access.table as u64, access.key]);
+        payload.extend_from_slice(extra);
+        batch.call(access.node, kind, payload, false)
+    };
+    cx.submit().await?;
+    let batch = cx.batch();
+    remember_reply_slot(cx, index, batch.reply(call));
+    Ok(call)
+}
+
 /// Copies a fetched record into the access's copy and notes its version.
 pub fn accept_record(cx: &mut TxnCx<'_>, index: usize, seq: u64, record: &[u64]) {
     cx.accesses[index].seq = seq;

@@ -269,19 +269,11 @@ impl Drtm {
     }
 
     async fn access_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let access = cx.accesses[index];
         let now = cx.now_ns();
         let desired = self.desired(cx, index, now);
-        let call = common::call_one(
-            cx,
-            access.node,
-            kind::DRTM_ACCESS,
-            &[access.table as u64, access.key, desired, now],
-        );
-        cx.submit().await?;
+        let call = common::call_access(cx, index, kind::DRTM_ACCESS, &[desired, now]).await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        common::remember_reply_slot(cx, index, reply);
         match reply[0] {
             status::OK | status::INCONSISTENT => {
                 if desired & W_LOCKED != 0 {

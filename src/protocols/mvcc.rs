@@ -257,17 +257,9 @@ impl Mvcc {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let access = cx.accesses[index];
-        let call = common::call_one(
-            cx,
-            access.node,
-            kind::MVCC_READ,
-            &[access.table as u64, access.key, cx.timestamp, 0],
-        );
-        cx.submit().await?;
+        let call = common::call_access(cx, index, kind::MVCC_READ, &[cx.timestamp, 0]).await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        common::remember_reply_slot(cx, index, reply);
         match reply[0] {
             status::OK => {
                 self.clock.observe(cx, reply[3].max(reply[4]));

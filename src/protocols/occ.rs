@@ -95,17 +95,9 @@ impl Occ {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let access = cx.accesses[index];
-        let call = common::call_one(
-            cx,
-            access.node,
-            kind::OCC_READ,
-            &[access.table as u64, access.key],
-        );
-        cx.submit().await?;
+        let call = common::call_access(cx, index, kind::OCC_READ, &[]).await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        common::remember_reply_slot(cx, index, reply);
         match reply[0] {
             status::OK => {
                 common::accept_record(cx, index, reply[2], &reply[3..]);

@@ -242,17 +242,9 @@ pub(super) async fn lock_read_rpc(
     kind: u16,
     clock: &TsClock,
 ) -> TxnResult<()> {
-    let access = cx.accesses[index];
-    let call = common::call_one(
-        cx,
-        access.node,
-        kind,
-        &[access.table as u64, access.key, cx.timestamp],
-    );
-    cx.submit().await?;
+    let call = common::call_access(cx, index, kind, &[cx.timestamp]).await?;
     let batch = cx.batch();
     let reply = batch.reply(call);
-    common::remember_reply_slot(cx, index, reply);
     match reply[0] {
         status::OK | status::STALE => {
             cx.accesses[index].locked = true;
@@ -577,23 +569,15 @@ impl Timestamp {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let access = cx.accesses[index];
-        let call = common::call_one(
+        let call = common::call_access(
             cx,
-            access.node,
+            index,
             kind::TS_READ,
-            &[
-                access.table as u64,
-                access.key,
-                cx.timestamp,
-                self.cascading as u64,
-                0,
-            ],
-        );
-        cx.submit().await?;
+            &[cx.timestamp, self.cascading as u64, 0],
+        )
+        .await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        common::remember_reply_slot(cx, index, reply);
         if reply[0] != status::OK && reply[0] != DIRTY_OK {
             return Err(read_failure(reply[0], false));
         }
