@@ -436,6 +436,34 @@ pub fn lock_outcome(cx: &mut TxnCx<'_>, stale: AbortReason) -> TxnResult<()> {
     outcome
 }
 
+/// Handler side of a tuple fetch: the slot of `key` in table `table_id`,
+/// with the whole tuple read into `payload`; `None`, with `payload =
+/// [NOT_FOUND]`, if no row has that key.
+pub fn load_tuple(
+    store: &NodeStore,
+    table_id: u32,
+    key: u64,
+    payload: &mut Vec<u64>,
+) -> Option<u64> {
+    payload.clear();
+    let Some(slot) = store.lookup(table_id, key) else {
+        payload.push(status::NOT_FOUND);
+        return None;
+    };
+    let table = store.layout.table(table_id);
+    payload.resize(table.tuple_words as usize, 0);
+    store.region.read(table.tuple_addr(slot), payload);
+    Some(slot)
+}
+
+/// Rewrites the words `payload[record..]` of a record of `record_words`
+/// words into the reply `[head…, record…]`, in place.
+pub fn reply_with_record(payload: &mut Vec<u64>, record: usize, record_words: usize, head: &[u64]) {
+    payload.copy_within(record..record + record_words, head.len());
+    payload.truncate(head.len() + record_words);
+    payload[..head.len()].copy_from_slice(head);
+}
+
 /// Serves the handlers every lock-word protocol shares; false if `kind` is
 /// not one of them.
 pub fn serve_shared(store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> bool {

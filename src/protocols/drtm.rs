@@ -330,17 +330,13 @@ impl Drtm {
         let tuple = common::decode(table, payload);
         let (seq, consistent) = (tuple.seq, tuple.seq == tuple.seq_end);
         let record_at = table.record_offset() as usize;
-        // Reply [status, slot, seq, end, record…] in place.
-        payload.copy_within(record_at..record_at + table.record_words as usize, 4);
-        payload.truncate(4 + table.record_words as usize);
-        payload[0] = if consistent {
+        let code = if consistent {
             status::OK
         } else {
             status::INCONSISTENT
         };
-        payload[1] = slot;
-        payload[2] = seq;
-        payload[3] = end;
+        let words = table.record_words as usize;
+        common::reply_with_record(payload, record_at, words, &[code, slot, seq, end]);
     }
 }
 

@@ -483,9 +483,8 @@ impl Mvcc {
                     }
                     let wts = self.latest_wts(table, payload, tuple_seq).unwrap_or(0);
                     let rts = payload[(HEADER_WORD + RTS_WORD) as usize];
-                    payload.copy_within(record..record + record_words, 5);
-                    payload.truncate(5 + record_words);
-                    payload[..5].copy_from_slice(&[status::OK, slot, seq, wts, rts]);
+                    let head = [status::OK, slot, seq, wts, rts];
+                    common::reply_with_record(payload, record, record_words, &head);
                     return Served::Reply;
                 }
             }

@@ -264,14 +264,10 @@ impl Protocol for Occ {
         match kind {
             kind::OCC_READ => {
                 let (table_id, key) = (payload[0] as u32, payload[1]);
-                payload.clear();
-                let Some(slot) = store.lookup(table_id, key) else {
-                    payload.push(status::NOT_FOUND);
+                let Some(slot) = common::load_tuple(store, table_id, key, payload) else {
                     return Served::Reply;
                 };
                 let table = store.layout.table(table_id);
-                payload.resize(table.tuple_words as usize, 0);
-                store.region.read(table.tuple_addr(slot), payload);
                 let tuple = common::decode(table, payload);
                 let (lock, seq, seq_end) = (tuple.lock, tuple.seq, tuple.seq_end);
                 let record_at = table.record_offset() as usize;
@@ -282,12 +278,8 @@ impl Protocol for Occ {
                 } else {
                     status::OK
                 };
-                // Reply [status, slot, seq, record…] in the same buffer.
-                payload.copy_within(record_at..record_at + table.record_words as usize, 3);
-                payload.truncate(3 + table.record_words as usize);
-                payload[0] = status;
-                payload[1] = slot;
-                payload[2] = seq;
+                let words = table.record_words as usize;
+                common::reply_with_record(payload, record_at, words, &[status, slot, seq]);
             }
             kind::OCC_LOCK => {
                 let owner = payload[0];

@@ -138,16 +138,15 @@ impl Sundial {
         match kind {
             kind::SUNDIAL_READ => {
                 let (table_id, key) = (payload[0] as u32, payload[1]);
-                payload.clear();
-                let Some(slot) = store.lookup(table_id, key) else {
-                    payload.push(status::NOT_FOUND);
+                let Some(slot) = common::load_tuple(store, table_id, key, payload) else {
                     return Served::Reply;
                 };
                 let table = store.layout.table(table_id);
-                payload.resize(table.tuple_words as usize, 0);
                 let mut consistent = false;
-                for _ in 0..READ_TRIES {
-                    store.region.read(table.tuple_addr(slot), payload);
+                for read in 0..READ_TRIES {
+                    if read > 0 {
+                        store.region.read(table.tuple_addr(slot), payload);
+                    }
                     let tuple = common::decode(table, payload);
                     if tuple.seq == tuple.seq_end {
                         consistent = true;
@@ -158,18 +157,18 @@ impl Sundial {
                 let (seq, lease) = (tuple.seq, tuple.lock);
                 let wts = payload[(HEADER_WORD + WTS_WORD) as usize];
                 let record_at = table.record_offset() as usize;
-                // Reply [status, slot, seq, wts, lease, record…] in place.
-                payload.copy_within(record_at..record_at + table.record_words as usize, 5);
-                payload.truncate(5 + table.record_words as usize);
-                payload[0] = if consistent {
+                let code = if consistent {
                     status::OK
                 } else {
                     status::INCONSISTENT
                 };
-                payload[1] = slot;
-                payload[2] = seq;
-                payload[3] = wts;
-                payload[4] = lease;
+                let words = table.record_words as usize;
+                common::reply_with_record(
+                    payload,
+                    record_at,
+                    words,
+                    &[code, slot, seq, wts, lease],
+                );
             }
             kind::SUNDIAL_LOCK => {
                 let entries = payload.len() / 4;
