@@ -16,6 +16,8 @@
 //! coordinator does not wait for them; the runtime drains them before the
 //! run ends.
 
+use std::cell::RefMut;
+
 use crate::fabric::{Batch, CallId, NodeId, VerbId};
 use crate::store::index::{IndexLayout, BUCKET_WORDS};
 use crate::store::{NodeStore, TableLayout, KEY_WORD, SEQ_WORD};
@@ -356,6 +358,41 @@ pub fn post_unlock(cx: &mut TxnCx<'_>, install: bool, shared: impl Fn(&TxnCx<'_>
     cx.submit_passive();
 }
 
+/// The locked records' part of a passive commit or release round, queued
+/// on `batch` (the round of `cx`, which the caller may have started): per
+/// node in `cx.nodes`, `onesided` queues each locked access's verbs, or
+/// `rpc` appends its words to the node's one call of `kind`, which starts
+/// with `head`. Then every lock counts as released and the round is posted
+/// with passive ACK.
+pub fn post_locked(
+    cx: &mut TxnCx<'_>,
+    mut batch: RefMut<'_, Batch>,
+    (primitive, kind, head): (Primitive, u16, Option<u64>),
+    onesided: impl Fn(&TxnCx<'_>, &mut Batch, usize),
+    rpc: impl Fn(&TxnCx<'_>, &mut Vec<u64>, usize),
+) {
+    for &node in &cx.nodes {
+        let mut call: Option<Vec<u64>> = None;
+        for (index, access) in cx.accesses.iter().enumerate() {
+            if access.node != node || !access.locked {
+                continue;
+            }
+            match primitive {
+                Primitive::OneSided => onesided(cx, &mut batch, index),
+                Primitive::Rpc => rpc(cx, call_payload(&mut call, &mut batch, head), index),
+            }
+        }
+        if let Some(payload) = call {
+            batch.call(node, kind, payload, true);
+        }
+    }
+    drop(batch);
+    for access in cx.accesses.iter_mut() {
+        access.locked = false;
+    }
+    cx.submit_passive();
+}
+
 /// The payload of a per-node call, started with `owner` (if any) on first
 /// use.
 pub fn call_payload<'p>(
@@ -412,7 +449,7 @@ pub fn queue_calls_per_node(
 
 /// The reply words of the entry at `place` (from [`queue_calls_per_node`])
 /// onward.
-pub fn reply_entry<'b>(batch: &'b Batch, place: u32) -> &'b [u64] {
+pub fn reply_entry(batch: &Batch, place: u32) -> &[u64] {
     &batch.reply(CallId((place >> 16) as u16))[(place & 0xffff) as usize..]
 }
 

@@ -86,7 +86,7 @@
 //! history goes from a smaller to a larger timestamp.
 
 use crate::config::Config;
-use crate::fabric::VerbId;
+use crate::fabric::{Batch, VerbId};
 use crate::store::{NodeStore, TableLayout, HEADER_WORD};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
@@ -95,7 +95,7 @@ use super::timestamp::{
     raise_rts_local, raise_rts_onesided, read_failure, TsClock, READ_TRIES, READ_WAITS,
     READ_WAIT_NS, RPC_WAITS, TOO_LATE,
 };
-use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
+use super::{Protocol, ProtocolKind, Served, Stage};
 
 /// Header word of `rts`; the version slots follow it.
 const RTS_WORD: u32 = 1;
@@ -393,47 +393,28 @@ impl Mvcc {
         if cx.nodes.is_empty() {
             return;
         }
-        let primitive = cx.primitive(Stage::Commit);
-        let ts = cx.timestamp;
-        let mut batch = cx.round();
-        for &node in &cx.nodes {
-            let mut payload: Option<Vec<u64>> = None;
-            for (index, access) in cx.accesses.iter().enumerate() {
-                if access.node != node || !access.locked {
-                    continue;
-                }
-                let table = cx.table(access.table);
-                let new_seq = access.seq + 1;
-                match primitive {
-                    Primitive::OneSided => {
-                        let tuple = table.tuple_addr(access.slot);
-                        let slot = table.header_addr(access.slot, self.slot_word(table, new_seq));
-                        batch.write_word(node, tuple + table.seq_end_offset() as u64, new_seq);
-                        batch.write(node, slot, &[ts, new_seq + 1]);
-                        batch.write(node, slot + 2, cx.record(index));
-                        batch.write(node, table.record_addr(access.slot), cx.record(index));
-                        batch.write(node, table.seq_addr(access.slot), &[new_seq, 0]);
-                    }
-                    Primitive::Rpc => {
-                        let payload = payload.get_or_insert_with(|| {
-                            let mut payload = batch.payload();
-                            payload.push(ts);
-                            payload
-                        });
-                        payload.extend_from_slice(&[access.table as u64, access.slot, new_seq]);
-                        payload.extend_from_slice(cx.record(index));
-                    }
-                }
-            }
-            if let Some(payload) = payload {
-                batch.call(node, kind::MVCC_COMMIT, payload, true);
-            }
-        }
-        drop(batch);
-        for access in cx.accesses.iter_mut() {
-            access.locked = false;
-        }
-        cx.submit_passive();
+        let form = (
+            cx.primitive(Stage::Commit),
+            kind::MVCC_COMMIT,
+            Some(cx.timestamp),
+        );
+        let onesided = |cx: &TxnCx<'_>, batch: &mut Batch, index: usize| {
+            let access = cx.accesses[index];
+            let (node, table, new_seq) = (access.node, cx.table(access.table), access.seq + 1);
+            let tuple = table.tuple_addr(access.slot);
+            let slot = table.header_addr(access.slot, self.slot_word(table, new_seq));
+            batch.write_word(node, tuple + table.seq_end_offset() as u64, new_seq);
+            batch.write(node, slot, &[cx.timestamp, new_seq + 1]);
+            batch.write(node, slot + 2, cx.record(index));
+            batch.write(node, table.record_addr(access.slot), cx.record(index));
+            batch.write(node, table.seq_addr(access.slot), &[new_seq, 0]);
+        };
+        let batch = cx.round();
+        common::post_locked(cx, batch, form, onesided, |cx, payload, index| {
+            let access = cx.accesses[index];
+            payload.extend_from_slice(&[access.table as u64, access.slot, access.seq + 1]);
+            payload.extend_from_slice(cx.record(index));
+        });
     }
 
     /// Handler of `MVCC_READ`: `[table, key, ts, waits]` → `[status, slot,

@@ -692,8 +692,7 @@ mod tests {
 
     #[test]
     fn shared_words_count_readers_and_keep_a_conservative_bound() {
-        let mut wd = Lock2pl::<WaitDie>::default();
-        wd.shared = true;
+        let wd = Lock2pl::<WaitDie>::new(true, false);
         let (a, b, c) = (ts(1 << 20, 1), ts(2 << 20, 2), ts(3 << 20, 3));
         let Decision::Take(one) = wd.decide(0, b, false) else {
             panic!()
@@ -712,8 +711,7 @@ mod tests {
         // The last reader leaves the bound behind: still free.
         let left = two - 2;
         assert_eq!(wd.decide(left, c, true), Decision::Take(c));
-        let mut ww = Lock2pl::<WoundWait>::default();
-        ww.shared = true;
+        let ww = Lock2pl::<WoundWait>::new(true, false);
         let Decision::Take(w) = ww.decide(0, b, false) else {
             panic!()
         };

@@ -8,6 +8,7 @@
 //! written back.
 
 use super::*;
+use crate::fabric::Batch;
 
 impl Sundial {
     /// Locks every unlocked write-set record, in rounds: a CAS that failed
@@ -201,56 +202,37 @@ impl Sundial {
         }
         let commit_ts = cx.timestamp;
         debug_assert!(commit_ts < LOCKED, "logical time ran out of rts bits");
-        let primitive = cx.primitive(Stage::Commit);
-        let mut batch = cx.round();
-        for n in 0..cx.nodes.len() {
-            let node = cx.nodes[n];
-            let mut call: Option<Vec<u64>> = None;
-            for index in 0..cx.accesses.len() {
-                let access = cx.accesses[index];
-                if access.node != node || !access.locked {
-                    continue;
-                }
-                debug_assert!(access.write, "only write-set records are locked");
-                debug_assert!(
-                    access.meta < commit_ts,
-                    "commit_ts is past the rts the lock froze"
-                );
-                let table = cx.table(access.table);
-                let new_seq = access.seq + 1;
-                match primitive {
-                    Primitive::OneSided => {
-                        let tuple = table.tuple_addr(access.slot);
-                        batch.write_word(node, tuple + table.seq_end_offset() as u64, new_seq);
-                        batch.write(node, table.record_addr(access.slot), cx.record(index));
-                        if self.lock_at_access {
-                            // wts and the owner word, adjacent: no holder.
-                            batch.write(node, wts_addr(table, access.slot), &[commit_ts, 0]);
-                        } else {
-                            batch.write_word(node, wts_addr(table, access.slot), commit_ts);
-                        }
-                        batch.write(node, table.seq_addr(access.slot), &[new_seq, commit_ts]);
-                    }
-                    Primitive::Rpc => {
-                        let payload = call.get_or_insert_with(|| {
-                            let mut payload = batch.payload();
-                            payload.push(commit_ts);
-                            payload
-                        });
-                        payload.extend_from_slice(&[access.table as u64, access.slot, new_seq]);
-                        payload.extend_from_slice(cx.record(index));
-                    }
-                }
+        let form = (
+            cx.primitive(Stage::Commit),
+            kind::SUNDIAL_WRITE_BACK,
+            Some(commit_ts),
+        );
+        let onesided = |cx: &TxnCx<'_>, batch: &mut Batch, index: usize| {
+            let access = cx.accesses[index];
+            debug_assert!(access.write, "only write-set records are locked");
+            debug_assert!(
+                access.meta < commit_ts,
+                "commit_ts is past the rts the lock froze"
+            );
+            let (node, table, new_seq) = (access.node, cx.table(access.table), access.seq + 1);
+            let tuple = table.tuple_addr(access.slot);
+            batch.write_word(node, tuple + table.seq_end_offset() as u64, new_seq);
+            batch.write(node, table.record_addr(access.slot), cx.record(index));
+            if self.lock_at_access {
+                // wts and the owner word, adjacent: no holder.
+                batch.write(node, wts_addr(table, access.slot), &[commit_ts, 0]);
+            } else {
+                batch.write_word(node, wts_addr(table, access.slot), commit_ts);
             }
-            if let Some(payload) = call {
-                batch.call(node, kind::SUNDIAL_WRITE_BACK, payload, true);
-            }
-        }
-        drop(batch);
-        for access in cx.accesses.iter_mut() {
-            access.locked = false;
-        }
-        cx.submit_passive();
+            batch.write(node, table.seq_addr(access.slot), &[new_seq, commit_ts]);
+        };
+        let batch = cx.round();
+        common::post_locked(cx, batch, form, onesided, |cx, payload, index| {
+            let access = cx.accesses[index];
+            debug_assert!(access.write, "only write-set records are locked");
+            payload.extend_from_slice(&[access.table as u64, access.slot, access.seq + 1]);
+            payload.extend_from_slice(cx.record(index));
+        });
     }
 
     /// Restores the lease word of every locked record, with passive ACK.
@@ -259,39 +241,21 @@ impl Sundial {
         if cx.nodes.is_empty() {
             return;
         }
-        let primitive = cx.primitive(Stage::Release);
-        let mut batch = cx.round();
-        for n in 0..cx.nodes.len() {
-            let node = cx.nodes[n];
-            let mut call: Option<Vec<u64>> = None;
-            for access in cx.accesses.iter() {
-                if access.node != node || !access.locked {
-                    continue;
-                }
-                let table = cx.table(access.table);
-                let lease = access.meta;
-                debug_assert_eq!(lease & LOCKED, 0);
-                match primitive {
-                    Primitive::OneSided => {
-                        if self.lock_at_access {
-                            batch.write_word(node, owner_addr(table, access.slot), 0);
-                        }
-                        batch.write_word(node, lease_addr(table, access.slot), lease);
-                    }
-                    Primitive::Rpc => {
-                        call.get_or_insert_with(|| batch.payload())
-                            .extend_from_slice(&[access.table as u64, access.slot, lease]);
-                    }
-                }
+        let form = (cx.primitive(Stage::Release), kind::SUNDIAL_RELEASE, None);
+        let onesided = |cx: &TxnCx<'_>, batch: &mut Batch, index: usize| {
+            let access = cx.accesses[index];
+            let (node, table, lease) = (access.node, cx.table(access.table), access.meta);
+            debug_assert_eq!(lease & LOCKED, 0);
+            if self.lock_at_access {
+                batch.write_word(node, owner_addr(table, access.slot), 0);
             }
-            if let Some(payload) = call {
-                batch.call(node, kind::SUNDIAL_RELEASE, payload, true);
-            }
-        }
-        drop(batch);
-        for access in cx.accesses.iter_mut() {
-            access.locked = false;
-        }
-        cx.submit_passive();
+            batch.write_word(node, lease_addr(table, access.slot), lease);
+        };
+        let batch = cx.round();
+        common::post_locked(cx, batch, form, onesided, |cx, payload, index| {
+            let access = cx.accesses[index];
+            debug_assert_eq!(access.meta & LOCKED, 0);
+            payload.extend_from_slice(&[access.table as u64, access.slot, access.meta]);
+        });
     }
 }

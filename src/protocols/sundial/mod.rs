@@ -159,7 +159,7 @@ use super::lock2pl::{
     wait_die_timestamp, Decision, Lock2pl, EXCLUSIVE, WAIT_PAUSE_MAX_NS, WAIT_PAUSE_MIN_NS,
 };
 use super::wait_die::WaitDie;
-use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
+use super::{Protocol, ProtocolKind, Served, Stage};
 
 /// Write-lock bit of the lease word.
 pub const LOCKED: u64 = 1 << 63;

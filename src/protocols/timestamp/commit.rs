@@ -10,6 +10,7 @@
 
 use super::serve::outcome_of;
 use super::*;
+use crate::fabric::Batch;
 
 impl Timestamp {
     /// Lock stage, first round: lock the records that were read first and
@@ -268,60 +269,34 @@ impl Timestamp {
         if cx.nodes.is_empty() {
             return;
         }
-        let primitive = cx.primitive(Stage::Commit);
         let ts = cx.timestamp;
+        let form = if installed {
+            (cx.primitive(Stage::Commit), kind::UNLOCK, Some(cx.owner))
+        } else {
+            (cx.primitive(Stage::Commit), kind::TS_COMMIT, Some(ts))
+        };
         let mut batch = cx.round();
         if installed {
             batch.write_word(cx.worker.node, cx.txn_meta_addr(), ts | META_COMMITTED);
         }
-        for &node in &cx.nodes {
-            let mut payload: Option<Vec<u64>> = None;
-            for (index, access) in cx.accesses.iter().enumerate() {
-                if access.node != node || !access.locked {
-                    continue;
-                }
-                let table = cx.table(access.table);
-                let new_seq = access.seq + 1;
-                match (primitive, installed) {
-                    (Primitive::OneSided, false) => queue_install_onesided(
-                        &mut batch,
-                        table,
-                        node,
-                        access.slot,
-                        new_seq,
-                        cx.record(index),
-                        ts,
-                        0,
-                    ),
-                    (Primitive::OneSided, true) => {
-                        batch.write_word(node, lock_addr(table, access.slot), 0);
-                    }
-                    (Primitive::Rpc, false) => {
-                        let payload = common::call_payload(&mut payload, &mut batch, Some(ts));
-                        payload.extend_from_slice(&[access.table as u64, access.slot, new_seq]);
-                        payload.extend_from_slice(cx.record(index));
-                    }
-                    (Primitive::Rpc, true) => {
-                        let payload =
-                            common::call_payload(&mut payload, &mut batch, Some(cx.owner));
-                        payload.extend_from_slice(&[access.table as u64, access.slot]);
-                    }
-                }
+        let onesided = |cx: &TxnCx<'_>, batch: &mut Batch, index: usize| {
+            let access = cx.accesses[index];
+            let (node, table) = (access.node, cx.table(access.table));
+            if installed {
+                batch.write_word(node, lock_addr(table, access.slot), 0);
+            } else {
+                let (slot, record) = (access.slot, cx.record(index));
+                queue_install_onesided(batch, table, node, slot, access.seq + 1, record, ts, 0);
             }
-            if let Some(payload) = payload {
-                let kind = if installed {
-                    kind::UNLOCK
-                } else {
-                    kind::TS_COMMIT
-                };
-                batch.call(node, kind, payload, true);
+        };
+        common::post_locked(cx, batch, form, onesided, |cx, payload, index| {
+            let access = cx.accesses[index];
+            payload.extend_from_slice(&[access.table as u64, access.slot]);
+            if !installed {
+                payload.push(access.seq + 1);
+                payload.extend_from_slice(cx.record(index));
             }
-        }
-        drop(batch);
-        for access in cx.accesses.iter_mut() {
-            access.locked = false;
-        }
-        cx.submit_passive();
+        });
     }
 
     /// Cascading variant's release once the writes are installed: mark the
@@ -329,56 +304,36 @@ impl Timestamp {
     /// put every record's committed version back and unlock it.
     pub(super) fn post_restore(&self, cx: &mut TxnCx<'_>) {
         cx.collect_nodes(|a| a.locked);
-        let primitive = cx.primitive(Stage::Release);
+        let form = (
+            cx.primitive(Stage::Release),
+            kind::TS_INSTALL,
+            Some(cx.owner),
+        );
         let ts = cx.timestamp;
         let mut batch = cx.round();
         // Both outcome words in one WRITE: see `outcome_of`.
         batch.write(cx.worker.node, cx.txn_meta_addr(), &[ts | META_ABORTED, ts]);
-        for &node in &cx.nodes {
-            let mut payload: Option<Vec<u64>> = None;
-            for (index, access) in cx.accesses.iter().enumerate() {
-                if access.node != node || !access.locked {
-                    continue;
-                }
-                let table = cx.table(access.table);
-                let at = Backups::of(cx, index);
-                let (wts, record) = (
-                    cx.data[at],
-                    &cx.data[at + 1..at + 1 + table.record_words as usize],
-                );
-                match primitive {
-                    Primitive::OneSided => queue_install_onesided(
-                        &mut batch,
-                        table,
-                        node,
-                        access.slot,
-                        access.seq,
-                        record,
-                        wts,
-                        0,
-                    ),
-                    Primitive::Rpc => {
-                        let payload =
-                            common::call_payload(&mut payload, &mut batch, Some(cx.owner));
-                        payload.extend_from_slice(&[
-                            access.table as u64,
-                            access.slot,
-                            access.seq,
-                            wts,
-                        ]);
-                        payload.extend_from_slice(record);
-                    }
-                }
-            }
-            if let Some(payload) = payload {
-                batch.call(node, kind::TS_INSTALL, payload, true);
-            }
-        }
-        drop(batch);
-        for access in cx.accesses.iter_mut() {
-            access.locked = false;
-        }
-        cx.submit_passive();
+        let onesided = |cx: &TxnCx<'_>, batch: &mut Batch, index: usize| {
+            let access = cx.accesses[index];
+            let (wts, record) = Backups::version(cx, index);
+            let table = cx.table(access.table);
+            queue_install_onesided(
+                batch,
+                table,
+                access.node,
+                access.slot,
+                access.seq,
+                record,
+                wts,
+                0,
+            );
+        };
+        common::post_locked(cx, batch, form, onesided, |cx, payload, index| {
+            let access = cx.accesses[index];
+            let (wts, record) = Backups::version(cx, index);
+            payload.extend_from_slice(&[access.table as u64, access.slot, access.seq, wts]);
+            payload.extend_from_slice(record);
+        });
     }
 }
 

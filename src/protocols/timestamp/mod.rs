@@ -143,7 +143,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::config::Config;
-use crate::fabric::{Batch, CallId, VerbId};
+use crate::fabric::{CallId, VerbId};
 use crate::store::{NodeStore, TableLayout, HEADER_WORD, SEQ_WORD};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
@@ -649,6 +649,14 @@ impl Backups {
             }
         }
         at
+    }
+
+    /// The committed version of access `index` kept before its install:
+    /// `(wts, record)`.
+    fn version<'c>(cx: &'c TxnCx<'_>, index: usize) -> (u64, &'c [u64]) {
+        let at = Self::of(cx, index);
+        let words = cx.table(cx.accesses[index].table).record_words as usize;
+        (cx.data[at], &cx.data[at + 1..at + 1 + words])
     }
 }
 
