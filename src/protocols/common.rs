@@ -229,6 +229,36 @@ pub fn queue_cas_then_read_tuple(
     (cas, read)
 }
 
+/// Queues on `cx`'s round, per node in `cx.nodes` and each access there
+/// that `pick` selects, a CAS of its lock word (`lock` gives `(address,
+/// expected, desired)`), then a READ of `read_words` words from its `seq`:
+/// FIFO on the queue pair, so the READ sees the tuple as the CAS left it.
+/// `cx.queued` gets `(access index, the CAS's verb id)`; the READ is the
+/// next verb.
+pub fn queue_lock_then_read_seq(
+    cx: &mut TxnCx<'_>,
+    pick: impl Fn(&Access) -> bool,
+    read_words: u32,
+    lock: impl Fn(&TxnCx<'_>, &Access) -> (u64, u64, u64),
+) {
+    let mut batch = cx.round();
+    cx.queued.clear();
+    for n in 0..cx.nodes.len() {
+        let node = cx.nodes[n];
+        for index in 0..cx.accesses.len() {
+            let access = cx.accesses[index];
+            if !(pick(&access) && access.node == node) {
+                continue;
+            }
+            let (word, expected, desired) = lock(cx, &access);
+            let cas = batch.cas(node, word, expected, desired);
+            let table = cx.table(access.table);
+            batch.read(node, table.seq_addr(access.slot), read_words);
+            cx.queued.push((index, cas.0));
+        }
+    }
+}
+
 /// Posts the verbs queued in `cx`'s round that this attempt's commit or
 /// release must find in place. The fabric orders verbs after verbs and
 /// RPCs after RPCs, not an RPC after a verb: where commit or release may go

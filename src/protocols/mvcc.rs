@@ -335,23 +335,12 @@ impl Mvcc {
     /// (the others were locked when fetched) and checks they are still the
     /// latest version and writable by `ts`.
     async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        cx.collect_nodes(|a| a.write && !a.locked);
+        let unlocked_write = |a: &crate::txn::Access| a.write && !a.locked;
+        cx.collect_nodes(unlocked_write);
         let ts = cx.timestamp;
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for &node in &cx.nodes {
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if !(access.write && !access.locked && access.node == node) {
-                        continue;
-                    }
-                    let table = cx.table(access.table);
-                    let cas = batch.cas(node, lock_addr(table, access.slot), 0, ts);
-                    batch.read(node, table.seq_addr(access.slot), 3);
-                    cx.queued.push((index, cas.0));
-                }
-            }
-        }
+        common::queue_lock_then_read_seq(cx, unlocked_write, 3, |cx, a| {
+            (lock_addr(cx.table(a.table), a.slot), 0, ts)
+        });
         cx.submit().await?;
         let batch = cx.batch();
         let mut outcome = Ok(());

@@ -111,21 +111,12 @@ impl Occ {
 
     async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         cx.collect_nodes(|a| a.write);
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for &node in &cx.nodes {
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if !(access.write && access.node == node) {
-                        continue;
-                    }
-                    let table = cx.table(access.table);
-                    let cas = batch.cas(node, lock_addr(table, access.slot), 0, cx.owner);
-                    batch.read(node, table.seq_addr(access.slot), 1);
-                    cx.queued.push((index, cas.0));
-                }
-            }
-        }
+        common::queue_lock_then_read_seq(
+            cx,
+            |a| a.write,
+            1,
+            |cx, a| (lock_addr(cx.table(a.table), a.slot), 0, cx.owner),
+        );
         cx.submit().await?;
         let batch = cx.batch();
         let mut outcome = Ok(());

@@ -20,27 +20,15 @@ impl Sundial {
             if cx.nodes.is_empty() {
                 return Ok(());
             }
-            {
-                let mut batch = cx.round();
-                cx.queued.clear();
-                for &node in &cx.nodes {
-                    for (index, access) in cx.accesses.iter().enumerate() {
-                        if !(access.write && !access.locked && access.node == node) {
-                            continue;
-                        }
-                        let table = cx.table(access.table);
-                        let expected = access.meta & RTS_MASK;
-                        let cas = batch.cas(
-                            node,
-                            lease_addr(table, access.slot),
-                            expected,
-                            expected | LOCKED,
-                        );
-                        batch.read(node, table.seq_addr(access.slot), 1);
-                        cx.queued.push((index, cas.0));
-                    }
-                }
-            }
+            let unlocked_write = |a: &Access| a.write && !a.locked;
+            common::queue_lock_then_read_seq(cx, unlocked_write, 1, |cx, a| {
+                let expected = a.meta & RTS_MASK;
+                (
+                    lease_addr(cx.table(a.table), a.slot),
+                    expected,
+                    expected | LOCKED,
+                )
+            });
             cx.submit().await?;
             let batch = cx.batch();
             let mut outcome = Ok(());
