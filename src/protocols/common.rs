@@ -523,6 +523,15 @@ pub fn load_tuple(
     Some(slot)
 }
 
+/// Appends the record at `slot` of `table` to a reply under way.
+pub fn push_record(store: &NodeStore, table: &TableLayout, slot: u64, payload: &mut Vec<u64>) {
+    let start = payload.len();
+    payload.resize(start + table.record_words as usize, 0);
+    store
+        .region
+        .read(table.record_addr(slot), &mut payload[start..]);
+}
+
 /// Rewrites the words `payload[record..]` of a record of `record_words`
 /// words into the reply `[head…, record…]`, in place.
 pub fn reply_with_record(payload: &mut Vec<u64>, record: usize, record_words: usize, head: &[u64]) {

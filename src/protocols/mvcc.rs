@@ -324,11 +324,7 @@ impl Mvcc {
             status::STALE
         };
         payload.extend_from_slice(&[verdict, slot, seq, wts, rts]);
-        let start = payload.len();
-        payload.resize(start + table.record_words as usize, 0);
-        store
-            .region
-            .read(table.record_addr(slot), &mut payload[start..]);
+        common::push_record(store, table, slot, payload);
     }
 
     /// Lock stage: locks the records that were read first and written later

@@ -157,11 +157,7 @@ impl<R: LockRule> Lock2pl<R> {
                     unregister();
                     payload.clear();
                     payload.extend_from_slice(&[status::OK, slot, store.seq(table_id, slot)]);
-                    let start = payload.len();
-                    payload.resize(start + table.record_words as usize, 0);
-                    store
-                        .region
-                        .read(table.record_addr(slot), &mut payload[start..]);
+                    common::push_record(store, table, slot, payload);
                     return Served::Reply;
                 }
                 Decision::Die(reason) => {

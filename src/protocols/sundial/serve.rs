@@ -119,11 +119,7 @@ pub(super) fn serve_lock_read(store: &NodeStore, payload: &mut Vec<u64>) -> Serv
         store.region.load(wts_addr(table, slot)),
         lease,
     ]);
-    let start = payload.len();
-    payload.resize(start + table.record_words as usize, 0);
-    store
-        .region
-        .read(table.record_addr(slot), &mut payload[start..]);
+    common::push_record(store, table, slot, payload);
     Served::Reply
 }
 

@@ -95,11 +95,7 @@ pub(super) fn lock_read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
         status::STALE
     };
     payload.extend_from_slice(&[verdict, slot, seq, wts, rts]);
-    let start = payload.len();
-    payload.resize(start + table.record_words as usize, 0);
-    store
-        .region
-        .read(table.record_addr(slot), &mut payload[start..]);
+    common::push_record(store, table, slot, payload);
     Served::Reply
 }
 
