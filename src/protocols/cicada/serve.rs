@@ -8,7 +8,9 @@
 
 use super::*;
 
-/// `CICADA_READ`.
+/// `CICADA_READ` `[table, key, bts, write]` → `[status, slot, …]`: the
+/// version visible at `bts` (the latest one for a write), re-read while
+/// it is pending.
 pub(super) fn read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let region = &store.region;
     let (table_id, key, bts, write) = (payload[0] as u32, payload[1], payload[2], payload[3] != 0);
@@ -64,7 +66,9 @@ pub(super) fn read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     Served::Reply
 }
 
-/// `CICADA_INSTALL`.
+/// `CICADA_INSTALL` `[owner, bts, entry…]` → one status per entry: under
+/// every entry's latch (or none, and waits), checks that each write may
+/// still be installed, then installs all as pending versions, or none.
 pub(super) fn install(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let region = &store.region;
     let (owner, bts) = (payload[0], payload[1]);
@@ -148,7 +152,9 @@ pub(super) fn install(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     Served::Reply
 }
 
-/// `CICADA_VALIDATE`.
+/// `CICADA_VALIDATE` `[owner, bts, (table, slot, seq)…]` → `[status]`:
+/// under the latches, checks that every read's version is still the one
+/// visible at `bts` and raises its `rts`.
 pub(super) fn validate(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let region = &store.region;
     let (owner, bts) = (payload[0], payload[1]);
@@ -177,7 +183,9 @@ pub(super) fn validate(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     Served::Reply
 }
 
-/// `CICADA_FINISH`.
+/// `CICADA_FINISH` `[commit, (table, slot, target, new_seq, record…)…]` →
+/// `[]`: flips each pending version to committed (mirroring the record)
+/// or aborted.
 pub(super) fn finish(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let region = &store.region;
     let commit = payload[0] != 0;

@@ -8,7 +8,8 @@
 
 use super::*;
 
-/// `MAAT_INIT`.
+/// `MAAT_INIT` `[metadata slot, txn]` → `[]`: opens the slot for `txn`,
+/// running with the interval `[0, MAX_TS]`.
 pub(super) fn init(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let region = &store.region;
     let (slot, txn) = (payload[0], payload[1]);
@@ -19,7 +20,10 @@ pub(super) fn init(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     Served::Reply
 }
 
-/// `MAAT_REGISTER`.
+/// `MAAT_REGISTER` `[table, key, txn, owner, flags, seq]` → `[status,
+/// slot, position, tuple…]`: under the tuple latch, adds `txn` to the
+/// tuple's reader or writer list (`FULL` if no place is free, `STALE` if
+/// an upgrade's version is gone); `Served::Wait` while the latch is held.
 pub(super) fn register(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let region = &store.region;
     let (table_id, key, txn, owner) = (payload[0] as u32, payload[1], payload[2], payload[3]);
@@ -74,7 +78,8 @@ pub(super) fn register(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     Served::Reply
 }
 
-/// `MAAT_META_READ`.
+/// `MAAT_META_READ` `[slot…]` → `[slot words…]`: the metadata slots, each
+/// in place of its address.
 pub(super) fn meta_read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let region = &store.region;
     let count = payload.len();
@@ -91,7 +96,8 @@ pub(super) fn meta_read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     Served::Reply
 }
 
-/// `MAAT_PUSH`.
+/// `MAAT_PUSH` `[(slot, upper goal, lower goal)…]` → `[(state, id_end)…]`:
+/// pushes each interval past the goals (Eq. 2), then reads its state back.
 pub(super) fn push(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let region = &store.region;
     let count = payload.len() / 3;
@@ -119,7 +125,8 @@ pub(super) fn push(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     Served::Reply
 }
 
-/// `MAAT_FREEZE`.
+/// `MAAT_FREEZE` `[slot, lb, ub]` → `[OK | STALE, ts]`: freezes the
+/// owner's interval and commits at its lower bound if it is not empty.
 pub(super) fn freeze(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let region = &store.region;
     let (slot, lb, ub) = (payload[0], payload[1], payload[2]);
@@ -135,7 +142,9 @@ pub(super) fn freeze(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     Served::Reply
 }
 
-/// `MAAT_COMMIT`.
+/// `MAAT_COMMIT` `[owner, ts, entry…]` → `[]`: latches every tuple (or
+/// none, and waits), leaves its lists, installs the writes and raises
+/// `wts`/`rts` to `ts`.
 pub(super) fn commit(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let region = &store.region;
     let (owner, ts) = (payload[0], payload[1]);
@@ -189,7 +198,8 @@ pub(super) fn commit(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     Served::Reply
 }
 
-/// `MAAT_UNREGISTER`.
+/// `MAAT_UNREGISTER` `[txn, (table, slot, meta)…]` → `[]`: leaves the
+/// lists the positions in `meta` name, where `txn` still stands.
 pub(super) fn unregister(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let region = &store.region;
     let txn = payload[0];
@@ -218,7 +228,7 @@ pub(super) fn unregister(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     Served::Reply
 }
 
-/// `MAAT_ABORT`.
+/// `MAAT_ABORT` `[slot]` → `[]`: marks the owner's metadata aborted.
 pub(super) fn abort(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let region = &store.region;
     region.store(payload[0] + STATE, ABORTED);

@@ -197,7 +197,8 @@ pub(super) fn read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     Served::Reply
 }
 
-/// `TS_LOCK`.
+/// `TS_LOCK` `[ts, (table, slot, read seq, held)…]` → one
+/// `common::lock_reply` word per entry ([`lock_local`]).
 pub(super) fn lock(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let ts = payload[0];
     let entries = (payload.len() - 1) / 4;
@@ -211,7 +212,8 @@ pub(super) fn lock(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     Served::Reply
 }
 
-/// `TS_COMMIT`.
+/// `TS_COMMIT` `[ts, (table, slot, new seq, record…)…]` → `[]`: installs
+/// each locked record with `wts = ts` and unlocks it.
 pub(super) fn commit(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let ts = payload[0];
     let mut at = 1;
@@ -227,7 +229,9 @@ pub(super) fn commit(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     Served::Reply
 }
 
-/// `TS_INSTALL`.
+/// `TS_INSTALL` `[owner, (table, slot, seq, wts, record…)…]` → `[]`: an
+/// install (the lock stays, flagged installed) or, from an owner already
+/// flagged, a restore (unlocks).
 pub(super) fn install(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     // [owner, (table, slot, seq, wts, record…)…]: an install
     // (lock stays, flagged installed) or, from an owner already
@@ -254,7 +258,8 @@ pub(super) fn install(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     Served::Reply
 }
 
-/// `TS_OUTCOME`.
+/// `TS_OUTCOME` `[addr, writer]` → `[both outcome words]`; waits while the
+/// writer runs.
 pub(super) fn outcome(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     // [addr, writer] → [both outcome words]; waits while the
     // writer runs. Loaded in READ order.
