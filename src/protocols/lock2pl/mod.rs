@@ -370,7 +370,7 @@ impl<R: LockRule> Protocol for Lock2pl<R> {
     }
 
     /// Parked lock requests oldest first, under a wounding rule (see
-    /// [`Lock2pl::rank`]).
+    /// `serve::rank`).
     fn waiting_rank(&self, kind: u16, payload: &[u64]) -> u64 {
         self.rank(kind, payload)
     }
