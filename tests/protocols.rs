@@ -867,3 +867,39 @@ fn sundial_locking_at_access_waits_where_the_default_aborts() {
         );
     }
 }
+
+/// Every RPC kind a node's event loop serves belongs to one owner: the
+/// log's, CALVIN's and the protocols' kinds lie in their owners' ranges
+/// and no two are equal, so no request reaches another owner's handler.
+#[test]
+fn rpc_kinds_lie_in_their_owners_ranges_and_never_collide() {
+    use verbena::base::rpc_kind;
+    use verbena::engine::calvin;
+    use verbena::protocols::common::kind;
+    use verbena::replication::log::kind as log_kind;
+
+    let owned: Vec<(u16, rpc_kind::KindRange)> = kind::ALL
+        .iter()
+        .map(|&k| (k, rpc_kind::PROTOCOLS))
+        .chain(
+            [
+                calvin::RPC_BATCH,
+                calvin::RPC_FORWARD,
+                calvin::RPC_DONE,
+                calvin::RPC_READ,
+            ]
+            .map(|k| (k, rpc_kind::CALVIN)),
+        )
+        .chain([log_kind::LOG_APPEND, log_kind::LOG_DRAIN].map(|k| (k, rpc_kind::LOG)))
+        .collect();
+    for &(k, range) in &owned {
+        assert!(range.contains(k), "kind {k:#x} outside {}", range.owner);
+        assert_eq!(rpc_kind::owner(k), Some(range.owner));
+        assert_eq!(log_kind::owned(k), range == rpc_kind::LOG, "kind {k:#x}");
+    }
+    let mut kinds: Vec<u16> = owned.iter().map(|&(k, _)| k).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    assert_eq!(kinds.len(), owned.len(), "two RPC kinds are equal");
+    assert!(owned.len() > 40, "every protocol's kinds are listed");
+}

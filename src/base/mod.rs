@@ -10,6 +10,7 @@
 //! * [`rng`]: the seeded random number generators every deterministic part
 //!   draws from;
 //! * [`exit`]: the binary's exit codes, which the launcher also reads;
+//! * [`rpc_kind`]: the ranges of RPC handler kinds each owner numbers in;
 //! * [`placement`]: where each partition's copies live, which the config
 //!   checks a run's crashes against and replication and recovery follow;
 //! * [`NodeId`]: a node's index in the cluster.
@@ -18,6 +19,7 @@ pub mod exit;
 pub mod placement;
 pub mod protocol_kind;
 pub mod rng;
+pub mod rpc_kind;
 pub mod stage;
 
 pub use protocol_kind::ProtocolKind;

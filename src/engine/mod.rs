@@ -37,7 +37,7 @@ use crate::config::{Config, ConfigError, FabricKind, LockMode, WorkloadKind};
 use crate::fabric::NodeId;
 use crate::protocols::cicada::Cicada;
 use crate::protocols::drtm::Drtm;
-use crate::protocols::lock2pl::{Lock2pl, Policy};
+use crate::protocols::lock2pl::Lock2pl;
 use crate::protocols::maat::Maat;
 use crate::protocols::mvcc::Mvcc;
 use crate::protocols::no_wait::NoWait;
@@ -161,15 +161,14 @@ pub trait WithProtocol {
 /// (`engine::calvin`, `with_program`).
 pub fn with_protocol<V: WithProtocol>(config: &Config, visitor: V) -> Option<V::Output> {
     let options = &config.protocol_options;
-    let lock2pl = |policy| Lock2pl {
-        policy,
-        shared: options.lock_mode == LockMode::Shared,
-        starvation_fix: options.wait_die_starvation_fix,
-    };
+    let (shared, fix) = (
+        options.lock_mode == LockMode::Shared,
+        options.wait_die_starvation_fix,
+    );
     Some(match config.protocol {
-        ProtocolKind::NoWait => visitor.with(&NoWait(lock2pl(Policy::NoWait))),
-        ProtocolKind::WaitDie => visitor.with(&WaitDie(lock2pl(Policy::WaitDie))),
-        ProtocolKind::WoundWait => visitor.with(&WoundWait(lock2pl(Policy::WoundWait))),
+        ProtocolKind::NoWait => visitor.with(&Lock2pl::<NoWait>::new(shared, fix)),
+        ProtocolKind::WaitDie => visitor.with(&Lock2pl::<WaitDie>::new(shared, fix)),
+        ProtocolKind::WoundWait => visitor.with(&Lock2pl::<WoundWait>::new(shared, fix)),
         ProtocolKind::Occ => visitor.with(&Occ {
             skip_validation: config.unsafe_skip_occ_validation,
             read_through_locks: options.occ_read_through_locks,

@@ -16,60 +16,76 @@
 //! coordinator does not wait for them; the runtime drains them before the
 //! run ends.
 
-use crate::fabric::{Batch, NodeId, VerbId};
+use std::cell::RefMut;
+
+use crate::fabric::{Batch, CallId, NodeId, VerbId};
 use crate::store::index::{IndexLayout, BUCKET_WORDS};
 use crate::store::{NodeStore, TableLayout, KEY_WORD, SEQ_WORD};
-use crate::txn::{AbortReason, TxnCx, TxnResult};
+use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
 
 use super::{Primitive, Stage};
 
-/// RPC handler kinds. Shared ones first; each protocol owns a range.
+/// RPC handler kinds, in the protocols' range of `base::rpc_kind`. Shared
+/// ones first; each protocol owns a decade.
 pub mod kind {
-    pub const WRITE_BACK: u16 = 1;
-    pub const UNLOCK: u16 = 2;
-    /// The 2PL family (`lock2pl`: NO_WAIT, WAIT_DIE, WOUND_WAIT): 10–19.
-    pub const NO_WAIT_LOCK_READ: u16 = 10;
-    pub const LOCK2PL_UPGRADE: u16 = 11;
-    pub const LOCK2PL_UNLOCK_SHARED: u16 = 12;
-    pub const LOCK2PL_STATUS_CAS: u16 = 13;
-    /// WOUND_WAIT by RPC: wound a holder and learn where it waits.
-    pub const LOCK2PL_WOUND: u16 = 14;
-    /// WOUND_WAIT by RPC: answer a wounded waiter's parked request.
-    pub const LOCK2PL_WAKE: u16 = 15;
-    pub const OCC_READ: u16 = 20;
-    pub const OCC_LOCK: u16 = 21;
-    pub const OCC_VALIDATE: u16 = 22;
-    pub const TS_READ: u16 = 40;
-    pub const TS_LOCK: u16 = 41;
-    pub const TS_COMMIT: u16 = 42;
-    pub const TS_LOCK_FETCH: u16 = 43;
-    pub const TS_INSTALL: u16 = 44;
-    pub const TS_OUTCOME: u16 = 45;
-    pub const TS_LOCK_READ: u16 = 46;
-    pub const MVCC_READ: u16 = 50;
-    pub const MVCC_LOCK: u16 = 51;
-    pub const MVCC_COMMIT: u16 = 52;
-    pub const MVCC_LOCK_READ: u16 = 53;
-    pub const MAAT_INIT: u16 = 60;
-    pub const MAAT_REGISTER: u16 = 61;
-    pub const MAAT_META_READ: u16 = 62;
-    pub const MAAT_PUSH: u16 = 63;
-    pub const MAAT_FREEZE: u16 = 64;
-    pub const MAAT_COMMIT: u16 = 65;
-    pub const MAAT_UNREGISTER: u16 = 66;
-    pub const MAAT_ABORT: u16 = 67;
-    pub const CICADA_READ: u16 = 70;
-    pub const CICADA_INSTALL: u16 = 71;
-    pub const CICADA_VALIDATE: u16 = 72;
-    pub const CICADA_FINISH: u16 = 73;
-    pub const SUNDIAL_READ: u16 = 80;
-    pub const SUNDIAL_LOCK: u16 = 81;
-    pub const SUNDIAL_RENEW: u16 = 82;
-    pub const SUNDIAL_WRITE_BACK: u16 = 83;
-    pub const SUNDIAL_RELEASE: u16 = 84;
-    /// `protocol_options.sundial_lock_at_access`: lock & read at access.
-    pub const SUNDIAL_LOCK_READ: u16 = 85;
-    pub const DRTM_ACCESS: u16 = 110;
+    /// Declares the kinds and [`ALL`], which the build checks against the
+    /// protocols' range: in it, and no two equal.
+    macro_rules! kinds {
+        ($($(#[$doc:meta])* $name:ident = $value:expr;)*) => {
+            $($(#[$doc])* pub const $name: u16 = $value;)*
+            /// Every kind above.
+            pub const ALL: &[u16] = &[$($name),*];
+            const _: () = crate::base::rpc_kind::PROTOCOLS.check(ALL);
+        };
+    }
+
+    kinds! {
+        WRITE_BACK = 1;
+        UNLOCK = 2;
+        /// The 2PL family (`lock2pl`: NO_WAIT, WAIT_DIE, WOUND_WAIT): 10–19.
+        NO_WAIT_LOCK_READ = 10;
+        LOCK2PL_UPGRADE = 11;
+        LOCK2PL_UNLOCK_SHARED = 12;
+        LOCK2PL_STATUS_CAS = 13;
+        /// WOUND_WAIT by RPC: wound a holder and learn where it waits.
+        LOCK2PL_WOUND = 14;
+        /// WOUND_WAIT by RPC: answer a wounded waiter's parked request.
+        LOCK2PL_WAKE = 15;
+        OCC_READ = 20;
+        OCC_LOCK = 21;
+        OCC_VALIDATE = 22;
+        TS_READ = 40;
+        TS_LOCK = 41;
+        TS_COMMIT = 42;
+        TS_LOCK_FETCH = 43;
+        TS_INSTALL = 44;
+        TS_OUTCOME = 45;
+        TS_LOCK_READ = 46;
+        MVCC_READ = 50;
+        MVCC_LOCK = 51;
+        MVCC_COMMIT = 52;
+        MVCC_LOCK_READ = 53;
+        MAAT_INIT = 60;
+        MAAT_REGISTER = 61;
+        MAAT_META_READ = 62;
+        MAAT_PUSH = 63;
+        MAAT_FREEZE = 64;
+        MAAT_COMMIT = 65;
+        MAAT_UNREGISTER = 66;
+        MAAT_ABORT = 67;
+        CICADA_READ = 70;
+        CICADA_INSTALL = 71;
+        CICADA_VALIDATE = 72;
+        CICADA_FINISH = 73;
+        SUNDIAL_READ = 80;
+        SUNDIAL_LOCK = 81;
+        SUNDIAL_RENEW = 82;
+        SUNDIAL_WRITE_BACK = 83;
+        SUNDIAL_RELEASE = 84;
+        /// `protocol_options.sundial_lock_at_access`: lock & read at access.
+        SUNDIAL_LOCK_READ = 85;
+        DRTM_ACCESS = 110;
+    }
 }
 
 /// Status words in RPC replies.
@@ -110,6 +126,21 @@ pub fn decode<'a>(table: &TableLayout, tuple: &'a [u64]) -> TupleView<'a> {
         record: &tuple[record..record + table.record_words as usize],
     }
 }
+
+/// Runs a stage in the form the run's plan gives it (`TxnCx::primitive`):
+/// `in_form!(cx, stage, onesided: A, rpc: B)` awaits the future `A` or the
+/// future `B`, and builds only the one it awaits, so both may borrow `cx`.
+/// Every stage with both forms chooses here, so no protocol decides the
+/// form on its own.
+macro_rules! in_form {
+    ($cx:ident, $stage:expr, onesided: $onesided:expr, rpc: $rpc:expr $(,)?) => {
+        match $cx.primitive($stage) {
+            $crate::base::Primitive::OneSided => $onesided.await,
+            $crate::base::Primitive::Rpc => $rpc.await,
+        }
+    };
+}
+pub(crate) use in_form;
 
 /// Makes `cx.accesses[index].slot` known: a location-cache hit costs
 /// nothing; a miss probes the three cuckoo buckets with one doorbell batch of
@@ -152,6 +183,30 @@ pub fn remember_reply_slot(cx: &mut TxnCx<'_>, index: usize, reply: &[u64]) {
     }
 }
 
+/// The RPC access of `cx.accesses[index]`: one call of `kind` to its node
+/// with `[table, key, extra…]`, awaited; the slot the reply names
+/// (`[status, slot, …]`) is kept as [`remember_reply_slot`] does. Returns
+/// the call, whose reply `cx.batch()` holds.
+pub async fn call_access(
+    cx: &mut TxnCx<'_>,
+    index: usize,
+    kind: u16,
+    extra: &[u64],
+) -> TxnResult<crate::fabric::CallId> {
+    let access = cx.accesses[index];
+    let call = {
+        let mut batch = cx.round();
+        let mut payload = batch.payload();
+        payload.extend_from_slice(&[access.table as u64, access.key]);
+        payload.extend_from_slice(extra);
+        batch.call(access.node, kind, payload, false)
+    };
+    cx.submit().await?;
+    let batch = cx.batch();
+    remember_reply_slot(cx, index, batch.reply(call));
+    Ok(call)
+}
+
 /// Copies a fetched record into the access's copy and notes its version.
 pub fn accept_record(cx: &mut TxnCx<'_>, index: usize, seq: u64, record: &[u64]) {
     cx.accesses[index].seq = seq;
@@ -172,6 +227,36 @@ pub fn queue_cas_then_read_tuple(
     let cas = batch.cas(node, word, expected, desired);
     let read = batch.read(node, table.tuple_addr(slot), table.tuple_words);
     (cas, read)
+}
+
+/// Queues on `cx`'s round, per node in `cx.nodes` and each access there
+/// that `pick` selects, a CAS of its lock word (`lock` gives `(address,
+/// expected, desired)`), then a READ of `read_words` words from its `seq`:
+/// FIFO on the queue pair, so the READ sees the tuple as the CAS left it.
+/// `cx.queued` gets `(access index, the CAS's verb id)`; the READ is the
+/// next verb.
+pub fn queue_lock_then_read_seq(
+    cx: &mut TxnCx<'_>,
+    pick: impl Fn(&Access) -> bool,
+    read_words: u32,
+    lock: impl Fn(&TxnCx<'_>, &Access) -> (u64, u64, u64),
+) {
+    let mut batch = cx.round();
+    cx.queued.clear();
+    for n in 0..cx.nodes.len() {
+        let node = cx.nodes[n];
+        for index in 0..cx.accesses.len() {
+            let access = cx.accesses[index];
+            if !(pick(&access) && access.node == node) {
+                continue;
+            }
+            let (word, expected, desired) = lock(cx, &access);
+            let cas = batch.cas(node, word, expected, desired);
+            let table = cx.table(access.table);
+            batch.read(node, table.seq_addr(access.slot), read_words);
+            cx.queued.push((index, cas.0));
+        }
+    }
 }
 
 /// Posts the verbs queued in `cx`'s round that this attempt's commit or
@@ -214,19 +299,23 @@ pub fn queue_write_back_onesided(cx: &TxnCx<'_>, batch: &mut Batch, index: usize
 /// written back and unlocked (commit primitive); every other locked record is
 /// unlocked (release primitive). Posted with passive ACK.
 pub fn post_commit(cx: &mut TxnCx<'_>) {
-    post_unlock(cx, true);
+    post_unlock(cx, true, |_, _| false);
 }
 
 /// Release stage: unlock every record the attempt holds locked (abort path),
 /// with passive ACK.
 pub fn post_release(cx: &mut TxnCx<'_>) {
-    post_unlock(cx, false);
+    post_unlock(cx, false, |_, _| false);
 }
 
 /// One passive round that frees every lock the attempt holds, writing back
-/// the write set first when `install` (commit) — per node, one-sided verbs
-/// or at most one `WRITE_BACK` and one `UNLOCK` call.
-fn post_unlock(cx: &mut TxnCx<'_>, install: bool) {
+/// the write set first when `install` (commit) — per node, one-sided verbs,
+/// or at most one `WRITE_BACK`, one `UNLOCK` and one
+/// `LOCK2PL_UNLOCK_SHARED` call. Written records use the commit primitive,
+/// the others the release primitive. A record for which `shared` holds is
+/// held in a shared lock word (`lock2pl`, E/S mode): its unlock is a
+/// FETCH_AND_ADD of −1 instead of a store of 0.
+pub fn post_unlock(cx: &mut TxnCx<'_>, install: bool, shared: impl Fn(&TxnCx<'_>, usize) -> bool) {
     debug_assert!(
         cx.accesses
             .iter()
@@ -248,35 +337,48 @@ fn post_unlock(cx: &mut TxnCx<'_>, install: bool) {
         let node = cx.nodes[n];
         let mut write_back: Option<Vec<u64>> = None;
         let mut unlock: Option<Vec<u64>> = None;
+        let mut unlock_shared: Option<Vec<u64>> = None;
         for index in 0..cx.accesses.len() {
             let access = cx.accesses[index];
             if access.node != node || !access.locked {
                 continue;
             }
             let writes = install && access.write;
-            let primitive = if writes { commit } else { release };
-            let table = cx.table(access.table);
-            match (writes, primitive) {
-                (true, Primitive::OneSided) => queue_write_back_onesided(cx, &mut batch, index),
-                (false, Primitive::OneSided) => {
-                    batch.write_word(node, lock_addr(table, access.slot), 0);
+            let shared = !writes && shared(cx, index);
+            let lock = lock_addr(cx.table(access.table), access.slot);
+            match (writes, shared, if writes { commit } else { release }) {
+                (true, _, Primitive::OneSided) => {
+                    queue_write_back_onesided(cx, &mut batch, index);
                 }
-                (true, Primitive::Rpc) => {
-                    let payload = owner_payload(&mut write_back, &mut batch, cx.owner);
+                (false, false, Primitive::OneSided) => {
+                    batch.write_word(node, lock, 0);
+                }
+                (false, true, Primitive::OneSided) => {
+                    batch.faa(node, lock, u64::MAX);
+                }
+                (true, _, Primitive::Rpc) => {
+                    let payload = call_payload(&mut write_back, &mut batch, Some(cx.owner));
                     payload.extend_from_slice(&[access.table as u64, access.slot, access.seq + 1]);
                     payload.extend_from_slice(cx.record(index));
                 }
-                (false, Primitive::Rpc) => {
-                    let payload = owner_payload(&mut unlock, &mut batch, cx.owner);
+                (false, false, Primitive::Rpc) => {
+                    let payload = call_payload(&mut unlock, &mut batch, Some(cx.owner));
+                    payload.extend_from_slice(&[access.table as u64, access.slot]);
+                }
+                (false, true, Primitive::Rpc) => {
+                    let payload = call_payload(&mut unlock_shared, &mut batch, None);
                     payload.extend_from_slice(&[access.table as u64, access.slot]);
                 }
             }
         }
-        if let Some(payload) = write_back {
-            batch.call(node, kind::WRITE_BACK, payload, true);
-        }
-        if let Some(payload) = unlock {
-            batch.call(node, kind::UNLOCK, payload, true);
+        for (payload, kind) in [
+            (write_back, kind::WRITE_BACK),
+            (unlock, kind::UNLOCK),
+            (unlock_shared, kind::LOCK2PL_UNLOCK_SHARED),
+        ] {
+            if let Some(payload) = payload {
+                batch.call(node, kind, payload, true);
+            }
         }
     }
     drop(batch);
@@ -286,17 +388,156 @@ fn post_unlock(cx: &mut TxnCx<'_>, install: bool) {
     cx.submit_passive();
 }
 
-/// The payload of a per-node call, started with `owner` on first use.
-fn owner_payload<'p>(
+/// The locked records' part of a passive commit or release round, queued
+/// on `batch` (the round of `cx`, which the caller may have started): per
+/// node in `cx.nodes`, `onesided` queues each locked access's verbs, or
+/// `rpc` appends its words to the node's one call of `kind`, which starts
+/// with `head`. Then every lock counts as released and the round is posted
+/// with passive ACK.
+pub fn post_locked(
+    cx: &mut TxnCx<'_>,
+    mut batch: RefMut<'_, Batch>,
+    (primitive, kind, head): (Primitive, u16, Option<u64>),
+    onesided: impl Fn(&TxnCx<'_>, &mut Batch, usize),
+    rpc: impl Fn(&TxnCx<'_>, &mut Vec<u64>, usize),
+) {
+    for &node in &cx.nodes {
+        let mut call: Option<Vec<u64>> = None;
+        for (index, access) in cx.accesses.iter().enumerate() {
+            if access.node != node || !access.locked {
+                continue;
+            }
+            match primitive {
+                Primitive::OneSided => onesided(cx, &mut batch, index),
+                Primitive::Rpc => rpc(cx, call_payload(&mut call, &mut batch, head), index),
+            }
+        }
+        if let Some(payload) = call {
+            batch.call(node, kind, payload, true);
+        }
+    }
+    drop(batch);
+    for access in cx.accesses.iter_mut() {
+        access.locked = false;
+    }
+    cx.submit_passive();
+}
+
+/// The payload of a per-node call, started with `owner` (if any) on first
+/// use.
+pub fn call_payload<'p>(
     call: &'p mut Option<Vec<u64>>,
     batch: &mut Batch,
-    owner: u64,
+    owner: Option<u64>,
 ) -> &'p mut Vec<u64> {
     call.get_or_insert_with(|| {
         let mut payload = batch.payload();
-        payload.push(owner);
+        payload.extend(owner);
         payload
     })
+}
+
+/// Per-record statuses of a commit-time lock reply (`OCC_LOCK`,
+/// `MVCC_LOCK`, `TS_LOCK`, `SUNDIAL_LOCK`): locked, held by another, or
+/// locked but no longer the version read.
+pub mod lock_reply {
+    pub const OK: u64 = 0;
+    pub const CONFLICT: u64 = 1;
+    pub const STALE: u64 = 2;
+}
+
+/// Queues on `cx`'s round one call of `kind` to every node in `cx.nodes`:
+/// `head` (if any), then the words `entry` pushes for each access on that
+/// node that `pick` selects, in access order. `entry` returns how many
+/// words that access's part of the reply has; `cx.queued` gets `(access
+/// index, place)` per entry, for [`reply_entry`].
+pub fn queue_calls_per_node(
+    cx: &mut TxnCx<'_>,
+    kind: u16,
+    head: Option<u64>,
+    pick: impl Fn(&Access) -> bool,
+    entry: impl Fn(&TxnCx<'_>, &Access, &mut Vec<u64>) -> u32,
+) {
+    let mut batch = cx.round();
+    cx.queued.clear();
+    for n in 0..cx.nodes.len() {
+        let node = cx.nodes[n];
+        let mut payload = batch.payload();
+        payload.extend(head);
+        let mut position = 0u32;
+        for index in 0..cx.accesses.len() {
+            let access = cx.accesses[index];
+            if pick(&access) && access.node == node {
+                let reply_words = entry(cx, &access, &mut payload);
+                cx.queued.push((index, ((n as u32) << 16) | position));
+                position += reply_words;
+            }
+        }
+        batch.call(node, kind, payload, false);
+    }
+}
+
+/// The reply words of the entry at `place` (from [`queue_calls_per_node`])
+/// onward.
+pub fn reply_entry(batch: &Batch, place: u32) -> &[u64] {
+    &batch.reply(CallId((place >> 16) as u16))[(place & 0xffff) as usize..]
+}
+
+/// After a round of commit-time lock calls with one [`lock_reply`] word
+/// per entry: marks every locked access, and fails with `stale` if one
+/// was no longer the version read, else with `LockConflict` if one was
+/// held by another.
+pub fn lock_outcome(cx: &mut TxnCx<'_>, stale: AbortReason) -> TxnResult<()> {
+    let batch = cx.batch();
+    let mut outcome = Ok(());
+    for &(index, place) in &cx.queued {
+        match reply_entry(&batch, place)[0] {
+            lock_reply::OK => cx.accesses[index].locked = true,
+            lock_reply::STALE => {
+                cx.accesses[index].locked = true;
+                outcome = outcome.and(Err(stale));
+            }
+            _ => outcome = outcome.and(Err(AbortReason::LockConflict)),
+        }
+    }
+    outcome
+}
+
+/// Handler side of a tuple fetch: the slot of `key` in table `table_id`,
+/// with the whole tuple read into `payload`; `None`, with `payload =
+/// [NOT_FOUND]`, if no row has that key.
+pub fn load_tuple(
+    store: &NodeStore,
+    table_id: u32,
+    key: u64,
+    payload: &mut Vec<u64>,
+) -> Option<u64> {
+    payload.clear();
+    let Some(slot) = store.lookup(table_id, key) else {
+        payload.push(status::NOT_FOUND);
+        return None;
+    };
+    let table = store.layout.table(table_id);
+    payload.resize(table.tuple_words as usize, 0);
+    store.region.read(table.tuple_addr(slot), payload);
+    Some(slot)
+}
+
+/// Appends the record at `slot` of `table` to a reply under way.
+pub fn push_record(store: &NodeStore, table: &TableLayout, slot: u64, payload: &mut Vec<u64>) {
+    let start = payload.len();
+    payload.resize(start + table.record_words as usize, 0);
+    store
+        .region
+        .read(table.record_addr(slot), &mut payload[start..]);
+}
+
+/// Rewrites the words `payload[record..]` of a record of `record_words`
+/// words into the reply `[head…, record…]`, in place.
+pub fn reply_with_record(payload: &mut Vec<u64>, record: usize, record_words: usize, head: &[u64]) {
+    payload.copy_within(record..record + record_words, head.len());
+    payload.truncate(head.len() + record_words);
+    payload[..head.len()].copy_from_slice(head);
 }
 
 /// Serves the handlers every lock-word protocol shares; false if `kind` is

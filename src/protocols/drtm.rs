@@ -111,7 +111,7 @@ use crate::store::NodeStore;
 use crate::txn::{ids, AbortReason, TxnCx, TxnResult};
 
 use super::common::{self, kind, lock_addr, status};
-use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
+use super::{Protocol, ProtocolKind, Served, Stage};
 
 /// The write-lock bit of the state word.
 pub const W_LOCKED: u64 = 1;
@@ -269,19 +269,11 @@ impl Drtm {
     }
 
     async fn access_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let access = cx.accesses[index];
         let now = cx.now_ns();
         let desired = self.desired(cx, index, now);
-        let call = common::call_one(
-            cx,
-            access.node,
-            kind::DRTM_ACCESS,
-            &[access.table as u64, access.key, desired, now],
-        );
-        cx.submit().await?;
+        let call = common::call_access(cx, index, kind::DRTM_ACCESS, &[desired, now]).await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        common::remember_reply_slot(cx, index, reply);
         match reply[0] {
             status::OK | status::INCONSISTENT => {
                 if desired & W_LOCKED != 0 {
@@ -338,17 +330,13 @@ impl Drtm {
         let tuple = common::decode(table, payload);
         let (seq, consistent) = (tuple.seq, tuple.seq == tuple.seq_end);
         let record_at = table.record_offset() as usize;
-        // Reply [status, slot, seq, end, record…] in place.
-        payload.copy_within(record_at..record_at + table.record_words as usize, 4);
-        payload.truncate(4 + table.record_words as usize);
-        payload[0] = if consistent {
+        let code = if consistent {
             status::OK
         } else {
             status::INCONSISTENT
         };
-        payload[1] = slot;
-        payload[2] = seq;
-        payload[3] = end;
+        let words = table.record_words as usize;
+        common::reply_with_record(payload, record_at, words, &[code, slot, seq, end]);
     }
 }
 
@@ -369,10 +357,9 @@ impl Protocol for Drtm {
     }
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        match cx.primitive(Stage::Lock) {
-            Primitive::OneSided => self.access_onesided(cx, index).await,
-            Primitive::Rpc => self.access_rpc(cx, index).await,
-        }
+        common::in_form!(cx, Stage::Lock,
+            onesided: self.access_onesided(cx, index),
+            rpc: self.access_rpc(cx, index))
     }
 
     async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {

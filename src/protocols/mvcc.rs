@@ -86,16 +86,16 @@
 //! history goes from a smaller to a larger timestamp.
 
 use crate::config::Config;
-use crate::fabric::{CallId, VerbId};
+use crate::fabric::{Batch, VerbId};
 use crate::store::{NodeStore, TableLayout, HEADER_WORD};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
-use super::common::{self, kind, lock_addr, status};
+use super::common::{self, kind, lock_addr, lock_reply, status};
 use super::timestamp::{
     raise_rts_local, raise_rts_onesided, read_failure, TsClock, READ_TRIES, READ_WAITS,
     READ_WAIT_NS, RPC_WAITS, TOO_LATE,
 };
-use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
+use super::{Protocol, ProtocolKind, Served, Stage};
 
 /// Header word of `rts`; the version slots follow it.
 const RTS_WORD: u32 = 1;
@@ -103,10 +103,6 @@ const FIRST_SLOT_WORD: u32 = 2;
 
 /// Reply status: no slot holds a version old enough.
 const NO_VERSION: u64 = 17;
-
-const LOCK_OK: u64 = 0;
-const LOCK_CONFLICT: u64 = 1;
-const LOCK_STALE: u64 = 2;
 
 /// Version slots when a caller asks for the header size without an
 /// instance (`Protocol::header_words`): the `mvcc_versions` default.
@@ -261,17 +257,9 @@ impl Mvcc {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let access = cx.accesses[index];
-        let call = common::call_one(
-            cx,
-            access.node,
-            kind::MVCC_READ,
-            &[access.table as u64, access.key, cx.timestamp, 0],
-        );
-        cx.submit().await?;
+        let call = common::call_access(cx, index, kind::MVCC_READ, &[cx.timestamp, 0]).await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        common::remember_reply_slot(cx, index, reply);
         match reply[0] {
             status::OK => {
                 self.clock.observe(cx, reply[3].max(reply[4]));
@@ -336,34 +324,19 @@ impl Mvcc {
             status::STALE
         };
         payload.extend_from_slice(&[verdict, slot, seq, wts, rts]);
-        let start = payload.len();
-        payload.resize(start + table.record_words as usize, 0);
-        store
-            .region
-            .read(table.record_addr(slot), &mut payload[start..]);
+        common::push_record(store, table, slot, payload);
     }
 
     /// Lock stage: locks the records that were read first and written later
     /// (the others were locked when fetched) and checks they are still the
     /// latest version and writable by `ts`.
     async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        cx.collect_nodes(|a| a.write && !a.locked);
+        let unlocked_write = |a: &crate::txn::Access| a.write && !a.locked;
+        cx.collect_nodes(unlocked_write);
         let ts = cx.timestamp;
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for &node in &cx.nodes {
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if !(access.write && !access.locked && access.node == node) {
-                        continue;
-                    }
-                    let table = cx.table(access.table);
-                    let cas = batch.cas(node, lock_addr(table, access.slot), 0, ts);
-                    batch.read(node, table.seq_addr(access.slot), 3);
-                    cx.queued.push((index, cas.0));
-                }
-            }
-        }
+        common::queue_lock_then_read_seq(cx, unlocked_write, 3, |cx, a| {
+            (lock_addr(cx.table(a.table), a.slot), 0, ts)
+        });
         cx.submit().await?;
         let batch = cx.batch();
         let mut outcome = Ok(());
@@ -383,39 +356,15 @@ impl Mvcc {
     }
 
     async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        cx.collect_nodes(|a| a.write && !a.locked);
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for (n, &node) in cx.nodes.iter().enumerate() {
-                let mut payload = batch.payload();
-                payload.push(cx.timestamp);
-                let mut position = 0u32;
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if access.write && !access.locked && access.node == node {
-                        payload.extend_from_slice(&[access.table as u64, access.slot, access.seq]);
-                        cx.queued.push((index, ((n as u32) << 16) | position));
-                        position += 1;
-                    }
-                }
-                batch.call(node, kind::MVCC_LOCK, payload, false);
-            }
-        }
+        let unlocked_write = |a: &crate::txn::Access| a.write && !a.locked;
+        cx.collect_nodes(unlocked_write);
+        let ts = Some(cx.timestamp);
+        common::queue_calls_per_node(cx, kind::MVCC_LOCK, ts, unlocked_write, |_, a, payload| {
+            payload.extend_from_slice(&[a.table as u64, a.slot, a.seq]);
+            1
+        });
         cx.submit().await?;
-        let batch = cx.batch();
-        let mut outcome = Ok(());
-        for &(index, at) in &cx.queued {
-            let reply = batch.reply(CallId((at >> 16) as u16));
-            match reply[(at & 0xffff) as usize] {
-                LOCK_OK => cx.accesses[index].locked = true,
-                LOCK_STALE => {
-                    cx.accesses[index].locked = true;
-                    outcome = outcome.and(Err(AbortReason::TimestampOrder));
-                }
-                _ => outcome = outcome.and(Err(AbortReason::LockConflict)),
-            }
-        }
-        outcome
+        common::lock_outcome(cx, AbortReason::TimestampOrder)
     }
 
     /// Commit: installs a new version of every write-set record and unlocks
@@ -429,47 +378,28 @@ impl Mvcc {
         if cx.nodes.is_empty() {
             return;
         }
-        let primitive = cx.primitive(Stage::Commit);
-        let ts = cx.timestamp;
-        let mut batch = cx.round();
-        for &node in &cx.nodes {
-            let mut payload: Option<Vec<u64>> = None;
-            for (index, access) in cx.accesses.iter().enumerate() {
-                if access.node != node || !access.locked {
-                    continue;
-                }
-                let table = cx.table(access.table);
-                let new_seq = access.seq + 1;
-                match primitive {
-                    Primitive::OneSided => {
-                        let tuple = table.tuple_addr(access.slot);
-                        let slot = table.header_addr(access.slot, self.slot_word(table, new_seq));
-                        batch.write_word(node, tuple + table.seq_end_offset() as u64, new_seq);
-                        batch.write(node, slot, &[ts, new_seq + 1]);
-                        batch.write(node, slot + 2, cx.record(index));
-                        batch.write(node, table.record_addr(access.slot), cx.record(index));
-                        batch.write(node, table.seq_addr(access.slot), &[new_seq, 0]);
-                    }
-                    Primitive::Rpc => {
-                        let payload = payload.get_or_insert_with(|| {
-                            let mut payload = batch.payload();
-                            payload.push(ts);
-                            payload
-                        });
-                        payload.extend_from_slice(&[access.table as u64, access.slot, new_seq]);
-                        payload.extend_from_slice(cx.record(index));
-                    }
-                }
-            }
-            if let Some(payload) = payload {
-                batch.call(node, kind::MVCC_COMMIT, payload, true);
-            }
-        }
-        drop(batch);
-        for access in cx.accesses.iter_mut() {
-            access.locked = false;
-        }
-        cx.submit_passive();
+        let form = (
+            cx.primitive(Stage::Commit),
+            kind::MVCC_COMMIT,
+            Some(cx.timestamp),
+        );
+        let onesided = |cx: &TxnCx<'_>, batch: &mut Batch, index: usize| {
+            let access = cx.accesses[index];
+            let (node, table, new_seq) = (access.node, cx.table(access.table), access.seq + 1);
+            let tuple = table.tuple_addr(access.slot);
+            let slot = table.header_addr(access.slot, self.slot_word(table, new_seq));
+            batch.write_word(node, tuple + table.seq_end_offset() as u64, new_seq);
+            batch.write(node, slot, &[cx.timestamp, new_seq + 1]);
+            batch.write(node, slot + 2, cx.record(index));
+            batch.write(node, table.record_addr(access.slot), cx.record(index));
+            batch.write(node, table.seq_addr(access.slot), &[new_seq, 0]);
+        };
+        let batch = cx.round();
+        common::post_locked(cx, batch, form, onesided, |cx, payload, index| {
+            let access = cx.accesses[index];
+            payload.extend_from_slice(&[access.table as u64, access.slot, access.seq + 1]);
+            payload.extend_from_slice(cx.record(index));
+        });
     }
 
     /// Handler of `MVCC_READ`: `[table, key, ts, waits]` → `[status, slot,
@@ -519,9 +449,8 @@ impl Mvcc {
                     }
                     let wts = self.latest_wts(table, payload, tuple_seq).unwrap_or(0);
                     let rts = payload[(HEADER_WORD + RTS_WORD) as usize];
-                    payload.copy_within(record..record + record_words, 5);
-                    payload.truncate(5 + record_words);
-                    payload[..5].copy_from_slice(&[status::OK, slot, seq, wts, rts]);
+                    let head = [status::OK, slot, seq, wts, rts];
+                    common::reply_with_record(payload, record, record_words, &head);
                     return Served::Reply;
                 }
             }
@@ -582,25 +511,22 @@ impl Protocol for Mvcc {
     /// a lock (and read), so it uses the `lock` stage's.
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         if cx.accesses[index].write {
-            return match cx.primitive(Stage::Lock) {
-                Primitive::OneSided => self.lock_read_onesided(cx, index).await,
-                Primitive::Rpc => self.lock_read_rpc(cx, index).await,
-            };
+            return common::in_form!(cx, Stage::Lock,
+                onesided: self.lock_read_onesided(cx, index),
+                rpc: self.lock_read_rpc(cx, index));
         }
-        match cx.primitive(Stage::Read) {
-            Primitive::OneSided => self.read_onesided(cx, index).await,
-            Primitive::Rpc => self.read_rpc(cx, index).await,
-        }
+        common::in_form!(cx, Stage::Read,
+            onesided: self.read_onesided(cx, index),
+            rpc: self.read_rpc(cx, index))
     }
 
     async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         if !cx.accesses.iter().any(|a| a.write && !a.locked) {
             return Ok(());
         }
-        match cx.primitive(Stage::Lock) {
-            Primitive::OneSided => self.lock_onesided(cx).await,
-            Primitive::Rpc => self.lock_rpc(cx).await,
-        }
+        common::in_form!(cx, Stage::Lock,
+            onesided: self.lock_onesided(cx),
+            rpc: self.lock_rpc(cx))
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {
@@ -623,14 +549,14 @@ impl Protocol for Mvcc {
                     let table = store.layout.table(payload[at] as u32);
                     let (slot, read_seq) = (payload[at + 1], payload[at + 2]);
                     payload[entry] = if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
-                        LOCK_CONFLICT
+                        lock_reply::CONFLICT
                     } else {
                         let seq = store.region.load(table.seq_addr(slot));
                         let rts = store.region.load(table.header_addr(slot, RTS_WORD));
                         if writable(ts, read_seq, seq, rts) {
-                            LOCK_OK
+                            lock_reply::OK
                         } else {
-                            LOCK_STALE
+                            lock_reply::STALE
                         }
                     };
                 }

@@ -37,52 +37,34 @@
 //! (shared or exclusive), so the version read is the version a write
 //! replaces (`seq + 1`).
 
-use crate::store::NodeStore;
-use crate::txn::{TxnCx, TxnResult};
+use crate::txn::AbortReason;
 
-use super::lock2pl::{Lock2pl, Policy};
-use super::{Protocol, ProtocolKind, Served, Stage};
+use super::lock2pl::{Decision, LockRule};
+use super::ProtocolKind;
 
-#[derive(Clone, Debug)]
-pub struct NoWait(pub Lock2pl);
+/// NO_WAIT's rule: every conflict aborts (RCC §4.2), so nobody waits and
+/// lock values are the coroutine's owner, not a timestamp.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoWait;
 
-impl Default for NoWait {
-    fn default() -> Self {
-        NoWait(Lock2pl::new(Policy::NoWait))
-    }
-}
-
-impl Protocol for NoWait {
+impl LockRule for NoWait {
     const KIND: ProtocolKind = ProtocolKind::NoWait;
-    const ACCESS_STAGE: Stage = Stage::Lock;
+    const TIMESTAMPED: bool = false;
+    const COUNTS_WAITERS: bool = false;
+    const WOUNDS: bool = false;
+    const CONFLICT: AbortReason = AbortReason::LockConflict;
+    const OWN_EARLIER_LOCK: Decision = Decision::Die(AbortReason::LockConflict);
 
-    fn header_words(_record_words: u32) -> u32 {
-        Lock2pl::header_words(Policy::NoWait)
+    fn against_holder(_mine: u64, _holder: u64) -> Decision {
+        Decision::Die(Self::CONFLICT)
     }
 
-    fn begin(&self, cx: &mut TxnCx<'_>) {
-        self.0.begin(cx);
+    fn against_readers(_mine: u64, _bound: u64) -> Decision {
+        Decision::Die(Self::CONFLICT)
     }
 
-    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        self.0.access(cx, index).await
-    }
-
-    async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        self.0.upgrade(cx, index).await
-    }
-
-    async fn commit(&self, cx: &mut TxnCx<'_>) {
-        self.0.commit(cx);
-    }
-
-    async fn release(&self, cx: &mut TxnCx<'_>) {
-        self.0.release(cx);
-    }
-
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
-        let served = self.0.serve(store, kind, payload, now_ns);
-        assert!(served.is_some(), "no_wait has no RPC handler {kind}");
-        served.unwrap_or(Served::Reply)
+    /// Readers need no bound: no requester ever waits for them.
+    fn merge_bound(_bound: u64, _mine: u64) -> u64 {
+        0
     }
 }

@@ -57,8 +57,8 @@ use crate::fabric::{CallId, VerbId};
 use crate::store::NodeStore;
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
-use super::common::{self, kind, lock_addr, status};
-use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
+use super::common::{self, kind, lock_addr, lock_reply, status};
+use super::{Protocol, ProtocolKind, Served, Stage};
 
 #[derive(Clone, Debug, Default)]
 pub struct Occ {
@@ -69,11 +69,6 @@ pub struct Occ {
     /// docs; `protocol_options.occ_read_through_locks`).
     pub read_through_locks: bool,
 }
-
-/// Reply status of one record in an `OCC_LOCK` reply.
-const LOCK_OK: u64 = 0;
-const LOCK_CONFLICT: u64 = 1;
-const LOCK_STALE: u64 = 2;
 
 impl Occ {
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
@@ -100,17 +95,9 @@ impl Occ {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let access = cx.accesses[index];
-        let call = common::call_one(
-            cx,
-            access.node,
-            kind::OCC_READ,
-            &[access.table as u64, access.key],
-        );
-        cx.submit().await?;
+        let call = common::call_access(cx, index, kind::OCC_READ, &[]).await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        common::remember_reply_slot(cx, index, reply);
         match reply[0] {
             status::OK => {
                 common::accept_record(cx, index, reply[2], &reply[3..]);
@@ -124,21 +111,12 @@ impl Occ {
 
     async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         cx.collect_nodes(|a| a.write);
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for &node in &cx.nodes {
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if !(access.write && access.node == node) {
-                        continue;
-                    }
-                    let table = cx.table(access.table);
-                    let cas = batch.cas(node, lock_addr(table, access.slot), 0, cx.owner);
-                    batch.read(node, table.seq_addr(access.slot), 1);
-                    cx.queued.push((index, cas.0));
-                }
-            }
-        }
+        common::queue_lock_then_read_seq(
+            cx,
+            |a| a.write,
+            1,
+            |cx, a| (lock_addr(cx.table(a.table), a.slot), 0, cx.owner),
+        );
         cx.submit().await?;
         let batch = cx.batch();
         let mut outcome = Ok(());
@@ -159,39 +137,19 @@ impl Occ {
 
     async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         cx.collect_nodes(|a| a.write);
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for (n, &node) in cx.nodes.iter().enumerate() {
-                let mut payload = batch.payload();
-                payload.push(cx.owner);
-                // The reply has one status word per entry, in entry order.
-                let mut position = 0u32;
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if access.write && access.node == node {
-                        payload.extend_from_slice(&[access.table as u64, access.slot, access.seq]);
-                        cx.queued.push((index, ((n as u32) << 16) | position));
-                        position += 1;
-                    }
-                }
-                batch.call(node, kind::OCC_LOCK, payload, false);
-            }
-        }
+        // The reply has one status word per entry, in entry order.
+        common::queue_calls_per_node(
+            cx,
+            kind::OCC_LOCK,
+            Some(cx.owner),
+            |a| a.write,
+            |_, a, payload| {
+                payload.extend_from_slice(&[a.table as u64, a.slot, a.seq]);
+                1
+            },
+        );
         cx.submit().await?;
-        let batch = cx.batch();
-        let mut outcome = Ok(());
-        for &(index, at) in &cx.queued {
-            let reply = batch.reply(CallId((at >> 16) as u16));
-            match reply[(at & 0xffff) as usize] {
-                LOCK_OK => cx.accesses[index].locked = true,
-                LOCK_STALE => {
-                    cx.accesses[index].locked = true;
-                    outcome = outcome.and(Err(AbortReason::ValidationFailed));
-                }
-                _ => outcome = outcome.and(Err(AbortReason::LockConflict)),
-            }
-        }
-        outcome
+        common::lock_outcome(cx, AbortReason::ValidationFailed)
     }
 
     async fn validate_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
@@ -262,30 +220,27 @@ impl Protocol for Occ {
     }
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        match cx.primitive(Stage::Read) {
-            Primitive::OneSided => self.read_onesided(cx, index).await,
-            Primitive::Rpc => self.read_rpc(cx, index).await,
-        }
+        common::in_form!(cx, Stage::Read,
+            onesided: self.read_onesided(cx, index),
+            rpc: self.read_rpc(cx, index))
     }
 
     async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         if !cx.accesses.iter().any(|a| a.write) {
             return Ok(());
         }
-        match cx.primitive(Stage::Lock) {
-            Primitive::OneSided => self.lock_onesided(cx).await,
-            Primitive::Rpc => self.lock_rpc(cx).await,
-        }
+        common::in_form!(cx, Stage::Lock,
+            onesided: self.lock_onesided(cx),
+            rpc: self.lock_rpc(cx))
     }
 
     async fn validate(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         if self.skip_validation {
             return Ok(());
         }
-        match cx.primitive(Stage::Validate) {
-            Primitive::OneSided => self.validate_onesided(cx).await,
-            Primitive::Rpc => self.validate_rpc(cx).await,
-        }
+        common::in_form!(cx, Stage::Validate,
+            onesided: self.validate_onesided(cx),
+            rpc: self.validate_rpc(cx))
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {
@@ -300,14 +255,10 @@ impl Protocol for Occ {
         match kind {
             kind::OCC_READ => {
                 let (table_id, key) = (payload[0] as u32, payload[1]);
-                payload.clear();
-                let Some(slot) = store.lookup(table_id, key) else {
-                    payload.push(status::NOT_FOUND);
+                let Some(slot) = common::load_tuple(store, table_id, key, payload) else {
                     return Served::Reply;
                 };
                 let table = store.layout.table(table_id);
-                payload.resize(table.tuple_words as usize, 0);
-                store.region.read(table.tuple_addr(slot), payload);
                 let tuple = common::decode(table, payload);
                 let (lock, seq, seq_end) = (tuple.lock, tuple.seq, tuple.seq_end);
                 let record_at = table.record_offset() as usize;
@@ -318,12 +269,8 @@ impl Protocol for Occ {
                 } else {
                     status::OK
                 };
-                // Reply [status, slot, seq, record…] in the same buffer.
-                payload.copy_within(record_at..record_at + table.record_words as usize, 3);
-                payload.truncate(3 + table.record_words as usize);
-                payload[0] = status;
-                payload[1] = slot;
-                payload[2] = seq;
+                let words = table.record_words as usize;
+                common::reply_with_record(payload, record_at, words, &[status, slot, seq]);
             }
             kind::OCC_LOCK => {
                 let owner = payload[0];
@@ -333,11 +280,11 @@ impl Protocol for Occ {
                     let table = store.layout.table(payload[at] as u32);
                     let (slot, seq) = (payload[at + 1], payload[at + 2]);
                     payload[entry] = if store.region.cas(lock_addr(table, slot), 0, owner) != 0 {
-                        LOCK_CONFLICT
+                        lock_reply::CONFLICT
                     } else if store.region.load(table.seq_addr(slot)) != seq {
-                        LOCK_STALE
+                        lock_reply::STALE
                     } else {
-                        LOCK_OK
+                        lock_reply::OK
                     };
                 }
                 payload.truncate(entries);

@@ -47,52 +47,42 @@
 //! whose release is in flight); a waiter's count in word 1 is removed on
 //! every way out of its wait.
 
-use crate::store::NodeStore;
-use crate::txn::{TxnCx, TxnResult};
+use crate::txn::AbortReason;
 
-use super::lock2pl::{Lock2pl, Policy};
-use super::{Protocol, ProtocolKind, Served, Stage};
+use super::lock2pl::{Decision, LockRule};
+use super::ProtocolKind;
 
-#[derive(Clone, Debug)]
-pub struct WaitDie(pub Lock2pl);
+/// WAIT_DIE's rule (RCC §4.3): an older requester waits, a younger one
+/// dies; the shared word's bound is its readers' minimum timestamp.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WaitDie;
 
-impl Default for WaitDie {
-    fn default() -> Self {
-        WaitDie(Lock2pl::new(Policy::WaitDie))
-    }
-}
-
-impl Protocol for WaitDie {
+impl LockRule for WaitDie {
     const KIND: ProtocolKind = ProtocolKind::WaitDie;
-    const ACCESS_STAGE: Stage = Stage::Lock;
+    const TIMESTAMPED: bool = true;
+    const COUNTS_WAITERS: bool = true;
+    const WOUNDS: bool = false;
+    const CONFLICT: AbortReason = AbortReason::Died;
+    const OWN_EARLIER_LOCK: Decision = Decision::Wait;
 
-    fn header_words(_record_words: u32) -> u32 {
-        Lock2pl::header_words(Policy::WaitDie)
+    fn against_holder(mine: u64, holder: u64) -> Decision {
+        if mine < holder {
+            Decision::Wait
+        } else {
+            Decision::Die(Self::CONFLICT)
+        }
     }
 
-    fn begin(&self, cx: &mut TxnCx<'_>) {
-        self.0.begin(cx);
+    /// Waits only if older than every reader.
+    fn against_readers(mine: u64, bound: u64) -> Decision {
+        if mine < bound {
+            Decision::Wait
+        } else {
+            Decision::Die(Self::CONFLICT)
+        }
     }
 
-    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        self.0.access(cx, index).await
-    }
-
-    async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        self.0.upgrade(cx, index).await
-    }
-
-    async fn commit(&self, cx: &mut TxnCx<'_>) {
-        self.0.commit(cx);
-    }
-
-    async fn release(&self, cx: &mut TxnCx<'_>) {
-        self.0.release(cx);
-    }
-
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
-        let served = self.0.serve(store, kind, payload, now_ns);
-        assert!(served.is_some(), "wait_die has no RPC handler {kind}");
-        served.unwrap_or(Served::Reply)
+    fn merge_bound(bound: u64, mine: u64) -> u64 {
+        bound.min(mine)
     }
 }

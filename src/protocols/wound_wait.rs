@@ -65,65 +65,43 @@
 //! wound's CAS and its read of the record could lose that attempt: an
 //! abort, so safe).
 
-use crate::store::NodeStore;
-use crate::txn::{TxnCx, TxnResult};
+use crate::txn::AbortReason;
 
-use super::lock2pl::{self, Lock2pl, Policy};
-use super::{Protocol, ProtocolKind, Served, Stage};
+use super::lock2pl::{Decision, LockRule};
+use super::ProtocolKind;
 
-#[derive(Clone, Debug)]
-pub struct WoundWait(pub Lock2pl);
+/// WOUND_WAIT's rule (RCBench Alg. 5): an older requester wounds the
+/// holder and waits, a younger one waits; anonymous readers cannot be
+/// wounded, so the shared word's bound is its readers' maximum timestamp
+/// and only a writer younger than all of them waits.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WoundWait;
 
-impl Default for WoundWait {
-    fn default() -> Self {
-        WoundWait(Lock2pl::new(Policy::WoundWait))
-    }
-}
-
-impl Protocol for WoundWait {
+impl LockRule for WoundWait {
     const KIND: ProtocolKind = ProtocolKind::WoundWait;
-    const ACCESS_STAGE: Stage = Stage::Lock;
+    const TIMESTAMPED: bool = true;
+    const COUNTS_WAITERS: bool = false;
+    const WOUNDS: bool = true;
+    const CONFLICT: AbortReason = AbortReason::Died;
+    const OWN_EARLIER_LOCK: Decision = Decision::Wait;
 
-    fn header_words(_record_words: u32) -> u32 {
-        Lock2pl::header_words(Policy::WoundWait)
+    fn against_holder(mine: u64, holder: u64) -> Decision {
+        if mine < holder {
+            Decision::Wound(holder)
+        } else {
+            Decision::Wait
+        }
     }
 
-    fn txn_meta_words(nodes: u32) -> u32 {
-        lock2pl::wound_wait_meta_words(nodes)
+    fn against_readers(mine: u64, bound: u64) -> Decision {
+        if mine > bound {
+            Decision::Wait
+        } else {
+            Decision::Die(Self::CONFLICT)
+        }
     }
 
-    fn begin(&self, cx: &mut TxnCx<'_>) {
-        self.0.begin(cx);
-    }
-
-    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        self.0.access(cx, index).await
-    }
-
-    async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        self.0.upgrade(cx, index).await
-    }
-
-    async fn log(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        self.0.commit_point(cx).await
-    }
-
-    async fn commit(&self, cx: &mut TxnCx<'_>) {
-        self.0.commit(cx);
-    }
-
-    async fn release(&self, cx: &mut TxnCx<'_>) {
-        self.0.release(cx);
-    }
-
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
-        let served = self.0.serve(store, kind, payload, now_ns);
-        assert!(served.is_some(), "wound_wait has no RPC handler {kind}");
-        served.unwrap_or(Served::Reply)
-    }
-
-    /// Parked lock requests oldest first (see the module doc).
-    fn waiting_rank(&self, kind: u16, payload: &[u64]) -> u64 {
-        self.0.waiting_rank(kind, payload)
+    fn merge_bound(bound: u64, mine: u64) -> u64 {
+        bound.max(mine)
     }
 }

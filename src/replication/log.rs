@@ -68,8 +68,10 @@ pub mod kind {
     /// `[coordinator node, coordinator worker, watermark]` → `[head]`.
     pub const LOG_DRAIN: u16 = 0xF002;
 
+    const _: () = crate::base::rpc_kind::LOG.check(&[LOG_APPEND, LOG_DRAIN]);
+
     pub fn owned(kind: u16) -> bool {
-        kind >= 0xF000
+        crate::base::rpc_kind::LOG.contains(kind)
     }
 }
 

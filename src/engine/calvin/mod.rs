@@ -261,6 +261,7 @@ pub const RPC_BATCH: u16 = 0xca01;
 pub const RPC_FORWARD: u16 = 0xca02;
 pub const RPC_DONE: u16 = 0xca03;
 pub const RPC_READ: u16 = 0xca04;
+const _: () = crate::base::rpc_kind::CALVIN.check(&[RPC_BATCH, RPC_FORWARD, RPC_DONE, RPC_READ]);
 
 /// Words of a request-buffer slot's header: `[tag, count, words,
 /// sealed_ns, stop]`; `tag` is `epoch + 1` once the slot holds a complete

@@ -146,16 +146,20 @@
 //! was read. With `sundial_lock_at_access`, a holder's naming WRITE lands
 //! before its clear, and its clear before its unlock, so while a lock is
 //! held word 2 is 0 or the holder's lock value.
+//!
+//! Here: the lease words, the read and the lock at access; `commit` holds
+//! the commit-time stages, `serve` the RPC handlers.
 
 use crate::fabric::{CallId, VerbId};
 use crate::store::{NodeStore, TableLayout, HEADER_WORD};
 use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
 
-use super::common::{self, kind, status};
+use super::common::{self, kind, lock_reply, status};
 use super::lock2pl::{
-    wait_die_timestamp, Decision, Lock2pl, Policy, EXCLUSIVE, WAIT_PAUSE_MAX_NS, WAIT_PAUSE_MIN_NS,
+    wait_die_timestamp, Decision, Lock2pl, EXCLUSIVE, WAIT_PAUSE_MAX_NS, WAIT_PAUSE_MIN_NS,
 };
-use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
+use super::wait_die::WaitDie;
+use super::{Protocol, ProtocolKind, Served, Stage};
 
 /// Write-lock bit of the lease word.
 pub const LOCKED: u64 = 1 << 63;
@@ -176,11 +180,7 @@ const LOCAL_CAS_TRIES: u32 = 64;
 /// READs of a tuple found torn before the read aborts.
 const READ_TRIES: u32 = 3;
 
-/// Per-record status in a `SUNDIAL_LOCK` reply.
-const LOCK_OK: u64 = 0;
-const LOCK_CONFLICT: u64 = 1;
-/// Locked, but the version is not the one read.
-const LOCK_STALE: u64 = 2;
+/// Per-record status in a `SUNDIAL_LOCK` reply besides `common::lock_reply`'s.
 /// Not locked: the version changed before the lock was taken.
 const LOCK_STALE_FREE: u64 = 3;
 
@@ -197,11 +197,7 @@ const NO_SEQ: u64 = u64::MAX;
 
 /// The conflict rule of the access-time lock: WAIT_DIE's, from the 2PL
 /// family, on the holder's lock value in `OWNER_WORD`.
-const WAIT_DIE: Lock2pl = Lock2pl {
-    policy: Policy::WaitDie,
-    shared: false,
-    starvation_fix: false,
-};
+const WAIT_DIE: Lock2pl<WaitDie> = Lock2pl::new(false, false);
 
 #[derive(Clone, Debug, Default)]
 pub struct Sundial {
@@ -294,17 +290,9 @@ impl Sundial {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let access = cx.accesses[index];
-        let call = common::call_one(
-            cx,
-            access.node,
-            kind::SUNDIAL_READ,
-            &[access.table as u64, access.key],
-        );
-        cx.submit().await?;
+        let call = common::call_access(cx, index, kind::SUNDIAL_READ, &[]).await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        common::remember_reply_slot(cx, index, reply);
         match reply[0] {
             status::OK => {
                 accept(cx, index, reply[2], reply[3], reply[4], &reply[5..]);
@@ -325,10 +313,9 @@ impl Sundial {
         index: usize,
         upgrade: bool,
     ) -> TxnResult<()> {
-        match cx.primitive(Stage::Lock) {
-            Primitive::OneSided => self.lock_on_access_onesided(cx, index, upgrade).await?,
-            Primitive::Rpc => self.lock_on_access_rpc(cx, index, upgrade).await?,
-        }
+        common::in_form!(cx, Stage::Lock,
+            onesided: self.lock_on_access_onesided(cx, index, upgrade),
+            rpc: self.lock_on_access_rpc(cx, index, upgrade))?;
         // Order after the lease the written version had when locked.
         let access = &cx.accesses[index];
         debug_assert!(access.locked && access.meta & LOCKED == 0);
@@ -461,410 +448,10 @@ impl Sundial {
             }
         }
     }
-
-    /// Locks every unlocked write-set record, in rounds: a CAS that failed
-    /// only because readers extended the lease is retried from the word it
-    /// returned.
-    async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        for _ in 0..CAS_ROUNDS {
-            cx.collect_nodes(|a| a.write && !a.locked);
-            if cx.nodes.is_empty() {
-                return Ok(());
-            }
-            {
-                let mut batch = cx.round();
-                cx.queued.clear();
-                for &node in &cx.nodes {
-                    for (index, access) in cx.accesses.iter().enumerate() {
-                        if !(access.write && !access.locked && access.node == node) {
-                            continue;
-                        }
-                        let table = cx.table(access.table);
-                        let expected = access.meta & RTS_MASK;
-                        let cas = batch.cas(
-                            node,
-                            lease_addr(table, access.slot),
-                            expected,
-                            expected | LOCKED,
-                        );
-                        batch.read(node, table.seq_addr(access.slot), 1);
-                        cx.queued.push((index, cas.0));
-                    }
-                }
-            }
-            cx.submit().await?;
-            let batch = cx.batch();
-            let mut outcome = Ok(());
-            for &(index, cas) in &cx.queued {
-                let previous = batch.result_word(VerbId(cas));
-                let seq = batch.result_word(VerbId(cas + 1));
-                let access = &mut cx.accesses[index];
-                let expected = access.meta & RTS_MASK;
-                if previous == expected {
-                    access.locked = true;
-                    access.meta = expected;
-                    if seq != access.seq {
-                        outcome = outcome.and(Err(AbortReason::ValidationFailed));
-                    }
-                    continue;
-                }
-                match after_failed_cas(access, previous, seq) {
-                    CasOutcome::Locked => outcome = outcome.and(Err(AbortReason::LockConflict)),
-                    CasOutcome::Changed => {
-                        outcome = outcome.and(Err(AbortReason::ValidationFailed))
-                    }
-                    CasOutcome::Extended => {}
-                }
-            }
-            outcome?;
-        }
-        if cx.accesses.iter().any(|a| a.write && !a.locked) {
-            return Err(AbortReason::LockConflict);
-        }
-        Ok(())
-    }
-
-    async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        cx.collect_nodes(|a| a.write);
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for (n, &node) in cx.nodes.iter().enumerate() {
-                let mut payload = batch.payload();
-                // The reply has [status, lease] per entry, in entry order.
-                let mut position = 0u32;
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if access.write && access.node == node {
-                        payload.extend_from_slice(&[
-                            access.table as u64,
-                            access.slot,
-                            access.seq,
-                            access.meta,
-                        ]);
-                        cx.queued.push((index, ((n as u32) << 16) | position));
-                        position += 2;
-                    }
-                }
-                batch.call(node, kind::SUNDIAL_LOCK, payload, false);
-            }
-        }
-        cx.submit().await?;
-        let batch = cx.batch();
-        let mut outcome = Ok(());
-        for &(index, at) in &cx.queued {
-            let reply = batch.reply(CallId((at >> 16) as u16));
-            let entry = &reply[(at & 0xffff) as usize..][..2];
-            let access = &mut cx.accesses[index];
-            match entry[0] {
-                LOCK_OK | LOCK_STALE => {
-                    access.locked = true;
-                    access.meta = entry[1];
-                    if entry[0] == LOCK_STALE {
-                        outcome = outcome.and(Err(AbortReason::ValidationFailed));
-                    }
-                }
-                LOCK_STALE_FREE => outcome = outcome.and(Err(AbortReason::ValidationFailed)),
-                _ => outcome = outcome.and(Err(AbortReason::LockConflict)),
-            }
-        }
-        outcome
-    }
-
-    /// Renews, in rounds, every read lease short of `commit_ts`.
-    async fn renew_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        let commit_ts = cx.timestamp;
-        for _ in 0..CAS_ROUNDS {
-            cx.collect_nodes(|a| needs_renewal(a, commit_ts));
-            if cx.nodes.is_empty() {
-                return Ok(());
-            }
-            {
-                let mut batch = cx.round();
-                cx.queued.clear();
-                for &node in &cx.nodes {
-                    for (index, access) in cx.accesses.iter().enumerate() {
-                        if access.node != node || !needs_renewal(access, commit_ts) {
-                            continue;
-                        }
-                        let table = cx.table(access.table);
-                        let expected = access.meta & RTS_MASK;
-                        let cas =
-                            batch.cas(node, lease_addr(table, access.slot), expected, commit_ts);
-                        batch.read(node, table.seq_addr(access.slot), 1);
-                        cx.queued.push((index, cas.0));
-                    }
-                }
-            }
-            cx.submit().await?;
-            let batch = cx.batch();
-            for &(index, cas) in &cx.queued {
-                let previous = batch.result_word(VerbId(cas));
-                let seq = batch.result_word(VerbId(cas + 1));
-                let access = &mut cx.accesses[index];
-                if previous == access.meta & RTS_MASK {
-                    access.meta = commit_ts;
-                    continue;
-                }
-                match after_failed_cas(access, previous, seq) {
-                    CasOutcome::Locked | CasOutcome::Changed => {
-                        return Err(AbortReason::RenewFailed)
-                    }
-                    CasOutcome::Extended => {}
-                }
-            }
-        }
-        if cx.accesses.iter().any(|a| needs_renewal(a, commit_ts)) {
-            return Err(AbortReason::RenewFailed);
-        }
-        Ok(())
-    }
-
-    async fn renew_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        let commit_ts = cx.timestamp;
-        cx.collect_nodes(|a| needs_renewal(a, commit_ts));
-        {
-            let mut batch = cx.round();
-            for &node in &cx.nodes {
-                let mut payload = batch.payload();
-                payload.push(commit_ts);
-                for access in cx.accesses.iter() {
-                    if access.node == node && needs_renewal(access, commit_ts) {
-                        payload.extend_from_slice(&[
-                            access.table as u64,
-                            access.slot,
-                            access.seq,
-                            access.meta,
-                        ]);
-                    }
-                }
-                batch.call(node, kind::SUNDIAL_RENEW, payload, false);
-            }
-        }
-        cx.submit().await?;
-        let batch = cx.batch();
-        for n in 0..cx.nodes.len() {
-            if batch.reply(CallId(n as u16))[0] != status::OK {
-                return Err(AbortReason::RenewFailed);
-            }
-        }
-        // Every lease short of commit_ts now reaches it.
-        for access in cx.accesses.iter_mut() {
-            if needs_renewal(access, commit_ts) {
-                access.meta = commit_ts;
-            }
-        }
-        Ok(())
-    }
-
-    /// Installs every locked (written) record at `commit_ts` and unlocks it,
-    /// with passive ACK.
-    fn post_commit(&self, cx: &mut TxnCx<'_>) {
-        cx.collect_nodes(|a| a.locked);
-        if cx.nodes.is_empty() {
-            return;
-        }
-        let commit_ts = cx.timestamp;
-        debug_assert!(commit_ts < LOCKED, "logical time ran out of rts bits");
-        let primitive = cx.primitive(Stage::Commit);
-        let mut batch = cx.round();
-        for n in 0..cx.nodes.len() {
-            let node = cx.nodes[n];
-            let mut call: Option<Vec<u64>> = None;
-            for index in 0..cx.accesses.len() {
-                let access = cx.accesses[index];
-                if access.node != node || !access.locked {
-                    continue;
-                }
-                debug_assert!(access.write, "only write-set records are locked");
-                debug_assert!(
-                    access.meta < commit_ts,
-                    "commit_ts is past the rts the lock froze"
-                );
-                let table = cx.table(access.table);
-                let new_seq = access.seq + 1;
-                match primitive {
-                    Primitive::OneSided => {
-                        let tuple = table.tuple_addr(access.slot);
-                        batch.write_word(node, tuple + table.seq_end_offset() as u64, new_seq);
-                        batch.write(node, table.record_addr(access.slot), cx.record(index));
-                        if self.lock_at_access {
-                            // wts and the owner word, adjacent: no holder.
-                            batch.write(node, wts_addr(table, access.slot), &[commit_ts, 0]);
-                        } else {
-                            batch.write_word(node, wts_addr(table, access.slot), commit_ts);
-                        }
-                        batch.write(node, table.seq_addr(access.slot), &[new_seq, commit_ts]);
-                    }
-                    Primitive::Rpc => {
-                        let payload = call.get_or_insert_with(|| {
-                            let mut payload = batch.payload();
-                            payload.push(commit_ts);
-                            payload
-                        });
-                        payload.extend_from_slice(&[access.table as u64, access.slot, new_seq]);
-                        payload.extend_from_slice(cx.record(index));
-                    }
-                }
-            }
-            if let Some(payload) = call {
-                batch.call(node, kind::SUNDIAL_WRITE_BACK, payload, true);
-            }
-        }
-        drop(batch);
-        for access in cx.accesses.iter_mut() {
-            access.locked = false;
-        }
-        cx.submit_passive();
-    }
-
-    /// Restores the lease word of every locked record, with passive ACK.
-    fn post_release(&self, cx: &mut TxnCx<'_>) {
-        cx.collect_nodes(|a| a.locked);
-        if cx.nodes.is_empty() {
-            return;
-        }
-        let primitive = cx.primitive(Stage::Release);
-        let mut batch = cx.round();
-        for n in 0..cx.nodes.len() {
-            let node = cx.nodes[n];
-            let mut call: Option<Vec<u64>> = None;
-            for access in cx.accesses.iter() {
-                if access.node != node || !access.locked {
-                    continue;
-                }
-                let table = cx.table(access.table);
-                let lease = access.meta;
-                debug_assert_eq!(lease & LOCKED, 0);
-                match primitive {
-                    Primitive::OneSided => {
-                        if self.lock_at_access {
-                            batch.write_word(node, owner_addr(table, access.slot), 0);
-                        }
-                        batch.write_word(node, lease_addr(table, access.slot), lease);
-                    }
-                    Primitive::Rpc => {
-                        call.get_or_insert_with(|| batch.payload())
-                            .extend_from_slice(&[access.table as u64, access.slot, lease]);
-                    }
-                }
-            }
-            if let Some(payload) = call {
-                batch.call(node, kind::SUNDIAL_RELEASE, payload, true);
-            }
-        }
-        drop(batch);
-        for access in cx.accesses.iter_mut() {
-            access.locked = false;
-        }
-        cx.submit_passive();
-    }
 }
 
-/// The lock CAS loop of the RPC lock handler: `(status, lease word locked)`.
-fn lock_local(store: &NodeStore, table: &TableLayout, slot: u64, seq: u64, lease: u64) -> [u64; 2] {
-    let addr = lease_addr(table, slot);
-    let mut expected = lease & RTS_MASK;
-    for _ in 0..LOCAL_CAS_TRIES {
-        let previous = store.region.cas(addr, expected, expected | LOCKED);
-        if previous == expected {
-            let same = store.region.load(table.seq_addr(slot)) == seq;
-            return [if same { LOCK_OK } else { LOCK_STALE }, expected];
-        }
-        if previous & LOCKED != 0 {
-            return [LOCK_CONFLICT, 0];
-        }
-        if store.region.load(table.seq_addr(slot)) != seq {
-            return [LOCK_STALE_FREE, 0];
-        }
-        expected = previous;
-    }
-    [LOCK_CONFLICT, 0]
-}
-
-/// The renewal CAS loop of the RPC renew handler: whether the lease of the
-/// version `seq` now reaches `commit_ts`.
-fn renew_local(
-    store: &NodeStore,
-    table: &TableLayout,
-    slot: u64,
-    seq: u64,
-    lease: u64,
-    commit_ts: u64,
-) -> bool {
-    let addr = lease_addr(table, slot);
-    let mut expected = lease & RTS_MASK;
-    for _ in 0..LOCAL_CAS_TRIES {
-        if expected >= commit_ts {
-            return true;
-        }
-        let previous = store.region.cas(addr, expected, commit_ts);
-        if previous == expected {
-            return true;
-        }
-        if previous & LOCKED != 0 || store.region.load(table.seq_addr(slot)) != seq {
-            return false;
-        }
-        expected = previous;
-    }
-    false
-}
-
-/// The access-time lock handler of `lock_at_access`: `[table, key, me,
-/// seq read or NO_SEQ]` → `[OK | ACCESS_LOCKED_STALE, slot, seq, wts,
-/// lease locked, record…]`, `[ACCESS_STALE | ACCESS_DIED, slot]`,
-/// `[NOT_FOUND]`, or `Served::Wait` (decided again at every offer) while
-/// it waits. The same CAS on the same word as the one-sided form.
-fn serve_lock_read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
-    let (table_id, key, me, seq_read) = (payload[0] as u32, payload[1], payload[2], payload[3]);
-    let Some(slot) = store.lookup(table_id, key) else {
-        payload.clear();
-        payload.push(status::NOT_FOUND);
-        return Served::Reply;
-    };
-    let table = store.layout.table(table_id);
-    let addr = lease_addr(table, slot);
-    let stale = || seq_read != NO_SEQ && store.region.load(table.seq_addr(slot)) != seq_read;
-    let lease = loop {
-        let word = store.region.load(addr);
-        if word & LOCKED == 0 {
-            if store.region.cas(addr, word, word | LOCKED) == word {
-                break word;
-            }
-            continue;
-        }
-        let answer = if stale() {
-            ACCESS_STALE
-        } else if waits_for(store.region.load(owner_addr(table, slot)), me) {
-            return Served::Wait;
-        } else {
-            ACCESS_DIED
-        };
-        payload.clear();
-        payload.extend_from_slice(&[answer, slot]);
-        return Served::Reply;
-    };
-    store.region.store(owner_addr(table, slot), me);
-    let answer = if stale() {
-        ACCESS_LOCKED_STALE
-    } else {
-        status::OK
-    };
-    // Locked: no commit is in progress, so the copy is one version.
-    payload.clear();
-    payload.extend_from_slice(&[
-        answer,
-        slot,
-        store.region.load(table.seq_addr(slot)),
-        store.region.load(wts_addr(table, slot)),
-        lease,
-    ]);
-    let start = payload.len();
-    payload.resize(start + table.record_words as usize, 0);
-    store
-        .region
-        .read(table.record_addr(slot), &mut payload[start..]);
-    Served::Reply
-}
+mod commit;
+mod serve;
 
 impl Protocol for Sundial {
     const KIND: ProtocolKind = ProtocolKind::Sundial;
@@ -896,10 +483,9 @@ impl Protocol for Sundial {
         if self.lock_at_access && cx.accesses[index].write {
             return self.lock_on_access(cx, index, false).await;
         }
-        match cx.primitive(Stage::Read) {
-            Primitive::OneSided => self.read_onesided(cx, index).await,
-            Primitive::Rpc => self.read_rpc(cx, index).await,
-        }
+        common::in_form!(cx, Stage::Read,
+            onesided: self.read_onesided(cx, index),
+            rpc: self.read_rpc(cx, index))
     }
 
     async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
@@ -919,10 +505,9 @@ impl Protocol for Sundial {
             debug_assert!(cx.accesses.iter().all(|a| !a.write || a.locked));
             return Ok(());
         }
-        match cx.primitive(Stage::Lock) {
-            Primitive::OneSided => self.lock_onesided(cx).await?,
-            Primitive::Rpc => self.lock_rpc(cx).await?,
-        }
+        common::in_form!(cx, Stage::Lock,
+            onesided: self.lock_onesided(cx),
+            rpc: self.lock_rpc(cx))?;
         // Order after every lease the written versions had when locked.
         for access in cx.accesses.iter().filter(|a| a.write) {
             debug_assert!(access.locked);
@@ -936,10 +521,9 @@ impl Protocol for Sundial {
         if !cx.accesses.iter().any(|a| needs_renewal(a, commit_ts)) {
             return Ok(());
         }
-        match cx.primitive(Stage::Renew) {
-            Primitive::OneSided => self.renew_onesided(cx).await,
-            Primitive::Rpc => self.renew_rpc(cx).await,
-        }
+        common::in_form!(cx, Stage::Renew,
+            onesided: self.renew_onesided(cx),
+            rpc: self.renew_rpc(cx))
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {
@@ -957,109 +541,13 @@ impl Protocol for Sundial {
     }
 
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
-        match kind {
-            kind::SUNDIAL_READ => {
-                let (table_id, key) = (payload[0] as u32, payload[1]);
-                payload.clear();
-                let Some(slot) = store.lookup(table_id, key) else {
-                    payload.push(status::NOT_FOUND);
-                    return Served::Reply;
-                };
-                let table = store.layout.table(table_id);
-                payload.resize(table.tuple_words as usize, 0);
-                let mut consistent = false;
-                for _ in 0..READ_TRIES {
-                    store.region.read(table.tuple_addr(slot), payload);
-                    let tuple = common::decode(table, payload);
-                    if tuple.seq == tuple.seq_end {
-                        consistent = true;
-                        break;
-                    }
-                }
-                let tuple = common::decode(table, payload);
-                let (seq, lease) = (tuple.seq, tuple.lock);
-                let wts = payload[(HEADER_WORD + WTS_WORD) as usize];
-                let record_at = table.record_offset() as usize;
-                // Reply [status, slot, seq, wts, lease, record…] in place.
-                payload.copy_within(record_at..record_at + table.record_words as usize, 5);
-                payload.truncate(5 + table.record_words as usize);
-                payload[0] = if consistent {
-                    status::OK
-                } else {
-                    status::INCONSISTENT
-                };
-                payload[1] = slot;
-                payload[2] = seq;
-                payload[3] = wts;
-                payload[4] = lease;
-            }
-            kind::SUNDIAL_LOCK => {
-                let entries = payload.len() / 4;
-                for entry in 0..entries {
-                    let at = 4 * entry;
-                    let table = store.layout.table(payload[at] as u32);
-                    let (slot, seq, lease) = (payload[at + 1], payload[at + 2], payload[at + 3]);
-                    let reply = lock_local(store, table, slot, seq, lease);
-                    payload[2 * entry..2 * entry + 2].copy_from_slice(&reply);
-                }
-                payload.truncate(2 * entries);
-            }
-            kind::SUNDIAL_RENEW => {
-                let commit_ts = payload[0];
-                let renewed = payload[1..].chunks_exact(4).all(|entry| {
-                    let table = store.layout.table(entry[0] as u32);
-                    renew_local(store, table, entry[1], entry[2], entry[3], commit_ts)
-                });
-                payload.clear();
-                payload.push(if renewed { status::OK } else { status::STALE });
-            }
-            kind::SUNDIAL_WRITE_BACK => {
-                let commit_ts = payload[0];
-                let mut at = 1;
-                while at < payload.len() {
-                    let table = store.layout.table(payload[at] as u32);
-                    let (slot, new_seq) = (payload[at + 1], payload[at + 2]);
-                    let record = &payload[at + 3..at + 3 + table.record_words as usize];
-                    debug_assert_ne!(store.region.load(lease_addr(table, slot)) & LOCKED, 0);
-                    // The order of the one-sided commit (module doc).
-                    store.region.store(
-                        table.tuple_addr(slot) + table.seq_end_offset() as u64,
-                        new_seq,
-                    );
-                    store.region.write(table.record_addr(slot), record);
-                    store.region.store(wts_addr(table, slot), commit_ts);
-                    if self.lock_at_access {
-                        store.region.store(owner_addr(table, slot), 0);
-                    }
-                    store.region.store(table.seq_addr(slot), new_seq);
-                    store.region.store(lease_addr(table, slot), commit_ts);
-                    at += 3 + table.record_words as usize;
-                }
-                payload.clear();
-            }
-            kind::SUNDIAL_RELEASE => {
-                for entry in payload.chunks_exact(3) {
-                    let table = store.layout.table(entry[0] as u32);
-                    let addr = lease_addr(table, entry[1]);
-                    debug_assert_eq!(store.region.load(addr), entry[2] | LOCKED);
-                    if self.lock_at_access {
-                        store.region.store(owner_addr(table, entry[1]), 0);
-                    }
-                    store.region.store(addr, entry[2]);
-                }
-                payload.clear();
-            }
-            kind::SUNDIAL_LOCK_READ if self.lock_at_access => {
-                return serve_lock_read(store, payload);
-            }
-            other => panic!("sundial has no RPC handler {other}"),
-        }
-        Served::Reply
+        self.serve_kind(store, kind, payload)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::serve::serve_lock_read;
     use super::*;
     use crate::protocols::lock2pl::OWNER_BITS;
 

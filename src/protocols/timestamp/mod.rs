@@ -134,16 +134,20 @@
 //! below its `ts`, and no version with a `wts` between that and `ts` was
 //! installed later (all dependency edges go from smaller to larger
 //! timestamps, so the history is serializable in timestamp order).
+//!
+//! Here: the clock, the order rules, the execution-phase read and
+//! prewrite (shared with `mvcc`); `commit` holds the commit-time stages,
+//! `serve` the RPC handlers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::config::Config;
-use crate::fabric::{Batch, CallId, VerbId};
+use crate::fabric::{CallId, VerbId};
 use crate::store::{NodeStore, TableLayout, HEADER_WORD, SEQ_WORD};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
-use super::common::{self, kind, lock_addr, status};
+use super::common::{self, kind, lock_addr, lock_reply, status};
 use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
 
 /// Header word of `wts` and of `rts`.
@@ -170,11 +174,6 @@ const META_ABORTED: u64 = 3;
 /// Polls of the writers a cascading reader depends on before it gives up
 /// (about `DEP_POLLS × READ_WAIT_NS`).
 const DEP_POLLS: u32 = 10_000;
-
-/// Lock reply entries.
-const LOCK_OK: u64 = 0;
-const LOCK_CONFLICT: u64 = 1;
-const LOCK_STALE: u64 = 2;
 
 /// Tries of a read before it gives up (a torn READ or a failed double-read
 /// each cost one).
@@ -243,17 +242,9 @@ pub(super) async fn lock_read_rpc(
     kind: u16,
     clock: &TsClock,
 ) -> TxnResult<()> {
-    let access = cx.accesses[index];
-    let call = common::call_one(
-        cx,
-        access.node,
-        kind,
-        &[access.table as u64, access.key, cx.timestamp],
-    );
-    cx.submit().await?;
+    let call = common::call_access(cx, index, kind, &[cx.timestamp]).await?;
     let batch = cx.batch();
     let reply = batch.reply(call);
-    common::remember_reply_slot(cx, index, reply);
     match reply[0] {
         status::OK | status::STALE => {
             cx.accesses[index].locked = true;
@@ -578,23 +569,15 @@ impl Timestamp {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let access = cx.accesses[index];
-        let call = common::call_one(
+        let call = common::call_access(
             cx,
-            access.node,
+            index,
             kind::TS_READ,
-            &[
-                access.table as u64,
-                access.key,
-                cx.timestamp,
-                self.cascading as u64,
-                0,
-            ],
-        );
-        cx.submit().await?;
+            &[cx.timestamp, self.cascading as u64, 0],
+        )
+        .await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        common::remember_reply_slot(cx, index, reply);
         if reply[0] != status::OK && reply[0] != DIRTY_OK {
             return Err(read_failure(reply[0], false));
         }
@@ -624,390 +607,6 @@ impl Timestamp {
 
     async fn lock_read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         lock_read_rpc(cx, index, kind::TS_LOCK_READ, &self.clock).await
-    }
-
-    /// Lock stage, first round: lock the records that were read first and
-    /// written later (the others were locked when fetched) and check they
-    /// are still writable by `ts`. The cascading variant also fetches every
-    /// write-set record's committed `wts` and record into its backup (see
-    /// [`Backups`]), taking no lock it already holds.
-    async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        let fetch = self.cascading;
-        cx.collect_nodes(|a| a.write && (fetch || !a.locked));
-        if cx.nodes.is_empty() {
-            return Ok(());
-        }
-        let ts = cx.timestamp;
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for &node in &cx.nodes {
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if !(access.write && (fetch || !access.locked) && access.node == node) {
-                        continue;
-                    }
-                    let table = cx.table(access.table);
-                    if !access.locked {
-                        batch.cas(node, lock_addr(table, access.slot), 0, ts);
-                    }
-                    let read = if fetch {
-                        batch.read(node, table.tuple_addr(access.slot), table.tuple_words)
-                    } else {
-                        batch.read(node, table.seq_addr(access.slot), 4)
-                    };
-                    cx.queued.push((index, read.0));
-                }
-            }
-        }
-        cx.submit().await?;
-        let mut outcome = Ok(());
-        for q in 0..cx.queued.len() {
-            let (index, read) = cx.queued[q];
-            let batch = cx.batch();
-            // The CAS, if any, is the verb before the READ.
-            if !cx.accesses[index].locked && batch.result_word(VerbId(read - 1)) != 0 {
-                outcome = outcome.and(Err(AbortReason::LockConflict));
-                continue;
-            }
-            cx.accesses[index].locked = true;
-            // Read under the lock.
-            let words = batch.result(VerbId(read));
-            let (seq, wts, rts) = if fetch {
-                (
-                    words[SEQ_WORD as usize],
-                    words[(HEADER_WORD + WTS_WORD) as usize],
-                    words[(HEADER_WORD + RTS_WORD) as usize],
-                )
-            } else {
-                (words[0], words[2], words[3])
-            };
-            if !writable(ts, cx.accesses[index].seq, seq, wts, rts) {
-                outcome = outcome.and(Err(AbortReason::TimestampOrder));
-            } else if fetch {
-                let table = cx.table(cx.accesses[index].table);
-                let record = table.record_offset() as usize;
-                let at = Backups::of(cx, index);
-                cx.data[at] = wts;
-                let words = batch.result(VerbId(read));
-                cx.data[at + 1..at + 1 + table.record_words as usize]
-                    .copy_from_slice(&words[record..record + table.record_words as usize]);
-            }
-        }
-        outcome
-    }
-
-    async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        let fetch = self.cascading;
-        cx.collect_nodes(|a| a.write && (fetch || !a.locked));
-        if cx.nodes.is_empty() {
-            return Ok(());
-        }
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for (n, &node) in cx.nodes.iter().enumerate() {
-                let mut payload = batch.payload();
-                payload.push(cx.timestamp);
-                // Where each entry's reply starts: one word per entry, or
-                // `[status, wts, record…]` when fetching.
-                let mut position = 0u32;
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if access.write && (fetch || !access.locked) && access.node == node {
-                        payload.extend_from_slice(&[
-                            access.table as u64,
-                            access.slot,
-                            access.seq,
-                            access.locked as u64,
-                        ]);
-                        cx.queued.push((index, ((n as u32) << 16) | position));
-                        position += if fetch {
-                            2 + cx.table(access.table).record_words
-                        } else {
-                            1
-                        };
-                    }
-                }
-                let kind = if fetch {
-                    kind::TS_LOCK_FETCH
-                } else {
-                    kind::TS_LOCK
-                };
-                batch.call(node, kind, payload, false);
-            }
-        }
-        cx.submit().await?;
-        let mut outcome = Ok(());
-        for q in 0..cx.queued.len() {
-            let (index, at) = cx.queued[q];
-            let batch = cx.batch();
-            let reply = batch.reply(CallId((at >> 16) as u16));
-            let at = (at & 0xffff) as usize;
-            match reply[at] {
-                LOCK_OK => {
-                    cx.accesses[index].locked = true;
-                    if fetch {
-                        let words = cx.table(cx.accesses[index].table).record_words as usize;
-                        let to = Backups::of(cx, index);
-                        cx.data[to..to + 1 + words].copy_from_slice(&reply[at + 1..at + 2 + words]);
-                    }
-                }
-                LOCK_STALE => {
-                    cx.accesses[index].locked = true;
-                    outcome = outcome.and(Err(AbortReason::TimestampOrder));
-                }
-                _ => outcome = outcome.and(Err(AbortReason::LockConflict)),
-            }
-        }
-        outcome
-    }
-
-    /// Cascading variant, after the write set is locked and writable: marks
-    /// this transaction running in its metadata word, then installs every
-    /// write (record, `wts = ts`, `seq + 1`, lock flagged installed) where
-    /// readers younger than `ts` may read it. Awaited, so the commit's or
-    /// release's unlock follows it whatever primitives the stages use.
-    async fn install(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        let ts = cx.timestamp;
-        let node = cx.worker.node;
-        let meta = cx.txn_meta_addr();
-        cx.round().write_word(node, meta, ts | META_RUNNING);
-        cx.submit().await?;
-        cx.collect_nodes(|a| a.write);
-        let primitive = cx.primitive(Stage::Lock);
-        {
-            let mut batch = cx.round();
-            for &node in &cx.nodes {
-                let mut payload: Option<Vec<u64>> = None;
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if access.node != node || !access.write {
-                        continue;
-                    }
-                    debug_assert!(access.locked);
-                    let table = cx.table(access.table);
-                    let new_seq = access.seq + 1;
-                    match primitive {
-                        Primitive::OneSided => queue_install_onesided(
-                            &mut batch,
-                            table,
-                            node,
-                            access.slot,
-                            new_seq,
-                            cx.record(index),
-                            ts,
-                            ts | LOCK_INSTALLED,
-                        ),
-                        Primitive::Rpc => {
-                            let payload = owner_payload(&mut payload, &mut batch, ts);
-                            payload.extend_from_slice(&[
-                                access.table as u64,
-                                access.slot,
-                                new_seq,
-                                ts,
-                            ]);
-                            payload.extend_from_slice(cx.record(index));
-                        }
-                    }
-                }
-                if let Some(payload) = payload {
-                    batch.call(node, kind::TS_INSTALL, payload, false);
-                }
-            }
-        }
-        let at = Backups::marker(cx);
-        cx.data[at] = 1;
-        cx.owner = ts | LOCK_INSTALLED;
-        cx.submit().await
-    }
-
-    /// Cascading variant: waits until every writer whose uncommitted write
-    /// this attempt read has finished; fails if one aborted (or its outcome
-    /// is no longer known: its coroutine installed again since).
-    async fn await_writers(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        let mut pending = std::mem::take(&mut *self.deps(cx));
-        pending.sort_unstable();
-        pending.dedup();
-        let primitive = cx.primitive(Stage::Lock);
-        let mut outcome = Ok(());
-        for _ in 0..DEP_POLLS {
-            if pending.is_empty() {
-                break;
-            }
-            {
-                let mut batch = cx.round();
-                cx.queued.clear();
-                for (i, &writer) in pending.iter().enumerate() {
-                    let (node, worker, co) = self.clock.coroutine_of(writer);
-                    let addr = cx.layout.txn_meta.addr(worker, co);
-                    let id = match primitive {
-                        Primitive::OneSided => batch.read(node, addr, 2).0,
-                        Primitive::Rpc => {
-                            let mut payload = batch.payload();
-                            payload.extend_from_slice(&[addr, writer]);
-                            batch.call(node, kind::TS_OUTCOME, payload, false).0 as u32
-                        }
-                    };
-                    cx.queued.push((i, id));
-                }
-            }
-            cx.submit().await?;
-            let mut still = 0;
-            {
-                let batch = cx.batch();
-                for &(i, id) in &cx.queued {
-                    let words = match primitive {
-                        Primitive::OneSided => batch.result(VerbId(id)),
-                        Primitive::Rpc => batch.reply(CallId(id as u16)),
-                    };
-                    let writer = pending[i];
-                    match outcome_of(writer, words[0], words[1]) {
-                        META_COMMITTED => {}
-                        META_RUNNING => {
-                            pending[still] = writer;
-                            still += 1;
-                        }
-                        _ => outcome = Err(AbortReason::CascadingAbort),
-                    }
-                }
-            }
-            pending.truncate(still);
-            if outcome.is_err() {
-                break;
-            }
-            if !pending.is_empty() {
-                cx.worker.sleep(cx.co, READ_WAIT_NS).await;
-            }
-        }
-        if !pending.is_empty() {
-            outcome = Err(AbortReason::CascadingAbort);
-        }
-        pending.clear();
-        // Hand the vector back for its capacity.
-        *self.deps(cx) = pending;
-        outcome
-    }
-
-    /// Commit: installs every write-set record with `wts = ts` and unlocks
-    /// it, in one passive round. Cascading variant: the writes are
-    /// installed already; mark the transaction committed, then unlock.
-    fn post_commit(&self, cx: &mut TxnCx<'_>) {
-        debug_assert!(
-            cx.accesses.iter().all(|a| a.write == a.locked),
-            "T/O commits holding exactly its write set's locks"
-        );
-        let installed = self.cascading && cx.accesses.iter().any(|a| a.write);
-        cx.collect_nodes(|a| a.locked);
-        if cx.nodes.is_empty() {
-            return;
-        }
-        let primitive = cx.primitive(Stage::Commit);
-        let ts = cx.timestamp;
-        let mut batch = cx.round();
-        if installed {
-            batch.write_word(cx.worker.node, cx.txn_meta_addr(), ts | META_COMMITTED);
-        }
-        for &node in &cx.nodes {
-            let mut payload: Option<Vec<u64>> = None;
-            for (index, access) in cx.accesses.iter().enumerate() {
-                if access.node != node || !access.locked {
-                    continue;
-                }
-                let table = cx.table(access.table);
-                let new_seq = access.seq + 1;
-                match (primitive, installed) {
-                    (Primitive::OneSided, false) => queue_install_onesided(
-                        &mut batch,
-                        table,
-                        node,
-                        access.slot,
-                        new_seq,
-                        cx.record(index),
-                        ts,
-                        0,
-                    ),
-                    (Primitive::OneSided, true) => {
-                        batch.write_word(node, lock_addr(table, access.slot), 0);
-                    }
-                    (Primitive::Rpc, false) => {
-                        let payload = owner_payload(&mut payload, &mut batch, ts);
-                        payload.extend_from_slice(&[access.table as u64, access.slot, new_seq]);
-                        payload.extend_from_slice(cx.record(index));
-                    }
-                    (Primitive::Rpc, true) => {
-                        let payload = owner_payload(&mut payload, &mut batch, cx.owner);
-                        payload.extend_from_slice(&[access.table as u64, access.slot]);
-                    }
-                }
-            }
-            if let Some(payload) = payload {
-                let kind = if installed {
-                    kind::UNLOCK
-                } else {
-                    kind::TS_COMMIT
-                };
-                batch.call(node, kind, payload, true);
-            }
-        }
-        drop(batch);
-        for access in cx.accesses.iter_mut() {
-            access.locked = false;
-        }
-        cx.submit_passive();
-    }
-
-    /// Cascading variant's release once the writes are installed: mark the
-    /// transaction aborted (readers of its writes abort in cascade), then
-    /// put every record's committed version back and unlock it.
-    fn post_restore(&self, cx: &mut TxnCx<'_>) {
-        cx.collect_nodes(|a| a.locked);
-        let primitive = cx.primitive(Stage::Release);
-        let ts = cx.timestamp;
-        let mut batch = cx.round();
-        // Both outcome words in one WRITE: see `outcome_of`.
-        batch.write(cx.worker.node, cx.txn_meta_addr(), &[ts | META_ABORTED, ts]);
-        for &node in &cx.nodes {
-            let mut payload: Option<Vec<u64>> = None;
-            for (index, access) in cx.accesses.iter().enumerate() {
-                if access.node != node || !access.locked {
-                    continue;
-                }
-                let table = cx.table(access.table);
-                let at = Backups::of(cx, index);
-                let (wts, record) = (
-                    cx.data[at],
-                    &cx.data[at + 1..at + 1 + table.record_words as usize],
-                );
-                match primitive {
-                    Primitive::OneSided => queue_install_onesided(
-                        &mut batch,
-                        table,
-                        node,
-                        access.slot,
-                        access.seq,
-                        record,
-                        wts,
-                        0,
-                    ),
-                    Primitive::Rpc => {
-                        let payload = owner_payload(&mut payload, &mut batch, cx.owner);
-                        payload.extend_from_slice(&[
-                            access.table as u64,
-                            access.slot,
-                            access.seq,
-                            wts,
-                        ]);
-                        payload.extend_from_slice(record);
-                    }
-                }
-            }
-            if let Some(payload) = payload {
-                batch.call(node, kind::TS_INSTALL, payload, true);
-            }
-        }
-        drop(batch);
-        for access in cx.accesses.iter_mut() {
-            access.locked = false;
-        }
-        cx.submit_passive();
     }
 }
 
@@ -1051,63 +650,18 @@ impl Backups {
         }
         at
     }
+
+    /// The committed version of access `index` kept before its install:
+    /// `(wts, record)`.
+    fn version<'c>(cx: &'c TxnCx<'_>, index: usize) -> (u64, &'c [u64]) {
+        let at = Self::of(cx, index);
+        let words = cx.table(cx.accesses[index].table).record_words as usize;
+        (cx.data[at], &cx.data[at + 1..at + 1 + words])
+    }
 }
 
-/// Queues the one-sided install of a version — WRITE `seq_end`, WRITE
-/// record, WRITE `wts`, WRITE `[seq, lock]` — in the store's write-back
-/// order (`wts` before `seq`, so a READ that saw the new `seq` saw it).
-#[allow(clippy::too_many_arguments)]
-fn queue_install_onesided(
-    batch: &mut Batch,
-    table: &TableLayout,
-    node: crate::fabric::NodeId,
-    slot: u64,
-    seq: u64,
-    record: &[u64],
-    wts: u64,
-    lock: u64,
-) {
-    batch.write_word(
-        node,
-        table.tuple_addr(slot) + table.seq_end_offset() as u64,
-        seq,
-    );
-    batch.write(node, table.record_addr(slot), record);
-    batch.write_word(node, table.header_addr(slot, WTS_WORD), wts);
-    batch.write(node, table.seq_addr(slot), &[seq, lock]);
-}
-
-/// The local form of [`queue_install_onesided`].
-fn install_local(
-    store: &NodeStore,
-    table: &TableLayout,
-    slot: u64,
-    seq: u64,
-    record: &[u64],
-    wts: u64,
-    lock: u64,
-) {
-    store
-        .region
-        .store(table.tuple_addr(slot) + table.seq_end_offset() as u64, seq);
-    store.region.write(table.record_addr(slot), record);
-    store.region.store(table.header_addr(slot, WTS_WORD), wts);
-    store.region.store(table.seq_addr(slot), seq);
-    store.region.store(lock_addr(table, slot), lock);
-}
-
-/// The payload of a per-node call, started with `first` on first use.
-fn owner_payload<'p>(
-    call: &'p mut Option<Vec<u64>>,
-    batch: &mut Batch,
-    first: u64,
-) -> &'p mut Vec<u64> {
-    call.get_or_insert_with(|| {
-        let mut payload = batch.payload();
-        payload.push(first);
-        payload
-    })
-}
+mod commit;
+mod serve;
 
 impl Protocol for Timestamp {
     const KIND: ProtocolKind = ProtocolKind::Timestamp;
@@ -1134,15 +688,13 @@ impl Protocol for Timestamp {
     /// a lock (and read), so it uses the `lock` stage's.
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         if cx.accesses[index].write {
-            return match cx.primitive(Stage::Lock) {
-                Primitive::OneSided => self.lock_read_onesided(cx, index).await,
-                Primitive::Rpc => self.lock_read_rpc(cx, index).await,
-            };
+            return common::in_form!(cx, Stage::Lock,
+                onesided: self.lock_read_onesided(cx, index),
+                rpc: self.lock_read_rpc(cx, index));
         }
-        match cx.primitive(Stage::Read) {
-            Primitive::OneSided => self.read_onesided(cx, index).await,
-            Primitive::Rpc => self.read_rpc(cx, index).await,
-        }
+        common::in_form!(cx, Stage::Read,
+            onesided: self.read_onesided(cx, index),
+            rpc: self.read_rpc(cx, index))
     }
 
     async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
@@ -1151,10 +703,9 @@ impl Protocol for Timestamp {
             Backups::reserve(cx);
         }
         if writes {
-            match cx.primitive(Stage::Lock) {
-                Primitive::OneSided => self.lock_onesided(cx).await?,
-                Primitive::Rpc => self.lock_rpc(cx).await?,
-            }
+            common::in_form!(cx, Stage::Lock,
+                onesided: self.lock_onesided(cx),
+                rpc: self.lock_rpc(cx))?;
             if self.cascading {
                 self.install(cx).await?;
                 if self.abort_after_install && (cx.timestamp >> FLAG_BITS).count_ones() % 2 == 1 {
@@ -1182,253 +733,25 @@ impl Protocol for Timestamp {
 
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         match kind {
-            kind::TS_READ => return serve_read(store, payload),
-            kind::TS_LOCK => {
-                let ts = payload[0];
-                let entries = (payload.len() - 1) / 4;
-                for entry in 0..entries {
-                    let at = 1 + 4 * entry;
-                    let table = store.layout.table(payload[at] as u32);
-                    let (slot, read_seq, held) =
-                        (payload[at + 1], payload[at + 2], payload[at + 3] != 0);
-                    payload[entry] = lock_local(store, table, slot, ts, read_seq, held);
-                }
-                payload.truncate(entries);
-            }
-            kind::TS_LOCK_READ => serve_lock_read(store, payload),
-            kind::TS_LOCK_FETCH => serve_lock_fetch(store, payload),
-            kind::TS_COMMIT => {
-                let ts = payload[0];
-                let mut at = 1;
-                while at < payload.len() {
-                    let table = store.layout.table(payload[at] as u32);
-                    let (slot, new_seq) = (payload[at + 1], payload[at + 2]);
-                    let record = &payload[at + 3..at + 3 + table.record_words as usize];
-                    debug_assert_eq!(store.region.load(lock_addr(table, slot)), ts);
-                    install_local(store, table, slot, new_seq, record, ts, 0);
-                    at += 3 + table.record_words as usize;
-                }
-                payload.clear();
-            }
-            kind::TS_INSTALL => {
-                // [owner, (table, slot, seq, wts, record…)…]: an install
-                // (lock stays, flagged installed) or, from an owner already
-                // flagged, a restore (unlocks).
-                let owner = payload[0];
-                let lock = if owner & LOCK_INSTALLED == 0 {
-                    owner | LOCK_INSTALLED
-                } else {
-                    0
-                };
-                let mut at = 1;
-                while at < payload.len() {
-                    let table = store.layout.table(payload[at] as u32);
-                    let (slot, seq, wts) = (payload[at + 1], payload[at + 2], payload[at + 3]);
-                    let record = &payload[at + 4..at + 4 + table.record_words as usize];
-                    debug_assert_eq!(
-                        store.region.load(lock_addr(table, slot)) & TS_MASK,
-                        owner & TS_MASK
-                    );
-                    install_local(store, table, slot, seq, record, wts, lock);
-                    at += 4 + table.record_words as usize;
-                }
-                payload.clear();
-            }
-            kind::TS_OUTCOME => {
-                // [addr, writer] → [both outcome words]; waits while the
-                // writer runs. Loaded in READ order.
-                let (addr, writer) = (payload[0], payload[1]);
-                let last = store.region.load(addr);
-                let aborted = store.region.load(addr + 1);
-                if outcome_of(writer, last, aborted) == META_RUNNING {
-                    return Served::Wait;
-                }
-                payload.clear();
-                payload.extend_from_slice(&[last, aborted]);
-            }
-            other => assert!(
-                common::serve_shared(store, other, payload),
-                "timestamp has no RPC handler {other}"
-            ),
-        }
-        Served::Reply
-    }
-}
-
-/// The outcome of the cascading writer `writer` from its coroutine's two
-/// outcome words, read in address order: `last`, the state of the latest
-/// transaction of the coroutine that installed writes (`ts | state`), and
-/// `aborted`, the latest such transaction that aborted (written together
-/// with `last` on abort). A coroutine's timestamps grow, so once `last`
-/// names a later transaction, `writer` aborted iff `aborted >= writer` —
-/// except that `aborted > writer` cannot tell, and counts as aborted (the
-/// safe answer).
-fn outcome_of(writer: u64, last: u64, aborted: u64) -> u64 {
-    let latest = last & TS_MASK;
-    if latest == writer {
-        last & !TS_MASK
-    } else if latest > writer && aborted < writer {
-        META_COMMITTED
-    } else {
-        META_ABORTED
-    }
-}
-
-/// Local lock-and-check of one record (`held`: `ts` holds it already):
-/// `LOCK_OK`, `LOCK_STALE` (locked but not writable) or `LOCK_CONFLICT`.
-fn lock_local(
-    store: &NodeStore,
-    table: &TableLayout,
-    slot: u64,
-    ts: u64,
-    read_seq: u64,
-    held: bool,
-) -> u64 {
-    if held {
-        debug_assert_eq!(store.region.load(lock_addr(table, slot)), ts);
-    } else if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
-        return LOCK_CONFLICT;
-    }
-    let seq = store.region.load(table.seq_addr(slot));
-    let wts = store.region.load(table.header_addr(slot, WTS_WORD));
-    let rts = store.region.load(table.header_addr(slot, RTS_WORD));
-    if writable(ts, read_seq, seq, wts, rts) {
-        LOCK_OK
-    } else {
-        LOCK_STALE
-    }
-}
-
-/// Handler of `TS_LOCK_READ`: `[table, key, ts]` → `[status, slot, seq, wts,
-/// rts, record…]`: `OK` (locked and writable), `STALE` (locked, too late:
-/// the requester must release it), or `[LOCKED, slot]`, `[NOT_FOUND]`.
-fn serve_lock_read(store: &NodeStore, payload: &mut Vec<u64>) {
-    let (table_id, key, ts) = (payload[0] as u32, payload[1], payload[2]);
-    payload.clear();
-    let Some(slot) = store.lookup(table_id, key) else {
-        payload.push(status::NOT_FOUND);
-        return;
-    };
-    let table = store.layout.table(table_id);
-    if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
-        payload.extend_from_slice(&[status::LOCKED, slot]);
-        return;
-    }
-    let seq = store.seq(table_id, slot);
-    let wts = store.region.load(table.header_addr(slot, WTS_WORD));
-    let rts = store.region.load(table.header_addr(slot, RTS_WORD));
-    let verdict = if writable(ts, seq, seq, wts, rts) {
-        status::OK
-    } else {
-        status::STALE
-    };
-    payload.extend_from_slice(&[verdict, slot, seq, wts, rts]);
-    let start = payload.len();
-    payload.resize(start + table.record_words as usize, 0);
-    store
-        .region
-        .read(table.record_addr(slot), &mut payload[start..]);
-}
-
-/// Handler of `TS_LOCK_FETCH`: `[ts, (table, slot, seq, held)…]` → per entry
-/// `[status, wts, record…]` (the committed version, for the backup). The
-/// request entries are first moved past the reply, so the reply is built in
-/// the same buffer.
-fn serve_lock_fetch(store: &NodeStore, payload: &mut Vec<u64>) {
-    let ts = payload[0];
-    let entries = (payload.len() - 1) / 4;
-    let reply_words: usize = (0..entries)
-        .map(|e| 2 + store.layout.table(payload[1 + 4 * e] as u32).record_words as usize)
-        .sum();
-    let from = reply_words.max(1);
-    payload.resize(from + 4 * entries, 0);
-    payload.copy_within(1..1 + 4 * entries, from);
-    let mut at = 0;
-    for entry in 0..entries {
-        let e = from + 4 * entry;
-        let table = store.layout.table(payload[e] as u32);
-        let (slot, read_seq, held) = (payload[e + 1], payload[e + 2], payload[e + 3] != 0);
-        let words = table.record_words as usize;
-        payload[at] = lock_local(store, table, slot, ts, read_seq, held);
-        payload[at + 1] = store.region.load(table.header_addr(slot, WTS_WORD));
-        store.region.read(
-            table.record_addr(slot),
-            &mut payload[at + 2..at + 2 + words],
-        );
-        at += 2 + words;
-    }
-    payload.truncate(reply_words);
-}
-
-/// Handler of `TS_READ`: `[table, key, ts, cascading, waits]` → `[status, slot, seq, wts, rts, record…]` (`DIRTY_OK`:
-/// an installed, uncommitted write by `wts`; `[NOT_FOUND]`, or `[status,
-/// slot]` on refusal), or `Served::Wait` (payload untouched) while an older
-/// writer holds the lock.
-fn serve_read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
-    let request = [payload[0], payload[1], payload[2], payload[3], payload[4]];
-    let (table_id, key, ts) = (request[0] as u32, request[1], request[2]);
-    let cascading = request[3] != 0;
-    let Some(slot) = store.lookup(table_id, key) else {
-        payload.clear();
-        payload.push(status::NOT_FOUND);
-        return Served::Reply;
-    };
-    let table = store.layout.table(table_id);
-    let region = &store.region;
-    let record_words = table.record_words as usize;
-    let mut reply_status = status::INCONSISTENT;
-    let (mut seq, mut wts, mut rts) = (0, 0, 0);
-    payload.clear();
-    payload.resize(5 + record_words, 0);
-    for _ in 0..READ_TRIES {
-        // The same word order as a READ: seq, header, record, seq_end.
-        seq = region.load(table.seq_addr(slot));
-        let lock = region.load(lock_addr(table, slot));
-        wts = region.load(table.header_addr(slot, WTS_WORD));
-        rts = region.load(table.header_addr(slot, RTS_WORD));
-        region.read(table.record_addr(slot), &mut payload[5..]);
-        let seq_end = region.load(table.tuple_addr(slot) + table.seq_end_offset() as u64);
-        if seq != seq_end {
-            reply_status = status::INCONSISTENT;
-            continue;
-        }
-        match judge(ts, cascading, lock, wts, rts) {
-            Verdict::Refuse(reason) => {
-                reply_status = refusal_status(reason);
-                break;
-            }
-            Verdict::Wait if request[4] < RPC_WAITS => {
-                // The request, its wait count raised, to be offered again.
-                payload.clear();
-                payload.extend_from_slice(&request);
-                payload[4] += 1;
-                return Served::Wait;
-            }
-            Verdict::Wait => {
-                reply_status = status::LOCKED;
-                break;
-            }
-            Verdict::Take { raise, dirty } => {
-                let accepted = if dirty { lock } else { 0 };
-                if !raise || raise_rts_local(store, table, slot, RTS_WORD, ts, seq, accepted) {
-                    reply_status = if dirty { DIRTY_OK } else { status::OK };
-                    break;
-                }
-                reply_status = status::LOCKED;
+            kind::TS_READ => serve::read(store, payload),
+            kind::TS_LOCK => serve::lock(store, payload),
+            kind::TS_LOCK_READ => serve::lock_read(store, payload),
+            kind::TS_LOCK_FETCH => serve::lock_fetch(store, payload),
+            kind::TS_COMMIT => serve::commit(store, payload),
+            kind::TS_INSTALL => serve::install(store, payload),
+            kind::TS_OUTCOME => serve::outcome(store, payload),
+            other => {
+                let served = common::serve_shared(store, other, payload);
+                assert!(served, "timestamp has no RPC handler {other}");
+                Served::Reply
             }
         }
     }
-    if reply_status == status::OK || reply_status == DIRTY_OK {
-        payload[..5].copy_from_slice(&[reply_status, slot, seq, wts, rts]);
-    } else {
-        payload.clear();
-        payload.extend_from_slice(&[reply_status, slot]);
-    }
-    Served::Reply
 }
 
 #[cfg(test)]
 mod tests {
+    use super::serve::outcome_of;
     use super::*;
 
     fn clock(nodes: u32, workers: u32, coroutines: u32, low_bits: u32) -> TsClock {
