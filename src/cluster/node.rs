@@ -10,7 +10,7 @@
 //! on; rank 0 gathers the survivors' results, and the report's `recovery`
 //! gives the detection and recovery times and the commits before and
 //! after. The dead rank's history is read back from its journal
-//! ([`check_after_lost_rank`]), so the checker judges the whole history:
+//! (`check_after_lost_rank`), so the checker judges the whole history:
 //! serializable, every write it committed present on the node now serving
 //! its partition, every backup equal to its serving copy.
 
