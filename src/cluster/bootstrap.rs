@@ -238,7 +238,7 @@ impl Bootstrap {
 
     /// Fault-tolerant runs: every rank but 0 holds a lease that only
     /// rank 0 renews, and its endpoints post nothing once it has run out
-    /// (`PeerFailure::set_lease_until`); rank 0 declares a rank failed
+    /// (`recovery::RankVerdicts::set_lease_until`); rank 0 declares a rank failed
     /// only once the lease it last renewed has surely run out
     /// (`lease_expired`). So a process that was frozen (or cut off) long
     /// enough to be failed over finds its lease gone when it runs again,

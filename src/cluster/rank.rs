@@ -55,7 +55,7 @@ use crate::engine::report::{ClusterSummary, Report};
 use crate::engine::RunError;
 use crate::fabric::ucx::{PeerInfo, TransportChoice, UcxContext};
 use crate::fabric::NodeId;
-use crate::recovery::{Failover, FaultRun, Membership, NoRecovery};
+use crate::recovery::{Failover, FaultRun, Membership, NoRecovery, RankVerdicts};
 use crate::replication::Replication;
 use crate::store::{NodeStore, StoreLayout};
 use crate::workloads::{InvariantReport, Workload};
@@ -76,6 +76,8 @@ pub(crate) struct RankBackend<'o> {
     journal_prefix: Option<String>,
     /// Worker threads per rank, as the journals are named.
     workers: u16,
+    /// What this rank's endpoints go by in a fault-tolerant run.
+    verdicts: Option<Arc<RankVerdicts>>,
     /// Rank 0, after the run: the processes and the transports UCX chose,
     /// and whether every rank ran on one host.
     summary: Option<(ClusterSummary, bool)>,
@@ -88,6 +90,7 @@ impl<'o> RankBackend<'o> {
             context: None,
             journal_prefix: None,
             workers: 0,
+            verdicts: None,
             summary: None,
         }
     }
@@ -143,15 +146,20 @@ impl Backend for RankBackend<'_> {
     /// decides failures (`cluster::failover`), so the detector only
     /// declares them in this process's own view.
     fn fault_run<G: NodeProgram>(
-        &self,
+        &mut self,
         config: &Config,
         program: &G,
         stores: &[Arc<NodeStore>],
         replication: Option<&Arc<Replication>>,
     ) -> Option<FaultRun> {
         let replication = replication.filter(|_| config.tolerates_rank_loss())?;
-        self.context().failure.tolerate();
         let mut faults = FaultRun::new(config).expect("a detector run");
+        // The fabric reports unreachable peers; this rank's membership
+        // (declared into by `cluster::failover`) and lease decide.
+        let membership = faults.memberships[self.options.rank as usize].clone();
+        let verdicts = Arc::new(RankVerdicts::new(membership));
+        self.context().failure.follow(verdicts.clone());
+        self.verdicts = Some(verdicts);
         let failover = Arc::new(Failover::for_node(
             replication.clone(),
             stores[0].clone(),
@@ -190,6 +198,7 @@ impl Backend for RankBackend<'_> {
                 cluster: cluster_parts,
                 digest,
                 journal_prefix: self.journal_prefix.as_deref(),
+                verdicts: self.verdicts.as_deref(),
             },
             program,
             workload,
@@ -244,6 +253,7 @@ struct RankParts<'r> {
     cluster: &'r Cluster,
     digest: u64,
     journal_prefix: Option<&'r str>,
+    verdicts: Option<&'r RankVerdicts>,
 }
 
 /// What rank 0 gathered of every rank.
@@ -335,6 +345,7 @@ fn run_rank<G: NodeProgram, W: Workload>(
             boot,
             links: main,
             shared: &shared,
+            verdicts: parts.verdicts,
             stall,
         };
         match control.drive(workload) {

@@ -127,7 +127,7 @@ pub(crate) trait Backend {
     /// `None` when the run has none. It exists iff the layout has the
     /// detector's heartbeat.
     fn fault_run<G: NodeProgram>(
-        &self,
+        &mut self,
         config: &Config,
         program: &G,
         stores: &[Arc<NodeStore>],
@@ -339,7 +339,7 @@ impl Backend for InProcess {
     }
 
     fn fault_run<G: NodeProgram>(
-        &self,
+        &mut self,
         config: &Config,
         program: &G,
         stores: &[Arc<NodeStore>],

@@ -31,8 +31,12 @@
 pub mod detector;
 pub mod failover;
 pub mod steps;
+#[cfg(feature = "ucx")]
+pub mod verdicts;
 
 pub use failover::{failover_of, Failover, FailoverReport, RecoveryHook};
+#[cfg(feature = "ucx")]
+pub use verdicts::RankVerdicts;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

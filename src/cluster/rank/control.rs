@@ -21,6 +21,7 @@ use crate::engine::program::{Cluster, ExtraStats, WorkerResult};
 use crate::engine::report::{ClusterSummary, RankSummary};
 use crate::fabric::ucx::{ucx_version, PeerInfo, UcxContext};
 use crate::fabric::NodeId;
+use crate::recovery::RankVerdicts;
 use crate::store::NodeStore;
 use crate::workloads::Workload;
 
@@ -33,6 +34,8 @@ pub(super) struct Control<'r, X> {
     pub(super) boot: Bootstrap,
     pub(super) links: MainLinks<X>,
     pub(super) shared: &'r Shared<'r>,
+    /// A fault-tolerant run's: where the lease rank 0 renews goes.
+    pub(super) verdicts: Option<&'r RankVerdicts>,
     pub(super) stall: Duration,
 }
 
@@ -196,8 +199,8 @@ impl<'r, X: ExtraStats> Control<'r, X> {
         let mut recovering_since: Option<Instant> = None;
         loop {
             // The lease as the bootstrap last renewed it (rank 0's echoes).
-            if let Some(until) = self.boot.lease_until_ns() {
-                self.context.failure.set_lease_until(until);
+            if let (Some(until), Some(verdicts)) = (self.boot.lease_until_ns(), self.verdicts) {
+                verdicts.set_lease_until(until);
             }
             if let Some(driver) = failover.as_deref_mut() {
                 driver.poll(&mut self.boot)?;
@@ -293,7 +296,9 @@ impl<'r, X: ExtraStats> Control<'r, X> {
     /// this node's backups still hold.
     fn finish_local(&mut self) -> Result<Vec<WorkerResult<X>>, String> {
         self.boot.disable_leases();
-        self.context.failure.set_lease_until(u64::MAX);
+        if let Some(verdicts) = self.verdicts {
+            verdicts.set_lease_until(u64::MAX);
+        }
         self.shared.stop.store(true, Ordering::SeqCst);
         let mut results: Vec<Option<WorkerResult<X>>> = (0..self.workers()).map(|_| None).collect();
         for _ in 0..self.workers() {

@@ -1,39 +1,53 @@
-//! Peer failures as this process's endpoints see them ([`PeerFailure`]):
-//! the first error of a run that ends on one, or, in a fault-tolerant run,
-//! what the cluster decided and the lease it granted.
+//! Peer failures as this process's endpoints see them ([`PeerFailure`]).
+//! The fabric does not decide who is dead: it reports a peer that stopped
+//! answering (an "unreachable" event, drained by whoever decides:
+//! `cluster::failover`) and reads the cluster's decisions through
+//! [`PeerVerdicts`], which `recovery` implements. Without fault
+//! tolerance the first error ends the run.
+
+use std::sync::OnceLock;
 
 use super::*;
+
+/// What the cluster decided about this process's peers, as the fabric
+/// reads it: which peers are dead (what is outstanding to one fails and
+/// nothing waits on it again) and until when this process may post (its
+/// lease). Implemented where it is decided (`recovery::RankVerdicts`).
+pub trait PeerVerdicts: Send + Sync {
+    /// Whether the cluster declared `node` dead.
+    fn is_dead(&self, node: NodeId) -> bool;
+    /// Declarations so far: an endpoint compares it with what it last
+    /// handled.
+    fn dead_epoch(&self) -> u64;
+    /// Until when (ns on the endpoints' clock) this process may post;
+    /// `u64::MAX`: no lease.
+    fn lease_until_ns(&self) -> u64;
+}
 
 /// Peer failures as this process's endpoints see them.
 ///
 /// Without fault tolerance, set once by the first endpoint whose peer
 /// failed (`node + 1`, 0 = none) and the run is abandoned. In a
-/// fault-tolerant run ([`PeerFailure::tolerate`]) a UCX error only makes
-/// its peer *suspected* (the cluster decides; see `cluster::failover`),
-/// and once the cluster declares a peer dead ([`PeerFailure::mark_dead`])
-/// every endpoint fails what it still has outstanding to it and never
-/// waits on it again.
+/// fault-tolerant run ([`PeerFailure::follow`]) a UCX error only reports
+/// its peer unreachable ([`PeerFailure::take_unreachable`]: the cluster
+/// decides; see `cluster::failover`), and once the cluster's verdicts
+/// declare a peer dead every endpoint fails what it still has outstanding
+/// to it and never waits on it again.
 pub struct PeerFailure {
     pub(super) node_plus_one: AtomicU32,
     pub(super) status: AtomicU32,
     pub(super) abandoned: AtomicBool,
-    pub(super) tolerant: AtomicBool,
-    /// Per node (bit `node % 64` of word `node / 64`): declared dead.
-    pub(super) dead: Box<[AtomicU64]>,
-    /// Bumped by every `mark_dead`; endpoints compare it with what they saw.
-    pub(super) dead_epoch: AtomicU64,
-    /// Per node: a UCX error named it (tolerant mode).
-    pub(super) suspected: Box<[AtomicU64]>,
-    /// Until when (ns on the endpoints' clock) this process may post, in a
-    /// fault-tolerant run (`cluster::bootstrap::Bootstrap::enable_leases`);
-    /// `u64::MAX`: no lease.
-    pub(super) lease_until_ns: AtomicU64,
+    /// The cluster's decisions (fault-tolerant run only).
+    pub(super) verdicts: OnceLock<Arc<dyn PeerVerdicts>>,
+    /// Per node (bit `node % 64` of word `node / 64`): a UCX error named
+    /// it since the decider last took the events.
+    pub(super) unreachable: Box<[AtomicU64]>,
     /// This process was declared failed by its peers (it stops).
     pub(super) declared_failed: AtomicBool,
 }
 
 /// Nodes a [`PeerFailure`] can name (`config::MAX_NODES`).
-pub(super) const DEAD_WORDS: usize = 64;
+pub(super) const NODE_WORDS: usize = 64;
 
 impl Default for PeerFailure {
     fn default() -> PeerFailure {
@@ -41,70 +55,54 @@ impl Default for PeerFailure {
             node_plus_one: AtomicU32::new(0),
             status: AtomicU32::new(0),
             abandoned: AtomicBool::new(false),
-            tolerant: AtomicBool::new(false),
-            dead: (0..DEAD_WORDS).map(|_| AtomicU64::new(0)).collect(),
-            dead_epoch: AtomicU64::new(0),
-            suspected: (0..DEAD_WORDS).map(|_| AtomicU64::new(0)).collect(),
-            lease_until_ns: AtomicU64::new(u64::MAX),
+            verdicts: OnceLock::new(),
+            unreachable: (0..NODE_WORDS).map(|_| AtomicU64::new(0)).collect(),
             declared_failed: AtomicBool::new(false),
         }
     }
 }
 
 impl PeerFailure {
-    /// Makes UCX errors suspicions rather than the end of the run.
-    pub fn tolerate(&self) {
-        self.tolerant.store(true, Ordering::SeqCst);
+    /// Makes UCX errors reports rather than the end of the run, and the
+    /// cluster's `verdicts` what the endpoints go by. Before any endpoint
+    /// connects; once.
+    pub fn follow(&self, verdicts: Arc<dyn PeerVerdicts>) {
+        let fresh = self.verdicts.set(verdicts).is_ok();
+        debug_assert!(fresh, "one set of verdicts per process");
     }
 
+    /// Whether the run tolerates a peer's failure.
     pub fn tolerant(&self) -> bool {
-        self.tolerant.load(Ordering::Relaxed)
-    }
-
-    /// The cluster declared `node` dead: endpoints fail what they have
-    /// outstanding to it and stop waiting on it.
-    pub fn mark_dead(&self, node: NodeId) {
-        let (word, bit) = (node as usize / 64, node as u64 % 64);
-        self.dead[word].fetch_or(1 << bit, Ordering::SeqCst);
-        self.dead_epoch.fetch_add(1, Ordering::SeqCst);
+        self.verdicts.get().is_some()
     }
 
     #[inline]
     pub fn is_dead(&self, node: NodeId) -> bool {
-        let (word, bit) = (node as usize / 64, node as u64 % 64);
-        self.dead[word].load(Ordering::Relaxed) & (1 << bit) != 0
+        self.verdicts.get().is_some_and(|v| v.is_dead(node))
     }
 
     pub(super) fn dead_epoch(&self) -> u64 {
-        self.dead_epoch.load(Ordering::Acquire)
-    }
-
-    /// The nodes a UCX error named (tolerant mode), not yet declared dead.
-    pub fn suspected(&self) -> Vec<NodeId> {
-        let mut nodes = Vec::new();
-        for (word, bits) in self.suspected.iter().enumerate() {
-            let bits = bits.load(Ordering::SeqCst);
-            for bit in 0..64 {
-                let node = (word * 64 + bit) as NodeId;
-                if bits & (1 << bit) != 0 && !self.is_dead(node) {
-                    nodes.push(node);
-                }
-            }
-        }
-        nodes
-    }
-
-    /// Sets this process's lease (`u64::MAX`: none). Endpoints post
-    /// nothing past it: they wait for a renewal, or for the run to be
-    /// abandoned (this rank declared failed), and then fail what they
-    /// were to post.
-    pub fn set_lease_until(&self, until_ns: u64) {
-        self.lease_until_ns.store(until_ns, Ordering::Release);
+        self.verdicts.get().map_or(0, |v| v.dead_epoch())
     }
 
     #[inline]
     pub fn lease_until_ns(&self) -> u64 {
-        self.lease_until_ns.load(Ordering::Acquire)
+        self.verdicts.get().map_or(u64::MAX, |v| v.lease_until_ns())
+    }
+
+    /// The peers UCX reported unreachable since the last call (tolerant
+    /// mode): each is reported once, for the decider to judge.
+    pub fn take_unreachable(&self) -> Vec<NodeId> {
+        let mut nodes = Vec::new();
+        for (word, bits) in self.unreachable.iter().enumerate() {
+            let bits = bits.swap(0, Ordering::SeqCst);
+            for bit in 0..64 {
+                if bits & (1 << bit) != 0 {
+                    nodes.push((word * 64 + bit) as NodeId);
+                }
+            }
+        }
+        nodes
     }
 
     /// This process learnt that its peers declared it failed.
@@ -134,10 +132,11 @@ impl PeerFailure {
         })
     }
 
+    /// An endpoint's operation to `node` failed with `status`.
     pub(super) fn set(&self, node: NodeId, status: ucs_status_t) {
         if self.tolerant() {
             let (word, bit) = (node as usize / 64, node as u64 % 64);
-            self.suspected[word].fetch_or(1 << bit, Ordering::SeqCst);
+            self.unreachable[word].fetch_or(1 << bit, Ordering::SeqCst);
             return;
         }
         if self

@@ -123,10 +123,11 @@
 //! results) so no worker waits forever; the run is then abandoned.
 //!
 //! In a fault-tolerant run (replicated, failure detector on;
-//! [`PeerFailure::tolerate`]) a UCX error only makes its peer suspected,
-//! and each endpoint tracks its outstanding flights and awaited requests.
-//! Once the cluster declares a peer dead (`cluster::failover`,
-//! [`PeerFailure::mark_dead`]) they complete at once as `MSG_FAILED` —
+//! [`PeerFailure::follow`]) a UCX error only reports its peer unreachable
+//! (the fabric does not decide), and each endpoint tracks its outstanding
+//! flights and awaited requests. Once the cluster declares a peer dead
+//! (`cluster::failover`, read through [`PeerVerdicts`]) they complete at
+//! once as `MSG_FAILED` —
 //! what the `sim` and `threads` fabrics deliver for a crashed node — for
 //! the runtime to fail their rounds, whether or not UCX would ever have
 //! completed them (over shared memory it does not: the dead process's
@@ -175,7 +176,7 @@ use super::{Endpoint, Message, NodeId, Region, Verb, VerbCounters};
 use self::callbacks::*;
 pub use self::context::{PeerInfo, UcxContext};
 pub use self::endpoint::UcxEndpoint;
-pub use self::failure::PeerFailure;
+pub use self::failure::{PeerFailure, PeerVerdicts};
 pub use self::host::UcxWorkerHost;
 use self::rpc::*;
 
