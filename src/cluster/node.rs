@@ -16,6 +16,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::rank::RankBackend;
 use super::wire::{self, Dec, Enc};
@@ -82,13 +83,13 @@ pub fn run_node_custom<W: Workload>(
     engine::with_program(config, workload, config.tolerates_rank_loss(), on_node)?
 }
 
-/// When `config` crashes `rank` (`--fault crash:RANK@S`), seconds after
-/// the start.
-pub(super) fn crash_time_of(config: &Config, rank: u32) -> Option<f64> {
-    config.faults.iter().find_map(|fault| match *fault {
-        crate::config::faults::RunFault::Crash { node, at_s } if node == rank => Some(at_s),
-        _ => None,
-    })
+/// When `config` crashes `rank` (`--fault crash:RANK@S`), after the
+/// start: the crash schedule the in-process fabrics follow too
+/// (`config::faults::crash_times_ns`, through `recovery::FaultRun`).
+pub(super) fn crash_after(config: &Config, rank: u32) -> Option<Duration> {
+    let after_ns =
+        crate::config::faults::crash_times_ns(&config.faults, config.nodes)[rank as usize];
+    (after_ns != u64::MAX).then(|| Duration::from_nanos(after_ns))
 }
 
 extern "C" {

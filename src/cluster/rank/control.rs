@@ -12,8 +12,7 @@ use super::{Gathered, MainLinks, Shared};
 use crate::cluster::bootstrap::Bootstrap;
 use crate::cluster::failover::ClusterFailover;
 use crate::cluster::node::{
-    crash_time_of, decode_rank_result, encode_rank_result, fault_section, kill_self,
-    remove_journals,
+    crash_after, decode_rank_result, encode_rank_result, fault_section, kill_self, remove_journals,
 };
 use crate::cluster::wire::{Dec, Enc, Kind};
 use crate::config::Config;
@@ -156,8 +155,8 @@ impl<'r, X: ExtraStats> Control<'r, X> {
             tx.send(start_ns)
                 .map_err(|_| format!("{me}: a worker thread stopped"))?;
         }
-        if let Some(at_s) = crash_time_of(self.config, self.boot.rank) {
-            arm_crash(at_s).map_err(|e| format!("{me}: starting the crash timer: {e}"))?;
+        if let Some(after) = crash_after(self.config, self.boot.rank) {
+            arm_crash(after).map_err(|e| format!("{me}: starting the crash timer: {e}"))?;
         }
         Ok(start_ns)
     }
@@ -440,13 +439,13 @@ impl<'r, X: ExtraStats> Control<'r, X> {
     }
 }
 
-/// `--fault crash:RANK@S` on ucx: this process dies `at_s` seconds from
-/// now as `kill -9` kills it — no cleanup, no goodbye.
-fn arm_crash(at_s: f64) -> std::io::Result<()> {
+/// `--fault crash:RANK@S` on ucx: this process dies `after` from now as
+/// `kill -9` kills it — no cleanup, no goodbye.
+fn arm_crash(after: Duration) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("verbena-crash".into())
         .spawn(move || {
-            std::thread::sleep(Duration::from_secs_f64(at_s));
+            std::thread::sleep(after);
             kill_self();
         })
         .map(drop)
