@@ -238,6 +238,11 @@ impl Backend for RankBackend<'_> {
         )
     }
 
+    /// Rank 0 checks every rank's store, gathered over the bootstrap.
+    fn stores_scope(&self) -> &'static str {
+        " (all ranks' stores)"
+    }
+
     fn finish_report(&mut self, config: &Config, report: &mut Report) {
         if let Some((summary, one_host)) = self.summary.take() {
             report.oversubscribed = one_host && config.total_workers() as usize > report.cores;

@@ -158,6 +158,12 @@ pub(crate) trait Backend {
         failover: &Failover,
     ) -> InvariantReport;
 
+    /// What the store check's line adds of where the final stores came
+    /// from (nothing: they are this process's own).
+    fn stores_scope(&self) -> &'static str {
+        ""
+    }
+
     /// Adds the backend's own parts to the report.
     fn finish_report(&mut self, _config: &Config, _report: &mut Report) {}
 }
@@ -205,7 +211,7 @@ pub(crate) fn run<G: NodeProgram, W: Workload, B: Backend>(
             &cluster,
             &stores,
             &mut gathered.history,
-            run.stores_scope(),
+            backend.stores_scope(),
         )
     });
     let replicated = cluster.replication.is_some();
@@ -234,17 +240,6 @@ pub(crate) fn run<G: NodeProgram, W: Workload, B: Backend>(
         stores,
         replication: cluster.replication,
     }))
-}
-
-impl<X> BackendRun<X> {
-    /// What the store check's line says of where the stores came from.
-    fn stores_scope(&self) -> &'static str {
-        if self.stores.is_some() {
-            " (all ranks' stores)"
-        } else {
-            ""
-        }
-    }
 }
 
 /// The cluster a run's program runs on: the layout with its replication,
