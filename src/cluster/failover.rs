@@ -10,10 +10,10 @@
 //! phases, each a barrier over the live ranks:
 //!
 //! 1. **Suspect.** A rank's failure detector (`recovery::detector`: heartbeat
-//!    READs through UCX, the lease scheme of DrTM §4.5), an error UCX
-//!    reports on an endpoint, or — on rank 0 — a bootstrap connection that
-//!    closed or went silent makes a rank suspect a peer; members tell
-//!    rank 0 (`Suspect`).
+//!    READs through UCX, the lease scheme of DrTM §4.5), a peer UCX
+//!    reports unreachable (`PeerFailure::take_unreachable`), or — on rank
+//!    0 — a bootstrap connection that closed or went silent makes a rank
+//!    suspect a peer; members tell rank 0 (`Suspect`).
 //! 2. **Fail.** Rank 0 declares the peer failed — at once when its
 //!    connection is lost; on a suspicion only when its own connection to
 //!    the peer is silent too (no bootstrap heartbeat for two periods) and
@@ -25,9 +25,10 @@
 //!    it learns it was declared — unless it holds the last live copy of a
 //!    partition (`Failover::fail`); and tells everyone (`Fail`). From then
 //!    on every survivor's endpoints drop what the declared rank still
-//!    sends. Each survivor then marks it dead in its membership (rounds
-//!    to it fail), in UCX (`PeerFailure::mark_dead`: what is outstanding to
-//!    it completes as failed, nothing waits on it again), and pauses: no
+//!    sends. Each survivor then marks it dead in its membership: rounds
+//!    to it fail, and its UCX endpoints, which read that membership
+//!    (`recovery::RankVerdicts`), complete what is outstanding to it as
+//!    failed and never wait on it again; and it pauses: no
 //!    attempt starts, attempts before their commit point fail, committing
 //!    ones finish. A rank declared failed that is still alive exits.
 //! 3. **Quiet.** A survivor whose coroutines are all parked says so
@@ -96,6 +97,9 @@ pub struct ClusterFailover<'a> {
     suspicions: Arc<Membership>,
     /// Rank 0: suspected by some member.
     suspected_by_peer: Vec<bool>,
+    /// Peers this rank's UCX reported unreachable: suspicions it passes
+    /// on (members) or judges (rank 0) as its detector's.
+    unreachable: Vec<bool>,
     peer_failure: &'a PeerFailure,
     epoch: Instant,
     rank: u32,
@@ -132,6 +136,7 @@ impl<'a> ClusterFailover<'a> {
             membership,
             suspicions,
             suspected_by_peer: vec![false; nodes as usize],
+            unreachable: vec![false; nodes as usize],
             peer_failure,
             epoch,
             rank,
@@ -230,7 +235,10 @@ impl<'a> ClusterFailover<'a> {
             .into_iter()
             .map(|(node, _)| node)
             .collect();
-        suspects.extend(self.peer_failure.suspected());
+        for node in self.peer_failure.take_unreachable() {
+            self.unreachable[node as usize] = true;
+        }
+        suspects.extend((0..self.nodes as NodeId).filter(|&n| self.unreachable[n as usize]));
         for node in suspects {
             if self.failover.is_failed(node) {
                 continue;
@@ -407,7 +415,6 @@ impl<'a> ClusterFailover<'a> {
         self.reported[node as usize] = true;
         self.membership.declare_dead(node, now);
         self.failover.fail(node, now);
-        self.peer_failure.mark_dead(node);
         self.phase = Phase::Pausing;
         self.quiet_sent = false;
     }

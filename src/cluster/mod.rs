@@ -12,7 +12,10 @@
 //!   variables; local and ssh launchers.
 //! * `node` (feature `ucx`) — the per-process run: this process hosts one
 //!   node, the others are remote; rank 0 gathers every rank's results and
-//!   reports them as a `threads` run reports its own, checker included.
+//!   the driver checks and reports them as a `threads` run's.
+//! * `rank` (feature `ucx`) — a rank as a backend of the one driver
+//!   (`engine::driver`): the UCX context, the join, the control loop and
+//!   the gathering on rank 0.
 //!
 //! * `failover` (feature `ucx`) — a replicated run's failover across the
 //!   processes: a rank killed mid-run is failed over to the survivors'
@@ -35,5 +38,7 @@ pub mod failover;
 pub mod launch;
 #[cfg(feature = "ucx")]
 pub mod node;
+#[cfg(feature = "ucx")]
+mod rank;
 pub mod socket_bench;
 pub mod wire;

@@ -8,17 +8,19 @@
 //!   closed loop of coroutines), or CALVIN's sequencer, scheduler and
 //!   executors (`engine::calvin`, Calvin as Deneva §3.4 describes it) —
 //!   with the services it serves and the statistics it keeps;
-//! * a **backend**: how the fabric runs workers — one OS thread each in
-//!   wall time (`threads`, [`run_threads`]), all on the calling thread in
-//!   virtual time (`sim`, `engine::sim`), or one process per node with a
-//!   thread per worker (`ucx`, `cluster::node`).
+//! * a **backend** ([`Backend`]): how the fabric hosts nodes and runs
+//!   workers — every node in this process ([`InProcess`]), one OS thread
+//!   per worker in wall time (`threads`, [`run_threads`]) or all on the
+//!   calling thread in virtual time (`sim`, `engine::sim`); or one node
+//!   per process with a thread per worker (a `ucx` rank, `cluster::rank`).
 //!
-//! The driver builds the cluster (layout, replication, stores, failover:
-//! [`run_in_process`]; a `ucx` rank builds its own node the same way),
-//! hands each backend's workers to the program, and after the run gathers
-//! the workers' results, checks them and builds the report
-//! ([`gather`], [`build_report`]). So every program runs on every fabric
-//! by construction.
+//! The driver ([`run`]) builds the cluster (layout, replication, the
+//! stores the backend hosts, failure handling and failover), has the
+//! backend hand its workers to the program and gather every node's
+//! results (a `ucx` rank 0 gathers the other ranks' over the bootstrap),
+//! then checks them ([`check_run`]) and builds the report
+//! ([`build_report`]) the same way for every backend. So every program
+//! runs on every fabric by construction.
 //!
 //! Invariants: a backend makes each worker with [`NodeProgram::slots`]
 //! coroutine slots and, with failure handling, a give-up time of
@@ -42,11 +44,12 @@ use crate::check::{check_serializable, History};
 use crate::config::{Config, FabricKind};
 use crate::fabric::threads::ThreadsFabric;
 use crate::fabric::NodeId;
-use crate::recovery::{Failover, FaultRun};
+use crate::recovery::{Failover, FaultRun, Membership};
+use crate::replication::Replication;
 use crate::runtime::Worker;
 use crate::stats::WorkerStats;
-use crate::store::StoreLayout;
-use crate::workloads::Workload;
+use crate::store::{NodeStore, StoreLayout};
+use crate::workloads::{InvariantReport, Workload};
 
 /// The workers' results summed: what the checker and the report take.
 pub(crate) struct Gathered<X> {
@@ -104,134 +107,300 @@ pub(crate) fn build_report<G: NodeProgram, W: Workload>(
     report
 }
 
-/// What a backend of one process returns.
+/// How a fabric hosts a run's nodes: all of them in this process
+/// ([`InProcess`]: `threads`, `sim`) or one per process (a `ucx` rank,
+/// `cluster::rank`). The driver ([`run`]) does the rest, the same for
+/// every backend: the layout and replication, the cluster, gathering,
+/// checking and the report.
+pub(crate) trait Backend {
+    /// Makes and loads the store of every node this process hosts (in
+    /// node order), each with its backup copies.
+    fn load_stores<W: Workload>(
+        &mut self,
+        config: &Config,
+        workload: &W,
+        layout: &Arc<StoreLayout>,
+        replication: Option<&Arc<Replication>>,
+    ) -> Result<Vec<Arc<NodeStore>>, RunError>;
+
+    /// The run's failure handling over `stores`, its failover included;
+    /// `None` when the run has none. It exists iff the layout has the
+    /// detector's heartbeat.
+    fn fault_run<G: NodeProgram>(
+        &mut self,
+        config: &Config,
+        program: &G,
+        stores: &[Arc<NodeStore>],
+        replication: Option<&Arc<Replication>>,
+    ) -> Option<FaultRun>;
+
+    /// Runs the workers of the nodes this process hosts until the run is
+    /// over, and gathers every node's results here; `None` where another
+    /// process gathers them (a `ucx` rank other than 0).
+    fn run<G: NodeProgram, W: Workload>(
+        &mut self,
+        config: &Config,
+        program: &G,
+        workload: &W,
+        cluster: &Cluster,
+    ) -> Result<Option<BackendRun<G::Extra>>, RunError>;
+
+    /// The checks of a replicated run with failure handling, over every
+    /// node's final `stores`: each failed partition is read from the copy
+    /// that now serves it. `history` may gain what only the backend kept
+    /// (a dead rank's journal).
+    fn check_failed_over<W: Workload>(
+        &self,
+        workload: &W,
+        history: &mut History,
+        stores: &[Arc<NodeStore>],
+        replication: &Replication,
+        failover: &Failover,
+    ) -> InvariantReport;
+
+    /// What the store check's line adds of where the final stores came
+    /// from (nothing: they are this process's own).
+    fn stores_scope(&self) -> &'static str {
+        ""
+    }
+
+    /// Adds the backend's own parts to the report.
+    fn finish_report(&mut self, _config: &Config, _report: &mut Report) {}
+}
+
+/// What a backend's run hands the driver: every node's results.
 pub(crate) struct BackendRun<X> {
+    /// Every worker's result, in node and worker order.
     pub results: Vec<WorkerResult<X>>,
     /// The fabric time the run started at.
     pub start_ns: u64,
     /// Rounds workers abandoned at their give-up time (`recovery`).
     pub abandoned_rounds: u64,
+    /// Every node's final store, in node order, where the backend gathered
+    /// them from other processes; `None`: the cluster's own.
+    pub stores: Option<Vec<Arc<NodeStore>>>,
+    /// What each surviving node's detector declared, where the backend
+    /// gathered it from other processes (times since the start); `None`:
+    /// the memberships of the cluster's failure handling.
+    pub detections: Option<Vec<Membership>>,
     /// What the simulator saw (`sim` only).
     pub sim: Option<super::sim::SimRun>,
 }
 
+/// Runs `program` on the cluster `backend` hosts, from `layout` (the
+/// tables, the heartbeat when the run has a detector, and the program's
+/// own parts, as [`super::with_program`] made it; the driver adds the
+/// replication rings). `None` on a process whose results another gathers.
+pub(crate) fn run<G: NodeProgram, W: Workload, B: Backend>(
+    config: &Config,
+    program: &G,
+    workload: &W,
+    layout: StoreLayout,
+    backend: &mut B,
+) -> Result<Option<RunOutput>, RunError> {
+    let cluster = build_cluster(config, program, workload, layout, backend)?;
+    let Some(mut run) = backend.run(config, program, workload, &cluster)? else {
+        return Ok(None);
+    };
+    let mut gathered = gather(program, &mut run.results);
+    let stores = run.stores.take().unwrap_or_else(|| cluster.stores.clone());
+    let check = config.check.then(|| {
+        check_run(
+            workload,
+            backend,
+            &cluster,
+            &stores,
+            &mut gathered.history,
+            backend.stores_scope(),
+        )
+    });
+    let replicated = cluster.replication.is_some();
+    let mut report = build_report(config, program, workload, &gathered, check, replicated);
+    report.sim = run
+        .sim
+        .as_ref()
+        .map(|sim| sim.summary(&gathered.history, &stores));
+    report.recovery = cluster.faults.as_ref().map(|faults| {
+        let views = match &run.detections {
+            Some(views) => views.iter().collect(),
+            None => faults.surviving_views(),
+        };
+        let start_ns = if run.detections.is_some() {
+            0
+        } else {
+            run.start_ns
+        };
+        let commits = gathered.total.fault_commits;
+        faults.report(config, &views, start_ns, commits, run.abandoned_rounds)
+    });
+    backend.finish_report(config, &mut report);
+    Ok(Some(RunOutput {
+        report,
+        history: config.check.then_some(gathered.history),
+        stores,
+        replication: cluster.replication,
+    }))
+}
+
+/// The cluster a run's program runs on: the layout with its replication,
+/// the stores `backend` hosts, and the failure handling.
+fn build_cluster<G: NodeProgram, W: Workload, B: Backend>(
+    config: &Config,
+    program: &G,
+    workload: &W,
+    layout: StoreLayout,
+    backend: &mut B,
+) -> Result<Cluster, RunError> {
+    let (layout, replication) = replicated_layout(config, layout);
+    let stores = backend.load_stores(config, workload, &layout, replication.as_ref())?;
+    let faults = backend.fault_run(config, program, &stores, replication.as_ref());
+    debug_assert_eq!(faults.is_some(), layout.heartbeat_addr.is_some());
+    let attach_faults = faults
+        .as_ref()
+        .is_some_and(|f| f.failover.is_some() || program.detector_without_failover());
+    Ok(Cluster {
+        layout,
+        stores,
+        replication,
+        faults,
+        attach_faults,
+    })
+}
+
+/// The checker's verdict on `history` and the final `stores` (every
+/// node's, in node order): after a failover each failed partition is
+/// read from its serving copy (as the backend knows how); with
+/// replication 1 a crashed node's partition is lost, and the survivors
+/// are checked against the history; otherwise every store, invariant and
+/// backup. `scope` says where the stores came from.
+fn check_run<W: Workload, B: Backend>(
+    workload: &W,
+    backend: &B,
+    cluster: &Cluster,
+    stores: &[Arc<NodeStore>],
+    history: &mut History,
+    scope: &str,
+) -> CheckSummary {
+    let faults = cluster.faults.as_ref();
+    let failover = faults.and_then(|f| f.failover.as_deref());
+    if let (Some(failover), Some(replication)) = (failover, &cluster.replication) {
+        if failover.failed_nodes().is_empty() {
+            // Every node serves its own partition, crashed or not.
+            let verdict = check_serializable(history);
+            return check_stores(workload, verdict, history, stores, Some(replication), scope);
+        }
+        let invariants =
+            backend.check_failed_over(workload, history, stores, replication, failover);
+        return CheckSummary::new(check_serializable(history), invariants);
+    }
+    let verdict = check_serializable(history);
+    let crashed = |node: usize| faults.is_some_and(|f| f.crashed(node));
+    if !(0..stores.len()).any(crashed) {
+        return check_stores(
+            workload,
+            verdict,
+            history,
+            stores,
+            cluster.replication.as_deref(),
+            scope,
+        );
+    }
+    // With replication 1 a crashed node's partition is lost, and with
+    // it what the invariants sum over: the survivors' stores are
+    // checked against the history.
+    let mut invariants = InvariantReport {
+        ok: true,
+        details: vec!["workload invariants not checked: a node crashed and its partition is lost (replication 1)".into()],
+    };
+    invariants.add_version_check(
+        crate::recovery::survivors_match_history(history, stores, crashed),
+        "",
+    );
+    CheckSummary::new(verdict, invariants)
+}
+
+/// The backend of a cluster in this process: `threads` or `sim`.
+pub(crate) struct InProcess;
+
+impl Backend for InProcess {
+    fn load_stores<W: Workload>(
+        &mut self,
+        config: &Config,
+        workload: &W,
+        layout: &Arc<StoreLayout>,
+        replication: Option<&Arc<Replication>>,
+    ) -> Result<Vec<Arc<NodeStore>>, RunError> {
+        load_stores(config, workload, layout, replication.map(|r| &**r)).map_err(RunError::Load)
+    }
+
+    fn fault_run<G: NodeProgram>(
+        &mut self,
+        config: &Config,
+        program: &G,
+        stores: &[Arc<NodeStore>],
+        replication: Option<&Arc<Replication>>,
+    ) -> Option<FaultRun> {
+        let mut faults = FaultRun::new(config)?;
+        if let Some(replication) = replication {
+            let failover = Arc::new(Failover::new(
+                replication.clone(),
+                stores.to_vec(),
+                program.failover_coroutines(),
+                faults.settings.heartbeat_interval_ns / 4,
+                program.recovered_header(),
+            ));
+            let parts = FailoverParts {
+                stores,
+                replication,
+            };
+            program.on_failover(&failover, parts);
+            faults.set_failover(failover);
+        }
+        Some(faults)
+    }
+
+    fn run<G: NodeProgram, W: Workload>(
+        &mut self,
+        config: &Config,
+        program: &G,
+        _workload: &W,
+        cluster: &Cluster,
+    ) -> Result<Option<BackendRun<G::Extra>>, RunError> {
+        let run = match config.fabric {
+            FabricKind::Threads => run_threads(config, program, cluster),
+            FabricKind::Sim => super::sim::run_sim(config, program, cluster),
+            FabricKind::Ucx => unreachable!("run_validated refuses the ucx fabric"),
+        };
+        if let Some(failover) = cluster.faults.as_ref().and_then(|f| f.failover.as_ref()) {
+            failover.finish();
+        }
+        let stuck = run.sim.as_ref().is_some_and(|s| s.stuck_workers > 0);
+        program.after_run(cluster, stuck);
+        Ok(Some(run))
+    }
+
+    fn check_failed_over<W: Workload>(
+        &self,
+        workload: &W,
+        history: &mut History,
+        stores: &[Arc<NodeStore>],
+        replication: &Replication,
+        failover: &Failover,
+    ) -> InvariantReport {
+        check_after_failover(workload, history, stores, replication, failover)
+    }
+}
+
 /// Runs `program` on a cluster of `config.nodes` nodes in this process
-/// (`threads` or `sim`), from `layout` (the tables, the heartbeat when the
-/// run has a detector, and the program's own parts, as
-/// [`super::with_program`] made it; the driver adds the replication rings).
+/// (`threads` or `sim`): [`run`] with the [`InProcess`] backend.
 pub(crate) fn run_in_process<G: NodeProgram, W: Workload>(
     config: &Config,
     program: &G,
     workload: &W,
     layout: StoreLayout,
 ) -> Result<RunOutput, RunError> {
-    let mut faults = FaultRun::new(config);
-    debug_assert_eq!(faults.is_some(), layout.heartbeat_addr.is_some());
-    let (layout, replication) = replicated_layout(config, layout);
-    let stores =
-        load_stores(config, workload, &layout, replication.as_deref()).map_err(RunError::Load)?;
-    if let (Some(faults), Some(replication)) = (faults.as_mut(), &replication) {
-        let failover = Arc::new(Failover::new(
-            replication.clone(),
-            stores.clone(),
-            program.failover_coroutines(),
-            faults.settings.heartbeat_interval_ns / 4,
-            program.recovered_header(),
-        ));
-        program.on_failover(
-            &failover,
-            FailoverParts {
-                stores: &stores,
-                replication,
-            },
-        );
-        faults.set_failover(failover);
-    }
-    let attach_faults = faults
-        .as_ref()
-        .is_some_and(|f| f.failover.is_some() || program.detector_without_failover());
-    let cluster = Cluster {
-        layout,
-        stores,
-        replication,
-        faults,
-        attach_faults,
-    };
-    let mut run = match config.fabric {
-        FabricKind::Threads => run_threads(config, program, &cluster),
-        FabricKind::Sim => super::sim::run_sim(config, program, &cluster),
-        FabricKind::Ucx => unreachable!("run_validated refuses the ucx fabric"),
-    };
-    let Cluster {
-        stores,
-        replication,
-        faults,
-        ..
-    } = &cluster;
-    let failover = faults.as_ref().and_then(|f| f.failover.clone());
-    if let Some(failover) = &failover {
-        failover.finish();
-    }
-    program.after_run(
-        &cluster,
-        run.sim.as_ref().is_some_and(|s| s.stuck_workers > 0),
-    );
-    let gathered = gather(program, &mut run.results);
-    let history = &gathered.history;
-    let check = config.check.then(|| {
-        let verdict = check_serializable(history);
-        if let (Some(failover), Some(replication)) = (&failover, replication) {
-            // Every failed partition is read from its promoted copy.
-            return CheckSummary::new(
-                verdict,
-                check_after_failover(workload, history, stores, replication, failover),
-            );
-        }
-        let crashed = |node: usize| faults.as_ref().is_some_and(|f| f.crashed(node));
-        if !(0..stores.len()).any(crashed) {
-            return check_stores(workload, verdict, history, stores, replication.as_deref(), "");
-        }
-        // With replication 1 a crashed node's partition is lost, and with
-        // it what the invariants sum over: the survivors' stores are
-        // checked against the history.
-        let mut invariants = crate::workloads::InvariantReport {
-            ok: true,
-            details: vec!["workload invariants not checked: a node crashed and its partition is lost (replication 1)".into()],
-        };
-        invariants.add_version_check(
-            crate::recovery::survivors_match_history(history, stores, crashed),
-            "",
-        );
-        CheckSummary::new(verdict, invariants)
-    });
-    let mut report = build_report(
-        config,
-        program,
-        workload,
-        &gathered,
-        check,
-        replication.is_some(),
-    );
-    report.sim = run.sim.map(|sim| sim.summary(history, stores));
-    report.recovery = faults.as_ref().map(|f| {
-        f.report(
-            config,
-            gathered.total.fault_commits,
-            run.abandoned_rounds,
-            run.start_ns,
-        )
-    });
-    let Cluster {
-        stores,
-        replication,
-        ..
-    } = cluster;
-    Ok(RunOutput {
-        report,
-        history: config.check.then_some(gathered.history),
-        stores,
-        replication,
-    })
+    let output = run(config, program, workload, layout, &mut InProcess)?;
+    Ok(output.expect("a cluster in one process gathers its own results"))
 }
 
 /// The `threads` backend: every worker on an OS thread of its own, in
@@ -310,6 +479,8 @@ fn run_threads<G: NodeProgram>(
             results,
             start_ns: start,
             abandoned_rounds: abandoned.load(Ordering::Relaxed),
+            stores: None,
+            detections: None,
             sim: None,
         }
     })

@@ -63,8 +63,9 @@ impl From<ConfigError> for RunError {
 }
 
 /// Something to do with the run's node program, generic over its type:
-/// how every driver (in process here, a `ucx` rank in `cluster::node`)
-/// gets the program of `config`'s protocol, `engine::with_program`.
+/// how the driver, whatever its backend (in process, or a `ucx` rank from
+/// `cluster::node`), gets the program of `config`'s protocol,
+/// `engine::with_program`.
 pub(crate) trait WithProgram {
     type Output;
     /// `layout`: the store's layout for `program` (tables, the heartbeat

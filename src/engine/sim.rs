@@ -191,6 +191,8 @@ pub(crate) fn run_sim<G: NodeProgram>(
         results,
         start_ns: START_NS,
         abandoned_rounds,
+        stores: None,
+        detections: None,
         sim: Some(sim),
     }
 }

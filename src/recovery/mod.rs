@@ -31,8 +31,12 @@
 pub mod detector;
 pub mod failover;
 pub mod steps;
+#[cfg(feature = "ucx")]
+pub mod verdicts;
 
 pub use failover::{failover_of, Failover, FailoverReport, RecoveryHook};
+#[cfg(feature = "ucx")]
+pub use verdicts::RankVerdicts;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -259,6 +263,45 @@ impl RecoveryReport {
 }
 
 impl RecoveryReport {
+    /// A record of kind `lost` for each of `failed` that no planned fault
+    /// names: a node that died without being told to, detected by `views`
+    /// (times counted from `start_ns`).
+    pub fn add_unplanned_losses(
+        &mut self,
+        failed: &[NodeId],
+        views: &[&Membership],
+        start_ns: u64,
+    ) {
+        for &node in failed {
+            if self.faults.iter().any(|f| f.node == node as u32) {
+                continue;
+            }
+            let mut detected_by: Vec<(u32, f64)> = views
+                .iter()
+                .filter_map(|view| {
+                    view.failed_nodes()
+                        .into_iter()
+                        .find(|&(n, _)| n == node)
+                        .map(|(_, at)| {
+                            (view.node() as u32, at.saturating_sub(start_ns) as f64 / 1e9)
+                        })
+                })
+                .collect();
+            detected_by.sort_by_key(|d| d.0);
+            let detected_at_s = detected_by.iter().map(|d| d.1).reduce(f64::min);
+            self.faults.push(FaultRecord {
+                node: node as u32,
+                kind: "lost",
+                crash_at_s: detected_at_s.unwrap_or(0.0),
+                detected_at_s,
+                detection_s: None,
+                detected_by,
+            });
+        }
+    }
+}
+
+impl RecoveryReport {
     /// The commit counts, the abandoned rounds and what the failover (if
     /// any) did.
     pub fn fill(
@@ -419,23 +462,34 @@ impl FaultRun {
         self.crash_after_ns[node] != u64::MAX
     }
 
-    /// The report's `recovery` object. `start_ns`: the fabric time the run
-    /// started at (what the memberships' detection times count from).
-    pub fn report(
-        &self,
-        config: &Config,
-        commits: FaultCommits,
-        abandoned_rounds: u64,
-        start_ns: u64,
-    ) -> RecoveryReport {
-        let views: Vec<&Membership> = self
-            .memberships
+    /// The detectors' views of the nodes that did not crash: whose
+    /// detections the report gives, when they live in this process.
+    pub fn surviving_views(&self) -> Vec<&Membership> {
+        self.memberships
             .iter()
             .enumerate()
             .filter(|(node, _)| !self.crashed(*node))
             .map(|(_, m)| m.as_ref())
-            .collect();
-        let mut report = RecoveryReport::build(&config.faults, self.settings, &views, start_ns);
+            .collect()
+    }
+
+    /// The report's `recovery` object from the detections in `views`,
+    /// whose times count from the fabric time `start_ns` the run started
+    /// at: the planned faults, then every node failed over without one (a
+    /// process killed from outside), then the commits and what the failover
+    /// did.
+    pub fn report(
+        &self,
+        config: &Config,
+        views: &[&Membership],
+        start_ns: u64,
+        commits: FaultCommits,
+        abandoned_rounds: u64,
+    ) -> RecoveryReport {
+        let mut report = RecoveryReport::build(&config.faults, self.settings, views, start_ns);
+        if let Some(failover) = &self.failover {
+            report.add_unplanned_losses(&failover.failed_nodes(), views, start_ns);
+        }
         report.fill(commits, abandoned_rounds, self.failover.as_deref());
         report
     }

@@ -1,0 +1,522 @@
+//! Joining a multi-process run (see `cluster::bootstrap`): rank 0 listens
+//! and admits each connection that proves it is a rank of this job
+//! ([`Leader`]); every other rank connects, answers the challenge and
+//! receives the table of every rank.
+
+use std::collections::VecDeque;
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::time::{Duration, Instant};
+
+use super::{hostname, spawn_reader, Bootstrap, BootstrapOptions, RankEvent, RankInfo};
+use crate::cluster::auth::{self, ClusterKey};
+use crate::cluster::wire::{read_frame, read_frame_limited, write_frame, Dec, Enc, Frame, Kind};
+
+/// The longest join message rank 0 reads from a connection it has not
+/// admitted yet (a join carries a few UCX addresses: kilobytes).
+const MAX_HELLO_BYTES: u64 = 16 << 20;
+
+/// How long a new connection has to answer rank 0's challenge.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many connections may be proving themselves at once; past that rank
+/// 0 closes new ones at once (a flood of idle connections costs a thread
+/// each for `HELLO_TIMEOUT`).
+const MAX_PENDING_JOINS: usize = 64;
+
+/// What rank 0 admits a joiner by.
+#[derive(Clone)]
+struct Gate {
+    key: Option<ClusterKey>,
+    job: String,
+    digest: u64,
+}
+
+/// A new connection's peer and either its stream and join message or the
+/// reason it was refused.
+type Admission = (SocketAddr, Result<(TcpStream, RankInfo), String>);
+
+/// The abort frame's marker: rank 0 refused this connection (the run
+/// itself goes on).
+const REFUSED: u64 = 1;
+
+/// Logs, once, a connection rank 0 turned away; the join goes on.
+fn log_refusal(peer: SocketAddr, reason: &str) {
+    eprintln!("verbena: rank 0 refused a connection from {peer}: {reason}; the run goes on");
+}
+
+fn describe_job(job: &str) -> String {
+    if job.is_empty() {
+        "no job id".into()
+    } else {
+        format!("job `{job}`")
+    }
+}
+
+/// Challenges a new connection and reads its join message; `Err` is why
+/// it is refused (the peer is told when it is a verbena rank).
+fn admit(mut stream: TcpStream, gate: &Gate) -> Result<(TcpStream, RankInfo), String> {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_read_timeout(Some(HELLO_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(HELLO_TIMEOUT));
+    let nonce = auth::nonce()?;
+    let mut challenge = Enc::default();
+    challenge.bytes(&nonce);
+    write_frame(&mut stream, Kind::Challenge, &challenge.bytes)
+        .map_err(|e| format!("sending it the challenge failed: {e}"))?;
+    let started = Instant::now();
+    let hello = match read_frame_limited(&mut stream, MAX_HELLO_BYTES) {
+        Ok(Some(frame)) if frame.kind == Kind::Hello => frame,
+        Ok(Some(frame)) => {
+            return Err(format!(
+                "it sent a {:?} message instead of a join message (not a joining verbena rank)",
+                frame.kind
+            ))
+        }
+        Ok(None) => return Err("it closed the connection without a join message".into()),
+        Err(_) if started.elapsed() >= HELLO_TIMEOUT => {
+            return Err(format!(
+                "it sent no join message within {} s",
+                HELLO_TIMEOUT.as_secs()
+            ))
+        }
+        Err(e) => return Err(format!("not a verbena join message: {e}")),
+    };
+    let mut dec = Dec::new(&hello.body);
+    let decoded = (|| {
+        let digest = dec.u64("configuration digest")?;
+        let job = dec.str("job id")?;
+        let proof = dec.bytes("key proof")?;
+        let info = RankInfo::decode(&mut dec)?;
+        Ok::<_, String>((digest, job, proof, info))
+    })();
+    let (digest, job, proof, info) =
+        decoded.map_err(|e| format!("not a verbena join message: {e}"))?;
+    let who = format!(
+        "rank {} (host {}, pid {})",
+        info.rank,
+        if info.host.is_empty() {
+            "unnamed"
+        } else {
+            &info.host
+        },
+        info.pid
+    );
+    // The key first: until the proof holds, nothing else it says is
+    // trusted (a wrong key could come with any job id or digest).
+    let problem = match (&gate.key, proof.is_empty()) {
+        (Some(_), true) => Some(format!(
+            "a peer calling itself {who} holds no cluster key and this job has one (give every rank the same VERBENA_CLUSTER_KEY or --cluster-key)"
+        )),
+        (Some(key), false) if !auth::verify(key, &nonce, info.rank, digest, &job, &proof) => {
+            Some(format!(
+                "a peer calling itself {who} does not hold this job's cluster key (a rank of another job, or one given another key)"
+            ))
+        }
+        (None, false) => Some(format!(
+            "a peer calling itself {who} holds a cluster key and this job has none (give every rank the same VERBENA_CLUSTER_KEY or --cluster-key)"
+        )),
+        _ if job != gate.job => Some(format!(
+            "{who} belongs to another job ({}; this one has {})",
+            describe_job(&job),
+            describe_job(&gate.job)
+        )),
+        _ if digest != gate.digest => Some(format!(
+            "{who} was started with a different configuration than rank 0; every rank needs the same flags and config file"
+        )),
+        _ => None,
+    };
+    if let Some(reason) = problem {
+        let mut enc = Enc::default();
+        enc.str(&reason).u64(REFUSED);
+        let _ = write_frame(&mut stream, Kind::Abort, &enc.bytes);
+        return Err(reason);
+    }
+    Ok((stream, info))
+}
+
+/// The error a joining rank reports for rank 0's `Abort`.
+pub(super) fn abort_message(frame: &Frame, address: &str) -> String {
+    let mut dec = Dec::new(&frame.body);
+    let message = dec.str("message").unwrap_or_default();
+    if dec.u64("marker") == Ok(REFUSED) {
+        format!("rank 0 at {address} refused this rank: {message}")
+    } else {
+        format!("rank 0 stopped the run: {message}")
+    }
+}
+
+impl Bootstrap {
+    /// Joins the run: rank 0 waits for every other rank, the others
+    /// connect to it. Returns once every rank knows every `RankInfo`.
+    pub fn join(options: &BootstrapOptions, mine: RankInfo) -> Result<Bootstrap, String> {
+        if options.rank == 0 {
+            Self::join_as_leader(options, mine)
+        } else {
+            Self::join_as_member(options, mine)
+        }
+    }
+
+    fn join_as_leader(options: &BootstrapOptions, mine: RankInfo) -> Result<Bootstrap, String> {
+        let mut leader = Leader::listen(options, mine)?;
+        let deadline = Instant::now() + options.join_timeout;
+        while leader.ranks.iter().any(Option::is_none) {
+            if Instant::now() >= deadline {
+                let message = leader.never_joined(options);
+                return Err(leader.fail(message));
+            }
+            leader.accept()?;
+            let Ok((peer, outcome)) = leader.admitted.recv_timeout(Duration::from_millis(10))
+            else {
+                continue;
+            };
+            leader.pending -= 1;
+            match outcome {
+                Ok((stream, info)) => leader.seat(peer, stream, info)?,
+                Err(reason) => leader.refusals.push(format!("from {peer}: {reason}")),
+            }
+        }
+        leader.send_table(options)
+    }
+
+    fn join_as_member(options: &BootstrapOptions, mine: RankInfo) -> Result<Bootstrap, String> {
+        let deadline = Instant::now() + options.join_timeout;
+        let rank = options.rank;
+        let mut stream = loop {
+            let attempt = options
+                .address
+                .to_socket_addrs()
+                .map_err(|e| e.to_string())
+                .and_then(|mut addresses| {
+                    addresses
+                        .next()
+                        .ok_or_else(|| "the name resolves to no address".to_string())
+                })
+                .and_then(|address| {
+                    TcpStream::connect_timeout(&address, Duration::from_secs(1))
+                        .map_err(|e| e.to_string())
+                });
+            match attempt {
+                Ok(stream) => break stream,
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(format!(
+                        "rank {rank} (host {}) could not reach rank 0 at {} within {:.0} s: {e} (is rank 0 running, and is --bootstrap its address?)",
+                        mine.host,
+                        options.address,
+                        options.join_timeout.as_secs_f64()
+                    ))
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        // Rank 0 speaks first: the nonce this rank's join must answer.
+        let _ = stream.set_read_timeout(Some(options.join_timeout + Duration::from_secs(5)));
+        let nonce = match read_frame_limited(&mut stream, MAX_HELLO_BYTES) {
+            Ok(Some(frame)) if frame.kind == Kind::Challenge => Dec::new(&frame.body)
+                .bytes("nonce")
+                .ok()
+                .filter(|nonce| nonce.len() == auth::NONCE_BYTES)
+                .ok_or_else(|| {
+                    format!(
+                        "rank {rank}: the peer at {} sent a malformed challenge (a different verbena version?)",
+                        options.address
+                    )
+                })?,
+            Ok(Some(frame)) if frame.kind == Kind::Abort => {
+                return Err(abort_message(&frame, &options.address))
+            }
+            Ok(Some(frame)) => {
+                return Err(format!(
+                    "rank {rank}: the peer at {} sent a {:?} message before any challenge: it is not rank 0 of this verbena version",
+                    options.address, frame.kind
+                ))
+            }
+            Ok(None) => {
+                return Err(format!(
+                    "rank 0 at {} closed the connection before rank {rank} could join",
+                    options.address
+                ))
+            }
+            Err(e) => {
+                return Err(format!(
+                    "rank {rank}: no challenge from rank 0 at {} (is it a verbena rank 0?): {e}",
+                    options.address
+                ))
+            }
+        };
+        let proof = options
+            .key
+            .as_ref()
+            .map(|key| auth::prove(key, &nonce, rank, options.digest, &options.job))
+            .unwrap_or_default();
+        let mut hello = Enc::default();
+        hello.u64(options.digest).str(&options.job).bytes(&proof);
+        mine.encode(&mut hello);
+        write_frame(&mut stream, Kind::Hello, &hello.bytes)
+            .map_err(|e| format!("rank {rank}: sending the join message to rank 0: {e}"))?;
+        // Rank 0 answers once every rank joined (within its join timeout).
+        let _ = stream.set_read_timeout(Some(options.join_timeout * 2 + Duration::from_secs(5)));
+        let frame = match read_frame(&mut stream) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => {
+                return Err(format!(
+                    "rank 0 at {} closed the connection while rank {rank} was joining",
+                    options.address
+                ))
+            }
+            Err(e) => {
+                return Err(format!(
+                    "rank {rank}: no answer from rank 0 at {} while joining: {e}",
+                    options.address
+                ))
+            }
+        };
+        let mut dec = Dec::new(&frame.body);
+        match frame.kind {
+            Kind::Table => {}
+            Kind::Abort => return Err(abort_message(&frame, &options.address)),
+            other => return Err(format!("rank 0 sent {other:?} instead of the table")),
+        }
+        let count = dec.u64("rank count")?;
+        if count != options.nodes as u64 {
+            return Err(format!(
+                "rank 0 runs {count} nodes but rank {rank} was started with --nodes {}",
+                options.nodes
+            ));
+        }
+        let ranks = (0..count)
+            .map(|_| RankInfo::decode(&mut dec))
+            .collect::<Result<Vec<_>, _>>()?;
+        let _ = stream.set_read_timeout(None);
+        let (sender, events) = channel();
+        spawn_reader(0, &stream, &sender)?;
+        let mut writers: Vec<Option<TcpStream>> = (0..count).map(|_| None).collect();
+        writers[0] = Some(stream);
+        Ok(Self::assemble(options, ranks, writers, (sender, events)))
+    }
+
+    pub(super) fn assemble(
+        options: &BootstrapOptions,
+        ranks: Vec<RankInfo>,
+        writers: Vec<Option<TcpStream>>,
+        (sender, events): (Sender<RankEvent>, Receiver<RankEvent>),
+    ) -> Bootstrap {
+        let now = Instant::now();
+        Bootstrap {
+            _sender: sender,
+            rank: options.rank,
+            nodes: options.nodes,
+            stall_timeout: options.stall_timeout,
+            last_heard: vec![now; ranks.len()],
+            finished: vec![false; ranks.len()],
+            tolerate_loss: false,
+            lost: vec![false; ranks.len()],
+            ranks,
+            writers,
+            events,
+            backlog: VecDeque::new(),
+            last_beat_sent: now,
+            lease_epoch: None,
+            lease_granted: Vec::new(),
+            lease_beat_ns: 0,
+        }
+    }
+}
+
+/// Rank 0 while the ranks join: its listening socket, who has joined,
+/// and the connections still proving themselves.
+struct Leader {
+    listener: TcpListener,
+    nodes: usize,
+    ranks: Vec<Option<RankInfo>>,
+    writers: Vec<Option<TcpStream>>,
+    gate: Gate,
+    admitted_tx: Sender<Admission>,
+    admitted: Receiver<Admission>,
+    /// Connections still proving themselves.
+    pending: usize,
+    refusals: Vec<String>,
+}
+
+impl Leader {
+    /// Listens on the run's address (or, where this machine cannot bind
+    /// it, on every interface at its port), with rank 0 itself joined.
+    fn listen(options: &BootstrapOptions, mine: RankInfo) -> Result<Leader, String> {
+        let nodes = options.nodes as usize;
+        let listener = TcpListener::bind(&options.address)
+            .or_else(|first| {
+                // HOST may name this machine by an address it cannot bind
+                // (e.g. behind NAT): listen on every interface instead.
+                let port = options
+                    .address
+                    .rsplit_once(':')
+                    .and_then(|(_, p)| p.parse::<u16>().ok())
+                    .ok_or(first)?;
+                TcpListener::bind(("0.0.0.0", port))
+            })
+            .map_err(|e| format!("rank 0 cannot listen on {}: {e}", options.address))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("rank 0: listening socket: {e}"))?;
+        let mut ranks: Vec<Option<RankInfo>> = vec![None; nodes];
+        ranks[0] = Some(mine);
+        let (admitted_tx, admitted) = channel::<Admission>();
+        Ok(Leader {
+            listener,
+            nodes,
+            ranks,
+            writers: (0..nodes).map(|_| None).collect(),
+            gate: Gate {
+                key: options.key.clone(),
+                job: options.job.clone(),
+                digest: options.digest,
+            },
+            admitted_tx,
+            admitted,
+            pending: 0,
+            refusals: Vec::new(),
+        })
+    }
+
+    /// Tells every rank joined so far that the run stops with `message`.
+    fn fail(&mut self, message: String) -> String {
+        let mut enc = Enc::default();
+        enc.str(&message);
+        for stream in self.writers.iter_mut().flatten() {
+            let _ = write_frame(stream, Kind::Abort, &enc.bytes);
+        }
+        message
+    }
+
+    /// The join deadline passed: which ranks never came, and the
+    /// connections refused meanwhile.
+    fn never_joined(&self, options: &BootstrapOptions) -> String {
+        let missing: Vec<String> = self
+            .ranks
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.is_none())
+            .map(|(rank, _)| rank.to_string())
+            .collect();
+        let mut message = format!(
+            "rank(s) {} never joined {} within {:.0} s (not started, crashed before joining, or cannot reach rank 0 on host {}); their hosts are unknown because they never connected",
+            missing.join(", "),
+            options.address,
+            options.join_timeout.as_secs_f64(),
+            hostname()
+        );
+        if !self.refusals.is_empty() {
+            message.push_str(&format!(
+                "; connections refused meanwhile: {}",
+                self.refusals.join("; ")
+            ));
+        }
+        message
+    }
+
+    /// Takes a new connection, if one waits: each proves itself on a
+    /// thread of its own, so a stranger that connects and says nothing
+    /// delays no rank's join.
+    fn accept(&mut self) -> Result<(), String> {
+        match self.listener.accept() {
+            Ok((stream, peer)) if self.pending >= MAX_PENDING_JOINS => {
+                drop(stream);
+                let reason = format!(
+                    "{MAX_PENDING_JOINS} other connections are still to send their join message"
+                );
+                log_refusal(peer, &reason);
+                self.refusals.push(format!("from {peer}: {reason}"));
+            }
+            Ok((stream, peer)) => {
+                let (gate, admitted_tx) = (self.gate.clone(), self.admitted_tx.clone());
+                std::thread::Builder::new()
+                    .name("verbena-boot-admit".into())
+                    .spawn(move || {
+                        let outcome = admit(stream, &gate);
+                        if let Err(reason) = &outcome {
+                            log_refusal(peer, reason);
+                        }
+                        let _ = admitted_tx.send((peer, outcome));
+                    })
+                    .map_err(|e| format!("rank 0: starting a bootstrap thread: {e}"))?;
+                self.pending += 1;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(self.fail(format!("rank 0: accept failed: {e}"))),
+        }
+        Ok(())
+    }
+
+    /// Seats an admitted rank: a rank of this job (proven with a key,
+    /// claimed without one) with this configuration. A rank number that
+    /// clashes is the launch's mistake, and fatal.
+    fn seat(
+        &mut self,
+        peer: SocketAddr,
+        stream: TcpStream,
+        mut info: RankInfo,
+    ) -> Result<(), String> {
+        if info.host.is_empty() {
+            info.host = peer.ip().to_string();
+        }
+        let nodes = self.nodes;
+        let who = format!("rank {} (host {}, pid {})", info.rank, info.host, info.pid);
+        let problem = if info.rank as usize >= nodes || info.rank == 0 {
+            Some(format!(
+                "{who} joined, but ranks of this run are 1..={} besides rank 0 (--nodes {} on rank 0)",
+                nodes - 1,
+                nodes
+            ))
+        } else if self.ranks[info.rank as usize].is_some() {
+            Some(format!(
+                "{who} joined twice: two processes were given rank {}",
+                info.rank
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = problem {
+            self.writers[0] = Some(stream);
+            return Err(self.fail(message));
+        }
+        let _ = stream.set_read_timeout(None);
+        let _ = stream.set_write_timeout(None);
+        let slot = info.rank as usize;
+        self.writers[slot] = Some(stream);
+        self.ranks[slot] = Some(info);
+        Ok(())
+    }
+
+    /// Every rank joined: each gets the table of all, and a reader thread.
+    fn send_table(self, options: &BootstrapOptions) -> Result<Bootstrap, String> {
+        let Leader {
+            ranks, mut writers, ..
+        } = self;
+        let ranks: Vec<RankInfo> = ranks.into_iter().map(|r| r.expect("all joined")).collect();
+        let (sender, events) = channel();
+        let mut table = Enc::default();
+        table.u64(ranks.len() as u64);
+        for info in &ranks {
+            info.encode(&mut table);
+        }
+        for (rank, stream) in writers.iter_mut().enumerate() {
+            if let Some(stream) = stream {
+                spawn_reader(rank as u32, stream, &sender)?;
+                write_frame(stream, Kind::Table, &table.bytes).map_err(|e| {
+                    format!(
+                        "sending the table to rank {rank} (host {}): {e}",
+                        ranks[rank].host
+                    )
+                })?;
+            }
+        }
+        Ok(Bootstrap::assemble(
+            options,
+            ranks,
+            writers,
+            (sender, events),
+        ))
+    }
+}
