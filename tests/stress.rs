@@ -11,7 +11,7 @@ use verbena::config::{Config, KeyDistribution, LockMode};
 use verbena::engine;
 
 fn drawn(protocol: ProtocolKind, seed: u64) -> Config {
-    let mut rng = Rng::derive(seed, &[protocol as u64]);
+    let mut rng = Rng::derive(seed, &[protocol.ordinal()]);
     let mut stages = StagePlan::empty();
     for &stage in protocol.stages() {
         let primitive = if rng.below(2) == 0 {

@@ -1,11 +1,32 @@
 //! The names of the concurrency-control protocols and the stages each has.
+//!
+//! The built-in protocols are a closed set, named on the command line and
+//! in configs; a protocol written outside verbena is
+//! [`ProtocolKind::Custom`], which carries its own name and stage list
+//! (`docs/WRITING_A_PROTOCOL.md`). A kind's stage list is what the run's
+//! stage plan is resolved against (RCC §5.1) and which commit stages the
+//! transaction driver calls: a stage left out of it never runs.
+//!
+//! Invariants: a custom name is never a built-in one, so a report's
+//! protocol name says which protocol ran; the built-in kinds keep their
+//! order in [`ProtocolKind::ALL`], which [`ProtocolKind::ordinal`] numbers
+//! (seeded draws depend on it).
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 
 use super::stage::Stage;
 
+/// A protocol defined outside verbena (its `txn::Protocol` impl names it
+/// with [`ProtocolKind::custom`]): the name configs and reports give it, and
+/// its stages in execution order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CustomProtocol {
+    pub name: &'static str,
+    pub stages: &'static [Stage],
+}
+
 /// Every protocol verbena names. `implemented()` says which run today.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProtocolKind {
     NoWait,
@@ -19,6 +40,19 @@ pub enum ProtocolKind {
     Cicada,
     Calvin,
     Drtm,
+    /// A protocol written outside verbena. It is never parsed from a name:
+    /// only the program that links its code can run it
+    /// (`engine::run_custom_protocol`).
+    #[serde(skip_deserializing)]
+    Custom(CustomProtocol),
+}
+
+/// A kind is written as its name, built-in or custom: the form a config
+/// file gives and a report shows.
+impl Serialize for ProtocolKind {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
 }
 
 impl ProtocolKind {
@@ -36,8 +70,15 @@ impl ProtocolKind {
         ProtocolKind::Drtm,
     ];
 
-    /// The command-line name.
-    pub fn name(self) -> &'static str {
+    /// A protocol written outside verbena, named `name`, with `stages` in
+    /// execution order ([`ProtocolKind::check_custom`] says whether a run
+    /// accepts them).
+    pub const fn custom(name: &'static str, stages: &'static [Stage]) -> ProtocolKind {
+        ProtocolKind::Custom(CustomProtocol { name, stages })
+    }
+
+    /// The command-line name (a custom protocol's own).
+    pub const fn name(self) -> &'static str {
         match self {
             ProtocolKind::NoWait => "no_wait",
             ProtocolKind::WaitDie => "wait_die",
@@ -50,7 +91,78 @@ impl ProtocolKind {
             ProtocolKind::Cicada => "cicada",
             ProtocolKind::Calvin => "calvin",
             ProtocolKind::Drtm => "drtm",
+            ProtocolKind::Custom(custom) => custom.name,
         }
+    }
+
+    /// A number per kind for seeded draws: a built-in kind's place in
+    /// [`ProtocolKind::ALL`] (its discriminant, which the draws used before
+    /// custom kinds existed), a custom kind's name hashed (FNV-1a) above
+    /// them.
+    pub fn ordinal(self) -> u64 {
+        if let ProtocolKind::Custom(custom) = self {
+            let hash = custom.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+            });
+            return hash.max(ProtocolKind::ALL.len() as u64);
+        }
+        ProtocolKind::ALL
+            .iter()
+            .position(|&kind| kind == self)
+            .expect("every built-in kind is in ALL") as u64
+    }
+
+    /// Why a run refuses a custom protocol's name or stages, or `Ok` (a
+    /// built-in kind is always accepted). The name must be new and read
+    /// like the built-in ones; the stages must be the staged pipeline's
+    /// (CALVIN's communication stages belong to its own node program), each
+    /// once, `commit` and `release` among them (the driver always calls
+    /// both), and `access_stage` too (the stage the execution phase's
+    /// time is charged to).
+    pub fn check_custom(self, access_stage: Stage) -> Result<(), String> {
+        let ProtocolKind::Custom(custom) = self else {
+            return Ok(());
+        };
+        let name = custom.name;
+        let well_formed = name.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !well_formed {
+            return Err(format!(
+                "custom protocol name `{name}` is not allowed; allowed: lowercase letters, digits and `_`, starting with a letter"
+            ));
+        }
+        if ProtocolKind::parse(name).is_some() {
+            return Err(format!(
+                "custom protocol name `{name}` is a built-in protocol's; choose another (built-in: {})",
+                ProtocolKind::ALL.map(|p| p.name()).join(", ")
+            ));
+        }
+        for (at, stage) in custom.stages.iter().enumerate() {
+            if matches!(stage, Stage::TxnBroadcastInput | Stage::ValueForwarding) {
+                return Err(format!(
+                    "custom protocol {name} lists stage `{}`, which only CALVIN's node program runs",
+                    stage.name()
+                ));
+            }
+            if custom.stages[..at].contains(stage) {
+                return Err(format!(
+                    "custom protocol {name} lists stage `{}` twice",
+                    stage.name()
+                ));
+            }
+        }
+        for needed in [access_stage, Stage::Commit, Stage::Release] {
+            if !custom.stages.contains(&needed) {
+                return Err(format!(
+                    "custom protocol {name} does not list stage `{}`, which it runs (its stages: {})",
+                    needed.name(),
+                    custom.stages.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub fn parse(text: &str) -> Option<ProtocolKind> {
@@ -68,11 +180,13 @@ impl ProtocolKind {
             .find(|p| p.name() == normalized)
     }
 
-    /// Whether this build can run the protocol.
+    /// Whether this build can run the protocol (a custom one runs with
+    /// its code, `engine::run_custom_protocol`).
     pub fn implemented(self) -> bool {
         matches!(
             self,
-            ProtocolKind::NoWait
+            ProtocolKind::Custom(_)
+                | ProtocolKind::NoWait
                 | ProtocolKind::WaitDie
                 | ProtocolKind::WoundWait
                 | ProtocolKind::Occ
@@ -95,8 +209,11 @@ impl ProtocolKind {
     }
 
     /// The stages of the protocol, in execution order. Each stage has a
-    /// one-sided and an RPC implementation.
-    pub fn stages(self) -> &'static [Stage] {
+    /// one-sided and an RPC implementation. A built-in protocol's list is
+    /// kept here, beside its name; `tests/custom_protocol.rs` runs each
+    /// protocol with every stage switched on and checks that the stages
+    /// left out issue nothing.
+    pub const fn stages(self) -> &'static [Stage] {
         use Stage::*;
         match self {
             // Lock&read at access time, update&unlock at commit (RCC §4.2).
@@ -119,6 +236,7 @@ impl ProtocolKind {
             // participant's writes to its backups (replicated runs only:
             // with replication 1 it costs nothing, as for the others).
             ProtocolKind::Calvin => &[TxnBroadcastInput, ValueForwarding, Log],
+            ProtocolKind::Custom(custom) => custom.stages,
         }
     }
 
@@ -140,5 +258,51 @@ mod tests {
         assert_eq!(ProtocolKind::parse("NO_WAIT"), Some(ProtocolKind::NoWait));
         assert_eq!(ProtocolKind::parse("nowait"), Some(ProtocolKind::NoWait));
         assert_eq!(ProtocolKind::parse("2pl"), None);
+    }
+
+    #[test]
+    fn kinds_serialize_as_their_names_and_number_as_before() {
+        for (at, kind) in ProtocolKind::ALL.into_iter().enumerate() {
+            assert_eq!(kind.ordinal(), at as u64);
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{}\"", kind.name()));
+            assert_eq!(serde_json::from_str::<ProtocolKind>(&json).unwrap(), kind);
+        }
+        let custom =
+            ProtocolKind::custom("basic_2pl", &[Stage::Lock, Stage::Commit, Stage::Release]);
+        assert_eq!(serde_json::to_string(&custom).unwrap(), "\"basic_2pl\"");
+        assert!(serde_json::from_str::<ProtocolKind>("\"custom\"").is_err());
+        assert!(custom.ordinal() >= ProtocolKind::ALL.len() as u64);
+        assert_eq!(custom.stage_bits(), 1 | 8 | 16);
+    }
+
+    #[test]
+    fn custom_kinds_are_checked() {
+        let ok = ProtocolKind::custom("mine", &[Stage::Read, Stage::Commit, Stage::Release]);
+        assert_eq!(ok.check_custom(Stage::Read), Ok(()));
+        assert!(ok.check_custom(Stage::Lock).unwrap_err().contains("`lock`"));
+        let stages = &[Stage::Lock, Stage::Commit, Stage::Release];
+        for bad in ["occ", "", "Mine", "2pl", "my-proto"] {
+            assert!(
+                ProtocolKind::custom(bad, stages)
+                    .check_custom(Stage::Lock)
+                    .is_err(),
+                "{bad}"
+            );
+        }
+        let twice = ProtocolKind::custom(
+            "x",
+            &[Stage::Lock, Stage::Commit, Stage::Lock, Stage::Release],
+        );
+        assert!(twice
+            .check_custom(Stage::Lock)
+            .unwrap_err()
+            .contains("twice"));
+        let calvin = ProtocolKind::custom(
+            "x",
+            &[Stage::ValueForwarding, Stage::Commit, Stage::Release],
+        );
+        assert!(calvin.check_custom(Stage::Commit).is_err());
+        assert_eq!(ProtocolKind::Occ.check_custom(Stage::Lock), Ok(()));
     }
 }

@@ -128,24 +128,71 @@ pub fn run_custom<W: Workload>(config: &Config, workload: &W) -> Result<RunOutpu
     run_validated(&config, workload)
 }
 
-/// Validates `config` and runs it with a protocol instance and a workload of
-/// the caller's own (`config.protocol` must name the protocol's kind): how
-/// tests run a protocol with a test hook set.
+/// Validates `config` and runs it with a protocol of the caller's own on
+/// the config's workload: the way to bring a new protocol to every
+/// workload, fabric in one process (`threads`, `sim`) and stage choice
+/// without touching verbena (`docs/WRITING_A_PROTOCOL.md`). The twin of
+/// [`run_custom`]. `config.protocol` is replaced by `P::KIND`, whose stage
+/// list the plan is resolved against; with `check` on, the report's
+/// `check` holds the serializability checker's verdict and the
+/// workload's invariants.
+pub fn run_custom_protocol<P: Protocol>(
+    config: &Config,
+    protocol: &P,
+) -> Result<RunOutput, RunError> {
+    struct WithCustom<'a, P>(&'a Config, &'a P);
+    impl<P: Protocol> WithWorkload for WithCustom<'_, P> {
+        type Output = Result<RunOutput, RunError>;
+        fn with<W: Workload>(self, workload: &W) -> Self::Output {
+            run_staged(self.0, self.1, workload)
+        }
+    }
+    let config = validated_for::<P>(config)?;
+    with_workload(&config, WithCustom(&config, protocol))
+}
+
+/// Validates `config` and runs it with a protocol instance and a workload,
+/// both the caller's own: how tests run a protocol with a test hook set,
+/// and a protocol written outside verbena on a workload written outside
+/// it. `config.protocol` is replaced by `P::KIND`, as in
+/// [`run_custom_protocol`].
 pub fn run_protocol<P: Protocol, W: Workload>(
     config: &Config,
     protocol: &P,
     workload: &W,
 ) -> Result<RunOutput, RunError> {
+    let config = validated_for::<P>(config)?;
+    run_staged(&config, protocol, workload)
+}
+
+/// `config` validated for running `P` in this process: its protocol named
+/// by `P::KIND`, a custom kind's name and stages accepted
+/// (`ProtocolKind::check_custom`), and a fabric of one process.
+fn validated_for<P: Protocol>(config: &Config) -> Result<Config, RunError> {
     let mut config = config.clone();
+    config.protocol = P::KIND;
+    P::KIND.check_custom(P::ACCESS_STAGE).map_err(ConfigError)?;
     validate(&mut config)?;
-    debug_assert_eq!(config.protocol, P::KIND);
+    if config.fabric == FabricKind::Ucx {
+        return Err(RunError::Config(ConfigError(UCX_ONE_PROCESS.into())));
+    }
+    Ok(config)
+}
+
+/// Runs a validated config with `protocol`'s stage pipeline on threads or
+/// sim.
+fn run_staged<P: Protocol, W: Workload>(
+    config: &Config,
+    protocol: &P,
+    workload: &W,
+) -> Result<RunOutput, RunError> {
     let program = StagedProgram {
-        config: &config,
+        config,
         protocol,
         workload,
     };
-    let heartbeat = crate::config::faults::DetectorSettings::of(&config).is_some();
-    driver::run_in_process(&config, &program, workload, program.layout(heartbeat))
+    let heartbeat = crate::config::faults::DetectorSettings::of(config).is_some();
+    driver::run_in_process(config, &program, workload, program.layout(heartbeat))
 }
 
 /// Something to do with the run's protocol, generic over its type: how
@@ -158,7 +205,8 @@ pub trait WithProtocol {
 
 /// Builds `config`'s protocol from its options and hands it to `visitor`;
 /// `None` for CALVIN, which is a node program of its own
-/// (`engine::calvin`, `with_program`).
+/// (`engine::calvin`, `with_program`), and for a custom protocol, which
+/// only the caller that links its code can build.
 pub fn with_protocol<V: WithProtocol>(config: &Config, visitor: V) -> Option<V::Output> {
     let options = &config.protocol_options;
     let (shared, fix) = (
@@ -185,6 +233,7 @@ pub fn with_protocol<V: WithProtocol>(config: &Config, visitor: V) -> Option<V::
             delta_ns: options.drtm_delta_ns,
         }),
         ProtocolKind::Calvin => return None,
+        ProtocolKind::Custom(_) => return None,
     })
 }
 
@@ -218,6 +267,12 @@ pub(crate) fn with_program<W: Workload, V: WithProgram>(
     }
     if config.protocol == ProtocolKind::Calvin {
         return calvin::with_calvin_program(config, workload, heartbeat, visitor);
+    }
+    if let ProtocolKind::Custom(custom) = config.protocol {
+        return Err(RunError::Config(ConfigError(format!(
+            "protocol {} is written outside verbena: run it with `engine::run_custom_protocol` (threads, sim), which is given its code",
+            custom.name
+        ))));
     }
     let staged = Staged {
         config,

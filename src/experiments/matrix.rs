@@ -29,12 +29,18 @@
 //! time drawn from the seed; both pure plans only. The checker then also
 //! compares every surviving backup with the copy serving its partition.
 //! Their hashes pin the recovery path (`tests/hashes/failover.txt`).
+//!
+//! A protocol written outside verbena runs the same cases: its kind
+//! (`ProtocolKind::custom`) makes the cases ([`cases_of`]) and the plans
+//! from its own stage list, and [`run_case_with`] runs a case with its
+//! code (`docs/WRITING_A_PROTOCOL.md`).
 
 use crate::base::rng::Rng;
 use crate::base::{Primitive, ProtocolKind, Stage, StagePlan};
 use crate::config::profile::NetworkProfile;
 use crate::config::{Config, KeyDistribution, TpccMix, WorkloadKind};
-use crate::engine;
+use crate::engine::{self, RunError, RunOutput};
+use crate::txn::Protocol;
 
 /// One cell of the matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,7 +104,7 @@ pub fn codes(protocol: ProtocolKind, seed: u64) -> Vec<u16> {
         codes.push(present & !stage.bit());
         codes.push(stage.bit());
     }
-    let mut rng = Rng::derive(seed, &[0xc0de, protocol as u64]);
+    let mut rng = Rng::derive(seed, &[0xc0de, protocol.ordinal()]);
     for _ in 0..2 {
         codes.push(rng.next_u64() as u16 & present);
     }
@@ -307,8 +313,19 @@ fn failure_suffix(failure: Failure, prefix: &str) -> String {
     }
 }
 
-/// The command that replays `case` exactly.
+/// The command that replays `case` exactly (for a custom protocol, the
+/// call: the `verbena` binary does not link its code).
 pub fn replay_command(case: Case) -> String {
+    if let ProtocolKind::Custom(custom) = case.protocol {
+        return format!(
+            "experiments::matrix::run_case_with(Case {{ protocol: {}, seed: {}, code: {}, workload: {}, failure: {:?} }}, &protocol, |_| {{}})",
+            custom.name,
+            case.seed,
+            case.code,
+            case.workload.name(),
+            case.failure
+        );
+    }
     let workload = match case.workload {
         WorkloadKind::Ycsb => String::new(),
         other => format!(" --workload {}", other.name()),
@@ -341,9 +358,32 @@ pub struct CaseOutcome {
 /// Runs `case`, after `adjust` may change its config (tests use it to
 /// break a protocol on purpose).
 pub fn run_case(case: Case, adjust: impl FnOnce(&mut Config)) -> CaseOutcome {
+    judge_case(case, adjust, engine::run)
+}
+
+/// [`run_case`] with `protocol`, whose kind is the case's: how a protocol
+/// written outside verbena runs the matrix (`engine::run_custom_protocol`).
+pub fn run_case_with<P: Protocol>(
+    case: Case,
+    protocol: &P,
+    adjust: impl FnOnce(&mut Config),
+) -> CaseOutcome {
+    assert_eq!(case.protocol, P::KIND, "a case of another protocol");
+    judge_case(case, adjust, |config| {
+        engine::run_custom_protocol(config, protocol)
+    })
+}
+
+/// Runs `case`'s config (after `adjust`) with `run` and says what the
+/// checker, the invariants and the simulator found.
+fn judge_case(
+    case: Case,
+    adjust: impl FnOnce(&mut Config),
+    run: impl FnOnce(&Config) -> Result<RunOutput, RunError>,
+) -> CaseOutcome {
     let mut config = case_config(case);
     adjust(&mut config);
-    let report = match engine::run(&config) {
+    let report = match run(&config) {
         Ok(output) => output.report,
         Err(error) => {
             return CaseOutcome {

@@ -7,6 +7,14 @@
 //! the trait gives (execution-phase access, then `lock`, `validate`,
 //! `renew`, `log`, `commit`, or `release` on abort), and each stage picks
 //! its one-sided or RPC form from the run's plan (`TxnCx::primitive`).
+//!
+//! A protocol declares its stages with its kind ([`Protocol::KIND`]): a
+//! built-in protocol's variant, whose list `ProtocolKind::stages` keeps, or
+//! for a protocol written outside verbena `ProtocolKind::custom(name,
+//! stages)` in its own impl. The driver calls `lock`, `validate`, `renew`
+//! and `log` only when the list has them, so a stage implemented but not
+//! listed would never run: `tests/custom_protocol.rs` runs every protocol
+//! with all stages on and checks that the unlisted ones do nothing.
 
 use crate::base::{ProtocolKind, Stage};
 use crate::runtime::Served;
@@ -17,6 +25,11 @@ use crate::txn::{AbortReason, TxnCx, TxnResult};
 /// handlers that serve the two-sided form of its stages.
 #[allow(async_fn_in_trait)]
 pub trait Protocol: Sync {
+    /// The protocol's name and stage list: its variant for a protocol of
+    /// this crate, `ProtocolKind::custom(name, stages)` for one written
+    /// outside it (`engine::run_custom_protocol` runs those). The list
+    /// names every stage whose method the protocol implements, and
+    /// [`Protocol::ACCESS_STAGE`], `commit` and `release`.
     const KIND: ProtocolKind;
     /// Words of protocol metadata in the header of a tuple whose record has
     /// `record_words` words. Most protocols need a fixed few (a lock word);
