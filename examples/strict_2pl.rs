@@ -32,9 +32,9 @@
 //! Tuple header: one word, the lock (0 free, else the owner's
 //! `TxnCx::owner`). The version is the store's `seq` word.
 //!
-//! RPC handler kinds: 0x8000 `LOCK_READ`, 0x8001 `WRITE_BACK`,
-//! 0x8002 `UNLOCK` — from 0x8000 up, which verbena leaves to protocols
-//! written outside it.
+//! RPC handler kinds: the first three of `base::rpc_kind::EXTERNAL`, the
+//! range verbena leaves to protocols written outside it (`LOCK_READ`,
+//! `WRITE_BACK`, `UNLOCK`); the build checks them against the range.
 //!
 //! `release_reads_early` breaks the protocol on purpose: a record only read
 //! is unlocked right after its read, so the locking is no longer two-phase
@@ -52,15 +52,21 @@ use verbena::store::NodeStore;
 use verbena::store::SEQ_WORD;
 use verbena::txn::{AbortReason, Access, TxnCx, TxnResult};
 
-/// RPC handler kinds of this protocol.
+/// RPC handler kinds of this protocol, from the range left to protocols
+/// written outside verbena.
 pub mod kind {
+    use verbena::base::rpc_kind::EXTERNAL;
+
     /// `[owner, table, key]` → `[status, slot, seq, record…]`.
-    pub const LOCK_READ: u16 = 0x8000;
+    pub const LOCK_READ: u16 = EXTERNAL.first;
     /// `[(table, slot, new seq, record…)…]` → nothing (passive): install
     /// and unlock.
-    pub const WRITE_BACK: u16 = 0x8001;
+    pub const WRITE_BACK: u16 = EXTERNAL.first + 1;
     /// `[owner, (table, slot)…]` → nothing (passive).
-    pub const UNLOCK: u16 = 0x8002;
+    pub const UNLOCK: u16 = EXTERNAL.first + 2;
+
+    // Fails the build if a kind leaves the range or two kinds are equal.
+    const _: () = EXTERNAL.check(&[LOCK_READ, WRITE_BACK, UNLOCK]);
 }
 
 /// Reply status of `LOCK_READ`.
