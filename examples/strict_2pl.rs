@@ -359,7 +359,6 @@ pub fn checked_config(
     config
 }
 
-#[allow(dead_code)] // a test includes this file as a module
 fn main() {
     for fabric in [FabricKind::Sim, FabricKind::Threads] {
         for workload in [WorkloadKind::Ycsb, WorkloadKind::SmallBank] {

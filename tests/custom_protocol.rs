@@ -6,6 +6,7 @@
 //! it implements.
 
 use std::future::{poll_fn, Future};
+use std::marker::PhantomData;
 use std::pin::pin;
 use std::sync::Mutex;
 
@@ -144,7 +145,8 @@ fn a_custom_protocol_is_named_in_the_report_and_refused_where_its_code_is_missin
     };
     assert!(engine::run_custom_protocol(&ucx, &Strict2pl::default()).is_err());
     // A custom protocol may not take a built-in name.
-    let clash = Renamed(Strict2pl::default());
+    let strict = Strict2pl::default();
+    let clash = Relisted::<_, NoWaitName>::new(&strict, None);
     match engine::run_custom_protocol(&config, &clash) {
         Err(RunError::Config(ConfigError(message))) => {
             assert!(message.contains("built-in"), "{message}")
@@ -153,27 +155,12 @@ fn a_custom_protocol_is_named_in_the_report_and_refused_where_its_code_is_missin
     }
 }
 
-/// `strict_2pl` under a built-in protocol's name, which a run refuses.
-struct Renamed(Strict2pl);
+/// `strict_2pl`'s stages under a built-in protocol's name, which a run
+/// refuses.
+struct NoWaitName;
 
-impl Protocol for Renamed {
+impl Listing for NoWaitName {
     const KIND: ProtocolKind = ProtocolKind::custom("no_wait", strict_2pl::STAGES);
-    const ACCESS_STAGE: Stage = Stage::Lock;
-    fn header_words(record_words: u32) -> u32 {
-        Strict2pl::header_words(record_words)
-    }
-    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        self.0.access(cx, index).await
-    }
-    async fn commit(&self, cx: &mut TxnCx<'_>) {
-        self.0.commit(cx).await
-    }
-    async fn release(&self, cx: &mut TxnCx<'_>) {
-        self.0.release(cx).await
-    }
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
-        self.0.serve(store, kind, payload, now_ns)
-    }
 }
 
 #[test]
@@ -233,17 +220,38 @@ const EVERY_STAGE: &[Stage] = &[
     Stage::Release,
 ];
 
-/// `P` with every stage listed: a stage `P` lists runs as `P`'s; one it
-/// leaves out runs too, and must do nothing (finish at its first poll,
-/// post no verb or call, succeed and leave the attempt as it was), or
-/// `P` implements a stage its list hides from the driver.
-struct AllStages<'a, P> {
-    inner: &'a P,
-    /// What the unlisted stages did.
-    found: &'a Mutex<Vec<String>>,
+/// A protocol's kind (name and stage list) for [`Relisted`].
+trait Listing: Sync {
+    const KIND: ProtocolKind;
 }
 
-impl<P: Protocol> AllStages<'_, P> {
+/// Every stage listed.
+struct EveryStage;
+
+impl Listing for EveryStage {
+    const KIND: ProtocolKind = ProtocolKind::custom("all_stages", EVERY_STAGE);
+}
+
+/// `P` under `L`'s kind, everything else `P`'s own. With a `probe`, a
+/// stage `L` lists and `P` does not runs too, and must do nothing (finish
+/// at its first poll, post no verb or call, succeed and leave the attempt
+/// as it was), or `P` implements a stage its list hides from the driver;
+/// the probe collects what such stages did.
+struct Relisted<'a, P, L> {
+    inner: &'a P,
+    probe: Option<&'a Mutex<Vec<String>>>,
+    listing: PhantomData<L>,
+}
+
+impl<'a, P: Protocol, L: Listing> Relisted<'a, P, L> {
+    fn new(inner: &'a P, probe: Option<&'a Mutex<Vec<String>>>) -> Self {
+        Relisted {
+            inner,
+            probe,
+            listing: PhantomData,
+        }
+    }
+
     /// Notes what stage `stage` did if `P` does not list it: `before` is
     /// the attempt before it ran, `polls` how often its future was polled.
     fn judge(
@@ -254,12 +262,15 @@ impl<P: Protocol> AllStages<'_, P> {
         polls: u32,
         result: &TxnResult<()>,
     ) {
+        let Some(found) = self.probe else {
+            return;
+        };
         if P::KIND.stages().contains(&stage) {
             return;
         }
         let posted = posted(&cx.worker.counters()) - before.posted;
         if polls > 1 || posted > 0 || result.is_err() || attempt_state(cx) != before.state {
-            self.found.lock().unwrap().push(format!(
+            found.lock().unwrap().push(format!(
                 "{}: stage {} is not in its list but ran ({polls} polls, {posted} verbs and calls, {result:?})",
                 P::KIND.name(),
                 stage.name(),
@@ -315,8 +326,8 @@ fn attempt_state(cx: &TxnCx<'_>) -> String {
     format!("{:?} {} {}", cx.accesses, cx.timestamp, cx.owner)
 }
 
-impl<P: Protocol> Protocol for AllStages<'_, P> {
-    const KIND: ProtocolKind = ProtocolKind::custom("all_stages", EVERY_STAGE);
+impl<P: Protocol, L: Listing> Protocol for Relisted<'_, P, L> {
+    const KIND: ProtocolKind = L::KIND;
     const ACCESS_STAGE: Stage = P::ACCESS_STAGE;
 
     fn header_words(record_words: u32) -> u32 {
@@ -377,10 +388,7 @@ fn unlisted_stages_of<P: Protocol>(
     primitive: Primitive,
 ) -> Vec<String> {
     let found = Mutex::new(Vec::new());
-    let probe = AllStages {
-        inner: protocol,
-        found: &found,
-    };
+    let probe = Relisted::<_, EveryStage>::new(protocol, Some(&found));
     let config = Config {
         primitive,
         ..config.clone()
@@ -445,10 +453,10 @@ fn every_protocol_lists_every_stage_it_implements() {
     assert!(found.is_empty(), "{found:#?}");
 }
 
-/// OCC under a list that leaves its validation out: the probe must see it.
-struct OccWithoutValidate(verbena::protocols::occ::Occ);
+/// OCC's stages but its validation: the probe must see it.
+struct OccWithoutValidate;
 
-impl Protocol for OccWithoutValidate {
+impl Listing for OccWithoutValidate {
     const KIND: ProtocolKind = ProtocolKind::custom(
         "occ_without_validate",
         &[
@@ -459,33 +467,12 @@ impl Protocol for OccWithoutValidate {
             Stage::Release,
         ],
     );
-    const ACCESS_STAGE: Stage = Stage::Read;
-    fn header_words(record_words: u32) -> u32 {
-        verbena::protocols::occ::Occ::header_words(record_words)
-    }
-    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        self.0.access(cx, index).await
-    }
-    async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        self.0.lock(cx).await
-    }
-    async fn validate(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        self.0.validate(cx).await
-    }
-    async fn commit(&self, cx: &mut TxnCx<'_>) {
-        self.0.commit(cx).await
-    }
-    async fn release(&self, cx: &mut TxnCx<'_>) {
-        self.0.release(cx).await
-    }
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
-        self.0.serve(store, kind, payload, now_ns)
-    }
 }
 
 #[test]
 fn a_stage_left_out_of_a_list_is_found() {
-    let occ = OccWithoutValidate(verbena::protocols::occ::Occ::default());
+    let occ = verbena::protocols::occ::Occ::default();
+    let occ = Relisted::<_, OccWithoutValidate>::new(&occ, None);
     let config = probe_config(OccWithoutValidate::KIND);
     for primitive in [Primitive::OneSided, Primitive::Rpc] {
         let found = unlisted_stages_of(&config, &occ, primitive);

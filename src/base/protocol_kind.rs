@@ -112,11 +112,6 @@ impl ProtocolKind {
             .expect("every built-in kind is in ALL") as u64
     }
 
-    /// Whether this is a protocol written outside verbena.
-    pub fn is_custom(self) -> bool {
-        matches!(self, ProtocolKind::Custom(_))
-    }
-
     /// Why a run refuses a custom protocol's name or stages, or `Ok` (a
     /// built-in kind is always accepted). The name must be new and read
     /// like the built-in ones; the stages must be the staged pipeline's
@@ -267,13 +262,11 @@ mod tests {
 
     #[test]
     fn kinds_serialize_as_their_names_and_number_as_before() {
-        let mut names = Vec::new();
         for (at, kind) in ProtocolKind::ALL.into_iter().enumerate() {
             assert_eq!(kind.ordinal(), at as u64);
             let json = serde_json::to_string(&kind).unwrap();
             assert_eq!(json, format!("\"{}\"", kind.name()));
             assert_eq!(serde_json::from_str::<ProtocolKind>(&json).unwrap(), kind);
-            names.push(kind.ordinal());
         }
         let custom =
             ProtocolKind::custom("basic_2pl", &[Stage::Lock, Stage::Commit, Stage::Release]);

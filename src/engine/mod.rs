@@ -147,7 +147,7 @@ pub fn run_custom_protocol<P: Protocol>(
             run_staged(self.0, self.1, workload)
         }
     }
-    let config = validated_for(config, protocol)?;
+    let config = validated_for::<P>(config)?;
     with_workload(&config, WithCustom(&config, protocol))
 }
 
@@ -161,14 +161,14 @@ pub fn run_protocol<P: Protocol, W: Workload>(
     protocol: &P,
     workload: &W,
 ) -> Result<RunOutput, RunError> {
-    let config = validated_for(config, protocol)?;
+    let config = validated_for::<P>(config)?;
     run_staged(&config, protocol, workload)
 }
 
 /// `config` validated for running `P` in this process: its protocol named
 /// by `P::KIND`, a custom kind's name and stages accepted
 /// (`ProtocolKind::check_custom`), and a fabric of one process.
-fn validated_for<P: Protocol>(config: &Config, _protocol: &P) -> Result<Config, RunError> {
+fn validated_for<P: Protocol>(config: &Config) -> Result<Config, RunError> {
     let mut config = config.clone();
     config.protocol = P::KIND;
     P::KIND.check_custom(P::ACCESS_STAGE).map_err(ConfigError)?;
