@@ -164,7 +164,18 @@ pub struct Bootstrap {
     lease_epoch: Option<Instant>,
     lease_granted: Vec<Instant>,
     lease_beat_ns: u64,
+    /// A rank other than 0: the first write to rank 0 that failed, and
+    /// when. It is reported only once what rank 0 sent before it closed
+    /// has been read (or after [`UNSENT_GRACE`]): a rank woken from a
+    /// freeze must learn from rank 0's last frames that it was declared
+    /// failed, even when its first write after waking already finds
+    /// rank 0 gone.
+    unsent: Option<(String, Instant)>,
 }
+
+/// How long a rank other than 0 keeps reading after a write to rank 0
+/// failed, for the frames rank 0 sent before it closed.
+const UNSENT_GRACE: Duration = Duration::from_secs(1);
 
 /// This host's name (for messages naming a rank).
 pub fn hostname() -> String {
@@ -318,14 +329,24 @@ impl Bootstrap {
     }
 
     /// Sends to rank 0 (from another rank) or to every rank (from rank 0).
+    /// A rank other than 0 does not fail here when rank 0 is gone: the
+    /// failure is kept (`unsent`) and reported by the next read, after
+    /// the frames rank 0 sent before it closed.
     pub fn send(&mut self, kind: Kind, body: &[u8]) -> Result<(), String> {
+        if self.unsent.is_some() {
+            return Ok(());
+        }
         for rank in self.peers() {
             if let Some(stream) = self.writers[rank as usize].as_mut() {
                 if let Err(e) = write_frame(stream, kind, body) {
-                    return Err(format!(
+                    let message = format!(
                         "{} is unreachable: {e} (the process died or was killed)",
                         self.describe(rank)
-                    ));
+                    );
+                    if self.rank == 0 {
+                        return Err(message);
+                    }
+                    self.unsent = Some((message, Instant::now()));
                 }
             }
         }
@@ -409,6 +430,11 @@ impl Bootstrap {
     /// at most one event (waiting at most `wait`); true if there was one.
     fn take_event(&mut self, wait: Duration) -> Result<bool, String> {
         self.beat()?;
+        if let Some((_, since)) = &self.unsent {
+            if since.elapsed() >= UNSENT_GRACE {
+                return Err(self.unsent.take().expect("checked").0);
+            }
+        }
         let now = Instant::now();
         for rank in self.peers() {
             let silent = now.duration_since(self.last_heard[rank as usize]);
@@ -471,6 +497,9 @@ impl Bootstrap {
                     self.lose(rank);
                 }
                 Ok(true)
+            }
+            Ok((_, Event::Closed(_))) if self.unsent.is_some() => {
+                Err(self.unsent.take().expect("checked").0)
             }
             Ok((rank, Event::Closed(why))) => {
                 if !self.finished[rank as usize] {
