@@ -434,19 +434,11 @@ fn run_threads<G: NodeProgram>(
                     .name(format!("verbena-n{node}-w{worker_index}"))
                     .spawn_scoped(scope, move || {
                         let endpoint = fabric.endpoint(node, worker_index);
-                        let mut worker =
-                            Worker::new(Box::new(endpoint), program.slots(worker_index));
+                        let worker = Worker::new(Box::new(endpoint), program.slots(worker_index));
                         ready.wait();
                         go.wait();
                         let clock = RunClock::starting_at(config, start_ns.load(Ordering::SeqCst));
-                        if let Some(faults) = faults {
-                            worker = faults.attach_in_process(
-                                worker,
-                                &cluster.layout,
-                                config,
-                                program.give_up_ns(clock),
-                            );
-                        }
+                        let worker = cluster.with_faults(worker, config, program, clock);
                         let start = WorkerStart {
                             workers: std::slice::from_ref(&worker),
                             histories: vec![History::new()],

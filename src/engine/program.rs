@@ -130,6 +130,24 @@ impl Cluster {
         self.faults.as_ref().filter(|_| self.attach_faults)
     }
 
+    /// `worker` with this run's faults attached, when the backend lets
+    /// them strike workers (`attach_faults`); as it is otherwise. Every
+    /// backend's worker thread calls this once its clock has started.
+    pub(crate) fn with_faults<G: NodeProgram>(
+        &self,
+        worker: Worker,
+        config: &Config,
+        program: &G,
+        clock: RunClock,
+    ) -> Worker {
+        match self.attached_faults() {
+            Some(faults) => {
+                faults.attach_in_process(worker, &self.layout, config, program.give_up_ns(clock))
+            }
+            None => worker,
+        }
+    }
+
     /// When the first injected fault strikes on a clock that started at
     /// `start_ns` (`u64::MAX`: none).
     pub(crate) fn fault_at_ns(&self, start_ns: u64) -> u64 {

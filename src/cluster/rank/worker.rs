@@ -54,15 +54,8 @@ impl WorkerThread<'_> {
         };
         let (config, cluster) = (self.config, self.cluster);
         let clock = RunClock::starting_at(config, start_ns);
-        let mut worker = Worker::new(Box::new(endpoint), program.slots(worker_index));
-        if let Some(faults) = cluster.attached_faults() {
-            worker = faults.attach_in_process(
-                worker,
-                &cluster.layout,
-                config,
-                program.give_up_ns(clock),
-            );
-        }
+        let worker = Worker::new(Box::new(endpoint), program.slots(worker_index));
+        let worker = cluster.with_faults(worker, config, program, clock);
         let start = WorkerStart {
             workers: std::slice::from_ref(&worker),
             histories: vec![self.history(worker_index)],
