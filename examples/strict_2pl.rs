@@ -46,10 +46,10 @@
 
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine;
-use verbena::protocols::common::locate_onesided;
 use verbena::protocols::{Primitive, Protocol, ProtocolKind, Served, Stage};
 use verbena::store::NodeStore;
 use verbena::store::SEQ_WORD;
+use verbena::txn::kit::locate_onesided;
 use verbena::txn::{AbortReason, Access, TxnCx, TxnResult};
 
 /// RPC handler kinds of this protocol, from the range left to protocols

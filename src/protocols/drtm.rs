@@ -55,7 +55,7 @@
 //! bits name only a machine), and the end time keeps 63 bits of ns (about
 //! 290 years), where 55 bits minus a 28-bit owner would leave 2^27 ns.
 //! `cx.owner` is `LOCKED(owner)` itself, so the shared commit and release of
-//! `common` (which store 0 = INIT, or CAS the owner to 0) apply unchanged.
+//! `txn::kit` (which store 0 = INIT, or CAS the owner to 0) apply unchanged.
 //!
 //! * one-sided access: CAS(state, expected → desired) and READ(tuple) in one
 //!   doorbell batch (FIFO: the READ sees the tuple after the CAS); `expected`
@@ -71,7 +71,7 @@
 //!   one-sided CAS decides with too. A stale `now` only makes a writer see a
 //!   lease as unexpired a little longer (an abort, never a conflict missed);
 //!   a reader's lease is confirmed at commit against the real clock.
-//! * commit / release: `common`'s (WRITE `seq_end`, record, then
+//! * commit / release: `txn::kit`'s (WRITE `seq_end`, record, then
 //!   `[seq, state = INIT]`; or one RPC per participant).
 //!
 //! Time is `TxnCx::now_ns`: one clock for the whole cluster on the `threads`
@@ -110,8 +110,9 @@
 use crate::store::NodeStore;
 use crate::txn::{ids, AbortReason, TxnCx, TxnResult};
 
-use super::common::{self, kind, lock_addr, status};
+use super::common::kind;
 use super::{Protocol, ProtocolKind, Served, Stage};
+use crate::txn::kit::{self, lock_addr, status};
 
 /// The write-lock bit of the state word.
 pub const W_LOCKED: u64 = 1;
@@ -125,7 +126,7 @@ const EXCLUSIVE_RETRY: u64 = 1;
 /// CAS rounds of one access (each retry follows an expired lease).
 const CAS_ROUNDS: u32 = 4;
 
-/// Access status of an RPC reply beyond `common::status`: a write met an
+/// Access status of an RPC reply beyond `kit::status`: a write met an
 /// unexpired lease.
 const LEASE_HELD: u64 = 10;
 
@@ -229,14 +230,14 @@ impl Drtm {
     }
 
     async fn access_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        common::locate_onesided(cx, index).await?;
+        kit::locate_onesided(cx, index).await?;
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let mut expected = INIT;
         for _ in 0..CAS_ROUNDS {
             let now = cx.now_ns();
             let desired = self.desired(cx, index, now);
-            let (cas, read) = common::queue_cas_then_read_tuple(
+            let (cas, read) = kit::queue_cas_then_read_tuple(
                 &mut cx.round(),
                 access.node,
                 table,
@@ -250,14 +251,14 @@ impl Drtm {
                     if desired & W_LOCKED != 0 {
                         cx.accesses[index].locked = true;
                     }
-                    let tuple = common::decode(table, batch.result(read));
+                    let tuple = kit::decode(table, batch.result(read));
                     debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
                     // Under a lock or a lease nobody writes; a lease that
                     // lapsed before the READ fails the confirmation anyway.
                     if tuple.seq != tuple.seq_end {
                         return Err(AbortReason::ReadInconsistent);
                     }
-                    common::accept_record(cx, index, tuple.seq, tuple.record);
+                    kit::accept_record(cx, index, tuple.seq, tuple.record);
                     cx.accesses[index].meta = end;
                     return Ok(());
                 }
@@ -271,7 +272,7 @@ impl Drtm {
     async fn access_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         let now = cx.now_ns();
         let desired = self.desired(cx, index, now);
-        let call = common::call_access(cx, index, kind::DRTM_ACCESS, &[desired, now]).await?;
+        let call = kit::call_access(cx, index, kind::DRTM_ACCESS, &[desired, now]).await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
         match reply[0] {
@@ -282,7 +283,7 @@ impl Drtm {
                 if reply[0] == status::INCONSISTENT {
                     return Err(AbortReason::ReadInconsistent);
                 }
-                common::accept_record(cx, index, reply[2], &reply[4..]);
+                kit::accept_record(cx, index, reply[2], &reply[4..]);
                 cx.accesses[index].meta = reply[3];
                 Ok(())
             }
@@ -327,7 +328,7 @@ impl Drtm {
         };
         payload.resize(table.tuple_words as usize, 0);
         store.region.read(table.tuple_addr(slot), payload);
-        let tuple = common::decode(table, payload);
+        let tuple = kit::decode(table, payload);
         let (seq, consistent) = (tuple.seq, tuple.seq == tuple.seq_end);
         let record_at = table.record_offset() as usize;
         let code = if consistent {
@@ -336,7 +337,7 @@ impl Drtm {
             status::INCONSISTENT
         };
         let words = table.record_words as usize;
-        common::reply_with_record(payload, record_at, words, &[code, slot, seq, end]);
+        kit::reply_with_record(payload, record_at, words, &[code, slot, seq, end]);
     }
 }
 
@@ -357,7 +358,7 @@ impl Protocol for Drtm {
     }
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        common::in_form!(cx, Stage::Lock,
+        kit::in_form!(cx, Stage::Lock,
             onesided: self.access_onesided(cx, index),
             rpc: self.access_rpc(cx, index))
     }
@@ -388,18 +389,18 @@ impl Protocol for Drtm {
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {
-        common::post_commit(cx);
+        kit::post_commit(cx);
     }
 
     async fn release(&self, cx: &mut TxnCx<'_>) {
-        common::post_release(cx);
+        kit::post_release(cx);
     }
 
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         match kind {
             kind::DRTM_ACCESS => self.serve_access(store, payload),
             other => assert!(
-                common::serve_shared(store, other, payload),
+                kit::serve_shared(store, other, payload),
                 "drtm has no RPC handler {other}"
             ),
         }

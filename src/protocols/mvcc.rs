@@ -59,7 +59,7 @@
 //!   (passive) — every change between `seq_end` and `seq`, so the store's
 //!   tear check covers the version slots too; RPC: one passive request per
 //!   node, storing in the same order.
-//! * release: `common::post_release`.
+//! * release: `kit::post_release`.
 //!
 //! Header layout (words after the store's `[key][seq]`): 0 = lock (0 free,
 //! else the timestamp of the writer holding it — RCC's `tts`), 1 = `rts`
@@ -90,12 +90,13 @@ use crate::fabric::{Batch, VerbId};
 use crate::store::{NodeStore, TableLayout, HEADER_WORD};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
-use super::common::{self, kind, lock_addr, lock_reply, status};
+use super::common::kind;
 use super::timestamp::{
     raise_rts_local, raise_rts_onesided, read_failure, TsClock, READ_TRIES, READ_WAITS,
     READ_WAIT_NS, RPC_WAITS, TOO_LATE,
 };
 use super::{Protocol, ProtocolKind, Served, Stage};
+use crate::txn::kit::{self, lock_addr, lock_reply, status};
 
 /// Header word of `rts`; the version slots follow it.
 const RTS_WORD: u32 = 1;
@@ -160,7 +161,7 @@ impl Mvcc {
 
     /// RCC Cond R1/R2 (a read) on a whole-tuple snapshot.
     fn choose(&self, table: &TableLayout, words: &[u64], ts: u64) -> Choice {
-        let tuple = common::decode(table, words);
+        let tuple = kit::decode(table, words);
         if tuple.seq != tuple.seq_end {
             return Choice::Torn;
         }
@@ -199,7 +200,7 @@ impl Mvcc {
     }
 
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        common::locate_onesided(cx, index).await?;
+        kit::locate_onesided(cx, index).await?;
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let ts = cx.timestamp;
@@ -227,7 +228,7 @@ impl Mvcc {
                 self.clock.observe(cx, wts.max(rts));
                 if let Choice::Take { seq, record, .. } = choice {
                     let record = &words[record..record + table.record_words as usize];
-                    common::accept_record(cx, index, seq, record);
+                    kit::accept_record(cx, index, seq, record);
                 }
                 (choice, rts)
             };
@@ -257,13 +258,13 @@ impl Mvcc {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let call = common::call_access(cx, index, kind::MVCC_READ, &[cx.timestamp, 0]).await?;
+        let call = kit::call_access(cx, index, kind::MVCC_READ, &[cx.timestamp, 0]).await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
         match reply[0] {
             status::OK => {
                 self.clock.observe(cx, reply[3].max(reply[4]));
-                common::accept_record(cx, index, reply[2], &reply[5..]);
+                kit::accept_record(cx, index, reply[2], &reply[5..]);
                 Ok(())
             }
             NO_VERSION => Err(AbortReason::VersionUnavailable),
@@ -324,7 +325,7 @@ impl Mvcc {
             status::STALE
         };
         payload.extend_from_slice(&[verdict, slot, seq, wts, rts]);
-        common::push_record(store, table, slot, payload);
+        kit::push_record(store, table, slot, payload);
     }
 
     /// Lock stage: locks the records that were read first and written later
@@ -334,7 +335,7 @@ impl Mvcc {
         let unlocked_write = |a: &crate::txn::Access| a.write && !a.locked;
         cx.collect_nodes(unlocked_write);
         let ts = cx.timestamp;
-        common::queue_lock_then_read_seq(cx, unlocked_write, 3, |cx, a| {
+        kit::queue_lock_then_read_seq(cx, unlocked_write, 3, |cx, a| {
             (lock_addr(cx.table(a.table), a.slot), 0, ts)
         });
         cx.submit().await?;
@@ -359,12 +360,12 @@ impl Mvcc {
         let unlocked_write = |a: &crate::txn::Access| a.write && !a.locked;
         cx.collect_nodes(unlocked_write);
         let ts = Some(cx.timestamp);
-        common::queue_calls_per_node(cx, kind::MVCC_LOCK, ts, unlocked_write, |_, a, payload| {
+        kit::queue_calls_per_node(cx, kind::MVCC_LOCK, ts, unlocked_write, |_, a, payload| {
             payload.extend_from_slice(&[a.table as u64, a.slot, a.seq]);
             1
         });
         cx.submit().await?;
-        common::lock_outcome(cx, AbortReason::TimestampOrder)
+        kit::lock_outcome(cx, AbortReason::TimestampOrder)
     }
 
     /// Commit: installs a new version of every write-set record and unlocks
@@ -395,7 +396,7 @@ impl Mvcc {
             batch.write(node, table.seq_addr(access.slot), &[new_seq, 0]);
         };
         let batch = cx.round();
-        common::post_locked(cx, batch, form, onesided, |cx, payload, index| {
+        kit::post_locked(cx, batch, form, onesided, |cx, payload, index| {
             let access = cx.accesses[index];
             payload.extend_from_slice(&[access.table as u64, access.slot, access.seq + 1]);
             payload.extend_from_slice(cx.record(index));
@@ -450,7 +451,7 @@ impl Mvcc {
                     let wts = self.latest_wts(table, payload, tuple_seq).unwrap_or(0);
                     let rts = payload[(HEADER_WORD + RTS_WORD) as usize];
                     let head = [status::OK, slot, seq, wts, rts];
-                    common::reply_with_record(payload, record, record_words, &head);
+                    kit::reply_with_record(payload, record, record_words, &head);
                     return Served::Reply;
                 }
             }
@@ -511,11 +512,11 @@ impl Protocol for Mvcc {
     /// a lock (and read), so it uses the `lock` stage's.
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         if cx.accesses[index].write {
-            return common::in_form!(cx, Stage::Lock,
+            return kit::in_form!(cx, Stage::Lock,
                 onesided: self.lock_read_onesided(cx, index),
                 rpc: self.lock_read_rpc(cx, index));
         }
-        common::in_form!(cx, Stage::Read,
+        kit::in_form!(cx, Stage::Read,
             onesided: self.read_onesided(cx, index),
             rpc: self.read_rpc(cx, index))
     }
@@ -524,7 +525,7 @@ impl Protocol for Mvcc {
         if !cx.accesses.iter().any(|a| a.write && !a.locked) {
             return Ok(());
         }
-        common::in_form!(cx, Stage::Lock,
+        kit::in_form!(cx, Stage::Lock,
             onesided: self.lock_onesided(cx),
             rpc: self.lock_rpc(cx))
     }
@@ -534,7 +535,7 @@ impl Protocol for Mvcc {
     }
 
     async fn release(&self, cx: &mut TxnCx<'_>) {
-        common::post_release(cx);
+        kit::post_release(cx);
     }
 
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
@@ -585,7 +586,7 @@ impl Protocol for Mvcc {
                 payload.clear();
             }
             other => assert!(
-                common::serve_shared(store, other, payload),
+                kit::serve_shared(store, other, payload),
                 "mvcc has no RPC handler {other}"
             ),
         }

@@ -57,8 +57,9 @@ use crate::fabric::{CallId, VerbId};
 use crate::store::NodeStore;
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
-use super::common::{self, kind, lock_addr, lock_reply, status};
+use super::common::kind;
 use super::{Protocol, ProtocolKind, Served, Stage};
+use crate::txn::kit::{self, lock_addr, lock_reply, status};
 
 #[derive(Clone, Debug, Default)]
 pub struct Occ {
@@ -72,7 +73,7 @@ pub struct Occ {
 
 impl Occ {
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        common::locate_onesided(cx, index).await?;
+        kit::locate_onesided(cx, index).await?;
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let read = cx.round().read(
@@ -82,7 +83,7 @@ impl Occ {
         );
         cx.submit().await?;
         let batch = cx.batch();
-        let tuple = common::decode(table, batch.result(read));
+        let tuple = kit::decode(table, batch.result(read));
         debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
         if tuple.lock != 0 && !self.read_through_locks {
             return Err(AbortReason::ReadLocked);
@@ -90,17 +91,17 @@ impl Occ {
         if tuple.seq != tuple.seq_end {
             return Err(AbortReason::ReadInconsistent);
         }
-        common::accept_record(cx, index, tuple.seq, tuple.record);
+        kit::accept_record(cx, index, tuple.seq, tuple.record);
         Ok(())
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let call = common::call_access(cx, index, kind::OCC_READ, &[]).await?;
+        let call = kit::call_access(cx, index, kind::OCC_READ, &[]).await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
         match reply[0] {
             status::OK => {
-                common::accept_record(cx, index, reply[2], &reply[3..]);
+                kit::accept_record(cx, index, reply[2], &reply[3..]);
                 Ok(())
             }
             status::LOCKED => Err(AbortReason::ReadLocked),
@@ -111,7 +112,7 @@ impl Occ {
 
     async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         cx.collect_nodes(|a| a.write);
-        common::queue_lock_then_read_seq(
+        kit::queue_lock_then_read_seq(
             cx,
             |a| a.write,
             1,
@@ -138,7 +139,7 @@ impl Occ {
     async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         cx.collect_nodes(|a| a.write);
         // The reply has one status word per entry, in entry order.
-        common::queue_calls_per_node(
+        kit::queue_calls_per_node(
             cx,
             kind::OCC_LOCK,
             Some(cx.owner),
@@ -149,7 +150,7 @@ impl Occ {
             },
         );
         cx.submit().await?;
-        common::lock_outcome(cx, AbortReason::ValidationFailed)
+        kit::lock_outcome(cx, AbortReason::ValidationFailed)
     }
 
     async fn validate_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
@@ -220,7 +221,7 @@ impl Protocol for Occ {
     }
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        common::in_form!(cx, Stage::Read,
+        kit::in_form!(cx, Stage::Read,
             onesided: self.read_onesided(cx, index),
             rpc: self.read_rpc(cx, index))
     }
@@ -229,7 +230,7 @@ impl Protocol for Occ {
         if !cx.accesses.iter().any(|a| a.write) {
             return Ok(());
         }
-        common::in_form!(cx, Stage::Lock,
+        kit::in_form!(cx, Stage::Lock,
             onesided: self.lock_onesided(cx),
             rpc: self.lock_rpc(cx))
     }
@@ -238,28 +239,28 @@ impl Protocol for Occ {
         if self.skip_validation {
             return Ok(());
         }
-        common::in_form!(cx, Stage::Validate,
+        kit::in_form!(cx, Stage::Validate,
             onesided: self.validate_onesided(cx),
             rpc: self.validate_rpc(cx))
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {
-        common::post_commit(cx);
+        kit::post_commit(cx);
     }
 
     async fn release(&self, cx: &mut TxnCx<'_>) {
-        common::post_release(cx);
+        kit::post_release(cx);
     }
 
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         match kind {
             kind::OCC_READ => {
                 let (table_id, key) = (payload[0] as u32, payload[1]);
-                let Some(slot) = common::load_tuple(store, table_id, key, payload) else {
+                let Some(slot) = kit::load_tuple(store, table_id, key, payload) else {
                     return Served::Reply;
                 };
                 let table = store.layout.table(table_id);
-                let tuple = common::decode(table, payload);
+                let tuple = kit::decode(table, payload);
                 let (lock, seq, seq_end) = (tuple.lock, tuple.seq, tuple.seq_end);
                 let record_at = table.record_offset() as usize;
                 let status = if lock != 0 && !self.read_through_locks {
@@ -270,7 +271,7 @@ impl Protocol for Occ {
                     status::OK
                 };
                 let words = table.record_words as usize;
-                common::reply_with_record(payload, record_at, words, &[status, slot, seq]);
+                kit::reply_with_record(payload, record_at, words, &[status, slot, seq]);
             }
             kind::OCC_LOCK => {
                 let owner = payload[0];
@@ -301,7 +302,7 @@ impl Protocol for Occ {
                 payload.push(if valid { status::OK } else { status::STALE });
             }
             other => assert!(
-                common::serve_shared(store, other, payload),
+                kit::serve_shared(store, other, payload),
                 "occ has no RPC handler {other}"
             ),
         }

@@ -1,6 +1,7 @@
 //! The transaction layer (docs/ARCHITECTURE.md, layer 5): the context a protocol's
 //! stages work on ([`TxnCx`]), the API a transaction program sees ([`Txn`]),
-//! and abort reasons.
+//! abort reasons, and the protocol kit ([`kit`]): the shared stage steps
+//! every protocol builds its stages from.
 //!
 //! A program reads and updates records through [`Txn`]; each first access of
 //! a record runs the protocol's execution-phase stage (`Protocol::access`) and
@@ -14,6 +15,7 @@
 //! with write intent (or upgraded by the protocol).
 
 pub mod ids;
+pub mod kit;
 mod protocol;
 
 use std::cell::RefMut;

@@ -87,8 +87,9 @@ use crate::fabric::{CallId, VerbId};
 use crate::store::{NodeStore, TableLayout, HEADER_WORD, SEQ_WORD};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
-use super::common::{self, kind, status};
+use super::common::kind;
 use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
+use crate::txn::kit::{self, status};
 
 const EMPTY: u64 = 0;
 const PENDING: u64 = 1;
@@ -324,13 +325,13 @@ impl Cicada {
     }
 
     async fn fetch(&self, cx: &mut TxnCx<'_>, index: usize, write: bool) -> TxnResult<()> {
-        common::in_form!(cx, Stage::Read,
+        kit::in_form!(cx, Stage::Read,
             onesided: self.fetch_onesided(cx, index, write),
             rpc: self.fetch_rpc(cx, index, write))
     }
 
     async fn fetch_onesided(&self, cx: &mut TxnCx<'_>, index: usize, write: bool) -> TxnResult<()> {
-        common::locate_onesided(cx, index).await?;
+        kit::locate_onesided(cx, index).await?;
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let shape = Shape::of(table);
@@ -353,7 +354,7 @@ impl Cicada {
                 };
                 match pick(&tuple, cx.timestamp, write) {
                     Pick::Found(v) => {
-                        common::accept_record(
+                        kit::accept_record(
                             cx,
                             index,
                             v.seq,
@@ -382,7 +383,7 @@ impl Cicada {
         let access = cx.accesses[index];
         let mut tries = 0;
         loop {
-            let call = common::call_one(
+            let call = kit::call_one(
                 cx,
                 access.node,
                 kind::CICADA_READ,
@@ -402,10 +403,10 @@ impl Cicada {
         }
         let batch = cx.batch();
         let reply = batch.reply(CallId(0));
-        common::remember_reply_slot(cx, index, reply);
+        kit::remember_reply_slot(cx, index, reply);
         match reply[0] {
             status::OK => {
-                common::accept_record(cx, index, reply[2], &reply[3..]);
+                kit::accept_record(cx, index, reply[2], &reply[3..]);
                 Ok(())
             }
             status::NOT_FOUND => Err(AbortReason::NotFound),
@@ -462,13 +463,13 @@ impl Protocol for Cicada {
         if !cx.accesses.iter().any(|a| a.write) {
             return Ok(());
         }
-        common::in_form!(cx, Stage::Lock,
+        kit::in_form!(cx, Stage::Lock,
             onesided: self.install_onesided(cx),
             rpc: self.install_rpc(cx))
     }
 
     async fn validate(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        common::in_form!(cx, Stage::Validate,
+        kit::in_form!(cx, Stage::Validate,
             onesided: self.validate_onesided(cx),
             rpc: self.validate_rpc(cx))
     }

@@ -93,7 +93,7 @@ impl Cicada {
             // A status flip by RPC (`CICADA_FINISH`) landing before these
             // install WRITEs would leave the version PENDING for good.
             if installed {
-                common::submit_before_commit(cx).await?;
+                kit::submit_before_commit(cx).await?;
             } else {
                 cx.submit_passive();
             }

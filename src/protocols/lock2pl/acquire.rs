@@ -28,7 +28,7 @@ impl<R: LockRule> Lock2pl<R> {
         index: usize,
         exclusive: bool,
     ) -> TxnResult<()> {
-        common::locate_onesided(cx, index).await?;
+        kit::locate_onesided(cx, index).await?;
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let lock = lock_addr(table, access.slot);
@@ -73,14 +73,14 @@ impl<R: LockRule> Lock2pl<R> {
                 let others_waiting = waiters.is_some() && tuple[waiters_at] > u64::from(registered);
                 let wounded = status.is_some_and(|s| batch.result_word(s) == WOUNDED);
                 if previous == expected {
-                    let tuple = common::decode(table, tuple);
+                    let tuple = kit::decode(table, tuple);
                     debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
                     debug_assert_eq!(tuple.seq, tuple.seq_end, "a locked tuple cannot be torn");
                     debug_assert!(
                         !exclusive || tuple.lock == me,
                         "an exclusive lock holds its owner"
                     );
-                    common::accept_record(cx, index, tuple.seq, tuple.record);
+                    kit::accept_record(cx, index, tuple.seq, tuple.record);
                 }
                 (previous, others_waiting, wounded)
             };

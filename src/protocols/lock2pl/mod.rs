@@ -146,8 +146,9 @@ use crate::fabric::NodeId;
 use crate::store::NodeStore;
 use crate::txn::{ids, AbortReason, TxnCx, TxnResult};
 
-use super::common::{self, kind, lock_addr, status};
+use super::common::kind;
 use super::{Protocol, ProtocolKind, Served, Stage};
+use crate::txn::kit::{self, lock_addr, status};
 
 /// Bit 63: the word is held exclusively; the rest is the holder's id.
 pub const EXCLUSIVE: u64 = 1 << 63;
@@ -356,11 +357,11 @@ impl<R: LockRule> Protocol for Lock2pl<R> {
     }
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {
-        common::post_unlock(cx, true, |cx, index| !self.exclusive(cx, index));
+        kit::post_unlock(cx, true, |cx, index| !self.exclusive(cx, index));
     }
 
     async fn release(&self, cx: &mut TxnCx<'_>) {
-        common::post_unlock(cx, false, |cx, index| !self.exclusive(cx, index));
+        kit::post_unlock(cx, false, |cx, index| !self.exclusive(cx, index));
     }
 
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
@@ -448,7 +449,7 @@ impl<R: LockRule> Lock2pl<R> {
         if R::WOUNDS && index == 0 {
             self.arm_status(cx).await;
         }
-        common::in_form!(cx, Stage::Lock,
+        kit::in_form!(cx, Stage::Lock,
             onesided: self.lock_onesided(cx, index, exclusive),
             rpc: self.lock_rpc(cx, index, exclusive))
     }
@@ -460,7 +461,7 @@ impl<R: LockRule> Lock2pl<R> {
             return Ok(());
         }
         debug_assert!(cx.accesses[index].locked && !cx.accesses[index].write);
-        let upgraded = common::in_form!(cx, Stage::Lock,
+        let upgraded = kit::in_form!(cx, Stage::Lock,
             onesided: self.upgrade_onesided(cx, index),
             rpc: self.upgrade_rpc(cx, index))?;
         if upgraded {
@@ -477,7 +478,7 @@ impl<R: LockRule> Lock2pl<R> {
             // No access, no lock, status never armed: nothing to protect.
             return Ok(());
         }
-        let previous = common::in_form!(cx, Stage::Log,
+        let previous = kit::in_form!(cx, Stage::Log,
             onesided: self.commit_point_onesided(cx),
             rpc: self.commit_point_rpc(cx))?;
         if previous == cx.owner {
@@ -514,7 +515,7 @@ impl<R: LockRule> Lock2pl<R> {
     async fn upgrade_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<bool> {
         let access = cx.accesses[index];
         let words = [access.table as u64, access.slot, cx.owner];
-        let call = common::call_one(cx, access.node, kind::LOCK2PL_UPGRADE, &words);
+        let call = kit::call_one(cx, access.node, kind::LOCK2PL_UPGRADE, &words);
         cx.submit().await?;
         let ok = cx.batch().reply(call)[0] == status::OK;
         Ok(ok)
@@ -535,7 +536,7 @@ impl<R: LockRule> Lock2pl<R> {
     async fn commit_point_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<u64> {
         let (node, addr) = (cx.worker.node, cx.txn_meta_addr());
         let words = [addr, cx.owner, COMMITTING];
-        let call = common::call_one(cx, node, kind::LOCK2PL_STATUS_CAS, &words);
+        let call = kit::call_one(cx, node, kind::LOCK2PL_STATUS_CAS, &words);
         cx.submit().await?;
         let previous = cx.batch().reply(call)[0];
         Ok(previous)

@@ -76,7 +76,7 @@ impl<R: LockRule> Lock2pl<R> {
                 payload.push(previous);
                 Some(Served::Reply)
             }
-            other => common::serve_shared(store, other, payload).then_some(Served::Reply),
+            other => kit::serve_shared(store, other, payload).then_some(Served::Reply),
         }
     }
 
@@ -157,7 +157,7 @@ impl<R: LockRule> Lock2pl<R> {
                     unregister();
                     payload.clear();
                     payload.extend_from_slice(&[status::OK, slot, store.seq(table_id, slot)]);
-                    common::push_record(store, table, slot, payload);
+                    kit::push_record(store, table, slot, payload);
                     return Served::Reply;
                 }
                 Decision::Die(reason) => {

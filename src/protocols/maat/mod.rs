@@ -103,8 +103,9 @@ use crate::store::{NodeStore, TableLayout, HEADER_WORD, SEQ_WORD};
 use crate::txn::ids::{self, COUNTER_BITS};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
-use super::common::{self, kind, status};
+use super::common::kind;
 use super::{Protocol, ProtocolKind, Served, Stage};
+use crate::txn::kit::{self, status};
 
 /// Metadata slots per coroutine, and their words.
 const META_SLOTS: u64 = 32;
@@ -291,7 +292,7 @@ impl Maat {
             cx.accesses[index].meta |= pos as u64 + 1;
         }
         if !upgrade {
-            let view = common::decode(table, tuple);
+            let view = kit::decode(table, tuple);
             debug_assert_eq!(view.seq, view.seq_end, "a latched tuple cannot be torn");
             let seq = view.seq;
             let record_at = table.record_offset() as usize;
@@ -308,7 +309,7 @@ impl Maat {
         write: bool,
         upgrade: bool,
     ) -> TxnResult<()> {
-        common::in_form!(cx, Stage::Read,
+        kit::in_form!(cx, Stage::Read,
             onesided: self.register_onesided(cx, index, write, upgrade),
             rpc: self.register_rpc(cx, index, write, upgrade))
     }
@@ -320,7 +321,7 @@ impl Maat {
         write: bool,
         upgrade: bool,
     ) -> TxnResult<()> {
-        common::locate_onesided(cx, index).await?;
+        kit::locate_onesided(cx, index).await?;
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let words = Words::of(table);
@@ -333,7 +334,7 @@ impl Maat {
                 if init {
                     queue_init_onesided(cx, &mut batch);
                 }
-                common::queue_cas_then_read_tuple(
+                kit::queue_cas_then_read_tuple(
                     &mut batch,
                     access.node,
                     table,
@@ -534,7 +535,7 @@ impl Protocol for Maat {
 
     async fn commit(&self, cx: &mut TxnCx<'_>) {
         let ts = cx.timestamp;
-        common::in_form!(cx, Stage::Commit,
+        kit::in_form!(cx, Stage::Commit,
             onesided: self.finish_onesided(cx, ts),
             rpc: async { self.commit_rpc(cx, ts) });
         for access in cx.accesses.iter_mut() {
@@ -546,7 +547,7 @@ impl Protocol for Maat {
         if cx.scratch.is_empty() {
             return;
         }
-        common::in_form!(cx, Stage::Release,
+        kit::in_form!(cx, Stage::Release,
             onesided: self.release_onesided(cx),
             rpc: self.release_rpc(cx));
         cx.submit_passive();

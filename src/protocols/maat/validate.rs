@@ -16,7 +16,7 @@ impl Maat {
     /// was reused.
     pub(super) async fn fetch(&self, cx: &mut TxnCx<'_>) -> TxnResult<(u64, u64)> {
         cx.queued.clear();
-        common::in_form!(cx, Stage::Validate,
+        kit::in_form!(cx, Stage::Validate,
             onesided: self.fetch_onesided(cx),
             rpc: self.fetch_rpc(cx))
     }
@@ -117,7 +117,7 @@ impl Maat {
     pub(super) async fn push(&self, cx: &mut TxnCx<'_>, lb: u64, ub: u64) -> TxnResult<bool> {
         let (want_lb, want_ub) = (ub + 1, lb - 1);
         cx.queued.clear();
-        common::in_form!(cx, Stage::Validate,
+        kit::in_form!(cx, Stage::Validate,
             onesided: self.push_onesided(cx, want_lb, want_ub),
             rpc: self.push_rpc(cx, want_lb, want_ub))
     }
@@ -287,7 +287,7 @@ impl Maat {
     /// Freezes this transaction's interval: `Some(ts)` if it commits.
     pub(super) async fn freeze(&self, cx: &mut TxnCx<'_>, lb: u64, ub: u64) -> Option<u64> {
         let (node, slot) = slot_of(cx, cx.txn_id);
-        common::in_form!(cx, Stage::Validate,
+        kit::in_form!(cx, Stage::Validate,
             onesided: self.freeze_onesided(cx, node, slot, lb, ub),
             rpc: self.freeze_rpc(cx, node, slot, lb, ub))
     }
@@ -332,7 +332,7 @@ impl Maat {
         lb: u64,
         ub: u64,
     ) -> Option<u64> {
-        let call = common::call_one(cx, node, kind::MAAT_FREEZE, &[slot, lb, ub]);
+        let call = kit::call_one(cx, node, kind::MAAT_FREEZE, &[slot, lb, ub]);
         cx.submit().await.ok()?;
         let batch = cx.batch();
         let reply = batch.reply(call);

@@ -21,7 +21,7 @@ impl Sundial {
                 return Ok(());
             }
             let unlocked_write = |a: &Access| a.write && !a.locked;
-            common::queue_lock_then_read_seq(cx, unlocked_write, 1, |cx, a| {
+            kit::queue_lock_then_read_seq(cx, unlocked_write, 1, |cx, a| {
                 let expected = a.meta & RTS_MASK;
                 (
                     lease_addr(cx.table(a.table), a.slot),
@@ -64,7 +64,7 @@ impl Sundial {
     pub(super) async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         cx.collect_nodes(|a| a.write);
         // The reply has [status, lease] per entry, in entry order.
-        common::queue_calls_per_node(
+        kit::queue_calls_per_node(
             cx,
             kind::SUNDIAL_LOCK,
             None,
@@ -78,7 +78,7 @@ impl Sundial {
         let batch = cx.batch();
         let mut outcome = Ok(());
         for &(index, at) in &cx.queued {
-            let entry = &common::reply_entry(&batch, at)[..2];
+            let entry = &kit::reply_entry(&batch, at)[..2];
             let access = &mut cx.accesses[index];
             match entry[0] {
                 lock_reply::OK | lock_reply::STALE => {
@@ -215,7 +215,7 @@ impl Sundial {
             batch.write(node, table.seq_addr(access.slot), &[new_seq, commit_ts]);
         };
         let batch = cx.round();
-        common::post_locked(cx, batch, form, onesided, |cx, payload, index| {
+        kit::post_locked(cx, batch, form, onesided, |cx, payload, index| {
             let access = cx.accesses[index];
             debug_assert!(access.write, "only write-set records are locked");
             payload.extend_from_slice(&[access.table as u64, access.slot, access.seq + 1]);
@@ -240,7 +240,7 @@ impl Sundial {
             batch.write_word(node, lease_addr(table, access.slot), lease);
         };
         let batch = cx.round();
-        common::post_locked(cx, batch, form, onesided, |cx, payload, index| {
+        kit::post_locked(cx, batch, form, onesided, |cx, payload, index| {
             let access = cx.accesses[index];
             debug_assert_eq!(access.meta & LOCKED, 0);
             payload.extend_from_slice(&[access.table as u64, access.slot, access.meta]);

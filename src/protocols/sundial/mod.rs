@@ -154,12 +154,13 @@ use crate::fabric::{CallId, VerbId};
 use crate::store::{NodeStore, TableLayout, HEADER_WORD};
 use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
 
-use super::common::{self, kind, lock_reply, status};
+use super::common::kind;
 use super::lock2pl::{
     wait_die_timestamp, Decision, Lock2pl, EXCLUSIVE, WAIT_PAUSE_MAX_NS, WAIT_PAUSE_MIN_NS,
 };
 use super::wait_die::WaitDie;
 use super::{Protocol, ProtocolKind, Served, Stage};
+use crate::txn::kit::{self, lock_reply, status};
 
 /// Write-lock bit of the lease word.
 pub const LOCKED: u64 = 1 << 63;
@@ -180,7 +181,7 @@ const LOCAL_CAS_TRIES: u32 = 64;
 /// READs of a tuple found torn before the read aborts.
 const READ_TRIES: u32 = 3;
 
-/// Per-record status in a `SUNDIAL_LOCK` reply besides `common::lock_reply`'s.
+/// Per-record status in a `SUNDIAL_LOCK` reply besides `kit::lock_reply`'s.
 /// Not locked: the version changed before the lock was taken.
 const LOCK_STALE_FREE: u64 = 3;
 
@@ -237,7 +238,7 @@ fn needs_renewal(access: &Access, commit_ts: u64) -> bool {
 /// Takes a fetched version: its record, `seq`, and lease; `commit_ts` must
 /// not precede its `wts`.
 fn accept(cx: &mut TxnCx<'_>, index: usize, seq: u64, wts: u64, lease: u64, record: &[u64]) {
-    common::accept_record(cx, index, seq, record);
+    kit::accept_record(cx, index, seq, record);
     cx.accesses[index].meta = lease;
     cx.timestamp = cx.timestamp.max(wts);
 }
@@ -265,7 +266,7 @@ fn after_failed_cas(access: &mut Access, previous: u64, seq: u64) -> CasOutcome 
 
 impl Sundial {
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        common::locate_onesided(cx, index).await?;
+        kit::locate_onesided(cx, index).await?;
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         for _ in 0..READ_TRIES {
@@ -277,7 +278,7 @@ impl Sundial {
             cx.submit().await?;
             let batch = cx.batch();
             let words = batch.result(read);
-            let tuple = common::decode(table, words);
+            let tuple = kit::decode(table, words);
             debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
             if tuple.seq != tuple.seq_end {
                 continue;
@@ -290,7 +291,7 @@ impl Sundial {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let call = common::call_access(cx, index, kind::SUNDIAL_READ, &[]).await?;
+        let call = kit::call_access(cx, index, kind::SUNDIAL_READ, &[]).await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
         match reply[0] {
@@ -313,7 +314,7 @@ impl Sundial {
         index: usize,
         upgrade: bool,
     ) -> TxnResult<()> {
-        common::in_form!(cx, Stage::Lock,
+        kit::in_form!(cx, Stage::Lock,
             onesided: self.lock_on_access_onesided(cx, index, upgrade),
             rpc: self.lock_on_access_rpc(cx, index, upgrade))?;
         // Order after the lease the written version had when locked.
@@ -335,7 +336,7 @@ impl Sundial {
         index: usize,
         upgrade: bool,
     ) -> TxnResult<()> {
-        common::locate_onesided(cx, index).await?;
+        kit::locate_onesided(cx, index).await?;
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let lease = lease_addr(table, access.slot);
@@ -344,7 +345,7 @@ impl Sundial {
         let mut expected = if upgrade { access.meta & RTS_MASK } else { 0 };
         let mut pause = WAIT_PAUSE_MIN_NS;
         loop {
-            let (cas, read) = common::queue_cas_then_read_tuple(
+            let (cas, read) = kit::queue_cas_then_read_tuple(
                 &mut cx.round(),
                 access.node,
                 table,
@@ -356,7 +357,7 @@ impl Sundial {
                 let batch = cx.batch();
                 let previous = batch.result_word(cas);
                 let words = batch.result(read);
-                let tuple = common::decode(table, words);
+                let tuple = kit::decode(table, words);
                 debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
                 let stale = upgrade && tuple.seq != access.seq;
                 if previous == expected {
@@ -377,7 +378,7 @@ impl Sundial {
                 // unlocked before this WRITE landed would leave this
                 // transaction named as the next holder — a wrong age, and a
                 // wait cycle (matrix: smallbank seed 2, code 79).
-                common::submit_before_commit(cx).await?;
+                kit::submit_before_commit(cx).await?;
                 return if stale {
                     Err(AbortReason::ValidationFailed)
                 } else {
@@ -412,7 +413,7 @@ impl Sundial {
     ) -> TxnResult<()> {
         let access = cx.accesses[index];
         let seq = if upgrade { access.seq } else { NO_SEQ };
-        let call = common::call_one(
+        let call = kit::call_one(
             cx,
             access.node,
             kind::SUNDIAL_LOCK_READ,
@@ -483,7 +484,7 @@ impl Protocol for Sundial {
         if self.lock_at_access && cx.accesses[index].write {
             return self.lock_on_access(cx, index, false).await;
         }
-        common::in_form!(cx, Stage::Read,
+        kit::in_form!(cx, Stage::Read,
             onesided: self.read_onesided(cx, index),
             rpc: self.read_rpc(cx, index))
     }
@@ -505,7 +506,7 @@ impl Protocol for Sundial {
             debug_assert!(cx.accesses.iter().all(|a| !a.write || a.locked));
             return Ok(());
         }
-        common::in_form!(cx, Stage::Lock,
+        kit::in_form!(cx, Stage::Lock,
             onesided: self.lock_onesided(cx),
             rpc: self.lock_rpc(cx))?;
         // Order after every lease the written versions had when locked.
@@ -521,7 +522,7 @@ impl Protocol for Sundial {
         if !cx.accesses.iter().any(|a| needs_renewal(a, commit_ts)) {
             return Ok(());
         }
-        common::in_form!(cx, Stage::Renew,
+        kit::in_form!(cx, Stage::Renew,
             onesided: self.renew_onesided(cx),
             rpc: self.renew_rpc(cx))
     }

@@ -119,7 +119,7 @@ pub(super) fn serve_lock_read(store: &NodeStore, payload: &mut Vec<u64>) -> Serv
         store.region.load(wts_addr(table, slot)),
         lease,
     ]);
-    common::push_record(store, table, slot, payload);
+    kit::push_record(store, table, slot, payload);
     Served::Reply
 }
 
@@ -134,7 +134,7 @@ impl Sundial {
         match kind {
             kind::SUNDIAL_READ => {
                 let (table_id, key) = (payload[0] as u32, payload[1]);
-                let Some(slot) = common::load_tuple(store, table_id, key, payload) else {
+                let Some(slot) = kit::load_tuple(store, table_id, key, payload) else {
                     return Served::Reply;
                 };
                 let table = store.layout.table(table_id);
@@ -143,13 +143,13 @@ impl Sundial {
                     if read > 0 {
                         store.region.read(table.tuple_addr(slot), payload);
                     }
-                    let tuple = common::decode(table, payload);
+                    let tuple = kit::decode(table, payload);
                     if tuple.seq == tuple.seq_end {
                         consistent = true;
                         break;
                     }
                 }
-                let tuple = common::decode(table, payload);
+                let tuple = kit::decode(table, payload);
                 let (seq, lease) = (tuple.seq, tuple.lock);
                 let wts = payload[(HEADER_WORD + WTS_WORD) as usize];
                 let record_at = table.record_offset() as usize;
@@ -159,12 +159,7 @@ impl Sundial {
                     status::INCONSISTENT
                 };
                 let words = table.record_words as usize;
-                common::reply_with_record(
-                    payload,
-                    record_at,
-                    words,
-                    &[code, slot, seq, wts, lease],
-                );
+                kit::reply_with_record(payload, record_at, words, &[code, slot, seq, wts, lease]);
             }
             kind::SUNDIAL_LOCK => {
                 let entries = payload.len() / 4;

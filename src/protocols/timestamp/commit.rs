@@ -98,7 +98,7 @@ impl Timestamp {
         };
         // Where each entry's reply starts: one word per entry, or
         // `[status, wts, record…]` when fetching.
-        common::queue_calls_per_node(cx, kind, Some(cx.timestamp), pick, |cx, a, payload| {
+        kit::queue_calls_per_node(cx, kind, Some(cx.timestamp), pick, |cx, a, payload| {
             payload.extend_from_slice(&[a.table as u64, a.slot, a.seq, a.locked as u64]);
             if fetch {
                 2 + cx.table(a.table).record_words
@@ -111,7 +111,7 @@ impl Timestamp {
         for q in 0..cx.queued.len() {
             let (index, at) = cx.queued[q];
             let batch = cx.batch();
-            let reply = common::reply_entry(&batch, at);
+            let reply = kit::reply_entry(&batch, at);
             match reply[0] {
                 lock_reply::OK => {
                     cx.accesses[index].locked = true;
@@ -167,7 +167,7 @@ impl Timestamp {
                             ts | LOCK_INSTALLED,
                         ),
                         Primitive::Rpc => {
-                            let payload = common::call_payload(&mut payload, &mut batch, Some(ts));
+                            let payload = kit::call_payload(&mut payload, &mut batch, Some(ts));
                             payload.extend_from_slice(&[
                                 access.table as u64,
                                 access.slot,
@@ -289,7 +289,7 @@ impl Timestamp {
                 queue_install_onesided(batch, table, node, slot, access.seq + 1, record, ts, 0);
             }
         };
-        common::post_locked(cx, batch, form, onesided, |cx, payload, index| {
+        kit::post_locked(cx, batch, form, onesided, |cx, payload, index| {
             let access = cx.accesses[index];
             payload.extend_from_slice(&[access.table as u64, access.slot]);
             if !installed {
@@ -328,7 +328,7 @@ impl Timestamp {
                 0,
             );
         };
-        common::post_locked(cx, batch, form, onesided, |cx, payload, index| {
+        kit::post_locked(cx, batch, form, onesided, |cx, payload, index| {
             let access = cx.accesses[index];
             let (wts, record) = Backups::version(cx, index);
             payload.extend_from_slice(&[access.table as u64, access.slot, access.seq, wts]);

@@ -91,7 +91,7 @@
 //!   WRITE `[seq, lock = 0]` (passive; `wts` before `seq` so that a READ
 //!   that saw the new `seq` saw the new `wts`); RPC: one passive request
 //!   per node storing in the same order.
-//! * release: `common::post_release` (WRITE lock = 0, or the shared UNLOCK
+//! * release: `kit::post_release` (WRITE lock = 0, or the shared UNLOCK
 //!   handler's CAS `ts → 0`).
 //! * cascading lock: the lock round READs the whole tuple (RPC:
 //!   `TS_LOCK_FETCH` replies it) to keep the committed version; the install
@@ -147,8 +147,9 @@ use crate::fabric::{CallId, VerbId};
 use crate::store::{NodeStore, TableLayout, HEADER_WORD, SEQ_WORD};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
-use super::common::{self, kind, lock_addr, lock_reply, status};
+use super::common::kind;
 use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
+use crate::txn::kit::{self, lock_addr, lock_reply, status};
 
 /// Header word of `wts` and of `rts`.
 const WTS_WORD: u32 = 1;
@@ -202,11 +203,11 @@ pub(super) async fn lock_read_onesided(
     clock: &TsClock,
     stamps: impl Fn(&TableLayout, &[u64], u64) -> (u64, u64),
 ) -> TxnResult<()> {
-    common::locate_onesided(cx, index).await?;
+    kit::locate_onesided(cx, index).await?;
     let access = cx.accesses[index];
     let table = cx.table(access.table);
     let ts = cx.timestamp;
-    let (cas, read) = common::queue_cas_then_read_tuple(
+    let (cas, read) = kit::queue_cas_then_read_tuple(
         &mut cx.round(),
         access.node,
         table,
@@ -220,12 +221,12 @@ pub(super) async fn lock_read_onesided(
     }
     cx.accesses[index].locked = true;
     let words = batch.result(read);
-    let tuple = common::decode(table, words);
+    let tuple = kit::decode(table, words);
     debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
     debug_assert_eq!(tuple.seq, tuple.seq_end, "a locked tuple cannot be torn");
     let (wts, rts) = stamps(table, words, tuple.seq);
     clock.observe(cx, wts.max(rts));
-    common::accept_record(cx, index, tuple.seq, tuple.record);
+    kit::accept_record(cx, index, tuple.seq, tuple.record);
     if writable(ts, tuple.seq, tuple.seq, wts, rts) {
         Ok(())
     } else {
@@ -242,14 +243,14 @@ pub(super) async fn lock_read_rpc(
     kind: u16,
     clock: &TsClock,
 ) -> TxnResult<()> {
-    let call = common::call_access(cx, index, kind, &[cx.timestamp]).await?;
+    let call = kit::call_access(cx, index, kind, &[cx.timestamp]).await?;
     let batch = cx.batch();
     let reply = batch.reply(call);
     match reply[0] {
         status::OK | status::STALE => {
             cx.accesses[index].locked = true;
             clock.observe(cx, reply[3].max(reply[4]));
-            common::accept_record(cx, index, reply[2], &reply[5..]);
+            kit::accept_record(cx, index, reply[2], &reply[5..]);
             if reply[0] == status::OK {
                 Ok(())
             } else {
@@ -509,7 +510,7 @@ impl Timestamp {
     }
 
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        common::locate_onesided(cx, index).await?;
+        kit::locate_onesided(cx, index).await?;
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let ts = cx.timestamp;
@@ -525,7 +526,7 @@ impl Timestamp {
             let (verdict, seq, lock, wts, rts) = {
                 let batch = cx.batch();
                 let words = batch.result(read);
-                let tuple = common::decode(table, words);
+                let tuple = kit::decode(table, words);
                 debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
                 let wts = words[(HEADER_WORD + WTS_WORD) as usize];
                 let rts = words[(HEADER_WORD + RTS_WORD) as usize];
@@ -536,7 +537,7 @@ impl Timestamp {
                     Some(judge(ts, self.cascading, tuple.lock, wts, rts))
                 };
                 if let Some(Verdict::Take { .. }) = verdict {
-                    common::accept_record(cx, index, tuple.seq, tuple.record);
+                    kit::accept_record(cx, index, tuple.seq, tuple.record);
                 }
                 (verdict, tuple.seq, tuple.lock, wts, rts)
             };
@@ -569,7 +570,7 @@ impl Timestamp {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let call = common::call_access(
+        let call = kit::call_access(
             cx,
             index,
             kind::TS_READ,
@@ -585,7 +586,7 @@ impl Timestamp {
         if reply[0] == DIRTY_OK {
             self.deps(cx).push(reply[3]);
         }
-        common::accept_record(cx, index, reply[2], &reply[5..]);
+        kit::accept_record(cx, index, reply[2], &reply[5..]);
         Ok(())
     }
 
@@ -688,11 +689,11 @@ impl Protocol for Timestamp {
     /// a lock (and read), so it uses the `lock` stage's.
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         if cx.accesses[index].write {
-            return common::in_form!(cx, Stage::Lock,
+            return kit::in_form!(cx, Stage::Lock,
                 onesided: self.lock_read_onesided(cx, index),
                 rpc: self.lock_read_rpc(cx, index));
         }
-        common::in_form!(cx, Stage::Read,
+        kit::in_form!(cx, Stage::Read,
             onesided: self.read_onesided(cx, index),
             rpc: self.read_rpc(cx, index))
     }
@@ -703,7 +704,7 @@ impl Protocol for Timestamp {
             Backups::reserve(cx);
         }
         if writes {
-            common::in_form!(cx, Stage::Lock,
+            kit::in_form!(cx, Stage::Lock,
                 onesided: self.lock_onesided(cx),
                 rpc: self.lock_rpc(cx))?;
             if self.cascading {
@@ -727,7 +728,7 @@ impl Protocol for Timestamp {
         if self.cascading && Backups::installed(cx) {
             self.post_restore(cx);
         } else {
-            common::post_release(cx);
+            kit::post_release(cx);
         }
     }
 
@@ -741,7 +742,7 @@ impl Protocol for Timestamp {
             kind::TS_INSTALL => serve::install(store, payload),
             kind::TS_OUTCOME => serve::outcome(store, payload),
             other => {
-                let served = common::serve_shared(store, other, payload);
+                let served = kit::serve_shared(store, other, payload);
                 assert!(served, "timestamp has no RPC handler {other}");
                 Served::Reply
             }

@@ -95,7 +95,7 @@ pub(super) fn lock_read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
         status::STALE
     };
     payload.extend_from_slice(&[verdict, slot, seq, wts, rts]);
-    common::push_record(store, table, slot, payload);
+    kit::push_record(store, table, slot, payload);
     Served::Reply
 }
 
@@ -198,7 +198,7 @@ pub(super) fn read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
 }
 
 /// `TS_LOCK` `[ts, (table, slot, read seq, held)…]` → one
-/// `common::lock_reply` word per entry ([`lock_local`]).
+/// `kit::lock_reply` word per entry ([`lock_local`]).
 pub(super) fn lock(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let ts = payload[0];
     let entries = (payload.len() - 1) / 4;

@@ -1,0 +1,126 @@
+//! Fetching a record: finding its tuple (one-sided index probes or the
+//! slot an RPC reply names), reading it, and locking it in the same round.
+
+use crate::fabric::{Batch, NodeId, VerbId};
+use crate::store::index::{IndexLayout, BUCKET_WORDS};
+use crate::store::TableLayout;
+use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
+
+use super::status;
+
+/// Makes `cx.accesses[index].slot` known: a location-cache hit costs
+/// nothing; a miss probes the three cuckoo buckets with one doorbell batch of
+/// READs (one round trip) and fills the cache.
+pub async fn locate_onesided(cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+    if cx.locate_cached(index) {
+        return Ok(());
+    }
+    let access = cx.accesses[index];
+    let table = cx.table(access.table);
+    let reads = {
+        let mut batch = cx.round();
+        table
+            .index
+            .candidates(access.key)
+            .map(|bucket| batch.read(access.node, bucket, BUCKET_WORDS as u32))
+    };
+    cx.submit().await?;
+    let found = {
+        let batch = cx.batch();
+        reads
+            .iter()
+            .find_map(|&id| IndexLayout::find_in_bucket(access.key, batch.result(id)))
+    };
+    match found {
+        Some(slot) => {
+            cx.remember_slot(index, slot);
+            Ok(())
+        }
+        None => Err(AbortReason::NotFound),
+    }
+}
+
+/// After an RPC access's reply `[status, slot, …]`: keeps the slot the
+/// serving node found, in the access and in the location cache (which RPC
+/// replies refill too, DrTM+H §5.1), unless it found no such row.
+pub fn remember_reply_slot(cx: &mut TxnCx<'_>, index: usize, reply: &[u64]) {
+    if reply[0] != status::NOT_FOUND {
+        cx.remember_slot(index, reply[1]);
+    }
+}
+
+/// The RPC access of `cx.accesses[index]`: one call of `kind` to its node
+/// with `[table, key, extra…]`, awaited; the slot the reply names
+/// (`[status, slot, …]`) is kept as [`remember_reply_slot`] does. Returns
+/// the call, whose reply `cx.batch()` holds.
+pub async fn call_access(
+    cx: &mut TxnCx<'_>,
+    index: usize,
+    kind: u16,
+    extra: &[u64],
+) -> TxnResult<crate::fabric::CallId> {
+    let access = cx.accesses[index];
+    let call = {
+        let mut batch = cx.round();
+        let mut payload = batch.payload();
+        payload.extend_from_slice(&[access.table as u64, access.key]);
+        payload.extend_from_slice(extra);
+        batch.call(access.node, kind, payload, false)
+    };
+    cx.submit().await?;
+    let batch = cx.batch();
+    remember_reply_slot(cx, index, batch.reply(call));
+    Ok(call)
+}
+
+/// Copies a fetched record into the access's copy and notes its version.
+pub fn accept_record(cx: &mut TxnCx<'_>, index: usize, seq: u64, record: &[u64]) {
+    cx.accesses[index].seq = seq;
+    cx.record_mut(index).copy_from_slice(record);
+}
+
+/// Appends CAS(`word`, `expected` → `desired`) and a READ of the whole
+/// tuple at `slot` on `node` to `batch`, in that order: the queue pair's
+/// FIFO makes the READ see the tuple as the CAS left it, so one round both
+/// takes a lock word and fetches what it guards (or shows who holds it).
+pub fn queue_cas_then_read_tuple(
+    batch: &mut Batch,
+    node: NodeId,
+    table: &TableLayout,
+    slot: u64,
+    (word, expected, desired): (u64, u64, u64),
+) -> (VerbId, VerbId) {
+    let cas = batch.cas(node, word, expected, desired);
+    let read = batch.read(node, table.tuple_addr(slot), table.tuple_words);
+    (cas, read)
+}
+
+/// Queues on `cx`'s round, per node in `cx.nodes` and each access there
+/// that `pick` selects, a CAS of its lock word (`lock` gives `(address,
+/// expected, desired)`), then a READ of `read_words` words from its `seq`:
+/// FIFO on the queue pair, so the READ sees the tuple as the CAS left it.
+/// `cx.queued` gets `(access index, the CAS's verb id)`; the READ is the
+/// next verb.
+pub fn queue_lock_then_read_seq(
+    cx: &mut TxnCx<'_>,
+    pick: impl Fn(&Access) -> bool,
+    read_words: u32,
+    lock: impl Fn(&TxnCx<'_>, &Access) -> (u64, u64, u64),
+) {
+    let mut batch = cx.round();
+    cx.queued.clear();
+    for n in 0..cx.nodes.len() {
+        let node = cx.nodes[n];
+        for index in 0..cx.accesses.len() {
+            let access = cx.accesses[index];
+            if !(pick(&access) && access.node == node) {
+                continue;
+            }
+            let (word, expected, desired) = lock(cx, &access);
+            let cas = batch.cas(node, word, expected, desired);
+            let table = cx.table(access.table);
+            batch.read(node, table.seq_addr(access.slot), read_words);
+            cx.queued.push((index, cas.0));
+        }
+    }
+}
