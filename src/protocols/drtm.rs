@@ -297,8 +297,7 @@ impl Drtm {
     fn serve_access(&self, store: &NodeStore, payload: &mut Vec<u64>) {
         let (table_id, key, desired, now) = (payload[0] as u32, payload[1], payload[2], payload[3]);
         payload.clear();
-        let Some(slot) = store.lookup(table_id, key) else {
-            payload.push(status::NOT_FOUND);
+        let Some(slot) = kit::find_row(store, table_id, key, payload) else {
             return;
         };
         let table = store.layout.table(table_id);
@@ -399,10 +398,7 @@ impl Protocol for Drtm {
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         match kind {
             kind::DRTM_ACCESS => self.serve_access(store, payload),
-            other => assert!(
-                kit::serve_shared(store, other, payload),
-                "drtm has no RPC handler {other}"
-            ),
+            other => return kit::serve_shared_or_panic(store, other, payload, "drtm"),
         }
         Served::Reply
     }

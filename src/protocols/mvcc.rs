@@ -92,8 +92,8 @@ use crate::txn::{AbortReason, TxnCx, TxnResult};
 
 use super::common::kind;
 use super::timestamp::{
-    raise_rts_local, raise_rts_onesided, read_failure, TsClock, READ_TRIES, READ_WAITS,
-    READ_WAIT_NS, RPC_WAITS, TOO_LATE,
+    offer_again, raise_rts_local, raise_rts_onesided, read_failure, ReadTries, TsClock, READ_TRIES,
+    RPC_WAITS, TOO_LATE,
 };
 use super::{Protocol, ProtocolKind, Served, Stage};
 use crate::txn::kit::{self, lock_addr, lock_reply, status};
@@ -204,15 +204,9 @@ impl Mvcc {
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let ts = cx.timestamp;
-        let mut failure = AbortReason::ReadLocked;
-        let (mut tries, mut waits) = (0, 0);
-        while tries < READ_TRIES && waits < READ_WAITS {
-            let read = cx.round().read(
-                access.node,
-                table.tuple_addr(access.slot),
-                table.tuple_words,
-            );
-            cx.submit().await?;
+        let mut tries = ReadTries::new();
+        while tries.left() {
+            let read = kit::read_tuple_onesided(cx, index).await?;
             let (choice, rts) = {
                 let batch = cx.batch();
                 let words = batch.result(read);
@@ -234,27 +228,19 @@ impl Mvcc {
             };
             match choice {
                 Choice::Refuse(reason) => return Err(reason),
-                Choice::Torn => {
-                    failure = AbortReason::ReadInconsistent;
-                    tries += 1;
-                }
-                Choice::Wait => {
-                    failure = AbortReason::ReadLocked;
-                    waits += 1;
-                    cx.worker.sleep(cx.co, READ_WAIT_NS).await;
-                }
+                Choice::Torn => tries.torn(),
+                Choice::Wait => tries.wait(cx).await,
                 Choice::Take { raise: false, .. } => return Ok(()),
                 Choice::Take { seq, .. } => {
                     let rts_addr = table.header_addr(access.slot, RTS_WORD);
                     if raise_rts_onesided(cx, index, rts_addr, rts, seq, 0).await {
                         return Ok(());
                     }
-                    failure = AbortReason::ReadLocked;
-                    tries += 1;
+                    tries.raise_lost();
                 }
             }
         }
-        Err(failure)
+        Err(tries.failure)
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
@@ -300,8 +286,7 @@ impl Mvcc {
     fn serve_lock_read(&self, store: &NodeStore, payload: &mut Vec<u64>) {
         let (table_id, key, ts) = (payload[0] as u32, payload[1], payload[2]);
         payload.clear();
-        let Some(slot) = store.lookup(table_id, key) else {
-            payload.push(status::NOT_FOUND);
+        let Some(slot) = kit::find_row(store, table_id, key, payload) else {
             return;
         };
         let table = store.layout.table(table_id);
@@ -359,8 +344,8 @@ impl Mvcc {
     async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         let unlocked_write = |a: &crate::txn::Access| a.write && !a.locked;
         cx.collect_nodes(unlocked_write);
-        let ts = Some(cx.timestamp);
-        kit::queue_calls_per_node(cx, kind::MVCC_LOCK, ts, unlocked_write, |_, a, payload| {
+        let ts = [cx.timestamp];
+        kit::queue_calls_per_node(cx, kind::MVCC_LOCK, &ts, unlocked_write, |_, a, payload| {
             payload.extend_from_slice(&[a.table as u64, a.slot, a.seq]);
             1
         });
@@ -387,20 +372,15 @@ impl Mvcc {
         let onesided = |cx: &TxnCx<'_>, batch: &mut Batch, index: usize| {
             let access = cx.accesses[index];
             let (node, table, new_seq) = (access.node, cx.table(access.table), access.seq + 1);
-            let tuple = table.tuple_addr(access.slot);
             let slot = table.header_addr(access.slot, self.slot_word(table, new_seq));
-            batch.write_word(node, tuple + table.seq_end_offset() as u64, new_seq);
+            batch.write_word(node, kit::seq_end_addr(table, access.slot), new_seq);
             batch.write(node, slot, &[cx.timestamp, new_seq + 1]);
             batch.write(node, slot + 2, cx.record(index));
             batch.write(node, table.record_addr(access.slot), cx.record(index));
             batch.write(node, table.seq_addr(access.slot), &[new_seq, 0]);
         };
         let batch = cx.round();
-        kit::post_locked(cx, batch, form, onesided, |cx, payload, index| {
-            let access = cx.accesses[index];
-            payload.extend_from_slice(&[access.table as u64, access.slot, access.seq + 1]);
-            payload.extend_from_slice(cx.record(index));
-        });
+        kit::post_locked(cx, batch, form, onesided, kit::push_write_back);
     }
 
     /// Handler of `MVCC_READ`: `[table, key, ts, waits]` → `[status, slot,
@@ -410,9 +390,7 @@ impl Mvcc {
     fn serve_read(&self, store: &NodeStore, payload: &mut Vec<u64>) -> Served {
         let request = [payload[0], payload[1], payload[2], payload[3]];
         let (table_id, key, ts) = (request[0] as u32, request[1], request[2]);
-        let Some(slot) = store.lookup(table_id, key) else {
-            payload.clear();
-            payload.push(status::NOT_FOUND);
+        let Some(slot) = kit::find_row(store, table_id, key, payload) else {
             return Served::Reply;
         };
         let table = store.layout.table(table_id);
@@ -423,13 +401,7 @@ impl Mvcc {
             store.region.read(table.tuple_addr(slot), payload);
             match self.choose(table, payload, ts) {
                 Choice::Torn => reply_status = status::INCONSISTENT,
-                Choice::Wait if request[3] < RPC_WAITS => {
-                    // The request, its wait count raised, to be offered again.
-                    payload.clear();
-                    payload.extend_from_slice(&request);
-                    payload[3] += 1;
-                    return Served::Wait;
-                }
+                Choice::Wait if request[3] < RPC_WAITS => return offer_again(payload, &request, 3),
                 Choice::Wait => {
                     reply_status = status::LOCKED;
                     break;
@@ -565,30 +537,21 @@ impl Protocol for Mvcc {
             }
             kind::MVCC_COMMIT => {
                 let ts = payload[0];
-                let mut at = 1;
-                while at < payload.len() {
-                    let table = store.layout.table(payload[at] as u32);
-                    let (slot, new_seq) = (payload[at + 1], payload[at + 2]);
-                    let record = &payload[at + 3..at + 3 + table.record_words as usize];
+                for entry in kit::write_back_entries(store, &payload[1..]) {
+                    let (table, slot, new_seq, record) =
+                        (entry.table, entry.slot, entry.new_seq, entry.record);
                     debug_assert_eq!(store.region.load(lock_addr(table, slot)), ts);
                     let version = table.header_addr(slot, self.slot_word(table, new_seq));
-                    store.region.store(
-                        table.tuple_addr(slot) + table.seq_end_offset() as u64,
-                        new_seq,
-                    );
+                    store.region.store(kit::seq_end_addr(table, slot), new_seq);
                     store.region.write(version, &[ts, new_seq + 1]);
                     store.region.write(version + 2, record);
                     store.region.write(table.record_addr(slot), record);
                     store.region.store(table.seq_addr(slot), new_seq);
                     store.region.store(lock_addr(table, slot), 0);
-                    at += 3 + table.record_words as usize;
                 }
                 payload.clear();
             }
-            other => assert!(
-                kit::serve_shared(store, other, payload),
-                "mvcc has no RPC handler {other}"
-            ),
+            other => return kit::serve_shared_or_panic(store, other, payload, "mvcc"),
         }
         Served::Reply
     }

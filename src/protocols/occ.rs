@@ -53,9 +53,9 @@
 //! the version it read, with no other owner's lock, at a time when it holds
 //! every lock of its write set — the serialization point.
 
-use crate::fabric::{CallId, VerbId};
+use crate::fabric::VerbId;
 use crate::store::NodeStore;
-use crate::txn::{AbortReason, TxnCx, TxnResult};
+use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
 
 use super::common::kind;
 use super::{Protocol, ProtocolKind, Served, Stage};
@@ -74,14 +74,9 @@ pub struct Occ {
 impl Occ {
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         kit::locate_onesided(cx, index).await?;
+        let read = kit::read_tuple_onesided(cx, index).await?;
         let access = cx.accesses[index];
         let table = cx.table(access.table);
-        let read = cx.round().read(
-            access.node,
-            table.tuple_addr(access.slot),
-            table.tuple_words,
-        );
-        cx.submit().await?;
         let batch = cx.batch();
         let tuple = kit::decode(table, batch.result(read));
         debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
@@ -142,7 +137,7 @@ impl Occ {
         kit::queue_calls_per_node(
             cx,
             kind::OCC_LOCK,
-            Some(cx.owner),
+            &[cx.owner],
             |a| a.write,
             |_, a, payload| {
                 payload.extend_from_slice(&[a.table as u64, a.slot, a.seq]);
@@ -158,23 +153,18 @@ impl Occ {
         if cx.nodes.is_empty() {
             return Ok(());
         }
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for &node in &cx.nodes {
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if access.write || access.node != node {
-                        continue;
-                    }
-                    let table = cx.table(access.table);
-                    // Lock first, then seq, as two verbs (FIFO): see the
-                    // module doc for why one READ of [seq, lock] is unsafe.
-                    let lock = batch.read(node, lock_addr(table, access.slot), 1);
-                    batch.read(node, table.seq_addr(access.slot), 1);
-                    cx.queued.push((index, lock.0));
-                }
-            }
-        }
+        kit::queue_per_node(
+            cx,
+            |a| !a.write,
+            |cx, batch, a| {
+                let table = cx.table(a.table);
+                // Lock first, then seq, as two verbs (FIFO): see the
+                // module doc for why one READ of [seq, lock] is unsafe.
+                let lock = batch.read(a.node, lock_addr(table, a.slot), 1);
+                batch.read(a.node, table.seq_addr(a.slot), 1);
+                lock
+            },
+        );
         cx.submit().await?;
         let batch = cx.batch();
         for &(index, lock) in &cx.queued {
@@ -191,22 +181,13 @@ impl Occ {
         if cx.nodes.is_empty() {
             return Ok(());
         }
-        {
-            let mut batch = cx.round();
-            for &node in &cx.nodes {
-                let mut payload = batch.payload();
-                for access in cx.accesses.iter().filter(|a| !a.write && a.node == node) {
-                    payload.extend_from_slice(&[access.table as u64, access.slot, access.seq]);
-                }
-                batch.call(node, kind::OCC_VALIDATE, payload, false);
-            }
-        }
-        cx.submit().await?;
-        let batch = cx.batch();
-        for n in 0..cx.nodes.len() {
-            if batch.reply(CallId(n as u16))[0] != status::OK {
-                return Err(AbortReason::ValidationFailed);
-            }
+        let read_only = |a: &Access| !a.write;
+        let valid =
+            kit::call_nodes_all_ok(cx, kind::OCC_VALIDATE, &[], read_only, |_, a, words| {
+                words.extend_from_slice(&[a.table as u64, a.slot, a.seq]);
+            });
+        if !valid.await? {
+            return Err(AbortReason::ValidationFailed);
         }
         Ok(())
     }
@@ -301,10 +282,7 @@ impl Protocol for Occ {
                 payload.clear();
                 payload.push(if valid { status::OK } else { status::STALE });
             }
-            other => assert!(
-                kit::serve_shared(store, other, payload),
-                "occ has no RPC handler {other}"
-            ),
+            other => return kit::serve_shared_or_panic(store, other, payload, "occ"),
         }
         Served::Reply
     }

@@ -85,7 +85,7 @@
 
 use crate::fabric::{CallId, VerbId};
 use crate::store::{NodeStore, TableLayout, HEADER_WORD, SEQ_WORD};
-use crate::txn::{AbortReason, TxnCx, TxnResult};
+use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
 
 use super::common::kind;
 use super::{Primitive, Protocol, ProtocolKind, Served, Stage};
@@ -337,12 +337,7 @@ impl Cicada {
         let shape = Shape::of(table);
         let mut tries = 0;
         loop {
-            let read = cx.round().read(
-                access.node,
-                table.tuple_addr(access.slot),
-                table.tuple_words,
-            );
-            cx.submit().await?;
+            let read = kit::read_tuple_onesided(cx, index).await?;
             let retry = {
                 let batch = cx.batch();
                 let words = batch.result(read);

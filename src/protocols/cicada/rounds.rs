@@ -184,7 +184,7 @@ impl Cicada {
                     Primitive::OneSided => {
                         let tuple = table.tuple_addr(access.slot);
                         if commit {
-                            batch.write_word(node, tuple + table.seq_end_offset() as u64, new_seq);
+                            batch.write_word(node, kit::seq_end_addr(table, access.slot), new_seq);
                             batch.write(node, table.record_addr(access.slot), cx.record(index));
                             batch.write_word(node, table.seq_addr(access.slot), new_seq);
                         }
@@ -334,27 +334,23 @@ impl Cicada {
     }
 
     pub(super) async fn validate_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        cx.collect_nodes(|a| !a.write);
+        let read_only = |a: &Access| !a.write;
+        cx.collect_nodes(read_only);
         if cx.nodes.is_empty() {
             return Ok(());
         }
-        {
-            let mut batch = cx.round();
-            for &node in &cx.nodes {
-                let mut payload = batch.payload();
-                payload.extend_from_slice(&[cx.owner, cx.timestamp]);
-                for access in cx.accesses.iter().filter(|a| !a.write && a.node == node) {
-                    payload.extend_from_slice(&[access.table as u64, access.slot, access.seq]);
-                }
-                batch.call(node, kind::CICADA_VALIDATE, payload, false);
-            }
-        }
-        cx.submit().await?;
-        let batch = cx.batch();
-        for n in 0..cx.nodes.len() {
-            if batch.reply(CallId(n as u16))[0] != status::OK {
-                return Err(AbortReason::ValidationFailed);
-            }
+        let head = [cx.owner, cx.timestamp];
+        let valid = kit::call_nodes_all_ok(
+            cx,
+            kind::CICADA_VALIDATE,
+            &head,
+            read_only,
+            |_, a, words| {
+                words.extend_from_slice(&[a.table as u64, a.slot, a.seq]);
+            },
+        );
+        if !valid.await? {
+            return Err(AbortReason::ValidationFailed);
         }
         Ok(())
     }

@@ -14,9 +14,7 @@ use super::*;
 pub(super) fn read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let region = &store.region;
     let (table_id, key, bts, write) = (payload[0] as u32, payload[1], payload[2], payload[3] != 0);
-    let Some(slot) = store.lookup(table_id, key) else {
-        payload.clear();
-        payload.push(status::NOT_FOUND);
+    let Some(slot) = kit::find_row(store, table_id, key, payload) else {
         return Served::Reply;
     };
     let table = store.layout.table(table_id);
@@ -197,7 +195,7 @@ pub(super) fn finish(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
         let tuple = table.tuple_addr(slot);
         if commit {
             let record = &payload[at + 4..at + 4 + shape.record];
-            region.store(tuple + table.seq_end_offset() as u64, new_seq);
+            region.store(kit::seq_end_addr(table, slot), new_seq);
             region.write(table.record_addr(slot), record);
             region.store(table.seq_addr(slot), new_seq);
         }

@@ -109,9 +109,7 @@ impl<R: LockRule> Lock2pl<R> {
     ) -> Served {
         let (table_id, key, me, flags) = (payload[0] as u32, payload[1], payload[2], payload[3]);
         let wounded_holder = payload[5];
-        let Some(slot) = store.lookup(table_id, key) else {
-            payload.clear();
-            payload.push(status::NOT_FOUND);
+        let Some(slot) = kit::find_row(store, table_id, key, payload) else {
             return Served::Reply;
         };
         if R::WOUNDS {

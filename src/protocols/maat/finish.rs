@@ -110,8 +110,7 @@ impl Maat {
                     }
                     if access.write {
                         let new_seq = access.seq + 1;
-                        let tuple = table.tuple_addr(slot);
-                        batch.write_word(node, tuple + table.seq_end_offset() as u64, new_seq);
+                        batch.write_word(node, kit::seq_end_addr(table, slot), new_seq);
                         batch.write(node, table.record_addr(slot), cx.record(index));
                         batch.write(
                             node,

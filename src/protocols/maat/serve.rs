@@ -28,9 +28,7 @@ pub(super) fn register(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let region = &store.region;
     let (table_id, key, txn, owner) = (payload[0] as u32, payload[1], payload[2], payload[3]);
     let (flags, expected_seq) = (payload[4], payload[5]);
-    let Some(slot) = store.lookup(table_id, key) else {
-        payload.clear();
-        payload.push(status::NOT_FOUND);
+    let Some(slot) = kit::find_row(store, table_id, key, payload) else {
         return Served::Reply;
     };
     let table = store.layout.table(table_id);
@@ -182,10 +180,7 @@ pub(super) fn commit(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
         if new_seq != 0 {
             debug_assert_eq!(store.seq(table.id, slot) + 1, new_seq);
             let record = &payload[at + 4..at + 4 + table.record_words as usize];
-            region.store(
-                table.tuple_addr(slot) + table.seq_end_offset() as u64,
-                new_seq,
-            );
+            region.store(kit::seq_end_addr(table, slot), new_seq);
             region.write(table.record_addr(slot), record);
             let wts = table.header_addr(slot, words.wts());
             region.store(wts, region.load(wts).max(ts));

@@ -67,7 +67,7 @@ impl Sundial {
         kit::queue_calls_per_node(
             cx,
             kind::SUNDIAL_LOCK,
-            None,
+            &[],
             |a| a.write,
             |_, a, payload| {
                 payload.extend_from_slice(&[a.table as u64, a.slot, a.seq, a.meta]);
@@ -103,23 +103,15 @@ impl Sundial {
             if cx.nodes.is_empty() {
                 return Ok(());
             }
-            {
-                let mut batch = cx.round();
-                cx.queued.clear();
-                for &node in &cx.nodes {
-                    for (index, access) in cx.accesses.iter().enumerate() {
-                        if access.node != node || !needs_renewal(access, commit_ts) {
-                            continue;
-                        }
-                        let table = cx.table(access.table);
-                        let expected = access.meta & RTS_MASK;
-                        let cas =
-                            batch.cas(node, lease_addr(table, access.slot), expected, commit_ts);
-                        batch.read(node, table.seq_addr(access.slot), 1);
-                        cx.queued.push((index, cas.0));
-                    }
-                }
-            }
+            kit::queue_lock_then_read_seq(
+                cx,
+                |a| needs_renewal(a, commit_ts),
+                1,
+                |cx, a| {
+                    let lease = lease_addr(cx.table(a.table), a.slot);
+                    (lease, a.meta & RTS_MASK, commit_ts)
+                },
+            );
             cx.submit().await?;
             let batch = cx.batch();
             for &(index, cas) in &cx.queued {
@@ -146,31 +138,15 @@ impl Sundial {
 
     pub(super) async fn renew_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
         let commit_ts = cx.timestamp;
-        cx.collect_nodes(|a| needs_renewal(a, commit_ts));
-        {
-            let mut batch = cx.round();
-            for &node in &cx.nodes {
-                let mut payload = batch.payload();
-                payload.push(commit_ts);
-                for access in cx.accesses.iter() {
-                    if access.node == node && needs_renewal(access, commit_ts) {
-                        payload.extend_from_slice(&[
-                            access.table as u64,
-                            access.slot,
-                            access.seq,
-                            access.meta,
-                        ]);
-                    }
-                }
-                batch.call(node, kind::SUNDIAL_RENEW, payload, false);
-            }
-        }
-        cx.submit().await?;
-        let batch = cx.batch();
-        for n in 0..cx.nodes.len() {
-            if batch.reply(CallId(n as u16))[0] != status::OK {
-                return Err(AbortReason::RenewFailed);
-            }
+        let short = |a: &Access| needs_renewal(a, commit_ts);
+        cx.collect_nodes(short);
+        let head = [commit_ts];
+        let renewed =
+            kit::call_nodes_all_ok(cx, kind::SUNDIAL_RENEW, &head, short, |_, a, words| {
+                words.extend_from_slice(&[a.table as u64, a.slot, a.seq, a.meta]);
+            });
+        if !renewed.await? {
+            return Err(AbortReason::RenewFailed);
         }
         // Every lease short of commit_ts now reaches it.
         for access in cx.accesses.iter_mut() {
@@ -203,8 +179,7 @@ impl Sundial {
                 "commit_ts is past the rts the lock froze"
             );
             let (node, table, new_seq) = (access.node, cx.table(access.table), access.seq + 1);
-            let tuple = table.tuple_addr(access.slot);
-            batch.write_word(node, tuple + table.seq_end_offset() as u64, new_seq);
+            batch.write_word(node, kit::seq_end_addr(table, access.slot), new_seq);
             batch.write(node, table.record_addr(access.slot), cx.record(index));
             if self.lock_at_access {
                 // wts and the owner word, adjacent: no holder.
@@ -216,10 +191,11 @@ impl Sundial {
         };
         let batch = cx.round();
         kit::post_locked(cx, batch, form, onesided, |cx, payload, index| {
-            let access = cx.accesses[index];
-            debug_assert!(access.write, "only write-set records are locked");
-            payload.extend_from_slice(&[access.table as u64, access.slot, access.seq + 1]);
-            payload.extend_from_slice(cx.record(index));
+            debug_assert!(
+                cx.accesses[index].write,
+                "only write-set records are locked"
+            );
+            kit::push_write_back(cx, payload, index);
         });
     }
 

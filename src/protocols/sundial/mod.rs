@@ -150,7 +150,7 @@
 //! Here: the lease words, the read and the lock at access; `commit` holds
 //! the commit-time stages, `serve` the RPC handlers.
 
-use crate::fabric::{CallId, VerbId};
+use crate::fabric::VerbId;
 use crate::store::{NodeStore, TableLayout, HEADER_WORD};
 use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
 
@@ -270,12 +270,7 @@ impl Sundial {
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         for _ in 0..READ_TRIES {
-            let read = cx.round().read(
-                access.node,
-                table.tuple_addr(access.slot),
-                table.tuple_words,
-            );
-            cx.submit().await?;
+            let read = kit::read_tuple_onesided(cx, index).await?;
             let batch = cx.batch();
             let words = batch.result(read);
             let tuple = kit::decode(table, words);
@@ -413,19 +408,9 @@ impl Sundial {
     ) -> TxnResult<()> {
         let access = cx.accesses[index];
         let seq = if upgrade { access.seq } else { NO_SEQ };
-        let call = kit::call_one(
-            cx,
-            access.node,
-            kind::SUNDIAL_LOCK_READ,
-            &[access.table as u64, access.key, cx.owner, seq],
-        );
-        cx.submit().await?;
+        let call = kit::call_access(cx, index, kind::SUNDIAL_LOCK_READ, &[cx.owner, seq]).await?;
         let batch = cx.batch();
         let reply = batch.reply(call);
-        if reply[0] == status::NOT_FOUND {
-            return Err(AbortReason::NotFound);
-        }
-        cx.remember_slot(index, reply[1]);
         match reply[0] {
             status::OK if upgrade => {
                 cx.accesses[index].locked = true;
@@ -443,6 +428,7 @@ impl Sundial {
                 Err(AbortReason::ValidationFailed)
             }
             ACCESS_STALE => Err(AbortReason::ValidationFailed),
+            status::NOT_FOUND => Err(AbortReason::NotFound),
             _ => {
                 debug_assert_eq!(reply[0], ACCESS_DIED);
                 Err(AbortReason::Died)

@@ -77,9 +77,7 @@ pub(super) fn renew_local(
 /// it waits. The same CAS on the same word as the one-sided form.
 pub(super) fn serve_lock_read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let (table_id, key, me, seq_read) = (payload[0] as u32, payload[1], payload[2], payload[3]);
-    let Some(slot) = store.lookup(table_id, key) else {
-        payload.clear();
-        payload.push(status::NOT_FOUND);
+    let Some(slot) = kit::find_row(store, table_id, key, payload) else {
         return Served::Reply;
     };
     let table = store.layout.table(table_id);
@@ -183,17 +181,12 @@ impl Sundial {
             }
             kind::SUNDIAL_WRITE_BACK => {
                 let commit_ts = payload[0];
-                let mut at = 1;
-                while at < payload.len() {
-                    let table = store.layout.table(payload[at] as u32);
-                    let (slot, new_seq) = (payload[at + 1], payload[at + 2]);
-                    let record = &payload[at + 3..at + 3 + table.record_words as usize];
+                for entry in kit::write_back_entries(store, &payload[1..]) {
+                    let (table, slot, new_seq, record) =
+                        (entry.table, entry.slot, entry.new_seq, entry.record);
                     debug_assert_ne!(store.region.load(lease_addr(table, slot)) & LOCKED, 0);
                     // The order of the one-sided commit (module doc).
-                    store.region.store(
-                        table.tuple_addr(slot) + table.seq_end_offset() as u64,
-                        new_seq,
-                    );
+                    store.region.store(kit::seq_end_addr(table, slot), new_seq);
                     store.region.write(table.record_addr(slot), record);
                     store.region.store(wts_addr(table, slot), commit_ts);
                     if self.lock_at_access {
@@ -201,7 +194,6 @@ impl Sundial {
                     }
                     store.region.store(table.seq_addr(slot), new_seq);
                     store.region.store(lease_addr(table, slot), commit_ts);
-                    at += 3 + table.record_words as usize;
                 }
                 payload.clear();
             }

@@ -98,7 +98,8 @@ impl Timestamp {
         };
         // Where each entry's reply starts: one word per entry, or
         // `[status, wts, record…]` when fetching.
-        kit::queue_calls_per_node(cx, kind, Some(cx.timestamp), pick, |cx, a, payload| {
+        let head = [cx.timestamp];
+        kit::queue_calls_per_node(cx, kind, &head, pick, |cx, a, payload| {
             payload.extend_from_slice(&[a.table as u64, a.slot, a.seq, a.locked as u64]);
             if fetch {
                 2 + cx.table(a.table).record_words
@@ -290,11 +291,11 @@ impl Timestamp {
             }
         };
         kit::post_locked(cx, batch, form, onesided, |cx, payload, index| {
-            let access = cx.accesses[index];
-            payload.extend_from_slice(&[access.table as u64, access.slot]);
-            if !installed {
-                payload.push(access.seq + 1);
-                payload.extend_from_slice(cx.record(index));
+            if installed {
+                let access = cx.accesses[index];
+                payload.extend_from_slice(&[access.table as u64, access.slot]);
+            } else {
+                kit::push_write_back(cx, payload, index);
             }
         });
     }
@@ -351,11 +352,7 @@ pub(super) fn queue_install_onesided(
     wts: u64,
     lock: u64,
 ) {
-    batch.write_word(
-        node,
-        table.tuple_addr(slot) + table.seq_end_offset() as u64,
-        seq,
-    );
+    batch.write_word(node, kit::seq_end_addr(table, slot), seq);
     batch.write(node, table.record_addr(slot), record);
     batch.write_word(node, table.header_addr(slot, WTS_WORD), wts);
     batch.write(node, table.seq_addr(slot), &[seq, lock]);

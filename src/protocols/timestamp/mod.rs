@@ -191,6 +191,60 @@ pub(super) const READ_WAIT_NS: u64 = 2_000;
 /// CAS rounds a double-read spends raising `rts` before giving up.
 const RTS_TRIES: u32 = 8;
 
+/// What a one-sided read has spent so far, shared by TIMESTAMP and MVCC:
+/// torn snapshots and lost double-reads count against `READ_TRIES`, waits
+/// for an older writer against `READ_WAITS`; `failure` is the reason the
+/// read gives up with once either runs out.
+pub(super) struct ReadTries {
+    tries: u32,
+    waits: u32,
+    pub(super) failure: AbortReason,
+}
+
+impl ReadTries {
+    pub(super) fn new() -> ReadTries {
+        ReadTries {
+            tries: 0,
+            waits: 0,
+            failure: AbortReason::ReadLocked,
+        }
+    }
+
+    /// Whether the read may fetch the tuple again.
+    pub(super) fn left(&self) -> bool {
+        self.tries < READ_TRIES && self.waits < READ_WAITS
+    }
+
+    /// The snapshot was torn (`seq != seq_end`).
+    pub(super) fn torn(&mut self) {
+        self.failure = AbortReason::ReadInconsistent;
+        self.tries += 1;
+    }
+
+    /// The double-read found the version no longer standing.
+    pub(super) fn raise_lost(&mut self) {
+        self.failure = AbortReason::ReadLocked;
+        self.tries += 1;
+    }
+
+    /// An older writer holds the tuple: sleep before the next fetch.
+    pub(super) async fn wait(&mut self, cx: &TxnCx<'_>) {
+        self.failure = AbortReason::ReadLocked;
+        self.waits += 1;
+        cx.worker.sleep(cx.co, READ_WAIT_NS).await;
+    }
+}
+
+/// An RPC read's request `request`, its wait count (word `waits_at`)
+/// raised, put back into `payload` to be offered again while an older
+/// writer holds the tuple (`Served::Wait`, RCC §4.3's waiting list).
+pub(super) fn offer_again(payload: &mut Vec<u64>, request: &[u64], waits_at: usize) -> Served {
+    payload.clear();
+    payload.extend_from_slice(request);
+    payload[waits_at] += 1;
+    Served::Wait
+}
+
 /// The one-sided form of a fetch with write intent, shared by TIMESTAMP and
 /// MVCC: CAS(lock, 0 → ts) + READ(tuple) in one doorbell batch (FIFO: the
 /// READ sees the tuple under the lock); `stamps` gives the latest
@@ -514,15 +568,9 @@ impl Timestamp {
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let ts = cx.timestamp;
-        let mut failure = AbortReason::ReadLocked;
-        let (mut tries, mut waits) = (0, 0);
-        while tries < READ_TRIES && waits < READ_WAITS {
-            let read = cx.round().read(
-                access.node,
-                table.tuple_addr(access.slot),
-                table.tuple_words,
-            );
-            cx.submit().await?;
+        let mut tries = ReadTries::new();
+        while tries.left() {
+            let read = kit::read_tuple_onesided(cx, index).await?;
             let (verdict, seq, lock, wts, rts) = {
                 let batch = cx.batch();
                 let words = batch.result(read);
@@ -543,15 +591,8 @@ impl Timestamp {
             };
             match verdict {
                 Some(Verdict::Refuse(reason)) => return Err(reason),
-                None => {
-                    failure = AbortReason::ReadInconsistent;
-                    tries += 1;
-                }
-                Some(Verdict::Wait) => {
-                    failure = AbortReason::ReadLocked;
-                    waits += 1;
-                    cx.worker.sleep(cx.co, READ_WAIT_NS).await;
-                }
+                None => tries.torn(),
+                Some(Verdict::Wait) => tries.wait(cx).await,
                 Some(Verdict::Take { raise, dirty }) => {
                     let accepted = if dirty { lock } else { 0 };
                     let rts_addr = table.header_addr(access.slot, RTS_WORD);
@@ -561,12 +602,11 @@ impl Timestamp {
                         }
                         return Ok(());
                     }
-                    failure = AbortReason::ReadLocked;
-                    tries += 1;
+                    tries.raise_lost();
                 }
             }
         }
-        Err(failure)
+        Err(tries.failure)
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
@@ -741,11 +781,7 @@ impl Protocol for Timestamp {
             kind::TS_COMMIT => serve::commit(store, payload),
             kind::TS_INSTALL => serve::install(store, payload),
             kind::TS_OUTCOME => serve::outcome(store, payload),
-            other => {
-                let served = kit::serve_shared(store, other, payload);
-                assert!(served, "timestamp has no RPC handler {other}");
-                Served::Reply
-            }
+            other => kit::serve_shared_or_panic(store, other, payload, "timestamp"),
         }
     }
 }

@@ -18,9 +18,7 @@ pub(super) fn install_local(
     wts: u64,
     lock: u64,
 ) {
-    store
-        .region
-        .store(table.tuple_addr(slot) + table.seq_end_offset() as u64, seq);
+    store.region.store(kit::seq_end_addr(table, slot), seq);
     store.region.write(table.record_addr(slot), record);
     store.region.store(table.header_addr(slot, WTS_WORD), wts);
     store.region.store(table.seq_addr(slot), seq);
@@ -77,8 +75,7 @@ pub(super) fn lock_local(
 pub(super) fn lock_read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let (table_id, key, ts) = (payload[0] as u32, payload[1], payload[2]);
     payload.clear();
-    let Some(slot) = store.lookup(table_id, key) else {
-        payload.push(status::NOT_FOUND);
+    let Some(slot) = kit::find_row(store, table_id, key, payload) else {
         return Served::Reply;
     };
     let table = store.layout.table(table_id);
@@ -138,9 +135,7 @@ pub(super) fn read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let request = [payload[0], payload[1], payload[2], payload[3], payload[4]];
     let (table_id, key, ts) = (request[0] as u32, request[1], request[2]);
     let cascading = request[3] != 0;
-    let Some(slot) = store.lookup(table_id, key) else {
-        payload.clear();
-        payload.push(status::NOT_FOUND);
+    let Some(slot) = kit::find_row(store, table_id, key, payload) else {
         return Served::Reply;
     };
     let table = store.layout.table(table_id);
@@ -157,7 +152,7 @@ pub(super) fn read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
         wts = region.load(table.header_addr(slot, WTS_WORD));
         rts = region.load(table.header_addr(slot, RTS_WORD));
         region.read(table.record_addr(slot), &mut payload[5..]);
-        let seq_end = region.load(table.tuple_addr(slot) + table.seq_end_offset() as u64);
+        let seq_end = region.load(kit::seq_end_addr(table, slot));
         if seq != seq_end {
             reply_status = status::INCONSISTENT;
             continue;
@@ -167,13 +162,7 @@ pub(super) fn read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
                 reply_status = refusal_status(reason);
                 break;
             }
-            Verdict::Wait if request[4] < RPC_WAITS => {
-                // The request, its wait count raised, to be offered again.
-                payload.clear();
-                payload.extend_from_slice(&request);
-                payload[4] += 1;
-                return Served::Wait;
-            }
+            Verdict::Wait if request[4] < RPC_WAITS => return offer_again(payload, &request, 4),
             Verdict::Wait => {
                 reply_status = status::LOCKED;
                 break;
@@ -216,14 +205,10 @@ pub(super) fn lock(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
 /// each locked record with `wts = ts` and unlocks it.
 pub(super) fn commit(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let ts = payload[0];
-    let mut at = 1;
-    while at < payload.len() {
-        let table = store.layout.table(payload[at] as u32);
-        let (slot, new_seq) = (payload[at + 1], payload[at + 2]);
-        let record = &payload[at + 3..at + 3 + table.record_words as usize];
+    for entry in kit::write_back_entries(store, &payload[1..]) {
+        let (table, slot) = (entry.table, entry.slot);
         debug_assert_eq!(store.region.load(lock_addr(table, slot)), ts);
-        install_local(store, table, slot, new_seq, record, ts, 0);
-        at += 3 + table.record_words as usize;
+        install_local(store, table, slot, entry.new_seq, entry.record, ts, 0);
     }
     payload.clear();
     Served::Reply

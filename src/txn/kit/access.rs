@@ -1,7 +1,7 @@
 //! Fetching a record: finding its tuple (one-sided index probes or the
 //! slot an RPC reply names), reading it, and locking it in the same round.
 
-use crate::fabric::{Batch, NodeId, VerbId};
+use crate::fabric::{Batch, CallId, NodeId, VerbId};
 use crate::store::index::{IndexLayout, BUCKET_WORDS};
 use crate::store::TableLayout;
 use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
@@ -73,6 +73,33 @@ pub async fn call_access(
     Ok(call)
 }
 
+/// One READ of the whole tuple of `cx.accesses[index]` (its slot known),
+/// awaited: the words are `cx.batch().result` of the verb returned.
+pub async fn read_tuple_onesided(cx: &mut TxnCx<'_>, index: usize) -> TxnResult<VerbId> {
+    let access = cx.accesses[index];
+    let table = cx.table(access.table);
+    let read = cx.round().read(
+        access.node,
+        table.tuple_addr(access.slot),
+        table.tuple_words,
+    );
+    cx.submit().await?;
+    Ok(read)
+}
+
+/// After an RPC access's reply `[status, slot, …]` to `call` arrived:
+/// `NotFound` if the serving node has no such row, else its slot is kept as
+/// [`remember_reply_slot`] does.
+pub fn reply_found(cx: &mut TxnCx<'_>, index: usize, call: CallId) -> TxnResult<()> {
+    let batch = cx.batch();
+    let reply = batch.reply(call);
+    if reply[0] == status::NOT_FOUND {
+        return Err(AbortReason::NotFound);
+    }
+    cx.remember_slot(index, reply[1]);
+    Ok(())
+}
+
 /// Copies a fetched record into the access's copy and notes its version.
 pub fn accept_record(cx: &mut TxnCx<'_>, index: usize, seq: u64, record: &[u64]) {
     cx.accesses[index].seq = seq;
@@ -96,16 +123,14 @@ pub fn queue_cas_then_read_tuple(
 }
 
 /// Queues on `cx`'s round, per node in `cx.nodes` and each access there
-/// that `pick` selects, a CAS of its lock word (`lock` gives `(address,
-/// expected, desired)`), then a READ of `read_words` words from its `seq`:
-/// FIFO on the queue pair, so the READ sees the tuple as the CAS left it.
-/// `cx.queued` gets `(access index, the CAS's verb id)`; the READ is the
-/// next verb.
-pub fn queue_lock_then_read_seq(
+/// that `pick` selects (in access order), the verbs `queue` appends for it;
+/// `cx.queued` gets `(access index, the id of its first verb)`, which
+/// `queue` returns. Verbs to one node run in order (FIFO on the queue
+/// pair), so one access's later verbs see what its earlier ones did.
+pub fn queue_per_node(
     cx: &mut TxnCx<'_>,
     pick: impl Fn(&Access) -> bool,
-    read_words: u32,
-    lock: impl Fn(&TxnCx<'_>, &Access) -> (u64, u64, u64),
+    queue: impl Fn(&TxnCx<'_>, &mut Batch, &Access) -> VerbId,
 ) {
     let mut batch = cx.round();
     cx.queued.clear();
@@ -113,14 +138,30 @@ pub fn queue_lock_then_read_seq(
         let node = cx.nodes[n];
         for index in 0..cx.accesses.len() {
             let access = cx.accesses[index];
-            if !(pick(&access) && access.node == node) {
-                continue;
+            if pick(&access) && access.node == node {
+                let first = queue(cx, &mut batch, &access);
+                cx.queued.push((index, first.0));
             }
-            let (word, expected, desired) = lock(cx, &access);
-            let cas = batch.cas(node, word, expected, desired);
-            let table = cx.table(access.table);
-            batch.read(node, table.seq_addr(access.slot), read_words);
-            cx.queued.push((index, cas.0));
         }
     }
+}
+
+/// [`queue_per_node`] of a CAS of each picked access's lock word (`lock`
+/// gives `(address, expected, desired)`), then a READ of `read_words`
+/// words from its `seq`: FIFO on the queue pair, so the READ sees the
+/// tuple as the CAS left it. `cx.queued` gets `(access index, the CAS's
+/// verb id)`; the READ is the next verb.
+pub fn queue_lock_then_read_seq(
+    cx: &mut TxnCx<'_>,
+    pick: impl Fn(&Access) -> bool,
+    read_words: u32,
+    lock: impl Fn(&TxnCx<'_>, &Access) -> (u64, u64, u64),
+) {
+    queue_per_node(cx, pick, |cx, batch, access| {
+        let (word, expected, desired) = lock(cx, access);
+        let cas = batch.cas(access.node, word, expected, desired);
+        let table = cx.table(access.table);
+        batch.read(access.node, table.seq_addr(access.slot), read_words);
+        cas
+    });
 }

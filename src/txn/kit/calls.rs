@@ -4,7 +4,7 @@
 use crate::fabric::{Batch, CallId, NodeId};
 use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
 
-use super::lock_reply;
+use super::{lock_reply, status};
 
 /// The payload of a per-node call, started with `owner` (if any) on first
 /// use.
@@ -21,14 +21,14 @@ pub fn call_payload<'p>(
 }
 
 /// Queues on `cx`'s round one call of `kind` to every node in `cx.nodes`:
-/// `head` (if any), then the words `entry` pushes for each access on that
+/// `head`, then the words `entry` pushes for each access on that
 /// node that `pick` selects, in access order. `entry` returns how many
 /// words that access's part of the reply has; `cx.queued` gets `(access
 /// index, place)` per entry, for [`reply_entry`].
 pub fn queue_calls_per_node(
     cx: &mut TxnCx<'_>,
     kind: u16,
-    head: Option<u64>,
+    head: &[u64],
     pick: impl Fn(&Access) -> bool,
     entry: impl Fn(&TxnCx<'_>, &Access, &mut Vec<u64>) -> u32,
 ) {
@@ -37,7 +37,7 @@ pub fn queue_calls_per_node(
     for n in 0..cx.nodes.len() {
         let node = cx.nodes[n];
         let mut payload = batch.payload();
-        payload.extend(head);
+        payload.extend_from_slice(head);
         let mut position = 0u32;
         for index in 0..cx.accesses.len() {
             let access = cx.accesses[index];
@@ -55,6 +55,33 @@ pub fn queue_calls_per_node(
 /// onward.
 pub fn reply_entry(batch: &Batch, place: u32) -> &[u64] {
     &batch.reply(CallId((place >> 16) as u16))[(place & 0xffff) as usize..]
+}
+
+/// After a round of one call per node in `cx.nodes` (as
+/// [`queue_calls_per_node`] queues them): whether every node's reply
+/// starts with `status::OK`, the verdict of a validation or renewal whose
+/// handler checks every entry it was sent.
+pub fn every_reply_ok(cx: &TxnCx<'_>) -> bool {
+    let batch = cx.batch();
+    (0..cx.nodes.len()).all(|n| batch.reply(CallId(n as u16))[0] == status::OK)
+}
+
+/// One round of calls of `kind` to every node in `cx.nodes`, queued as
+/// [`queue_calls_per_node`] queues them, awaited: whether every node
+/// replied `status::OK` ([`every_reply_ok`]).
+pub async fn call_nodes_all_ok(
+    cx: &mut TxnCx<'_>,
+    kind: u16,
+    head: &[u64],
+    pick: impl Fn(&Access) -> bool,
+    entry: impl Fn(&TxnCx<'_>, &Access, &mut Vec<u64>),
+) -> TxnResult<bool> {
+    queue_calls_per_node(cx, kind, head, pick, |cx, access, payload| {
+        entry(cx, access, payload);
+        0
+    });
+    cx.submit().await?;
+    Ok(every_reply_ok(cx))
 }
 
 /// After a round of commit-time lock calls with one [`lock_reply`] word

@@ -7,7 +7,7 @@ use crate::base::{Primitive, Stage};
 use crate::fabric::Batch;
 use crate::txn::{TxnCx, TxnResult};
 
-use super::{call_payload, kind, lock_addr};
+use super::{call_payload, kind, lock_addr, seq_end_addr};
 
 /// Posts the verbs queued in `cx`'s round that this attempt's commit or
 /// release must find in place. The fabric orders verbs after verbs and
@@ -31,18 +31,26 @@ pub fn queue_write_back_onesided(cx: &TxnCx<'_>, batch: &mut Batch, index: usize
     let access = &cx.accesses[index];
     let table = cx.table(access.table);
     let new_seq = access.seq + 1;
-    let tuple = table.tuple_addr(access.slot);
     debug_assert_eq!(
         lock_addr(table, access.slot),
         table.seq_addr(access.slot) + 1
     );
-    batch.write_word(access.node, tuple + table.seq_end_offset() as u64, new_seq);
+    batch.write_word(access.node, seq_end_addr(table, access.slot), new_seq);
     batch.write(
         access.node,
         table.record_addr(access.slot),
         cx.record(index),
     );
     batch.write(access.node, table.seq_addr(access.slot), &[new_seq, 0]);
+}
+
+/// Appends the write-back entry of access `index` — `[table, slot, new_seq,
+/// record…]`, its next version — to the payload of a commit call (read
+/// back by [`write_back_entries`](super::write_back_entries)).
+pub fn push_write_back(cx: &TxnCx<'_>, payload: &mut Vec<u64>, index: usize) {
+    let access = &cx.accesses[index];
+    payload.extend_from_slice(&[access.table as u64, access.slot, access.seq + 1]);
+    payload.extend_from_slice(cx.record(index));
 }
 
 /// Commit stage of the lock-word protocols: every locked write-set record is
@@ -108,8 +116,7 @@ pub fn post_unlock(cx: &mut TxnCx<'_>, install: bool, shared: impl Fn(&TxnCx<'_>
                 }
                 (true, _, Primitive::Rpc) => {
                     let payload = call_payload(&mut write_back, &mut batch, Some(cx.owner));
-                    payload.extend_from_slice(&[access.table as u64, access.slot, access.seq + 1]);
-                    payload.extend_from_slice(cx.record(index));
+                    push_write_back(cx, payload, index);
                 }
                 (false, false, Primitive::Rpc) => {
                     let payload = call_payload(&mut unlock, &mut batch, Some(cx.owner));

@@ -18,7 +18,7 @@
 //!   commit and the unlock release of the lock-word protocols (RCC §4.2
 //!   Fig. 5; DrTM+H §5.3), posted with passive ACK.
 //! * Serving ([`serve_shared`], [`serve_write_back`], [`serve_unlock`],
-//!   [`load_tuple`], [`push_record`], [`reply_with_record`]): the handler
+//!   [`find_row`], [`load_tuple`], [`push_record`], [`reply_with_record`]): the handler
 //!   side of the above, on the serving node's own memory.
 //! * [`in_form!`](crate::in_form): runs a stage in the form the run's plan
 //!   gives it.
@@ -50,15 +50,20 @@ use crate::store::{TableLayout, KEY_WORD, SEQ_WORD};
 
 pub use access::{
     accept_record, call_access, locate_onesided, queue_cas_then_read_tuple,
-    queue_lock_then_read_seq, remember_reply_slot,
+    queue_lock_then_read_seq, queue_per_node, read_tuple_onesided, remember_reply_slot,
+    reply_found,
 };
-pub use calls::{call_one, call_payload, lock_outcome, queue_calls_per_node, reply_entry};
+pub use calls::{
+    call_nodes_all_ok, call_one, call_payload, every_reply_ok, lock_outcome, queue_calls_per_node,
+    reply_entry,
+};
 pub use finish::{
-    post_commit, post_locked, post_release, post_unlock, queue_write_back_onesided,
-    submit_before_commit,
+    post_commit, post_locked, post_release, post_unlock, push_write_back,
+    queue_write_back_onesided, submit_before_commit,
 };
 pub use serve::{
-    load_tuple, push_record, reply_with_record, serve_shared, serve_unlock, serve_write_back,
+    find_row, load_tuple, push_record, reply_with_record, serve_shared, serve_shared_or_panic,
+    serve_unlock, serve_write_back, write_back_entries, WriteBack,
 };
 
 pub use crate::in_form;
@@ -94,6 +99,13 @@ pub mod status {
 #[inline]
 pub fn lock_addr(table: &TableLayout, slot: u64) -> u64 {
     table.header_addr(slot, 0)
+}
+
+/// Address of the tuple's trailer word `seq_end`, which a write-back
+/// stores first (the module doc's order).
+#[inline]
+pub fn seq_end_addr(table: &TableLayout, slot: u64) -> u64 {
+    table.tuple_addr(slot) + table.seq_end_offset() as u64
 }
 
 /// A fetched tuple, decoded.

@@ -1,8 +1,21 @@
 //! The handler side of the kit's steps, on the serving node's own memory.
 
+use crate::runtime::Served;
 use crate::store::{NodeStore, TableLayout};
 
-use super::{kind, lock_addr, status};
+use super::{kind, lock_addr, seq_end_addr, status};
+
+/// Handler side of an access: the slot of `key` in table `table_id`, or
+/// `None`, with the reply `[NOT_FOUND]` in `payload`, if no row has that
+/// key (`payload` is left as it is otherwise).
+pub fn find_row(store: &NodeStore, table_id: u32, key: u64, payload: &mut Vec<u64>) -> Option<u64> {
+    let slot = store.lookup(table_id, key);
+    if slot.is_none() {
+        payload.clear();
+        payload.push(status::NOT_FOUND);
+    }
+    slot
+}
 
 /// Handler side of a tuple fetch: the slot of `key` in table `table_id`,
 /// with the whole tuple read into `payload`; `None`, with `payload =
@@ -13,12 +26,9 @@ pub fn load_tuple(
     key: u64,
     payload: &mut Vec<u64>,
 ) -> Option<u64> {
-    payload.clear();
-    let Some(slot) = store.lookup(table_id, key) else {
-        payload.push(status::NOT_FOUND);
-        return None;
-    };
+    let slot = find_row(store, table_id, key, payload)?;
     let table = store.layout.table(table_id);
+    payload.clear();
     payload.resize(table.tuple_words as usize, 0);
     store.region.read(table.tuple_addr(slot), payload);
     Some(slot)
@@ -52,24 +62,69 @@ pub fn serve_shared(store: &NodeStore, kind: u16, payload: &mut Vec<u64>) -> boo
     true
 }
 
+/// Serves `kind` if it is one of the kit's handlers ([`serve_shared`]). A
+/// request of any other kind reached a protocol that has no handler for
+/// it, a bug: panics, naming `protocol`.
+pub fn serve_shared_or_panic(
+    store: &NodeStore,
+    kind: u16,
+    payload: &mut Vec<u64>,
+    protocol: &str,
+) -> Served {
+    assert!(
+        serve_shared(store, kind, payload),
+        "{protocol} has no RPC handler {kind}"
+    );
+    Served::Reply
+}
+
+/// One entry of a write-back request, as [`write_back_entries`] reads it.
+pub struct WriteBack<'p> {
+    pub table: &'p TableLayout,
+    pub slot: u64,
+    pub new_seq: u64,
+    pub record: &'p [u64],
+}
+
+/// The entries of the body `[(table, slot, new_seq, record…)…]` of a
+/// write-back request (what follows its head), in order: what
+/// [`push_write_back`](super::push_write_back) appends per record.
+pub fn write_back_entries<'p>(
+    store: &'p NodeStore,
+    body: &'p [u64],
+) -> impl Iterator<Item = WriteBack<'p>> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        (at < body.len()).then(|| {
+            let table = store.layout.table(body[at] as u32);
+            let words = table.record_words as usize;
+            let entry = WriteBack {
+                table,
+                slot: body[at + 1],
+                new_seq: body[at + 2],
+                record: &body[at + 3..at + 3 + words],
+            };
+            at += 3 + words;
+            entry
+        })
+    })
+}
+
 /// Handler of `WRITE_BACK`: `[owner, (table, slot, new_seq, record…)…]`.
 pub fn serve_write_back(store: &NodeStore, payload: &mut Vec<u64>) {
     let owner = payload[0];
-    let mut at = 1;
-    while at < payload.len() {
-        let table = store.layout.table(payload[at] as u32);
-        let slot = payload[at + 1];
-        let new_seq = payload[at + 2];
-        let record = &payload[at + 3..at + 3 + table.record_words as usize];
+    for WriteBack {
+        table,
+        slot,
+        new_seq,
+        record,
+    } in write_back_entries(store, &payload[1..])
+    {
         debug_assert_eq!(store.region.load(lock_addr(table, slot)), owner);
-        store.region.store(
-            table.tuple_addr(slot) + table.seq_end_offset() as u64,
-            new_seq,
-        );
+        store.region.store(seq_end_addr(table, slot), new_seq);
         store.region.write(table.record_addr(slot), record);
         store.region.store(table.seq_addr(slot), new_seq);
         store.region.store(lock_addr(table, slot), 0);
-        at += 3 + table.record_words as usize;
     }
     payload.clear();
 }
