@@ -181,6 +181,15 @@ struct Tuple<'a, G: Fn(usize) -> u64> {
     get: G,
 }
 
+/// A tuple of `table` read into `words` (a fetched or local copy).
+fn tuple_in<'a>(table: &'a TableLayout, words: &'a [u64]) -> Tuple<'a, impl Fn(usize) -> u64 + 'a> {
+    Tuple {
+        table,
+        shape: Shape::of(table),
+        get: move |i: usize| words[i],
+    }
+}
+
 impl<G: Fn(usize) -> u64> Tuple<'_, G> {
     fn version(&self, v: u32) -> Version {
         let at = self.shape.slot(v);
@@ -342,11 +351,7 @@ impl Cicada {
                 let batch = cx.batch();
                 let words = batch.result(read);
                 debug_assert_eq!(words[0], access.key, "location cache entry is stale");
-                let tuple = Tuple {
-                    table,
-                    shape,
-                    get: |i: usize| words[i],
-                };
+                let tuple = tuple_in(table, words);
                 match pick(&tuple, cx.timestamp, write) {
                     Pick::Found(v) => {
                         kit::accept_record(
@@ -529,11 +534,7 @@ mod tests {
         {
             // Only the loaded version: everyone reads it, the first install
             // goes to slot 1 (slot 0 receives the loaded version).
-            let tuple = Tuple {
-                table,
-                shape,
-                get: |i: usize| words[i],
-            };
+            let tuple = tuple_in(table, &words);
             assert_eq!(found(&tuple, 5, false), Some(7));
             assert_eq!(found(&tuple, 5, true), Some(7));
             assert_eq!(check_install(&tuple, 5, 7), Ok(1));
@@ -542,11 +543,7 @@ mod tests {
         put(&mut words, shape, 1, 100, 8, COMMITTED, 80);
         put(&mut words, shape, 2, 200, 9, PENDING, 90);
         {
-            let tuple = Tuple {
-                table,
-                shape,
-                get: |i: usize| words[i],
-            };
+            let tuple = tuple_in(table, &words);
             assert_eq!(found(&tuple, 50, false), Some(7));
             assert_eq!(found(&tuple, 150, false), Some(8));
             assert!(matches!(
@@ -563,11 +560,7 @@ mod tests {
         }
         put(&mut words, shape, 2, 200, 9, ABORTED, 90);
         {
-            let tuple = Tuple {
-                table,
-                shape,
-                get: |i: usize| words[i],
-            };
+            let tuple = tuple_in(table, &words);
             // The aborted version is skipped; the install takes the empty slot.
             assert_eq!(found(&tuple, 250, false), Some(8));
             assert_eq!(found(&tuple, 250, true), Some(8));
@@ -579,11 +572,7 @@ mod tests {
         put(&mut words, shape, 3, 300, 9, COMMITTED, 90);
         put(&mut words, shape, 2, 400, 10, COMMITTED, 100);
         {
-            let tuple = Tuple {
-                table,
-                shape,
-                get: |i: usize| words[i],
-            };
+            let tuple = tuple_in(table, &words);
             // Full: the oldest committed version (slot 0) is replaced.
             assert_eq!(check_install(&tuple, 500, 10), Ok(0));
             assert_eq!(found(&tuple, 350, false), Some(9));
@@ -591,20 +580,12 @@ mod tests {
         // A read rts above the writer's timestamp refuses the install.
         words[shape.slot(2) + S_RTS] = 600;
         {
-            let tuple = Tuple {
-                table,
-                shape,
-                get: |i: usize| words[i],
-            };
+            let tuple = tuple_in(table, &words);
             assert!(check_install(&tuple, 500, 10).is_err());
         }
         // A slot caught mid-install is torn.
         words[shape.wts_end(1)] = 999;
-        let tuple = Tuple {
-            table,
-            shape,
-            get: |i: usize| words[i],
-        };
+        let tuple = tuple_in(table, &words);
         assert!(matches!(
             pick(&tuple, 350, false),
             Pick::Retry(AbortReason::ReadInconsistent)

@@ -9,6 +9,17 @@
 
 use super::*;
 
+/// Sets `cx.queued` to the accesses `pick` selects, in access order, for
+/// [`Cicada::latched_rounds`].
+fn queue_accesses(cx: &mut TxnCx<'_>, pick: impl Fn(&Access) -> bool) {
+    cx.queued.clear();
+    for (index, access) in cx.accesses.iter().enumerate() {
+        if pick(access) {
+            cx.queued.push((index, 0));
+        }
+    }
+}
+
 impl Cicada {
     /// Latches the tuples of the accesses in `cx.queued` (one-sided CAS +
     /// READ per tuple), hands each latched tuple to `decide`, which queues
@@ -227,20 +238,11 @@ impl Cicada {
     /// The one-sided `lock` stage: latch every written tuple, check that its
     /// version may still be installed and note where (RCBench Alg. 11).
     pub(super) async fn install_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        cx.queued.clear();
-        for (index, access) in cx.accesses.iter().enumerate() {
-            if access.write {
-                cx.queued.push((index, 0));
-            }
-        }
+        queue_accesses(cx, |a| a.write);
         self.latched_rounds(cx, |cx, index, words| {
             let access = cx.accesses[index];
             let table = cx.table(access.table);
-            let tuple = Tuple {
-                table,
-                shape: Shape::of(table),
-                get: |i: usize| words[i],
-            };
+            let tuple = tuple_in(table, words);
             let target = check_install(&tuple, cx.timestamp, access.seq)?;
             let materialize = tuple.all_empty();
             let base = tuple.base();
@@ -306,20 +308,11 @@ impl Cicada {
     /// version read is still the one visible at the timestamp and note the
     /// `rts` raise (RCBench Alg. 11).
     pub(super) async fn validate_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        cx.queued.clear();
-        for (index, access) in cx.accesses.iter().enumerate() {
-            if !access.write {
-                cx.queued.push((index, 0));
-            }
-        }
+        queue_accesses(cx, |a| !a.write);
         self.latched_rounds(cx, |cx, index, words| {
             let access = cx.accesses[index];
             let table = cx.table(access.table);
-            let tuple = Tuple {
-                table,
-                shape: Shape::of(table),
-                get: |i: usize| words[i],
-            };
+            let tuple = tuple_in(table, words);
             let version = check_read(&tuple, cx.timestamp, access.seq)?;
             let raise = if version.rts < cx.timestamp {
                 cx.timestamp

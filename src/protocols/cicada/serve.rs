@@ -25,11 +25,7 @@ pub(super) fn read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     region.read(table.tuple_addr(slot), &mut payload[3..]);
     let picked = {
         let words = &payload[3..];
-        let tuple = Tuple {
-            table,
-            shape,
-            get: |i: usize| words[i],
-        };
+        let tuple = tuple_in(table, words);
         pick(&tuple, bts, write)
     };
     match picked {

@@ -236,6 +236,26 @@ fn queue_init_onesided(cx: &TxnCx<'_>, batch: &mut Batch) {
     batch.write_word(node, slot + ID, cx.txn_id);
 }
 
+/// `IntervalEmpty` unless the interval `[lb, ub]` holds a timestamp.
+fn nonempty(lb: u64, ub: u64) -> TxnResult<()> {
+    if lb > ub {
+        return Err(AbortReason::IntervalEmpty);
+    }
+    Ok(())
+}
+
+/// Counts one more round of waiting for other transactions' verdicts:
+/// yields the worker before the next, or gives up (`IntervalEmpty`) after
+/// `STATE_TRIES`.
+async fn wait_a_round(cx: &TxnCx<'_>, rounds: &mut u32) -> TxnResult<()> {
+    *rounds += 1;
+    if *rounds >= STATE_TRIES {
+        return Err(AbortReason::IntervalEmpty);
+    }
+    cx.worker.yield_now().await;
+    Ok(())
+}
+
 /// Applies a committed transaction's timestamp to this one's bounds (Eq. 1).
 fn order_against_committed(flags: u64, ts: u64, lb: &mut u64, ub: &mut u64) {
     if flags & BEFORE != 0 {
@@ -430,16 +450,14 @@ impl Maat {
         }
         let batch = cx.batch();
         let reply = batch.reply(call);
-        if reply[0] == status::NOT_FOUND {
-            return Err(AbortReason::NotFound);
-        }
-        cx.remember_slot(index, reply[1]);
+        kit::remember_reply_slot(cx, index, reply);
         match reply[0] {
             status::OK => {
                 self.absorb(cx, index, &reply[3..], write, upgrade, reply[2] as u32);
                 Ok(())
             }
             status::STALE => Err(AbortReason::ValidationFailed),
+            status::NOT_FOUND => Err(AbortReason::NotFound),
             _ => Err(AbortReason::ListFull),
         }
     }
@@ -487,17 +505,11 @@ impl Protocol for Maat {
             lb = lb.max(own.0);
             ub = ub.min(own.1);
             let freezing = Self::settle(cx, &mut lb, &mut ub);
-            if lb > ub {
-                return Err(AbortReason::IntervalEmpty);
-            }
+            nonempty(lb, ub)?;
             if !freezing {
                 break;
             }
-            rounds += 1;
-            if rounds >= STATE_TRIES {
-                return Err(AbortReason::IntervalEmpty);
-            }
-            cx.worker.yield_now().await;
+            wait_a_round(cx, &mut rounds).await?;
         }
         // Cap an open interval so later transactions can be pushed past it.
         if ub == MAX_TS {
@@ -512,17 +524,10 @@ impl Protocol for Maat {
             }
             let again = self.push(cx, lb, ub).await?;
             Self::settle(cx, &mut lb, &mut ub);
-            if lb > ub {
-                return Err(AbortReason::IntervalEmpty);
+            nonempty(lb, ub)?;
+            if again {
+                wait_a_round(cx, &mut rounds).await?;
             }
-            if !again {
-                continue;
-            }
-            rounds += 1;
-            if rounds >= STATE_TRIES {
-                return Err(AbortReason::IntervalEmpty);
-            }
-            cx.worker.yield_now().await;
         }
         match self.freeze(cx, lb, ub).await {
             Some(ts) => {

@@ -10,6 +10,70 @@
 
 use super::*;
 
+/// No node: [`queue_unsettled_calls`] puts no own slot first.
+const NO_NODE: NodeId = NodeId::MAX;
+
+/// Sets `cx.nodes` to `first` (if any), then every node holding the
+/// metadata slot of an entry not yet settled, each once.
+fn collect_unsettled_nodes(cx: &mut TxnCx<'_>, first: Option<NodeId>) {
+    cx.nodes.clear();
+    cx.nodes.extend(first);
+    for e in 0..entries(cx) {
+        let k = at(e);
+        if cx.scratch[k + 1] & DONE == 0 {
+            let node = slot_of(cx, cx.scratch[k]).0;
+            if !cx.nodes.contains(&node) {
+                cx.nodes.push(node);
+            }
+        }
+    }
+}
+
+/// Queues one call of `kind` per node in `cx.nodes` with, per entry not
+/// yet settled whose slot lives there, what `entry` pushes (given the
+/// entry and its slot address); the call to `own_node` starts with
+/// `own_slot`. `cx.queued` gets `(entry, call << 16 | its place among the
+/// call's entries)`, read back with [`entry_reply`].
+fn queue_unsettled_calls(
+    cx: &mut TxnCx<'_>,
+    kind: u16,
+    own_node: NodeId,
+    own_slot: u64,
+    entry: impl Fn(&TxnCx<'_>, usize, u64, &mut Vec<u64>),
+) {
+    let mut batch = cx.round();
+    for n in 0..cx.nodes.len() {
+        let node = cx.nodes[n];
+        let mut payload = batch.payload();
+        let mut position = 0u32;
+        if node == own_node {
+            payload.push(own_slot);
+            position = 1;
+        }
+        for e in 0..entries(cx) {
+            let k = at(e);
+            if cx.scratch[k + 1] & DONE != 0 {
+                continue;
+            }
+            let (at_node, slot) = slot_of(cx, cx.scratch[k]);
+            if at_node == node {
+                entry(cx, e, slot, &mut payload);
+                cx.queued.push((e, ((n as u32) << 16) | position));
+                position += 1;
+            }
+        }
+        batch.call(node, kind, payload, false);
+    }
+}
+
+/// The `words` reply words of the entry at `place` (from
+/// [`queue_unsettled_calls`]).
+fn entry_reply(batch: &Batch, place: u32, words: usize) -> &[u64] {
+    let reply = batch.reply(CallId((place >> 16) as u16));
+    let start = (place & 0xffff) as usize * words;
+    &reply[start..start + words]
+}
+
 impl Maat {
     /// Reads the metadata slot of every entry not yet settled (and this
     /// transaction's own bounds) into the scratch entries; `Err` if a slot
@@ -57,49 +121,23 @@ impl Maat {
     /// [`Self::fetch`] in its RPC form.
     pub(super) async fn fetch_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<(u64, u64)> {
         let (own_node, own_slot) = slot_of(cx, cx.txn_id);
-        cx.nodes.clear();
-        cx.nodes.push(own_node);
-        for e in 0..entries(cx) {
-            let k = at(e);
-            if cx.scratch[k + 1] & DONE == 0 {
-                let node = slot_of(cx, cx.scratch[k]).0;
-                if !cx.nodes.contains(&node) {
-                    cx.nodes.push(node);
-                }
-            }
-        }
-        {
-            let mut batch = cx.round();
-            for (n, &node) in cx.nodes.iter().enumerate() {
-                let mut payload = batch.payload();
-                let mut position = 0u32;
-                if node == own_node {
-                    payload.push(own_slot);
-                    position = 1;
-                }
-                for e in 0..entries(cx) {
-                    let k = at(e);
-                    if cx.scratch[k + 1] & DONE != 0 {
-                        continue;
-                    }
-                    let (at_node, slot) = slot_of(cx, cx.scratch[k]);
-                    if at_node == node {
-                        payload.push(slot);
-                        cx.queued.push((e, ((n as u32) << 16) | position));
-                        position += 1;
-                    }
-                }
-                batch.call(node, kind::MAAT_META_READ, payload, false);
-            }
-        }
+        collect_unsettled_nodes(cx, Some(own_node));
+        // This transaction's own slot leads its node's call.
+        queue_unsettled_calls(
+            cx,
+            kind::MAAT_META_READ,
+            own_node,
+            own_slot,
+            |_, _, slot, payload| {
+                payload.push(slot);
+            },
+        );
         cx.submit().await?;
         let batch = cx.batch();
         let mine = batch.reply(CallId(0));
         let own = (mine[LOWER as usize], mine[UPPER as usize]);
         for &(e, place) in &cx.queued {
-            let reply = batch.reply(CallId((place >> 16) as u16));
-            let start = (place & 0xffff) as usize * SLOT_WORDS as usize;
-            let words = &reply[start..start + SLOT_WORDS as usize];
+            let words = entry_reply(&batch, place, SLOT_WORDS as usize);
             let k = at(e);
             if words[ID as usize] != cx.scratch[k] || words[ID_END as usize] != cx.scratch[k] {
                 return Err(AbortReason::ValidationFailed);
@@ -202,51 +240,23 @@ impl Maat {
         want_lb: u64,
         want_ub: u64,
     ) -> TxnResult<bool> {
-        cx.collect_nodes(|_| false);
-        for e in 0..entries(cx) {
-            let k = at(e);
-            if cx.scratch[k + 1] & DONE == 0 {
-                let node = slot_of(cx, cx.scratch[k]).0;
-                if !cx.nodes.contains(&node) {
-                    cx.nodes.push(node);
-                }
-            }
-        }
-        {
-            let mut batch = cx.round();
-            for (n, &node) in cx.nodes.iter().enumerate() {
-                let mut payload = batch.payload();
-                let mut position = 0u32;
-                for e in 0..entries(cx) {
-                    let k = at(e);
-                    let flags = cx.scratch[k + 1];
-                    if flags & DONE != 0 {
-                        continue;
-                    }
-                    let (at_node, slot) = slot_of(cx, cx.scratch[k]);
-                    if at_node != node {
-                        continue;
-                    }
-                    let ub_goal = if flags & BEFORE != 0 {
-                        want_ub
-                    } else {
-                        u64::MAX
-                    };
-                    let lb_goal = if flags & AFTER != 0 { want_lb } else { 0 };
-                    payload.extend_from_slice(&[slot, ub_goal, lb_goal]);
-                    cx.queued.push((e, ((n as u32) << 16) | position));
-                    position += 1;
-                }
-                batch.call(node, kind::MAAT_PUSH, payload, false);
-            }
-        }
+        collect_unsettled_nodes(cx, None);
+        queue_unsettled_calls(cx, kind::MAAT_PUSH, NO_NODE, 0, |cx, e, slot, payload| {
+            let flags = cx.scratch[at(e) + 1];
+            let ub_goal = if flags & BEFORE != 0 {
+                want_ub
+            } else {
+                u64::MAX
+            };
+            let lb_goal = if flags & AFTER != 0 { want_lb } else { 0 };
+            payload.extend_from_slice(&[slot, ub_goal, lb_goal]);
+        });
         cx.submit().await?;
         let batch = cx.batch();
         let mut again = false;
         for &(e, place) in &cx.queued {
-            let reply = batch.reply(CallId((place >> 16) as u16));
-            let start = (place & 0xffff) as usize * 2;
-            let (state, id_end) = (reply[start], reply[start + 1]);
+            let reply = entry_reply(&batch, place, 2);
+            let (state, id_end) = (reply[0], reply[1]);
             let k = at(e);
             if id_end != cx.scratch[k] {
                 return Err(AbortReason::ValidationFailed);

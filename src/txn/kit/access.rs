@@ -1,7 +1,7 @@
 //! Fetching a record: finding its tuple (one-sided index probes or the
 //! slot an RPC reply names), reading it, and locking it in the same round.
 
-use crate::fabric::{Batch, CallId, NodeId, VerbId};
+use crate::fabric::{Batch, NodeId, VerbId};
 use crate::store::index::{IndexLayout, BUCKET_WORDS};
 use crate::store::TableLayout;
 use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
@@ -85,19 +85,6 @@ pub async fn read_tuple_onesided(cx: &mut TxnCx<'_>, index: usize) -> TxnResult<
     );
     cx.submit().await?;
     Ok(read)
-}
-
-/// After an RPC access's reply `[status, slot, …]` to `call` arrived:
-/// `NotFound` if the serving node has no such row, else its slot is kept as
-/// [`remember_reply_slot`] does.
-pub fn reply_found(cx: &mut TxnCx<'_>, index: usize, call: CallId) -> TxnResult<()> {
-    let batch = cx.batch();
-    let reply = batch.reply(call);
-    if reply[0] == status::NOT_FOUND {
-        return Err(AbortReason::NotFound);
-    }
-    cx.remember_slot(index, reply[1]);
-    Ok(())
 }
 
 /// Copies a fetched record into the access's copy and notes its version.

@@ -57,18 +57,10 @@ pub fn reply_entry(batch: &Batch, place: u32) -> &[u64] {
     &batch.reply(CallId((place >> 16) as u16))[(place & 0xffff) as usize..]
 }
 
-/// After a round of one call per node in `cx.nodes` (as
-/// [`queue_calls_per_node`] queues them): whether every node's reply
-/// starts with `status::OK`, the verdict of a validation or renewal whose
-/// handler checks every entry it was sent.
-pub fn every_reply_ok(cx: &TxnCx<'_>) -> bool {
-    let batch = cx.batch();
-    (0..cx.nodes.len()).all(|n| batch.reply(CallId(n as u16))[0] == status::OK)
-}
-
 /// One round of calls of `kind` to every node in `cx.nodes`, queued as
-/// [`queue_calls_per_node`] queues them, awaited: whether every node
-/// replied `status::OK` ([`every_reply_ok`]).
+/// [`queue_calls_per_node`] queues them, awaited: whether every node's
+/// reply starts with `status::OK` — the verdict of a validation or a
+/// renewal whose handler checks every entry it was sent.
 pub async fn call_nodes_all_ok(
     cx: &mut TxnCx<'_>,
     kind: u16,
@@ -81,7 +73,8 @@ pub async fn call_nodes_all_ok(
         0
     });
     cx.submit().await?;
-    Ok(every_reply_ok(cx))
+    let batch = cx.batch();
+    Ok((0..cx.nodes.len()).all(|n| batch.reply(CallId(n as u16))[0] == status::OK))
 }
 
 /// After a round of commit-time lock calls with one [`lock_reply`] word

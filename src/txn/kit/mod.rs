@@ -51,11 +51,9 @@ use crate::store::{TableLayout, KEY_WORD, SEQ_WORD};
 pub use access::{
     accept_record, call_access, locate_onesided, queue_cas_then_read_tuple,
     queue_lock_then_read_seq, queue_per_node, read_tuple_onesided, remember_reply_slot,
-    reply_found,
 };
 pub use calls::{
-    call_nodes_all_ok, call_one, call_payload, every_reply_ok, lock_outcome, queue_calls_per_node,
-    reply_entry,
+    call_nodes_all_ok, call_one, call_payload, lock_outcome, queue_calls_per_node, reply_entry,
 };
 pub use finish::{
     post_commit, post_locked, post_release, post_unlock, push_write_back,
