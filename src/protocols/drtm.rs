@@ -328,15 +328,8 @@ impl Drtm {
         payload.resize(table.tuple_words as usize, 0);
         store.region.read(table.tuple_addr(slot), payload);
         let tuple = kit::decode(table, payload);
-        let (seq, consistent) = (tuple.seq, tuple.seq == tuple.seq_end);
-        let record_at = table.record_offset() as usize;
-        let code = if consistent {
-            status::OK
-        } else {
-            status::INCONSISTENT
-        };
-        let words = table.record_words as usize;
-        kit::reply_with_record(payload, record_at, words, &[code, slot, seq, end]);
+        let (seq, code) = (tuple.seq, kit::read_status(tuple.seq == tuple.seq_end));
+        kit::reply_with_tuple_record(payload, table, &[code, slot, seq, end]);
     }
 }
 

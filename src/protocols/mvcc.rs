@@ -86,7 +86,7 @@
 //! history goes from a smaller to a larger timestamp.
 
 use crate::config::Config;
-use crate::fabric::{Batch, VerbId};
+use crate::fabric::Batch;
 use crate::store::{NodeStore, TableLayout, HEADER_WORD};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
 
@@ -324,21 +324,17 @@ impl Mvcc {
             (lock_addr(cx.table(a.table), a.slot), 0, ts)
         });
         cx.submit().await?;
-        let batch = cx.batch();
-        let mut outcome = Ok(());
-        for &(index, cas) in &cx.queued {
-            if batch.result_word(VerbId(cas)) != 0 {
-                outcome = outcome.and(Err(AbortReason::LockConflict));
-                continue;
+        kit::judge_locks(cx, |access, previous, words| {
+            if previous != 0 {
+                return Err(AbortReason::LockConflict);
             }
-            cx.accesses[index].locked = true;
+            access.locked = true;
             // [seq, lock, rts], read after the CAS took the lock.
-            let words = batch.result(VerbId(cas + 1));
-            if !writable(ts, cx.accesses[index].seq, words[0], words[2]) {
-                outcome = outcome.and(Err(AbortReason::TimestampOrder));
+            if !writable(ts, access.seq, words[0], words[2]) {
+                return Err(AbortReason::TimestampOrder);
             }
-        }
-        outcome
+            Ok(())
+        })
     }
 
     async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
@@ -516,24 +512,20 @@ impl Protocol for Mvcc {
             kind::MVCC_LOCK_READ => self.serve_lock_read(store, payload),
             kind::MVCC_LOCK => {
                 let ts = payload[0];
-                let entries = (payload.len() - 1) / 3;
-                for entry in 0..entries {
-                    let at = 1 + 3 * entry;
-                    let table = store.layout.table(payload[at] as u32);
-                    let (slot, read_seq) = (payload[at + 1], payload[at + 2]);
-                    payload[entry] = if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
-                        lock_reply::CONFLICT
+                kit::answer_entries(payload, 1, 3, |entry| {
+                    let table = store.layout.table(entry[0] as u32);
+                    let (slot, read_seq) = (entry[1], entry[2]);
+                    if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
+                        return lock_reply::CONFLICT;
+                    }
+                    let seq = store.region.load(table.seq_addr(slot));
+                    let rts = store.region.load(table.header_addr(slot, RTS_WORD));
+                    if writable(ts, read_seq, seq, rts) {
+                        lock_reply::OK
                     } else {
-                        let seq = store.region.load(table.seq_addr(slot));
-                        let rts = store.region.load(table.header_addr(slot, RTS_WORD));
-                        if writable(ts, read_seq, seq, rts) {
-                            lock_reply::OK
-                        } else {
-                            lock_reply::STALE
-                        }
-                    };
-                }
-                payload.truncate(entries);
+                        lock_reply::STALE
+                    }
+                });
             }
             kind::MVCC_COMMIT => {
                 let ts = payload[0];

@@ -114,21 +114,16 @@ impl Occ {
             |cx, a| (lock_addr(cx.table(a.table), a.slot), 0, cx.owner),
         );
         cx.submit().await?;
-        let batch = cx.batch();
-        let mut outcome = Ok(());
-        for &(index, cas) in &cx.queued {
-            let previous = batch.result_word(VerbId(cas));
-            let seq = batch.result_word(VerbId(cas + 1));
+        kit::judge_locks(cx, |access, previous, seq| {
             if previous != 0 {
-                outcome = outcome.and(Err(AbortReason::LockConflict));
-                continue;
+                return Err(AbortReason::LockConflict);
             }
-            cx.accesses[index].locked = true;
-            if seq != cx.accesses[index].seq {
-                outcome = outcome.and(Err(AbortReason::ValidationFailed));
+            access.locked = true;
+            if seq[0] != access.seq {
+                return Err(AbortReason::ValidationFailed);
             }
-        }
-        outcome
+            Ok(())
+        })
     }
 
     async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
@@ -243,33 +238,26 @@ impl Protocol for Occ {
                 let table = store.layout.table(table_id);
                 let tuple = kit::decode(table, payload);
                 let (lock, seq, seq_end) = (tuple.lock, tuple.seq, tuple.seq_end);
-                let record_at = table.record_offset() as usize;
                 let status = if lock != 0 && !self.read_through_locks {
                     status::LOCKED
-                } else if seq != seq_end {
-                    status::INCONSISTENT
                 } else {
-                    status::OK
+                    kit::read_status(seq == seq_end)
                 };
-                let words = table.record_words as usize;
-                kit::reply_with_record(payload, record_at, words, &[status, slot, seq]);
+                kit::reply_with_tuple_record(payload, table, &[status, slot, seq]);
             }
             kind::OCC_LOCK => {
                 let owner = payload[0];
-                let entries = (payload.len() - 1) / 3;
-                for entry in 0..entries {
-                    let at = 1 + 3 * entry;
-                    let table = store.layout.table(payload[at] as u32);
-                    let (slot, seq) = (payload[at + 1], payload[at + 2]);
-                    payload[entry] = if store.region.cas(lock_addr(table, slot), 0, owner) != 0 {
+                kit::answer_entries(payload, 1, 3, |entry| {
+                    let table = store.layout.table(entry[0] as u32);
+                    let (slot, seq) = (entry[1], entry[2]);
+                    if store.region.cas(lock_addr(table, slot), 0, owner) != 0 {
                         lock_reply::CONFLICT
                     } else if store.region.load(table.seq_addr(slot)) != seq {
                         lock_reply::STALE
                     } else {
                         lock_reply::OK
-                    };
-                }
-                payload.truncate(entries);
+                    }
+                });
             }
             kind::OCC_VALIDATE => {
                 // Lock before seq, for the reason the module doc gives.

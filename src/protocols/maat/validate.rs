@@ -66,6 +66,20 @@ fn queue_unsettled_calls(
     }
 }
 
+/// Takes in the metadata slot of entry `e` as fetched (`words`): its state
+/// and bounds, into the scratch entry; `ValidationFailed` if the slot was
+/// reused by a later transaction (its `id` or `id_end` changed).
+fn take_slot(scratch: &mut [u64], e: usize, words: &[u64]) -> TxnResult<()> {
+    let k = at(e);
+    if words[ID as usize] != scratch[k] || words[ID_END as usize] != scratch[k] {
+        return Err(AbortReason::ValidationFailed);
+    }
+    scratch[k + 2] = words[STATE as usize];
+    scratch[k + 3] = words[LOWER as usize];
+    scratch[k + 4] = words[UPPER as usize];
+    Ok(())
+}
+
 /// The `words` reply words of the entry at `place` (from
 /// [`queue_unsettled_calls`]).
 fn entry_reply(batch: &Batch, place: u32, words: usize) -> &[u64] {
@@ -107,13 +121,7 @@ impl Maat {
         let own = (bounds[0], bounds[1]);
         for &(e, read) in &cx.queued {
             let words = batch.result(VerbId(read));
-            let k = at(e);
-            if words[ID as usize] != cx.scratch[k] || words[ID_END as usize] != cx.scratch[k] {
-                return Err(AbortReason::ValidationFailed);
-            }
-            cx.scratch[k + 2] = words[STATE as usize];
-            cx.scratch[k + 3] = words[LOWER as usize];
-            cx.scratch[k + 4] = words[UPPER as usize];
+            take_slot(&mut cx.scratch, e, words)?;
         }
         Ok(own)
     }
@@ -138,13 +146,7 @@ impl Maat {
         let own = (mine[LOWER as usize], mine[UPPER as usize]);
         for &(e, place) in &cx.queued {
             let words = entry_reply(&batch, place, SLOT_WORDS as usize);
-            let k = at(e);
-            if words[ID as usize] != cx.scratch[k] || words[ID_END as usize] != cx.scratch[k] {
-                return Err(AbortReason::ValidationFailed);
-            }
-            cx.scratch[k + 2] = words[STATE as usize];
-            cx.scratch[k + 3] = words[LOWER as usize];
-            cx.scratch[k + 4] = words[UPPER as usize];
+            take_slot(&mut cx.scratch, e, words)?;
         }
         Ok(own)
     }

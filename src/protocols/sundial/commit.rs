@@ -30,30 +30,22 @@ impl Sundial {
                 )
             });
             cx.submit().await?;
-            let batch = cx.batch();
-            let mut outcome = Ok(());
-            for &(index, cas) in &cx.queued {
-                let previous = batch.result_word(VerbId(cas));
-                let seq = batch.result_word(VerbId(cas + 1));
-                let access = &mut cx.accesses[index];
+            kit::judge_locks(cx, |access, previous, seq| {
                 let expected = access.meta & RTS_MASK;
                 if previous == expected {
                     access.locked = true;
                     access.meta = expected;
-                    if seq != access.seq {
-                        outcome = outcome.and(Err(AbortReason::ValidationFailed));
+                    if seq[0] != access.seq {
+                        return Err(AbortReason::ValidationFailed);
                     }
-                    continue;
+                    return Ok(());
                 }
-                match after_failed_cas(access, previous, seq) {
-                    CasOutcome::Locked => outcome = outcome.and(Err(AbortReason::LockConflict)),
-                    CasOutcome::Changed => {
-                        outcome = outcome.and(Err(AbortReason::ValidationFailed))
-                    }
-                    CasOutcome::Extended => {}
+                match after_failed_cas(access, previous, seq[0]) {
+                    CasOutcome::Locked => Err(AbortReason::LockConflict),
+                    CasOutcome::Changed => Err(AbortReason::ValidationFailed),
+                    CasOutcome::Extended => Ok(()),
                 }
-            }
-            outcome?;
+            })?;
         }
         if cx.accesses.iter().any(|a| a.write && !a.locked) {
             return Err(AbortReason::LockConflict);

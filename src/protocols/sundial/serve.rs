@@ -150,14 +150,8 @@ impl Sundial {
                 let tuple = kit::decode(table, payload);
                 let (seq, lease) = (tuple.seq, tuple.lock);
                 let wts = payload[(HEADER_WORD + WTS_WORD) as usize];
-                let record_at = table.record_offset() as usize;
-                let code = if consistent {
-                    status::OK
-                } else {
-                    status::INCONSISTENT
-                };
-                let words = table.record_words as usize;
-                kit::reply_with_record(payload, record_at, words, &[code, slot, seq, wts, lease]);
+                let head = [kit::read_status(consistent), slot, seq, wts, lease];
+                kit::reply_with_tuple_record(payload, table, &head);
             }
             kind::SUNDIAL_LOCK => {
                 let entries = payload.len() / 4;

@@ -26,27 +26,17 @@ impl Timestamp {
             return Ok(());
         }
         let ts = cx.timestamp;
-        {
-            let mut batch = cx.round();
-            cx.queued.clear();
-            for &node in &cx.nodes {
-                for (index, access) in cx.accesses.iter().enumerate() {
-                    if !(access.write && (fetch || !access.locked) && access.node == node) {
-                        continue;
-                    }
-                    let table = cx.table(access.table);
-                    if !access.locked {
-                        batch.cas(node, lock_addr(table, access.slot), 0, ts);
-                    }
-                    let read = if fetch {
-                        batch.read(node, table.tuple_addr(access.slot), table.tuple_words)
-                    } else {
-                        batch.read(node, table.seq_addr(access.slot), 4)
-                    };
-                    cx.queued.push((index, read.0));
-                }
+        kit::queue_per_node(cx, pick, |cx, batch, access| {
+            let (node, table) = (access.node, cx.table(access.table));
+            if !access.locked {
+                batch.cas(node, lock_addr(table, access.slot), 0, ts);
             }
-        }
+            if fetch {
+                batch.read(node, table.tuple_addr(access.slot), table.tuple_words)
+            } else {
+                batch.read(node, table.seq_addr(access.slot), 4)
+            }
+        });
         cx.submit().await?;
         let mut outcome = Ok(());
         for q in 0..cx.queued.len() {

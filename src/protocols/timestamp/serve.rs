@@ -190,14 +190,11 @@ pub(super) fn read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
 /// `kit::lock_reply` word per entry ([`lock_local`]).
 pub(super) fn lock(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
     let ts = payload[0];
-    let entries = (payload.len() - 1) / 4;
-    for entry in 0..entries {
-        let at = 1 + 4 * entry;
-        let table = store.layout.table(payload[at] as u32);
-        let (slot, read_seq, held) = (payload[at + 1], payload[at + 2], payload[at + 3] != 0);
-        payload[entry] = lock_local(store, table, slot, ts, read_seq, held);
-    }
-    payload.truncate(entries);
+    kit::answer_entries(payload, 1, 4, |entry| {
+        let table = store.layout.table(entry[0] as u32);
+        let (slot, read_seq, held) = (entry[1], entry[2], entry[3] != 0);
+        lock_local(store, table, slot, ts, read_seq, held)
+    });
     Served::Reply
 }
 

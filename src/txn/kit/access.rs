@@ -87,6 +87,28 @@ pub async fn read_tuple_onesided(cx: &mut TxnCx<'_>, index: usize) -> TxnResult<
     Ok(read)
 }
 
+/// After the round [`queue_lock_then_read_seq`] queued, awaited: hands
+/// `judge` each queued access with the word its CAS found and the words its
+/// READ returned, and fails with the first error `judge` gives. Every
+/// access is judged, so each lock the round took is marked held.
+pub fn judge_locks(
+    cx: &mut TxnCx<'_>,
+    mut judge: impl FnMut(&mut Access, u64, &[u64]) -> TxnResult<()>,
+) -> TxnResult<()> {
+    let batch = cx.batch();
+    let mut outcome = Ok(());
+    for &(index, cas) in &cx.queued {
+        let found = batch.result_word(VerbId(cas));
+        let verdict = judge(
+            &mut cx.accesses[index],
+            found,
+            batch.result(VerbId(cas + 1)),
+        );
+        outcome = outcome.and(verdict);
+    }
+    outcome
+}
+
 /// Copies a fetched record into the access's copy and notes its version.
 pub fn accept_record(cx: &mut TxnCx<'_>, index: usize, seq: u64, record: &[u64]) {
     cx.accesses[index].seq = seq;
@@ -111,9 +133,10 @@ pub fn queue_cas_then_read_tuple(
 
 /// Queues on `cx`'s round, per node in `cx.nodes` and each access there
 /// that `pick` selects (in access order), the verbs `queue` appends for it;
-/// `cx.queued` gets `(access index, the id of its first verb)`, which
-/// `queue` returns. Verbs to one node run in order (FIFO on the queue
-/// pair), so one access's later verbs see what its earlier ones did.
+/// `cx.queued` gets `(access index, the verb id `queue` returns)`, where
+/// the caller reads its results. Verbs to one node run in order (FIFO on
+/// the queue pair), so one access's later verbs see what its earlier ones
+/// did.
 pub fn queue_per_node(
     cx: &mut TxnCx<'_>,
     pick: impl Fn(&Access) -> bool,

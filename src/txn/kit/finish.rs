@@ -138,11 +138,7 @@ pub fn post_unlock(cx: &mut TxnCx<'_>, install: bool, shared: impl Fn(&TxnCx<'_>
             }
         }
     }
-    drop(batch);
-    for access in cx.accesses.iter_mut() {
-        access.locked = false;
-    }
-    cx.submit_passive();
+    post_unlocked(cx, batch);
 }
 
 /// The locked records' part of a passive commit or release round, queued
@@ -173,6 +169,12 @@ pub fn post_locked(
             batch.call(node, kind, payload, true);
         }
     }
+    post_unlocked(cx, batch);
+}
+
+/// Posts `batch`, the round of `cx` that frees every lock the attempt
+/// holds, with passive ACK; from here on no lock counts as held.
+fn post_unlocked(cx: &mut TxnCx<'_>, batch: RefMut<'_, Batch>) {
     drop(batch);
     for access in cx.accesses.iter_mut() {
         access.locked = false;

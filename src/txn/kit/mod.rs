@@ -49,7 +49,7 @@ mod serve;
 use crate::store::{TableLayout, KEY_WORD, SEQ_WORD};
 
 pub use access::{
-    accept_record, call_access, locate_onesided, queue_cas_then_read_tuple,
+    accept_record, call_access, judge_locks, locate_onesided, queue_cas_then_read_tuple,
     queue_lock_then_read_seq, queue_per_node, read_tuple_onesided, remember_reply_slot,
 };
 pub use calls::{
@@ -60,8 +60,9 @@ pub use finish::{
     queue_write_back_onesided, submit_before_commit,
 };
 pub use serve::{
-    find_row, load_tuple, push_record, reply_with_record, serve_shared, serve_shared_or_panic,
-    serve_unlock, serve_write_back, write_back_entries, WriteBack,
+    answer_entries, find_row, load_tuple, push_record, read_status, reply_with_record,
+    reply_with_tuple_record, serve_shared, serve_shared_or_panic, serve_unlock, serve_write_back,
+    write_back_entries, WriteBack,
 };
 
 pub use crate::in_form;

@@ -34,6 +34,41 @@ pub fn load_tuple(
     Some(slot)
 }
 
+/// Handler side of a request with one reply word per entry, `[head…,
+/// (entry of entry_words words)…]` (a commit-time lock, a check): replaces
+/// it in place with `answer(entry)` per entry, in entry order.
+pub fn answer_entries(
+    payload: &mut Vec<u64>,
+    head_words: usize,
+    entry_words: usize,
+    mut answer: impl FnMut(&[u64]) -> u64,
+) {
+    let entries = (payload.len() - head_words) / entry_words;
+    for entry in 0..entries {
+        let at = head_words + entry * entry_words;
+        // An entry is read before its reply word, at or before it, is written.
+        payload[entry] = answer(&payload[at..at + entry_words]);
+    }
+    payload.truncate(entries);
+}
+
+/// The status of a read reply: `OK` for a consistent snapshot of the
+/// tuple, `INCONSISTENT` for a torn one (`seq != seq_end`).
+pub fn read_status(consistent: bool) -> u64 {
+    if consistent {
+        status::OK
+    } else {
+        status::INCONSISTENT
+    }
+}
+
+/// Rewrites a whole tuple of `table` read into `payload` into the reply
+/// `[head…, record…]`, in place.
+pub fn reply_with_tuple_record(payload: &mut Vec<u64>, table: &TableLayout, head: &[u64]) {
+    let record_at = table.record_offset() as usize;
+    reply_with_record(payload, record_at, table.record_words as usize, head);
+}
+
 /// Appends the record at `slot` of `table` to a reply under way.
 pub fn push_record(store: &NodeStore, table: &TableLayout, slot: u64, payload: &mut Vec<u64>) {
     let start = payload.len();
