@@ -144,6 +144,23 @@ const ENTRY: usize = 5;
 const REG_WRITE: u64 = 1;
 const REG_UPGRADE: u64 = 2;
 
+/// What an access registers for: a place in the writer list (else the
+/// reader list), and whether it upgrades a record read before, whose
+/// version must not have changed since.
+#[derive(Clone, Copy)]
+struct Intent {
+    write: bool,
+    upgrade: bool,
+}
+
+impl Intent {
+    /// The flags of a `MAAT_REGISTER` request.
+    fn flags(self) -> u64 {
+        let write = if self.write { REG_WRITE } else { 0 };
+        write | if self.upgrade { REG_UPGRADE } else { 0 }
+    }
+}
+
 #[inline]
 fn committed(ts: u64) -> u64 {
     debug_assert!(ts <= MAX_TS);
@@ -278,16 +295,8 @@ impl Maat {
 
     /// Folds a latched tuple's header into this transaction's ordering
     /// state and registers the access (RCBench Alg. 9 lines 7–9, 16–20).
-    #[allow(clippy::too_many_arguments)]
-    fn absorb(
-        &self,
-        cx: &mut TxnCx<'_>,
-        index: usize,
-        tuple: &[u64],
-        write: bool,
-        upgrade: bool,
-        pos: u32,
-    ) {
+    fn absorb(&self, cx: &mut TxnCx<'_>, index: usize, tuple: &[u64], intent: Intent, pos: u32) {
+        let Intent { write, upgrade } = intent;
         let table = cx.table(cx.accesses[index].table);
         let words = Words::of(table);
         let header = &tuple[HEADER_WORD as usize..];
@@ -322,25 +331,19 @@ impl Maat {
         }
     }
 
-    async fn register(
-        &self,
-        cx: &mut TxnCx<'_>,
-        index: usize,
-        write: bool,
-        upgrade: bool,
-    ) -> TxnResult<()> {
+    async fn register(&self, cx: &mut TxnCx<'_>, index: usize, intent: Intent) -> TxnResult<()> {
         kit::in_form!(cx, Stage::Read,
-            onesided: self.register_onesided(cx, index, write, upgrade),
-            rpc: self.register_rpc(cx, index, write, upgrade))
+            onesided: self.register_onesided(cx, index, intent),
+            rpc: self.register_rpc(cx, index, intent))
     }
 
     async fn register_onesided(
         &self,
         cx: &mut TxnCx<'_>,
         index: usize,
-        write: bool,
-        upgrade: bool,
+        intent: Intent,
     ) -> TxnResult<()> {
+        let Intent { write, upgrade } = intent;
         kit::locate_onesided(cx, index).await?;
         let access = cx.accesses[index];
         let table = cx.table(access.table);
@@ -393,7 +396,7 @@ impl Maat {
             if upgrade && tuple[SEQ_WORD as usize] != access.seq {
                 Err(AbortReason::ValidationFailed)
             } else if let Some(pos) = free {
-                self.absorb(cx, index, tuple, write, upgrade, pos as u32);
+                self.absorb(cx, index, tuple, intent, pos as u32);
                 Ok(pos as u32)
             } else {
                 Err(AbortReason::ListFull)
@@ -419,8 +422,7 @@ impl Maat {
         &self,
         cx: &mut TxnCx<'_>,
         index: usize,
-        write: bool,
-        upgrade: bool,
+        intent: Intent,
     ) -> TxnResult<()> {
         let access = cx.accesses[index];
         let init = cx.scratch.is_empty();
@@ -432,7 +434,7 @@ impl Maat {
                 payload.extend_from_slice(&[slot, cx.txn_id]);
                 batch.call(node, kind::MAAT_INIT, payload, false);
             }
-            let flags = if write { REG_WRITE } else { 0 } | if upgrade { REG_UPGRADE } else { 0 };
+            let flags = intent.flags();
             let mut payload = batch.payload();
             payload.extend_from_slice(&[
                 access.table as u64,
@@ -453,7 +455,7 @@ impl Maat {
         kit::remember_reply_slot(cx, index, reply);
         match reply[0] {
             status::OK => {
-                self.absorb(cx, index, &reply[3..], write, upgrade, reply[2] as u32);
+                self.absorb(cx, index, &reply[3..], intent, reply[2] as u32);
                 Ok(())
             }
             status::STALE => Err(AbortReason::ValidationFailed),
@@ -485,11 +487,19 @@ impl Protocol for Maat {
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         let write = cx.accesses[index].write;
-        self.register(cx, index, write, false).await
+        let intent = Intent {
+            write,
+            upgrade: false,
+        };
+        self.register(cx, index, intent).await
     }
 
     async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        self.register(cx, index, true, true).await
+        let intent = Intent {
+            write: true,
+            upgrade: true,
+        };
+        self.register(cx, index, intent).await
     }
 
     async fn validate(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {

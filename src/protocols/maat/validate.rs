@@ -298,21 +298,14 @@ impl Maat {
 
     /// Freezes this transaction's interval: `Some(ts)` if it commits.
     pub(super) async fn freeze(&self, cx: &mut TxnCx<'_>, lb: u64, ub: u64) -> Option<u64> {
-        let (node, slot) = slot_of(cx, cx.txn_id);
         kit::in_form!(cx, Stage::Validate,
-            onesided: self.freeze_onesided(cx, node, slot, lb, ub),
-            rpc: self.freeze_rpc(cx, node, slot, lb, ub))
+            onesided: self.freeze_onesided(cx, lb, ub),
+            rpc: self.freeze_rpc(cx, lb, ub))
     }
 
     /// [`Self::freeze`] in its one-sided form.
-    pub(super) async fn freeze_onesided(
-        &self,
-        cx: &mut TxnCx<'_>,
-        node: NodeId,
-        slot: u64,
-        lb: u64,
-        ub: u64,
-    ) -> Option<u64> {
+    async fn freeze_onesided(&self, cx: &mut TxnCx<'_>, lb: u64, ub: u64) -> Option<u64> {
+        let (node, slot) = slot_of(cx, cx.txn_id);
         let cas = {
             let mut batch = cx.round();
             let cas = batch.cas(node, slot + STATE, RUNNING, FREEZING);
@@ -336,14 +329,8 @@ impl Maat {
     }
 
     /// [`Self::freeze`] in its RPC form.
-    pub(super) async fn freeze_rpc(
-        &self,
-        cx: &mut TxnCx<'_>,
-        node: NodeId,
-        slot: u64,
-        lb: u64,
-        ub: u64,
-    ) -> Option<u64> {
+    async fn freeze_rpc(&self, cx: &mut TxnCx<'_>, lb: u64, ub: u64) -> Option<u64> {
+        let (node, slot) = slot_of(cx, cx.txn_id);
         let call = kit::call_one(cx, node, kind::MAAT_FREEZE, &[slot, lb, ub]);
         cx.submit().await.ok()?;
         let batch = cx.batch();
