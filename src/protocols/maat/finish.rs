@@ -98,14 +98,7 @@ impl Maat {
                     let table = cx.table(access.table);
                     let words = Words::of(table);
                     let (node, slot) = (access.node, access.slot);
-                    let reader = access.meta & 0xffff;
-                    let writer = (access.meta >> 16) & 0xffff;
-                    if reader != 0 {
-                        let word = words.reader(reader as u32 - 1);
-                        batch.write_word(node, table.header_addr(slot, word), 0);
-                    }
-                    if writer != 0 {
-                        let word = words.writer(writer as u32 - 1);
+                    for word in words.held(access.meta) {
                         batch.write_word(node, table.header_addr(slot, word), 0);
                     }
                     if access.write {
@@ -179,15 +172,7 @@ impl Maat {
         for access in &cx.accesses {
             let table = cx.table(access.table);
             let words = Words::of(table);
-            let reader = access.meta & 0xffff;
-            let writer = (access.meta >> 16) & 0xffff;
-            for word in [
-                (reader != 0).then(|| words.reader(reader as u32 - 1)),
-                (writer != 0).then(|| words.writer(writer as u32 - 1)),
-            ]
-            .into_iter()
-            .flatten()
-            {
+            for word in words.held(access.meta) {
                 batch.cas(
                     access.node,
                     table.header_addr(access.slot, word),

@@ -208,6 +208,19 @@ impl Words {
     fn rts(self) -> u32 {
         2 + 2 * self.cap
     }
+    /// The header words of the list entries an access holds, reader's
+    /// first, from its `meta` (list position + 1 of its reader entry in
+    /// bits 0–15, of its writer entry in bits 16–31; 0 for none).
+    fn held(self, meta: u64) -> impl Iterator<Item = u32> {
+        let reader = meta & 0xffff;
+        let writer = (meta >> 16) & 0xffff;
+        [
+            (reader != 0).then(|| self.reader(reader as u32 - 1)),
+            (writer != 0).then(|| self.writer(writer as u32 - 1)),
+        ]
+        .into_iter()
+        .flatten()
+    }
 }
 
 /// The node and address of transaction `txn`'s metadata slot.

@@ -167,13 +167,8 @@ pub(super) fn commit(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
         let table = store.layout.table(payload[at] as u32);
         let words = Words::of(table);
         let (slot, meta, new_seq) = (payload[at + 1], payload[at + 2], payload[at + 3]);
-        let reader = meta & 0xffff;
-        let writer = (meta >> 16) & 0xffff;
-        if reader != 0 {
-            region.store(table.header_addr(slot, words.reader(reader as u32 - 1)), 0);
-        }
-        if writer != 0 {
-            region.store(table.header_addr(slot, words.writer(writer as u32 - 1)), 0);
+        for word in words.held(meta) {
+            region.store(table.header_addr(slot, word), 0);
         }
         let rts = table.header_addr(slot, words.rts());
         region.store(rts, region.load(rts).max(ts));
@@ -202,21 +197,8 @@ pub(super) fn unregister(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
         let table = store.layout.table(entry[0] as u32);
         let words = Words::of(table);
         let (slot, meta) = (entry[1], entry[2]);
-        let reader = meta & 0xffff;
-        let writer = (meta >> 16) & 0xffff;
-        if reader != 0 {
-            region.cas(
-                table.header_addr(slot, words.reader(reader as u32 - 1)),
-                txn,
-                0,
-            );
-        }
-        if writer != 0 {
-            region.cas(
-                table.header_addr(slot, words.writer(writer as u32 - 1)),
-                txn,
-                0,
-            );
+        for word in words.held(meta) {
+            region.cas(table.header_addr(slot, word), txn, 0);
         }
     }
     payload.clear();

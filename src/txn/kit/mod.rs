@@ -65,8 +65,6 @@ pub use serve::{
     write_back_entries, WriteBack,
 };
 
-pub use crate::in_form;
-
 /// The RPC kinds of the kit's handlers, in the range of the crate's
 /// protocols (`base::rpc_kind::PROTOCOLS`, whose table in
 /// `protocols::common::kind` lists them too). A protocol that finishes
@@ -154,3 +152,5 @@ macro_rules! in_form {
         }
     };
 }
+// The macro under the kit's path too (`kit::in_form!`), beside the steps.
+pub use in_form;
