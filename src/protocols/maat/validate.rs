@@ -155,20 +155,15 @@ impl Maat {
     /// (Eq. 2), then reads its state back (the Dekker handshake). Returns
     /// whether an entry still needs another round.
     pub(super) async fn push(&self, cx: &mut TxnCx<'_>, lb: u64, ub: u64) -> TxnResult<bool> {
-        let (want_lb, want_ub) = (ub + 1, lb - 1);
         cx.queued.clear();
         kit::in_form!(cx, Stage::Validate,
-            onesided: self.push_onesided(cx, want_lb, want_ub),
-            rpc: self.push_rpc(cx, want_lb, want_ub))
+            onesided: self.push_onesided(cx, lb, ub),
+            rpc: self.push_rpc(cx, lb, ub))
     }
 
     /// [`Self::push`] in its one-sided form.
-    pub(super) async fn push_onesided(
-        &self,
-        cx: &mut TxnCx<'_>,
-        want_lb: u64,
-        want_ub: u64,
-    ) -> TxnResult<bool> {
+    async fn push_onesided(&self, cx: &mut TxnCx<'_>, lb: u64, ub: u64) -> TxnResult<bool> {
+        let (want_lb, want_ub) = (ub + 1, lb - 1);
         {
             let mut batch = cx.round();
             for e in 0..entries(cx) {
@@ -236,12 +231,8 @@ impl Maat {
     }
 
     /// [`Self::push`] in its RPC form.
-    pub(super) async fn push_rpc(
-        &self,
-        cx: &mut TxnCx<'_>,
-        want_lb: u64,
-        want_ub: u64,
-    ) -> TxnResult<bool> {
+    async fn push_rpc(&self, cx: &mut TxnCx<'_>, lb: u64, ub: u64) -> TxnResult<bool> {
+        let (want_lb, want_ub) = (ub + 1, lb - 1);
         collect_unsettled_nodes(cx, None);
         queue_unsettled_calls(cx, kind::MAAT_PUSH, NO_NODE, 0, |cx, e, slot, payload| {
             let flags = cx.scratch[at(e) + 1];
