@@ -28,7 +28,7 @@
 use super::failover;
 use super::scheduler::Scheduled;
 use super::{
-    CalvinEnv, CalvinExec, Poll, DONE_UNDECLARED, DONE_USER_ABORT, INSERTED, MISSING, RPC_DONE,
+    CalvinEnv, CalvinExec, CalvinRun, Poll, DONE_UNDECLARED, DONE_USER_ABORT, INSERTED, MISSING, RPC_DONE,
     RPC_FORWARD, ST_DISPATCH, ST_EXECUTE, ST_FORWARD, ST_LOCK, ST_LOG, ST_READ,
 };
 use crate::base::{Primitive, Stage};
@@ -334,10 +334,10 @@ async fn execute<W: Workload>(
         .decode_request(&txn.request)
         .expect("the sequencer encoded this request");
     let outcome = {
-        let exec = CalvinExec {
+        let exec = CalvinRun(CalvinExec {
             declared: &txn.accesses,
             store: env.store,
-        };
+        });
         let mut program = Txn::new(cx, &exec);
         env.workload.execute(&mut program, &request).await
     };

@@ -149,7 +149,7 @@
 //!   touches an undeclared record aborts deterministically on every active
 //!   participant (`AbortReason::Undeclared`), and a reconnoitred request is
 //!   then reconnoitred and submitted again.
-//! * Inserts (`Protocol::insert_access` of [`CalvinExec`]): a row the
+//! * Inserts (`Reach::insert_access` of [`CalvinExec`]): a row the
 //!   program inserts is not declared — its key must derive from a record
 //!   the transaction writes (TPC-C's district counters), whose exclusive
 //!   lock covers it. The origin (the program's home, `TxnCx::home`) claims
@@ -190,7 +190,7 @@ pub mod scheduler;
 pub mod sequencer;
 mod service;
 
-pub use exec::{CalvinExec, INSERTED};
+pub use exec::{CalvinExec, CalvinRun, Reach, INSERTED};
 pub use history::merge_partial_history;
 pub use layout::{pack_access, unpack_access, CalvinLayout};
 pub use service::CalvinService;

@@ -56,7 +56,7 @@
 
 use super::recon::Recon;
 use super::{
-    pack_access, CalvinEnv, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_FAILED, DONE_FLAG_MASK,
+    pack_access, CalvinEnv, CalvinRun, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_FAILED, DONE_FLAG_MASK,
     DONE_UNDECLARED, DONE_USER_ABORT, ENTRY_FIXED_WORDS, INSERTED, RPC_BATCH, ST_SEQUENCE,
 };
 use crate::base::rng::Rng;
@@ -241,7 +241,7 @@ struct Sequencer<'e, 'a, W: Workload> {
     nodes_touched: Vec<NodeId>,
     /// Transactions this sequencer numbered so far.
     counter: u64,
-    recon: Recon<'a>,
+    recon: CalvinRun<Recon<'a>>,
     recon_cx: TxnCx<'a>,
     recon_runs: u64,
     /// Completions are looked for at most this often between boundaries
@@ -280,7 +280,7 @@ impl<'e, 'a, W: Workload> Sequencer<'e, 'a, W> {
             touched: vec![false; nodes],
             nodes_touched: Vec::new(),
             counter: 0,
-            recon: Recon { store: env.store },
+            recon: CalvinRun(Recon { store: env.store }),
             recon_cx: TxnCx::new(env.worker, co, env.layout, env.cache, env.plan),
             recon_runs: 0,
             poll: Poll::new(env.epoch_ns),
