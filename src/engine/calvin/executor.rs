@@ -28,8 +28,8 @@
 use super::failover;
 use super::scheduler::Scheduled;
 use super::{
-    CalvinEnv, CalvinExec, CalvinRun, Poll, DONE_UNDECLARED, DONE_USER_ABORT, INSERTED, MISSING, RPC_DONE,
-    RPC_FORWARD, ST_DISPATCH, ST_EXECUTE, ST_FORWARD, ST_LOCK, ST_LOG, ST_READ,
+    CalvinEnv, CalvinExec, CalvinRun, Poll, DONE_UNDECLARED, DONE_USER_ABORT, INSERTED, MISSING,
+    RPC_DONE, RPC_FORWARD, ST_DISPATCH, ST_EXECUTE, ST_FORWARD, ST_LOCK, ST_LOG, ST_READ,
 };
 use crate::base::{Primitive, Stage};
 use crate::check::history::SECONDARY_ENTRY;
@@ -55,6 +55,10 @@ enum Work {
     Fresh(usize, Scheduled),
     /// Parked, and every remote record has now arrived.
     Resume(usize, Scheduled),
+    /// Nothing to do yet.
+    Idle,
+    /// Every epoch this node schedules has finished here.
+    Done,
 }
 
 /// Whether every record `txn` needs from other nodes has been forwarded
@@ -70,20 +74,37 @@ fn forwards_complete<W: Workload>(
     if remote == 0 {
         true
     } else if onesided {
-        let tag = txn.epoch + 1;
         (0..remote).all(|block| {
-            env.store.region.load(env.calvin.fwd_addr(
-                txn.epoch,
-                txn.sequencer,
-                txn.position,
-                block,
-            )) == tag
+            env.store.region.load(env.calvin.fwd_addr(txn.place, block)) == txn.place.tag()
         })
     } else {
         state
             .forwards
-            .get(&(txn.epoch, txn.sequencer, txn.position))
+            .get(&txn.place)
             .is_some_and(|(count, _)| *count == remote)
+    }
+}
+
+/// The next work for an executor of `node`: a ready transaction first,
+/// then a parked one whose records have all arrived.
+fn take_work<W: Workload>(env: &CalvinEnv<'_, W>, node: NodeId, onesided: bool) -> Work {
+    let mut state = env.shared.lock();
+    if let Some(index) = state.ready.pop_front() {
+        let txn = state.txns[index].take().expect("a ready transaction");
+        return Work::Fresh(index, txn);
+    }
+    let found = state.parked.iter().position(|&index| {
+        let txn = state.txns[index].as_ref().expect("a parked transaction");
+        forwards_complete(env, &state, txn, node, onesided)
+    });
+    match found {
+        Some(at) => {
+            let index = state.parked.swap_remove(at);
+            let txn = state.txns[index].take().expect("a parked transaction");
+            Work::Resume(index, txn)
+        }
+        None if state.last_epoch.is_some_and(|last| state.done_below > last) => Work::Done,
+        None => Work::Idle,
     }
 }
 
@@ -106,64 +127,36 @@ pub async fn run_executor<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
             // from a survivor's computation, before any new work reads them.
             failover.apply_index_ops(|home, ops| env.workload.at_commit_point(home, ops));
         }
-        let work = {
-            let mut state = env.shared.lock();
-            if let Some(index) = state.ready.pop_front() {
-                let txn = state.txns[index].take().expect("a ready transaction");
-                Some(Work::Fresh(index, txn))
-            } else {
-                let found = state.parked.iter().position(|&index| {
-                    let txn = state.txns[index].as_ref().expect("a parked transaction");
-                    forwards_complete(env, &state, txn, node, onesided)
-                });
-                match found {
-                    Some(at) => {
-                        let index = state.parked.swap_remove(at);
-                        let txn = state.txns[index].take().expect("a parked transaction");
-                        Some(Work::Resume(index, txn))
-                    }
-                    None if state.last_epoch.is_some_and(|last| state.done_below > last) => break,
-                    None => None,
+        let (index, txn) = match take_work(env, node, onesided) {
+            Work::Done => break,
+            Work::Idle => {
+                worker.sleep(co, poll.wait_ns()).await;
+                continue;
+            }
+            Work::Resume(index, txn) => (index, txn),
+            Work::Fresh(index, mut txn) => {
+                poll.reset();
+                if !start(env, co, &mut txn, onesided).await {
+                    finish(env, co, index, txn, Part::default(), &mut items).await;
+                    worker.yield_now().await;
+                    continue;
                 }
+                if !forwards_complete(env, &env.shared.lock(), &txn, node, onesided) {
+                    // Re-checked by every idle executor: what arrives
+                    // meanwhile is not missed.
+                    let mut state = env.shared.lock();
+                    state.txns[index] = Some(txn);
+                    state.parked.push(index);
+                    worker.yield_now().await;
+                    continue;
+                }
+                (index, txn)
             }
         };
-        match work {
-            None => worker.sleep(co, poll.wait_ns()).await,
-            Some(Work::Fresh(index, mut txn)) => {
-                poll.reset();
-                if start(env, co, &mut txn, onesided).await {
-                    let complete = {
-                        let state = env.shared.lock();
-                        forwards_complete(env, &state, &txn, node, onesided)
-                    };
-                    if complete {
-                        attempts += 1;
-                        execute(env, &mut cx, attempts, index, txn, onesided, &mut items).await;
-                    } else {
-                        // Re-checked by every idle executor: what arrives
-                        // meanwhile is not missed.
-                        let mut state = env.shared.lock();
-                        state.txns[index] = Some(txn);
-                        state.parked.push(index);
-                    }
-                } else {
-                    let part = Part {
-                        times: PartTimes::default(),
-                        abort: 0,
-                        note: 0,
-                        recorded: false,
-                    };
-                    finish(env, co, index, txn, part, &mut items).await;
-                }
-                worker.yield_now().await;
-            }
-            Some(Work::Resume(index, txn)) => {
-                poll.reset();
-                attempts += 1;
-                execute(env, &mut cx, attempts, index, txn, onesided, &mut items).await;
-                worker.yield_now().await;
-            }
-        }
+        poll.reset();
+        attempts += 1;
+        execute(env, &mut cx, attempts, index, txn, onesided, &mut items).await;
+        worker.yield_now().await;
     }
     env.note_boundaries(worker.now_ns());
     worker.drain(co).await;
@@ -230,10 +223,7 @@ async fn start<W: Workload>(
     }
     if !actives.is_empty() {
         forward(env, co, txn, &actives, onesided);
-        worker.submit_passive(co);
-        if env.failover.is_some() {
-            worker.drain(co).await;
-        }
+        env.submit_passive(co).await;
     }
     active_here
 }
@@ -254,40 +244,37 @@ fn forward<W: Workload>(
     for &receiver in actives {
         if onesided {
             // Block `b` at the receiver holds its `b`-th access on
-            // another node than itself (`CalvinLayout::fwd_addr`).
-            let blocks = || {
-                txn.accesses
-                    .iter()
-                    .enumerate()
-                    .filter(|&(k, _)| txn.homes[k] != receiver)
-                    .zip(0u32..)
-                    .filter(|&((k, _), _)| txn.homes[k] == node)
-                    .map(|((k, a), block)| (k, a, block))
-            };
-            for (k, access, block) in blocks() {
-                let words = env.layout.table(access.table).record_words as usize;
-                let addr = env
-                    .calvin
-                    .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
+            // another node than itself (`CalvinLayout::fwd_addr`): every
+            // record first, then every tag.
+            let blocks: Vec<(usize, u64)> = (0..txn.accesses.len())
+                .filter(|&k| txn.homes[k] == node)
+                .map(|k| {
+                    (
+                        k,
+                        env.calvin
+                            .fwd_addr(txn.place, txn.forward_block(receiver, k)),
+                    )
+                })
+                .collect();
+            for &(k, addr) in &blocks {
+                let words = env.layout.table(txn.accesses[k].table).record_words as usize;
                 batch.write(
                     receiver,
                     addr + 1,
                     &txn.values[k * stride..k * stride + 1 + words],
                 );
             }
-            for (_, _, block) in blocks() {
-                let addr = env
-                    .calvin
-                    .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
-                batch.write_word(receiver, addr, txn.epoch + 1);
+            for &(_, addr) in &blocks {
+                batch.write_word(receiver, addr, txn.place.tag());
             }
         } else {
             let mut payload = batch.payload();
             let local = txn.homes.iter().filter(|&&home| home == node).count();
+            let place = txn.place;
             payload.extend_from_slice(&[
-                txn.epoch,
-                txn.sequencer as u64,
-                txn.position as u64,
+                place.epoch,
+                place.sequencer as u64,
+                place.position as u64,
                 local as u64,
             ]);
             for (k, access) in txn.accesses.iter().enumerate() {
@@ -326,7 +313,7 @@ async fn execute<W: Workload>(
     // end of its epoch, counted from the run's start (the same on every
     // fabric and every replay).
     cx.home = txn.origin;
-    cx.program_clock_ns = Some((txn.epoch + 1) * env.epoch_ns);
+    cx.program_clock_ns = Some((txn.place.epoch + 1) * env.epoch_ns);
     let cx_index = preload_set(env, cx, &txn, onesided);
     let preloaded = cx.accesses.len();
     let request = env
@@ -425,19 +412,15 @@ fn preload_set<W: Workload>(
         env.shared
             .lock()
             .forwards
-            .remove(&(txn.epoch, txn.sequencer, txn.position))
+            .remove(&txn.place)
             .map(|(_, words)| words)
     };
-    // Remote records by access index, from the forward buffer or the RPCs.
+    // Remote records by access index, from the RPCs.
     let mut remote: Vec<(u64, usize)> = vec![(MISSING, 0); txn.accesses.len()];
     let mut scratch: Vec<u64> = Vec::new();
     if let Some(words) = &forwarded {
-        let mut at = 0;
-        while at < words.len() {
-            let k = words[at] as usize;
-            let record_words = env.layout.table(txn.accesses[k].table).record_words as usize;
-            remote[k] = (words[at + 1], at + 2);
-            at += 2 + record_words;
+        for (k, seq, at) in txn.forwarded(words, env.layout) {
+            remote[k] = (seq, at);
         }
     }
     let mut cx_index: Vec<Option<usize>> = vec![None; txn.accesses.len()];
@@ -451,9 +434,7 @@ fn preload_set<W: Workload>(
             let (seq, at) = remote[k];
             (seq, &words[at..at + record_words])
         } else {
-            let addr = env
-                .calvin
-                .fwd_addr(txn.epoch, txn.sequencer, txn.position, block);
+            let addr = env.calvin.fwd_addr(txn.place, block);
             block += 1;
             scratch.resize(1 + record_words, 0);
             env.store.region.read(addr + 1, &mut scratch);
@@ -538,8 +519,7 @@ async fn log_writes<W: Workload>(
 }
 
 /// Installs this node's writes: each written record of the set, and each
-/// row the program inserted here, one version past the one read (the
-/// store's `seq_end`, record, `seq` order).
+/// row the program inserted here, one version past the one read.
 fn install_writes<W: Workload>(
     env: &CalvinEnv<'_, W>,
     cx: &TxnCx<'_>,
@@ -548,34 +528,32 @@ fn install_writes<W: Workload>(
     preloaded: usize,
 ) {
     let node = env.shared.node;
-    let region = &env.store.region;
+    let install = |j: usize, slot: u64| {
+        let access = &cx.accesses[j];
+        let table = env.layout.table(access.table);
+        let region = &env.store.region;
+        // The store's `seq_end`, record, `seq` order.
+        let installed = access.seq + 1;
+        region.store(
+            table.tuple_addr(slot) + table.seq_end_offset() as u64,
+            installed,
+        );
+        region.write(table.record_addr(slot), cx.record(j));
+        region.store(table.seq_addr(slot), installed);
+    };
     for (k, access) in txn.accesses.iter().enumerate() {
         if txn.homes[k] != node || !access.write {
             continue;
         }
-        let Some(j) = cx_index[k] else { continue };
-        let table = env.layout.table(access.table);
-        let slot = txn.slots[k];
-        let installed = cx.accesses[j].seq + 1;
-        let tuple = table.tuple_addr(slot);
-        region.store(tuple + table.seq_end_offset() as u64, installed);
-        region.write(table.record_addr(slot), cx.record(j));
-        region.store(table.seq_addr(slot), installed);
-    }
-    for access in &cx.accesses[preloaded..] {
-        if access.meta != INSERTED || access.node != node {
-            continue;
+        if let Some(j) = cx_index[k] {
+            install(j, txn.slots[k]);
         }
-        debug_assert!(access.write && access.slot != NO_SLOT);
-        let table = env.layout.table(access.table);
-        let installed = access.seq + 1;
-        let tuple = table.tuple_addr(access.slot);
-        region.store(tuple + table.seq_end_offset() as u64, installed);
-        region.write(
-            table.record_addr(access.slot),
-            &cx.data[access.data as usize..access.data as usize + table.record_words as usize],
-        );
-        region.store(table.seq_addr(access.slot), installed);
+    }
+    for (j, access) in cx.accesses.iter().enumerate().skip(preloaded) {
+        if access.meta == INSERTED && access.node == node {
+            debug_assert!(access.write && access.slot != NO_SLOT);
+            install(j, access.slot);
+        }
     }
 }
 
@@ -587,7 +565,8 @@ struct PartTimes {
     log_ns: u64,
 }
 
-/// How a node's part of a transaction ended.
+/// How a node's part of a transaction ended (`default`: a passive part).
+#[derive(Default)]
 struct Part {
     times: PartTimes,
     /// 0, or the `DONE_*` flag of the program's abort (active
@@ -701,33 +680,19 @@ async fn finish<W: Workload>(
     part: Part,
     items: &mut Items,
 ) {
-    let Part {
-        times:
-            PartTimes {
-                forward_ns,
-                execute_ns,
-                log_ns,
-            },
-        abort,
-        note,
-        recorded,
-    } = part;
     let worker = env.worker;
     let node = env.shared.node;
     let now = worker.now_ns();
-    if !recorded {
-        record_part(env, &txn, abort, note, items);
+    if !part.recorded {
+        record_part(env, &txn, part.abort, part.note, items);
     }
     // Only this transaction's part uses them.
     items.inserted.clear();
     {
         let mut state = env.shared.lock();
         state.drop_locks(node, index, &txn, false, Some(now));
-        let left = &mut state.epoch_left[(txn.epoch % super::RING) as usize];
-        debug_assert!(*left > 0);
-        *left -= 1;
+        state.retire(index, &txn);
         state.advance(env.store, env.calvin);
-        state.free.push(index);
         if env.failover.is_some() {
             failover::prune_retained(&mut state);
         }
@@ -736,7 +701,7 @@ async fn finish<W: Workload>(
     if !env.is_failed(txn.origin) {
         let mut batch = worker.slot(co).batch.borrow_mut();
         batch.clear();
-        let addend = 1 + abort;
+        let addend = 1 + part.abort;
         if env.plan.get(Stage::ValueForwarding) == Primitive::OneSided {
             batch.faa(txn.origin, env.calvin.done_addr(txn.client), addend);
         } else {
@@ -745,11 +710,13 @@ async fn finish<W: Workload>(
             batch.call(txn.origin, RPC_DONE, payload, true);
         }
     }
-    worker.submit_passive(co);
-    if env.failover.is_some() {
-        worker.drain(co).await;
-    }
+    env.submit_passive(co).await;
     if env.measured(now) {
+        let PartTimes {
+            forward_ns,
+            execute_ns,
+            log_ns,
+        } = part.times;
         let mut stats = env.calvin_stats.borrow_mut();
         stats.parts += 1;
         stats.stage_ns[ST_DISPATCH] += txn.scheduled_ns.saturating_sub(txn.sealed_ns);

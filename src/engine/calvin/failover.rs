@@ -71,8 +71,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::scheduler::Scheduled;
 use super::{
-    read_consistent, CalvinLayout, NodeShared, NodeState, DONE_COUNT_MASK, DONE_FAILED, MISSING,
-    RING,
+    read_consistent, CalvinLayout, NodeShared, NodeState, Place, DONE_COUNT_MASK, DONE_FAILED,
+    MISSING, RING,
 };
 use crate::check::history::SECONDARY_ENTRY;
 use crate::check::{History, Item};
@@ -131,8 +131,7 @@ pub struct RetainedItem {
 /// every write's new record.
 #[derive(Clone, Debug)]
 pub struct Retained {
-    pub epoch: u64,
-    pub sequencer: NodeId,
+    pub place: Place,
     pub id: u64,
     pub origin: NodeId,
     /// The program aborted: nothing was written.
@@ -175,8 +174,7 @@ impl Retained {
             });
         }
         Retained {
-            epoch: txn.epoch,
-            sequencer: txn.sequencer,
+            place: txn.place,
             id: txn.id,
             origin: txn.origin,
             aborted,
@@ -201,7 +199,7 @@ pub fn prune_retained(state: &mut NodeState) {
     while state
         .retained
         .front()
-        .is_some_and(|r| r.epoch + 2 * RING < state.done_below)
+        .is_some_and(|r| r.place.epoch + 2 * RING < state.done_below)
     {
         state.retained.pop_front();
     }
@@ -329,12 +327,9 @@ impl CalvinFailover {
     }
 
     /// Where in `node`'s forward buffer the record of access `k` of `txn`
-    /// lands: the blocks go to the accesses `node` does not hold, in
-    /// access order.
+    /// lands.
     fn forward_addr(&self, node: NodeId, txn: &Scheduled, k: usize) -> u64 {
-        let block = txn.homes[..k].iter().filter(|&&h| h != node).count() as u32;
-        self.calvin
-            .fwd_addr(txn.epoch, txn.sequencer, txn.position, block)
+        self.calvin.fwd_addr(txn.place, txn.forward_block(node, k))
     }
 
     /// The sequence number of the record forwarded to `node` for access `k`
@@ -349,23 +344,12 @@ impl CalvinFailover {
         if self.onesided_forwards {
             let addr = self.forward_addr(node, txn, k);
             let region = &self.stores[node as usize].region;
-            (region.load(addr) == txn.epoch + 1).then(|| region.load(addr + 1))
+            (region.load(addr) == txn.place.tag()).then(|| region.load(addr + 1))
         } else {
-            let (_, words) = state
-                .forwards
-                .get(&(txn.epoch, txn.sequencer, txn.position))?;
-            let mut at = 0;
-            while at < words.len() {
-                let j = words[at] as usize;
-                if j == k {
-                    return Some(words[at + 1]);
-                }
-                let table = self.stores[node as usize]
-                    .layout
-                    .table(txn.accesses[j].table);
-                at += 2 + table.record_words as usize;
-            }
-            None
+            let (_, words) = state.forwards.get(&txn.place)?;
+            txn.forwarded(words, &self.stores[node as usize].layout)
+                .find(|&(j, _, _)| j == k)
+                .map(|(_, seq, _)| seq)
         }
     }
 
@@ -388,12 +372,9 @@ impl CalvinFailover {
             let addr = self.forward_addr(node, txn, k);
             let region = &self.stores[node as usize].region;
             region.write(addr + 1, &value);
-            region.store(addr, txn.epoch + 1);
+            region.store(addr, txn.place.tag());
         } else {
-            let entry = state
-                .forwards
-                .entry((txn.epoch, txn.sequencer, txn.position))
-                .or_default();
+            let entry = state.forwards.entry(txn.place).or_default();
             entry.0 += 1;
             entry.1.push(k as u64);
             entry.1.extend_from_slice(&value);
@@ -505,13 +486,8 @@ impl CalvinFailover {
         // Parts it granted may be given up too: they leave the ready
         // queue again when their turn comes.
         state.drop_locks(node, index, &txn, true, None);
-        state
-            .forwards
-            .remove(&(txn.epoch, txn.sequencer, txn.position));
-        let left = &mut state.epoch_left[(txn.epoch % RING) as usize];
-        debug_assert!(*left > 0);
-        *left -= 1;
-        state.free.push(index);
+        state.forwards.remove(&txn.place);
+        state.retire(index, &txn);
     }
 
     /// Resolves every transaction the `failed` nodes had a hand in (see the
@@ -534,13 +510,13 @@ impl CalvinFailover {
             let state = states[node as usize].as_ref().expect("a live node");
             for (index, txn) in state.txns.iter().enumerate() {
                 let Some(txn) = txn else { continue };
-                if touches_failed(txn.sequencer, txn.homes.iter()) {
+                if touches_failed(txn.place.sequencer, txn.homes.iter()) {
                     cases.entry(txn.id).or_default().parts.push((node, index));
                 }
             }
             for (at, retained) in state.retained.iter().enumerate() {
                 let partitions: Vec<NodeId> = retained.items.iter().map(|i| i.partition).collect();
-                if touches_failed(retained.sequencer, partitions.iter()) {
+                if touches_failed(retained.place.sequencer, partitions.iter()) {
                     cases.entry(retained.id).or_default().retained = Some((node, at));
                 }
             }
@@ -691,8 +667,10 @@ mod tests {
         let mut state = shared.lock();
         for epoch in 0..20 {
             state.retained.push_back(Retained {
-                epoch,
-                sequencer: 0,
+                place: Place {
+                    epoch,
+                    ..Place::default()
+                },
                 id: epoch,
                 origin: 0,
                 aborted: false,
@@ -706,6 +684,9 @@ mod tests {
         }
         state.done_below = 12;
         prune_retained(&mut state);
-        assert_eq!(state.retained.front().map(|r| r.epoch), Some(12 - 2 * RING));
+        assert_eq!(
+            state.retained.front().map(|r| r.place.epoch),
+            Some(12 - 2 * RING)
+        );
     }
 }

@@ -192,7 +192,7 @@ mod service;
 
 pub use exec::{CalvinExec, CalvinRun, Reach, INSERTED};
 pub use history::merge_partial_history;
-pub use layout::{pack_access, unpack_access, CalvinLayout};
+pub use layout::{pack_access, unpack_access, CalvinLayout, Place};
 pub use service::CalvinService;
 
 pub(crate) use program::with_calvin_program;
@@ -305,8 +305,9 @@ pub const ST_FORWARD: usize = 4;
 pub const ST_EXECUTE: usize = 5;
 pub const ST_LOG: usize = 6;
 
-/// A sub-batch that arrived by RPC, kept until the scheduler takes it.
-pub struct RpcBatch {
+/// One sequencer's sub-batch of an epoch, as the scheduler takes it: read
+/// from the request buffer, or arrived by RPC and kept until then.
+pub struct SubBatch {
     pub sealed_ns: u64,
     pub stop: bool,
     pub count: u64,
@@ -335,11 +336,13 @@ impl CalvinStats {
 /// The state one node's sequencer, scheduler, executors and handlers
 /// share (behind one mutex: on `threads` the workers of a node are
 /// threads; on `sim` it is never contended).
+#[derive(Default)]
 pub struct NodeState {
-    pub rpc_batches: HashMap<(NodeId, u64), RpcBatch>,
-    /// Forwarded record blocks by `(epoch, sequencer, position)`: the count
-    /// of blocks and their words `[access, seq, record]`.
-    pub forwards: HashMap<(u64, NodeId, u32), (u32, Vec<u64>)>,
+    pub rpc_batches: HashMap<(NodeId, u64), SubBatch>,
+    /// Forwarded record blocks by their transaction's place: the count of
+    /// blocks and their words `[access, seq, record]`
+    /// ([`Scheduled::forwarded`]).
+    pub forwards: HashMap<Place, (u32, Vec<u64>)>,
     pub locks: LockTable,
     /// Transactions scheduled and not finished; `None` while an executor
     /// holds one (its index stays reserved for the lock queues).
@@ -375,21 +378,7 @@ impl NodeShared {
     pub fn new(node: NodeId) -> NodeShared {
         NodeShared {
             node,
-            state: Mutex::new(NodeState {
-                rpc_batches: HashMap::new(),
-                forwards: HashMap::new(),
-                locks: LockTable::default(),
-                txns: Vec::new(),
-                free: Vec::new(),
-                ready: VecDeque::new(),
-                parked: Vec::new(),
-                epoch_left: [0; RING as usize],
-                scheduled_below: 0,
-                done_below: 0,
-                last_epoch: None,
-                retained: VecDeque::new(),
-                in_flight: Vec::new(),
-            }),
+            state: Mutex::new(NodeState::default()),
         }
     }
 
@@ -436,6 +425,16 @@ impl NodeState {
                 self.ready.push_back(other);
             }
         }
+    }
+
+    /// Retires `txn`, slab entry `index`, whose part here finished or was
+    /// given up: one less unfinished transaction in its epoch, and the
+    /// entry free again.
+    pub fn retire(&mut self, index: usize, txn: &scheduler::Scheduled) {
+        let left = &mut self.epoch_left[(txn.place.epoch % RING) as usize];
+        debug_assert!(*left > 0);
+        *left -= 1;
+        self.free.push(index);
     }
 
     /// Marks epochs finished while the lowest unfinished one is scheduled
@@ -519,6 +518,15 @@ impl<W: Workload> CalvinEnv<'_, W> {
             if failover.paused() {
                 failover.park(self.worker, co, self.stop_ns).await;
             }
+        }
+    }
+
+    /// Sends the passive calls in `co`'s batch; with failure handling
+    /// returns only once they landed (`failover`).
+    pub async fn submit_passive(&self, co: u16) {
+        self.worker.submit_passive(co);
+        if self.failover.is_some() {
+            self.worker.drain(co).await;
         }
     }
 

@@ -56,8 +56,9 @@
 
 use super::recon::Recon;
 use super::{
-    pack_access, CalvinEnv, CalvinRun, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_FAILED, DONE_FLAG_MASK,
-    DONE_UNDECLARED, DONE_USER_ABORT, ENTRY_FIXED_WORDS, INSERTED, RPC_BATCH, ST_SEQUENCE,
+    pack_access, CalvinEnv, CalvinRun, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_FAILED,
+    DONE_FLAG_MASK, DONE_UNDECLARED, DONE_USER_ABORT, ENTRY_FIXED_WORDS, INSERTED, RPC_BATCH,
+    ST_SEQUENCE,
 };
 use crate::base::rng::Rng;
 use crate::base::{Primitive, Stage};
