@@ -119,14 +119,9 @@ impl CalvinLayout {
     /// has records.
     #[inline]
     pub fn fwd_addr(&self, place: Place, block: u32) -> u64 {
-        let Place {
-            epoch,
-            sequencer,
-            position,
-        } = place;
-        debug_assert!(position < self.clients && block < self.max_forwarded);
-        let txn = ((epoch % RING) * self.nodes as u64 + sequencer as u64) * self.clients as u64
-            + position as u64;
+        debug_assert!(place.position < self.clients && block < self.max_forwarded);
+        let batch = (place.epoch % RING) * self.nodes as u64 + place.sequencer as u64;
+        let txn = batch * self.clients as u64 + place.position as u64;
         self.fwd_base + (txn * self.max_forwarded as u64 + block as u64) * self.fwd_block_words()
     }
 

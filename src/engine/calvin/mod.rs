@@ -204,6 +204,7 @@ use std::sync::Mutex;
 use crate::base::StagePlan;
 use crate::check::History;
 use crate::config::Config;
+use crate::engine::program::RunClock;
 use crate::fabric::NodeId;
 use crate::replication::LogWriter;
 use crate::runtime::Worker;
@@ -473,9 +474,8 @@ pub struct CalvinEnv<'a, W: Workload> {
     pub failover: Option<&'a failover::CalvinFailover>,
     pub history: Option<&'a RefCell<History>>,
     pub seed: u64,
-    pub start_ns: u64,
-    pub warmup_end_ns: u64,
-    pub end_ns: u64,
+    /// The run's start, warm-up end and measured interval's end.
+    pub(crate) clock: RunClock,
     /// When the first injected fault strikes, fabric ns (`u64::MAX`: none).
     pub fault_at_ns: u64,
     pub epoch_ns: u64,
@@ -543,7 +543,7 @@ impl<W: Workload> CalvinEnv<'_, W> {
     }
 
     pub fn measured(&self, at_ns: u64) -> bool {
-        at_ns >= self.warmup_end_ns && at_ns < self.end_ns
+        at_ns >= self.clock.warmup_end_ns && at_ns < self.clock.end_ns
     }
 
     pub fn nodes(&self) -> u32 {
@@ -556,8 +556,8 @@ impl<W: Workload> CalvinEnv<'_, W> {
         self.stats.borrow_mut().note_boundaries(
             self.worker,
             now_ns,
-            self.warmup_end_ns,
-            self.end_ns,
+            self.clock.warmup_end_ns,
+            self.clock.end_ns,
         );
     }
 }

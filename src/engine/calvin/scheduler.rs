@@ -128,20 +128,15 @@ pub struct Scheduled {
     pub place: Place,
     pub id: u64,
     pub origin: NodeId,
+    /// The origin's client slot, whose completion counter the part
+    /// reports to.
     pub client: u32,
-    pub submitted_ns: u64,
-    pub sealed_ns: u64,
-    pub scheduled_ns: u64,
-    pub ready_ns: u64,
     /// The declared read/write set, in program order.
     pub accesses: Vec<Declared>,
     /// Per access, the node that serves its partition for this
     /// transaction (fixed when it was scheduled: a failover that moves a
     /// partition resolves every transaction scheduled before it).
     pub homes: Vec<NodeId>,
-    /// The routing generation the sequencer sealed it under
-    /// (`failover::CalvinFailover::generation`).
-    pub generation: u32,
     pub request: Vec<u64>,
     /// Local lock requests not yet granted.
     pub locks_pending: u32,
@@ -150,6 +145,10 @@ pub struct Scheduled {
     /// Per access, `[seq, record]` (stride `1 + max_record_words`) for the
     /// local ones, once read.
     pub values: Vec<u64>,
+    // When the part reached each stage, for the report's breakdown.
+    pub sealed_ns: u64,
+    pub scheduled_ns: u64,
+    pub ready_ns: u64,
     /// When the executor started forwarding (parked transactions).
     pub forward_start_ns: u64,
     /// Time in the read stage.
@@ -224,14 +223,12 @@ fn decode_entry(
         id: fixed[0],
         origin: (fixed[1] >> 32) as NodeId,
         client: fixed[1] as u32,
-        submitted_ns: fixed[4],
+        accesses: declared,
+        homes,
+        request: entries[request_at..next].to_vec(),
         sealed_ns: batch.sealed_ns,
         scheduled_ns: now_ns,
         ready_ns: now_ns,
-        accesses: declared,
-        homes,
-        generation,
-        request: entries[request_at..next].to_vec(),
         ..Scheduled::default()
     };
     (Some(txn), next)
