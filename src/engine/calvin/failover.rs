@@ -1,5 +1,5 @@
-//! CALVIN's failover (issue 8 item 3): what the survivors of a replicated
-//! run (`--replication 2|3`) do when the failure detector declares a node
+//! CALVIN's failover: what the survivors of a replicated run
+//! (`--replication 2|3`) do when the failure detector declares a node
 //! dead, so that every sequenced transaction ends the same way everywhere
 //! and the survivors' clients keep running.
 //!

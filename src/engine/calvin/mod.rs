@@ -325,15 +325,6 @@ pub struct CalvinStats {
     pub parts: u64,
 }
 
-impl CalvinStats {
-    pub fn merge(&mut self, other: &CalvinStats) {
-        for (a, b) in self.stage_ns.iter_mut().zip(other.stage_ns.iter()) {
-            *a += b;
-        }
-        self.parts += other.parts;
-    }
-}
-
 /// The state one node's sequencer, scheduler, executors and handlers
 /// share (behind one mutex: on `threads` the workers of a node are
 /// threads; on `sim` it is never contended).
