@@ -1,14 +1,10 @@
-//! How a CALVIN program runs: [`CalvinRun`], the one [`Protocol`] of
-//! both program runs CALVIN makes — the executor's ([`CalvinExec`]) and
-//! the sequencer's reconnaissance (`recon::Recon`). Neither has a
-//! per-transaction stage but the first access of a record: the executor,
-//! not a coordinator, installs writes and releases locks (RCC §4.6), and
-//! [`CalvinService`](super::CalvinService) serves CALVIN's RPCs. What
-//! differs between the two is how a record outside the context is
-//! reached ([`Reach`]).
-//!
-//! The executor's program runs over its preloaded declared set, so every
-//! access but an insert leaves that set.
+//! How a CALVIN program runs: [`CalvinRun`], the one [`Protocol`] of the
+//! executor's program runs ([`CalvinExec`], over the preloaded declared
+//! set) and of the sequencer's reconnaissance (`recon::Recon`). Neither
+//! has a per-transaction stage but the first access of a record (RCC
+//! §4.6: the executor, not a coordinator, installs writes and releases
+//! locks); how that access reaches the record is what differs
+//! ([`Reach`]).
 //!
 //! Invariants: a program that reaches past its declared set aborts
 //! alike on every active participant (`Undeclared`, or `NotFound` for a
@@ -43,10 +39,9 @@ pub trait Reach: Sync {
     async fn insert_access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()>;
 }
 
-/// A CALVIN program run, reaching records through `R`. Locks live in the
-/// scheduler's lock manager, not in tuples; installing writes and
-/// releasing locks belong to the executor, so `commit` and `release`
-/// have nothing to do; and CALVIN's RPCs are served by
+/// A CALVIN program run, reaching records through `R`. Installing writes
+/// and releasing locks belong to the executor, so `commit` and `release`
+/// have nothing to do, and CALVIN's RPCs are served by
 /// [`CalvinService`](super::CalvinService).
 pub struct CalvinRun<R>(pub R);
 

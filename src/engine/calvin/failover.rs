@@ -425,12 +425,13 @@ impl CalvinFailover {
             if !failed.contains(&item.partition) {
                 continue;
             }
+            let read = Item {
+                table: item.table,
+                key: item.key,
+                seq: item.seq,
+            };
             if item.seq != MISSING {
-                reads.push(Item {
-                    table: item.table,
-                    key: item.key,
-                    seq: item.seq,
-                });
+                reads.push(read);
             }
             if !item.write {
                 continue;
@@ -454,21 +455,14 @@ impl CalvinFailover {
                 }
             }
             installed += newer as u64;
-            writes.push(Item {
-                table: item.table,
-                key: item.key,
-                seq,
-            });
+            writes.push(Item { seq, ..read });
         }
         // The type and note ride on the designated part (`executor`).
-        let kind = match retained.designated {
-            Some(node) if failed.contains(&node) => retained.kind,
-            _ => SECONDARY_ENTRY,
-        };
-        let note = if kind == SECONDARY_ENTRY {
-            0
-        } else {
-            retained.note
+        let (kind, note) = match retained.designated {
+            Some(node) if failed.contains(&node) && retained.kind != SECONDARY_ENTRY => {
+                (retained.kind, retained.note)
+            }
+            _ => (SECONDARY_ENTRY, 0),
         };
         unpoisoned(&self.history).push_noted(
             retained.id,

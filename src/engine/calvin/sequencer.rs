@@ -262,9 +262,7 @@ impl<'e, 'a, W: Workload> Sequencer<'e, 'a, W> {
         let clients = env.calvin.clients as usize;
         if env.failover.is_some() {
             let mut state = env.shared.lock();
-            state.in_flight = (0..clients)
-                .map(|_| super::failover::InFlight::default())
-                .collect();
+            state.in_flight = vec![super::failover::InFlight::default(); clients];
         }
         Sequencer {
             env,
