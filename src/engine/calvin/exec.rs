@@ -1,7 +1,10 @@
-//! The protocol a CALVIN executor runs a transaction program under
-//! ([`CalvinExec`]): the program runs over its preloaded declared set, so
-//! every per-transaction stage but an insert is empty (RCC §4.6: the
-//! executor, not a coordinator, installs writes and releases locks).
+//! How a CALVIN program runs: [`CalvinRun`], the one [`Protocol`] of the
+//! executor's program runs ([`CalvinExec`], over the preloaded declared
+//! set) and of the sequencer's reconnaissance (`recon::Recon`). Neither
+//! has a per-transaction stage but the first access of a record (RCC
+//! §4.6: the executor, not a coordinator, installs writes and releases
+//! locks); how that access reaches the record is what differs
+//! ([`Reach`]).
 //!
 //! Invariants: a program that reaches past its declared set aborts
 //! alike on every active participant (`Undeclared`, or `NotFound` for a
@@ -16,14 +19,74 @@ use crate::store::{NodeStore, StoreError};
 use crate::txn::{AbortReason, Protocol, TxnCx, TxnResult};
 use crate::workloads::Declared;
 
-/// The protocol a CALVIN executor runs a transaction program under. Every
-/// record the program may touch is preloaded into its context
-/// (`TxnCx::preload`) before it runs, so reaching `access` or `upgrade`
-/// means the program left its declared set: an abort every active
-/// participant reaches identically. Installing writes and releasing locks
-/// belong to the executor, not to per-transaction stages, so `commit` and
-/// `release` have nothing to do, and CALVIN's RPCs are served by
+/// How a CALVIN program run reaches a record its context does not hold:
+/// the part of its [`Protocol`] that differs between the executor's run
+/// and the reconnaissance. [`CalvinRun`] is the rest.
+#[allow(async_fn_in_trait)]
+pub trait Reach: Sync {
+    /// The stage a first access counts in ([`Protocol::ACCESS_STAGE`]).
+    const STAGE: Stage;
+
+    /// [`Protocol::access`].
+    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()>;
+
+    /// [`Protocol::upgrade`]. Default: the record is now written.
+    async fn upgrade(&self, _cx: &mut TxnCx<'_>, _index: usize) -> TxnResult<()> {
+        Ok(())
+    }
+
+    /// [`Protocol::insert_access`].
+    async fn insert_access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()>;
+}
+
+/// A CALVIN program run, reaching records through `R`. Installing writes
+/// and releasing locks belong to the executor, so `commit` and `release`
+/// have nothing to do, and CALVIN's RPCs are served by
 /// [`CalvinService`](super::CalvinService).
+pub struct CalvinRun<R>(pub R);
+
+impl<R: Reach> Protocol for CalvinRun<R> {
+    const KIND: ProtocolKind = ProtocolKind::Calvin;
+    const ACCESS_STAGE: Stage = R::STAGE;
+
+    /// Locks live in the scheduler's lock manager, not in tuples.
+    fn header_words(_record_words: u32) -> u32 {
+        0
+    }
+
+    async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        self.0.access(cx, index).await
+    }
+
+    async fn upgrade(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        self.0.upgrade(cx, index).await
+    }
+
+    async fn insert_access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        self.0.insert_access(cx, index).await
+    }
+
+    async fn commit(&self, _cx: &mut TxnCx<'_>) {}
+
+    async fn release(&self, _cx: &mut TxnCx<'_>) {}
+
+    fn serve(
+        &self,
+        _store: &NodeStore,
+        _kind: u16,
+        payload: &mut Vec<u64>,
+        _now_ns: u64,
+    ) -> Served {
+        payload.clear();
+        Served::Reply
+    }
+}
+
+/// How a CALVIN executor's program run reaches records. Every record the
+/// program may touch is preloaded into its context (`TxnCx::preload`)
+/// before it runs, so reaching `access` or `upgrade` means the program
+/// left its declared set: an abort every active participant reaches
+/// identically.
 pub struct CalvinExec<'a> {
     /// The transaction's declared set (records in it that are missing are
     /// not preloaded: reaching them is `NotFound`, not a stale set).
@@ -37,14 +100,8 @@ pub struct CalvinExec<'a> {
 /// from the declared set.
 pub const INSERTED: u64 = 1;
 
-impl Protocol for CalvinExec<'_> {
-    const KIND: ProtocolKind = ProtocolKind::Calvin;
-    const ACCESS_STAGE: Stage = Stage::ValueForwarding;
-
-    /// Locks live in the scheduler's lock manager, not in tuples.
-    fn header_words(_record_words: u32) -> u32 {
-        0
-    }
+impl Reach for CalvinExec<'_> {
+    const STAGE: Stage = Stage::ValueForwarding;
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         let access = cx.accesses[index];
@@ -93,20 +150,5 @@ impl Protocol for CalvinExec<'_> {
         debug_assert_ne!(seq, MISSING, "the row was just claimed");
         cx.accesses[index].seq = seq;
         Ok(())
-    }
-
-    async fn commit(&self, _cx: &mut TxnCx<'_>) {}
-
-    async fn release(&self, _cx: &mut TxnCx<'_>) {}
-
-    fn serve(
-        &self,
-        _store: &NodeStore,
-        _kind: u16,
-        payload: &mut Vec<u64>,
-        _now_ns: u64,
-    ) -> Served {
-        payload.clear();
-        Served::Reply
     }
 }

@@ -1,5 +1,5 @@
-//! CALVIN's failover (issue 8 item 3): what the survivors of a replicated
-//! run (`--replication 2|3`) do when the failure detector declares a node
+//! CALVIN's failover: what the survivors of a replicated run
+//! (`--replication 2|3`) do when the failure detector declares a node
 //! dead, so that every sequenced transaction ends the same way everywhere
 //! and the survivors' clients keep running.
 //!
@@ -71,8 +71,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::scheduler::Scheduled;
 use super::{
-    read_consistent, CalvinLayout, NodeShared, NodeState, DONE_COUNT_MASK, DONE_FAILED, MISSING,
-    RING,
+    read_consistent, CalvinLayout, NodeShared, NodeState, Place, DONE_COUNT_MASK, DONE_FAILED,
+    MISSING, RING,
 };
 use crate::check::history::SECONDARY_ENTRY;
 use crate::check::{History, Item};
@@ -131,14 +131,14 @@ pub struct RetainedItem {
 /// every write's new record.
 #[derive(Clone, Debug)]
 pub struct Retained {
-    pub epoch: u64,
-    pub sequencer: NodeId,
+    pub place: Place,
     pub id: u64,
     pub origin: NodeId,
-    /// The program aborted: nothing was written.
-    pub aborted: bool,
-    /// The workload's type of the request, and the program's note.
-    pub txn_type: u8,
+    /// The history type of the designated part: the workload's type of
+    /// the request, or `SECONDARY_ENTRY` when the program aborted (it
+    /// committed nothing of its type).
+    pub kind: u8,
+    /// The program's note (0 when it aborted).
     pub note: i64,
     /// The node whose part carries the type and note in the history
     /// (`executor::designated_node`).
@@ -150,7 +150,8 @@ pub struct Retained {
 }
 
 impl Retained {
-    /// What `cx` (whose program ran for `txn`) computed.
+    /// What `cx` (whose program ran for `txn`) computed; an aborted
+    /// program wrote nothing.
     pub fn of_part(
         txn: &Scheduled,
         cx: &TxnCx<'_>,
@@ -175,12 +176,10 @@ impl Retained {
             });
         }
         Retained {
-            epoch: txn.epoch,
-            sequencer: txn.sequencer,
+            place: txn.place,
             id: txn.id,
             origin: txn.origin,
-            aborted,
-            txn_type,
+            kind: if aborted { SECONDARY_ENTRY } else { txn_type },
             note,
             designated: super::executor::designated_node(&txn.accesses, &txn.homes),
             items,
@@ -201,7 +200,7 @@ pub fn prune_retained(state: &mut NodeState) {
     while state
         .retained
         .front()
-        .is_some_and(|r| r.epoch + 2 * RING < state.done_below)
+        .is_some_and(|r| r.place.epoch + 2 * RING < state.done_below)
     {
         state.retained.pop_front();
     }
@@ -308,7 +307,7 @@ impl CalvinFailover {
         if !self.index_ops_pending.load(Ordering::Acquire) {
             return;
         }
-        let mut pending = self.index_ops.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pending = unpoisoned(&self.index_ops);
         for (home, ops) in pending.drain(..) {
             apply(home, &ops);
         }
@@ -325,16 +324,13 @@ impl CalvinFailover {
     /// The failed nodes' parts the recoveries recorded (merged into the
     /// run's history with the survivors' parts).
     pub fn take_history(&self) -> History {
-        std::mem::take(&mut *self.history.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *unpoisoned(&self.history))
     }
 
     /// Where in `node`'s forward buffer the record of access `k` of `txn`
-    /// lands: the blocks go to the accesses `node` does not hold, in
-    /// access order.
+    /// lands.
     fn forward_addr(&self, node: NodeId, txn: &Scheduled, k: usize) -> u64 {
-        let block = txn.homes[..k].iter().filter(|&&h| h != node).count() as u32;
-        self.calvin
-            .fwd_addr(txn.epoch, txn.sequencer, txn.position, block)
+        self.calvin.fwd_addr(txn.place, txn.forward_block(node, k))
     }
 
     /// The sequence number of the record forwarded to `node` for access `k`
@@ -349,23 +345,12 @@ impl CalvinFailover {
         if self.onesided_forwards {
             let addr = self.forward_addr(node, txn, k);
             let region = &self.stores[node as usize].region;
-            (region.load(addr) == txn.epoch + 1).then(|| region.load(addr + 1))
+            (region.load(addr) == txn.place.tag()).then(|| region.load(addr + 1))
         } else {
-            let (_, words) = state
-                .forwards
-                .get(&(txn.epoch, txn.sequencer, txn.position))?;
-            let mut at = 0;
-            while at < words.len() {
-                let j = words[at] as usize;
-                if j == k {
-                    return Some(words[at + 1]);
-                }
-                let table = self.stores[node as usize]
-                    .layout
-                    .table(txn.accesses[j].table);
-                at += 2 + table.record_words as usize;
-            }
-            None
+            let (_, words) = state.forwards.get(&txn.place)?;
+            txn.forwarded(words, &self.stores[node as usize].layout)
+                .find(|&(j, _, _)| j == k)
+                .map(|(_, seq, _)| seq)
         }
     }
 
@@ -388,12 +373,9 @@ impl CalvinFailover {
             let addr = self.forward_addr(node, txn, k);
             let region = &self.stores[node as usize].region;
             region.write(addr + 1, &value);
-            region.store(addr, txn.epoch + 1);
+            region.store(addr, txn.place.tag());
         } else {
-            let entry = state
-                .forwards
-                .entry((txn.epoch, txn.sequencer, txn.position))
-                .or_default();
+            let entry = state.forwards.entry(txn.place).or_default();
             entry.0 += 1;
             entry.1.push(k as u64);
             entry.1.extend_from_slice(&value);
@@ -443,12 +425,13 @@ impl CalvinFailover {
             if !failed.contains(&item.partition) {
                 continue;
             }
+            let read = Item {
+                table: item.table,
+                key: item.key,
+                seq: item.seq,
+            };
             if item.seq != MISSING {
-                reads.push(Item {
-                    table: item.table,
-                    key: item.key,
-                    seq: item.seq,
-                });
+                reads.push(read);
             }
             if !item.write {
                 continue;
@@ -472,26 +455,23 @@ impl CalvinFailover {
                 }
             }
             installed += newer as u64;
-            writes.push(Item {
-                table: item.table,
-                key: item.key,
-                seq,
-            });
+            writes.push(Item { seq, ..read });
         }
         // The type and note ride on the designated part (`executor`).
-        let kind = match retained.designated {
-            Some(node) if failed.contains(&node) && !retained.aborted => retained.txn_type,
-            _ => SECONDARY_ENTRY,
+        let (kind, note) = match retained.designated {
+            Some(node) if failed.contains(&node) && retained.kind != SECONDARY_ENTRY => {
+                (retained.kind, retained.note)
+            }
+            _ => (SECONDARY_ENTRY, 0),
         };
-        let note = if kind == SECONDARY_ENTRY {
-            0
-        } else {
-            retained.note
-        };
-        self.history
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_noted(retained.id, retained.origin, kind, note, &reads, &writes);
+        unpoisoned(&self.history).push_noted(
+            retained.id,
+            retained.origin,
+            kind,
+            note,
+            &reads,
+            &writes,
+        );
         installed
     }
 
@@ -505,13 +485,8 @@ impl CalvinFailover {
         // Parts it granted may be given up too: they leave the ready
         // queue again when their turn comes.
         state.drop_locks(node, index, &txn, true, None);
-        state
-            .forwards
-            .remove(&(txn.epoch, txn.sequencer, txn.position));
-        let left = &mut state.epoch_left[(txn.epoch % RING) as usize];
-        debug_assert!(*left > 0);
-        *left -= 1;
-        state.free.push(index);
+        state.forwards.remove(&txn.place);
+        state.retire(index, &txn);
     }
 
     /// Resolves every transaction the `failed` nodes had a hand in (see the
@@ -522,30 +497,8 @@ impl CalvinFailover {
         let mut states: Vec<Option<MutexGuard<'_, NodeState>>> = (0..nodes)
             .map(|n| (!failed.contains(&n)).then(|| self.shared[n as usize].lock()))
             .collect();
-        let touches_failed = |sequencer: NodeId, mut partitions: std::slice::Iter<'_, NodeId>| {
-            failed.contains(&sequencer) || partitions.any(|p| failed.contains(p))
-        };
-        let dead_logged =
-            std::mem::take(&mut *self.dead_logged.lock().unwrap_or_else(|p| p.into_inner()));
-
-        // The transactions concerned, as the survivors hold them.
-        let mut cases: HashMap<u64, Case> = HashMap::new();
-        for &node in &live {
-            let state = states[node as usize].as_ref().expect("a live node");
-            for (index, txn) in state.txns.iter().enumerate() {
-                let Some(txn) = txn else { continue };
-                if touches_failed(txn.sequencer, txn.homes.iter()) {
-                    cases.entry(txn.id).or_default().parts.push((node, index));
-                }
-            }
-            for (at, retained) in state.retained.iter().enumerate() {
-                let partitions: Vec<NodeId> = retained.items.iter().map(|i| i.partition).collect();
-                if touches_failed(retained.sequencer, partitions.iter()) {
-                    cases.entry(retained.id).or_default().retained = Some((node, at));
-                }
-            }
-        }
-
+        let dead_logged = std::mem::take(&mut *unpoisoned(&self.dead_logged));
+        let mut cases = cases_of(&states, &live, failed);
         let mut resolution = CalvinResolution::default();
         let mut ids: Vec<u64> = cases.keys().copied().collect();
         ids.sort_unstable();
@@ -555,43 +508,8 @@ impl CalvinFailover {
                 || dead_logged.contains(id)
                 || self.logged_by_versions(&states, &case.parts, failed);
             if case.committed {
-                let mut finished_here = !case.parts.is_empty();
-                for &(node, index) in &case.parts {
-                    let state = states[node as usize].as_mut().expect("a live node");
-                    debug_assert!(
-                        state.parked.contains(&index),
-                        "a committed transaction's live part has not forwarded yet"
-                    );
-                    let txn = state.txns[index].take().expect("a scheduled part");
-                    for k in 0..txn.accesses.len() {
-                        if failed.contains(&txn.homes[k])
-                            && self.forwarded_seq(state, node, &txn, k).is_none()
-                        {
-                            self.forward_from_promoted(state, node, &txn, k);
-                        }
-                    }
-                    state.txns[index] = Some(txn);
-                }
-                if let Some((node, at)) = case.retained {
-                    let state = states[node as usize].as_ref().expect("a live node");
-                    let retained = state.retained[at].clone();
-                    let installed = self.install_retained(&retained, failed, &live);
-                    finished_here |= installed > 0;
-                    // The promoted copy lacked the failed home's writes: it
-                    // never reached its commit point, where it would have
-                    // changed its ordered indexes (`executor`).
-                    if installed > 0
-                        && failed.contains(&retained.origin)
-                        && !retained.index_ops.is_empty()
-                    {
-                        self.index_ops
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .push((retained.origin, retained.index_ops.clone()));
-                        self.index_ops_pending.store(true, Ordering::Release);
-                    }
-                }
-                resolution.committed += finished_here as u64;
+                let finished = self.finish_committed(&mut states, case, failed, &live);
+                resolution.committed += finished as u64;
             } else {
                 resolution.given_up += 1;
                 for &(node, index) in &case.parts {
@@ -604,16 +522,81 @@ impl CalvinFailover {
             let state = states[node as usize].as_mut().expect("a live node");
             state.advance(&self.stores[node as usize], &self.calvin);
         }
+        let settled = self.settle_origins(&mut states, &cases, &dead_logged, failed, &live);
+        resolution.committed += settled.committed;
+        resolution.given_up += settled.given_up;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        resolution
+    }
 
-        // The live origins' clients.
-        for &origin in &live {
-            let scheduled_below: Vec<u64> = (0..nodes)
-                .map(|n| states[n as usize].as_ref().map_or(0, |s| s.scheduled_below))
-                .collect();
+    /// Finishes a committed `case` on the survivors: forwards to its live
+    /// parts the failed nodes' records they still miss (from the promoted
+    /// copies), and installs the failed partitions' writes a live part
+    /// computed. Returns whether anything was left to finish.
+    fn finish_committed(
+        &self,
+        states: &mut [Option<MutexGuard<'_, NodeState>>],
+        case: &Case,
+        failed: &[NodeId],
+        live: &[NodeId],
+    ) -> bool {
+        let mut finished_here = !case.parts.is_empty();
+        for &(node, index) in &case.parts {
+            let state = states[node as usize].as_mut().expect("a live node");
+            debug_assert!(
+                state.parked.contains(&index),
+                "a committed transaction's live part has not forwarded yet"
+            );
+            let txn = state.txns[index].take().expect("a scheduled part");
+            for k in 0..txn.accesses.len() {
+                if failed.contains(&txn.homes[k])
+                    && self.forwarded_seq(state, node, &txn, k).is_none()
+                {
+                    self.forward_from_promoted(state, node, &txn, k);
+                }
+            }
+            state.txns[index] = Some(txn);
+        }
+        if let Some((node, at)) = case.retained {
+            let state = states[node as usize].as_ref().expect("a live node");
+            let retained = state.retained[at].clone();
+            let installed = self.install_retained(&retained, failed, live);
+            finished_here |= installed > 0;
+            // The promoted copy lacked the failed home's writes: it never
+            // reached its commit point, where it would have changed its
+            // ordered indexes (`executor`).
+            if installed > 0 && failed.contains(&retained.origin) && !retained.index_ops.is_empty()
+            {
+                unpoisoned(&self.index_ops).push((retained.origin, retained.index_ops.clone()));
+                self.index_ops_pending.store(true, Ordering::Release);
+            }
+        }
+        finished_here
+    }
+
+    /// Tells every `live` origin's client whose transaction the failed
+    /// nodes had a part in how it ended, through its completion counter:
+    /// given up (`DONE_FAILED`), or committed with the reports still
+    /// missing counted. `dead_logged`: the transactions the failed nodes
+    /// logged. Returns the transactions it resolved that no case held.
+    fn settle_origins(
+        &self,
+        states: &mut [Option<MutexGuard<'_, NodeState>>],
+        cases: &HashMap<u64, Case>,
+        dead_logged: &HashSet<u64>,
+        failed: &[NodeId],
+        live: &[NodeId],
+    ) -> CalvinResolution {
+        let mut resolution = CalvinResolution::default();
+        let scheduled_below: Vec<u64> = states
+            .iter()
+            .map(|s| s.as_ref().map_or(0, |s| s.scheduled_below))
+            .collect();
+        for &origin in live {
             let state = states[origin as usize].as_mut().expect("a live node");
             let region = &self.stores[origin as usize].region;
             for (slot, flight) in state.in_flight.iter().enumerate() {
-                if !flight.busy || !touches_failed(origin, flight.partitions.iter()) {
+                if !flight.busy || !touches_failed(failed, origin, &flight.partitions) {
                     continue;
                 }
                 let addr = self.calvin.done_addr(slot as u32);
@@ -649,14 +632,51 @@ impl CalvinFailover {
                 region.store(addr, value);
             }
         }
-        self.generation.fetch_add(1, Ordering::AcqRel);
         resolution
     }
 }
 
+/// Whether a transaction `sequencer` sequenced, touching `partitions`,
+/// involves a `failed` node.
+fn touches_failed(failed: &[NodeId], sequencer: NodeId, partitions: &[NodeId]) -> bool {
+    failed.contains(&sequencer) || partitions.iter().any(|p| failed.contains(p))
+}
+
+/// The transactions the `failed` nodes had a hand in, as the survivors
+/// (`live`, whose `states` are held) hold them, by id.
+fn cases_of(
+    states: &[Option<MutexGuard<'_, NodeState>>],
+    live: &[NodeId],
+    failed: &[NodeId],
+) -> HashMap<u64, Case> {
+    let mut cases: HashMap<u64, Case> = HashMap::new();
+    for &node in live {
+        let state = states[node as usize].as_ref().expect("a live node");
+        for (index, txn) in state.txns.iter().enumerate() {
+            let Some(txn) = txn else { continue };
+            if touches_failed(failed, txn.place.sequencer, &txn.homes) {
+                cases.entry(txn.id).or_default().parts.push((node, index));
+            }
+        }
+        for (at, retained) in state.retained.iter().enumerate() {
+            let partitions: Vec<NodeId> = retained.items.iter().map(|i| i.partition).collect();
+            if touches_failed(failed, retained.place.sequencer, &partitions) {
+                cases.entry(retained.id).or_default().retained = Some((node, at));
+            }
+        }
+    }
+    cases
+}
+
+/// A mutex's guard, poisoned or not: what a recovery keeps stays whole
+/// even if a worker panicked while holding it.
+fn unpoisoned<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl RecoveryHook for CalvinFailover {
     fn before(&self, failed: &[NodeId]) {
-        let mut logged = self.dead_logged.lock().unwrap_or_else(|p| p.into_inner());
+        let mut logged = unpoisoned(&self.dead_logged);
         for store in self.stores.iter().filter(|s| !failed.contains(&s.node)) {
             for record in recovery::dead_records(&self.replication, store, failed) {
                 logged.insert(calvin_id_of_log(record.txn_id));
@@ -691,12 +711,13 @@ mod tests {
         let mut state = shared.lock();
         for epoch in 0..20 {
             state.retained.push_back(Retained {
-                epoch,
-                sequencer: 0,
+                place: Place {
+                    epoch,
+                    ..Place::default()
+                },
                 id: epoch,
                 origin: 0,
-                aborted: false,
-                txn_type: 0,
+                kind: 0,
                 note: 0,
                 designated: None,
                 items: Vec::new(),
@@ -706,6 +727,9 @@ mod tests {
         }
         state.done_below = 12;
         prune_retained(&mut state);
-        assert_eq!(state.retained.front().map(|r| r.epoch), Some(12 - 2 * RING));
+        assert_eq!(
+            state.retained.front().map(|r| r.place.epoch),
+            Some(12 - 2 * RING)
+        );
     }
 }

@@ -15,6 +15,26 @@ use crate::fabric::NodeId;
 use crate::store::{StoreLayout, TableId};
 use crate::workloads::Declared;
 
+/// A transaction's place in the global order: its epoch, its sequencer
+/// and its position in that sequencer's batch. Every node computes it
+/// from the input alone, so it names the transaction's forwarded records
+/// (a forward block's address, the key of the records forwarded by RPC).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Place {
+    pub epoch: u64,
+    pub sequencer: NodeId,
+    /// Position in the sequencer's whole batch of the epoch.
+    pub position: u32,
+}
+
+impl Place {
+    /// The tag of a forward block that holds this transaction's record.
+    #[inline]
+    pub fn tag(self) -> u64 {
+        self.epoch + 1
+    }
+}
+
 /// Where CALVIN's buffers live in every node's region (after the tables).
 #[derive(Clone, Copy, Debug)]
 pub struct CalvinLayout {
@@ -93,15 +113,15 @@ impl CalvinLayout {
     }
 
     /// Forward block `block`, on an active participant, of the transaction
-    /// at `position` of `sequencer`'s batch of `epoch`: block `b` holds
-    /// the `b`-th access (in declared order) that lies on another node
-    /// than that participant, so a transaction needs as many blocks there
-    /// as it has records elsewhere, not as it has records.
+    /// at `place`: block `b` holds the `b`-th access (in declared order)
+    /// that lies on another node than that participant, so a transaction
+    /// needs as many blocks there as it has records elsewhere, not as it
+    /// has records.
     #[inline]
-    pub fn fwd_addr(&self, epoch: u64, sequencer: NodeId, position: u32, block: u32) -> u64 {
-        debug_assert!(position < self.clients && block < self.max_forwarded);
-        let txn = ((epoch % RING) * self.nodes as u64 + sequencer as u64) * self.clients as u64
-            + position as u64;
+    pub fn fwd_addr(&self, place: Place, block: u32) -> u64 {
+        debug_assert!(place.position < self.clients && block < self.max_forwarded);
+        let batch = (place.epoch % RING) * self.nodes as u64 + place.sequencer as u64;
+        let txn = batch * self.clients as u64 + place.position as u64;
         self.fwd_base + (txn * self.max_forwarded as u64 + block as u64) * self.fwd_block_words()
     }
 

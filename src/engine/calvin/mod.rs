@@ -149,7 +149,7 @@
 //!   touches an undeclared record aborts deterministically on every active
 //!   participant (`AbortReason::Undeclared`), and a reconnoitred request is
 //!   then reconnoitred and submitted again.
-//! * Inserts (`Protocol::insert_access` of [`CalvinExec`]): a row the
+//! * Inserts (`Reach::insert_access` of [`CalvinExec`]): a row the
 //!   program inserts is not declared — its key must derive from a record
 //!   the transaction writes (TPC-C's district counters), whose exclusive
 //!   lock covers it. The origin (the program's home, `TxnCx::home`) claims
@@ -190,9 +190,9 @@ pub mod scheduler;
 pub mod sequencer;
 mod service;
 
-pub use exec::{CalvinExec, INSERTED};
+pub use exec::{CalvinExec, CalvinRun, Reach, INSERTED};
 pub use history::merge_partial_history;
-pub use layout::{pack_access, unpack_access, CalvinLayout};
+pub use layout::{pack_access, unpack_access, CalvinLayout, Place};
 pub use service::CalvinService;
 
 pub(crate) use program::with_calvin_program;
@@ -204,6 +204,7 @@ use std::sync::Mutex;
 use crate::base::StagePlan;
 use crate::check::History;
 use crate::config::Config;
+use crate::engine::program::RunClock;
 use crate::fabric::NodeId;
 use crate::replication::LogWriter;
 use crate::runtime::Worker;
@@ -305,8 +306,9 @@ pub const ST_FORWARD: usize = 4;
 pub const ST_EXECUTE: usize = 5;
 pub const ST_LOG: usize = 6;
 
-/// A sub-batch that arrived by RPC, kept until the scheduler takes it.
-pub struct RpcBatch {
+/// One sequencer's sub-batch of an epoch, as the scheduler takes it: read
+/// from the request buffer, or arrived by RPC and kept until then.
+pub struct SubBatch {
     pub sealed_ns: u64,
     pub stop: bool,
     pub count: u64,
@@ -323,23 +325,16 @@ pub struct CalvinStats {
     pub parts: u64,
 }
 
-impl CalvinStats {
-    pub fn merge(&mut self, other: &CalvinStats) {
-        for (a, b) in self.stage_ns.iter_mut().zip(other.stage_ns.iter()) {
-            *a += b;
-        }
-        self.parts += other.parts;
-    }
-}
-
 /// The state one node's sequencer, scheduler, executors and handlers
 /// share (behind one mutex: on `threads` the workers of a node are
 /// threads; on `sim` it is never contended).
+#[derive(Default)]
 pub struct NodeState {
-    pub rpc_batches: HashMap<(NodeId, u64), RpcBatch>,
-    /// Forwarded record blocks by `(epoch, sequencer, position)`: the count
-    /// of blocks and their words `[access, seq, record]`.
-    pub forwards: HashMap<(u64, NodeId, u32), (u32, Vec<u64>)>,
+    pub rpc_batches: HashMap<(NodeId, u64), SubBatch>,
+    /// Forwarded record blocks by their transaction's place: the count of
+    /// blocks and their words `[access, seq, record]`
+    /// ([`Scheduled::forwarded`]).
+    pub forwards: HashMap<Place, (u32, Vec<u64>)>,
     pub locks: LockTable,
     /// Transactions scheduled and not finished; `None` while an executor
     /// holds one (its index stays reserved for the lock queues).
@@ -375,21 +370,7 @@ impl NodeShared {
     pub fn new(node: NodeId) -> NodeShared {
         NodeShared {
             node,
-            state: Mutex::new(NodeState {
-                rpc_batches: HashMap::new(),
-                forwards: HashMap::new(),
-                locks: LockTable::default(),
-                txns: Vec::new(),
-                free: Vec::new(),
-                ready: VecDeque::new(),
-                parked: Vec::new(),
-                epoch_left: [0; RING as usize],
-                scheduled_below: 0,
-                done_below: 0,
-                last_epoch: None,
-                retained: VecDeque::new(),
-                in_flight: Vec::new(),
-            }),
+            state: Mutex::new(NodeState::default()),
         }
     }
 
@@ -438,6 +419,16 @@ impl NodeState {
         }
     }
 
+    /// Retires `txn`, slab entry `index`, whose part here finished or was
+    /// given up: one less unfinished transaction in its epoch, and the
+    /// entry free again.
+    pub fn retire(&mut self, index: usize, txn: &scheduler::Scheduled) {
+        let left = &mut self.epoch_left[(txn.place.epoch % RING) as usize];
+        debug_assert!(*left > 0);
+        *left -= 1;
+        self.free.push(index);
+    }
+
     /// Marks epochs finished while the lowest unfinished one is scheduled
     /// and empty; frees their request-buffer slots (`store`'s region).
     pub fn advance(&mut self, store: &NodeStore, calvin: &CalvinLayout) {
@@ -474,9 +465,8 @@ pub struct CalvinEnv<'a, W: Workload> {
     pub failover: Option<&'a failover::CalvinFailover>,
     pub history: Option<&'a RefCell<History>>,
     pub seed: u64,
-    pub start_ns: u64,
-    pub warmup_end_ns: u64,
-    pub end_ns: u64,
+    /// The run's start, warm-up end and measured interval's end.
+    pub(crate) clock: RunClock,
     /// When the first injected fault strikes, fabric ns (`u64::MAX`: none).
     pub fault_at_ns: u64,
     pub epoch_ns: u64,
@@ -522,6 +512,15 @@ impl<W: Workload> CalvinEnv<'_, W> {
         }
     }
 
+    /// Sends the passive calls in `co`'s batch; with failure handling
+    /// returns only once they landed (`failover`).
+    pub async fn submit_passive(&self, co: u16) {
+        self.worker.submit_passive(co);
+        if self.failover.is_some() {
+            self.worker.drain(co).await;
+        }
+    }
+
     /// The node serving `partition` now.
     #[inline]
     pub fn serving(&self, partition: NodeId) -> NodeId {
@@ -535,7 +534,7 @@ impl<W: Workload> CalvinEnv<'_, W> {
     }
 
     pub fn measured(&self, at_ns: u64) -> bool {
-        at_ns >= self.warmup_end_ns && at_ns < self.end_ns
+        at_ns >= self.clock.warmup_end_ns && at_ns < self.clock.end_ns
     }
 
     pub fn nodes(&self) -> u32 {
@@ -548,8 +547,8 @@ impl<W: Workload> CalvinEnv<'_, W> {
         self.stats.borrow_mut().note_boundaries(
             self.worker,
             now_ns,
-            self.warmup_end_ns,
-            self.end_ns,
+            self.clock.warmup_end_ns,
+            self.clock.end_ns,
         );
     }
 }

@@ -142,7 +142,10 @@ impl<W> CalvinProgram<'_, W> {
 
 impl ExtraStats for CalvinStats {
     fn merge(&mut self, other: &CalvinStats) {
-        CalvinStats::merge(self, other);
+        for (a, b) in self.stage_ns.iter_mut().zip(other.stage_ns.iter()) {
+            *a += b;
+        }
+        self.parts += other.parts;
     }
 
     fn to_words(&self) -> Vec<u64> {
@@ -221,9 +224,7 @@ impl<W: Workload> NodeProgram for CalvinProgram<'_, W> {
                 failover: self.failover.get().map(|f| &**f),
                 history: start.record_history.then_some(&cells.histories[index]),
                 seed: config.seed,
-                start_ns: clock.start_ns,
-                warmup_end_ns: clock.warmup_end_ns,
-                end_ns: clock.end_ns,
+                clock,
                 fault_at_ns: cluster.fault_at_ns(clock.start_ns),
                 epoch_ns,
                 lockstep,

@@ -22,25 +22,20 @@
 //!
 //! Invariant: the run never writes to the store or takes a lock.
 
-use super::{read_consistent, INSERTED, MISSING, RPC_READ};
-use crate::base::{ProtocolKind, Stage};
-use crate::protocols::Served;
+use super::{read_consistent, Reach, INSERTED, MISSING, RPC_READ};
+use crate::base::Stage;
 use crate::store::NodeStore;
-use crate::txn::{AbortReason, Protocol, TxnCx, TxnResult};
+use crate::txn::{AbortReason, TxnCx, TxnResult};
 
-/// The protocol a reconnaissance run executes the program under.
+/// How a reconnaissance run reaches records (run as a
+/// [`CalvinRun`](super::CalvinRun)).
 pub struct Recon<'a> {
     /// The sequencer's own node.
     pub store: &'a NodeStore,
 }
 
-impl Protocol for Recon<'_> {
-    const KIND: ProtocolKind = ProtocolKind::Calvin;
-    const ACCESS_STAGE: Stage = Stage::TxnBroadcastInput;
-
-    fn header_words(_record_words: u32) -> u32 {
-        0
-    }
+impl Reach for Recon<'_> {
+    const STAGE: Stage = Stage::TxnBroadcastInput;
 
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         let access = cx.accesses[index];
@@ -75,20 +70,5 @@ impl Protocol for Recon<'_> {
     async fn insert_access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         cx.accesses[index].meta = INSERTED;
         Ok(())
-    }
-
-    async fn commit(&self, _cx: &mut TxnCx<'_>) {}
-
-    async fn release(&self, _cx: &mut TxnCx<'_>) {}
-
-    fn serve(
-        &self,
-        _store: &NodeStore,
-        _kind: u16,
-        payload: &mut Vec<u64>,
-        _now_ns: u64,
-    ) -> Served {
-        payload.clear();
-        Served::Reply
     }
 }

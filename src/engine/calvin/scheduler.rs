@@ -17,11 +17,12 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::{
-    unpack_access, CalvinEnv, NodeState, Poll, RpcBatch, CRB_HEADER_WORDS, ENTRY_FIXED_WORDS, RING,
+    unpack_access, CalvinEnv, NodeState, Place, Poll, SubBatch, CRB_HEADER_WORDS,
+    ENTRY_FIXED_WORDS, RING,
 };
 use crate::base::{Primitive, Stage};
 use crate::fabric::NodeId;
-use crate::store::TableId;
+use crate::store::{StoreLayout, TableId};
 use crate::workloads::{Declared, Workload};
 
 /// One lock request in a record's queue.
@@ -122,27 +123,20 @@ impl LockTable {
 }
 
 /// A transaction scheduled on this node.
+#[derive(Default)]
 pub struct Scheduled {
-    pub epoch: u64,
-    pub sequencer: NodeId,
-    /// Position in the sequencer's whole batch of the epoch.
-    pub position: u32,
+    pub place: Place,
     pub id: u64,
     pub origin: NodeId,
+    /// The origin's client slot, whose completion counter the part
+    /// reports to.
     pub client: u32,
-    pub submitted_ns: u64,
-    pub sealed_ns: u64,
-    pub scheduled_ns: u64,
-    pub ready_ns: u64,
     /// The declared read/write set, in program order.
     pub accesses: Vec<Declared>,
     /// Per access, the node that serves its partition for this
     /// transaction (fixed when it was scheduled: a failover that moves a
     /// partition resolves every transaction scheduled before it).
     pub homes: Vec<NodeId>,
-    /// The routing generation the sequencer sealed it under
-    /// (`failover::CalvinFailover::generation`).
-    pub generation: u32,
     pub request: Vec<u64>,
     /// Local lock requests not yet granted.
     pub locks_pending: u32,
@@ -151,10 +145,40 @@ pub struct Scheduled {
     /// Per access, `[seq, record]` (stride `1 + max_record_words`) for the
     /// local ones, once read.
     pub values: Vec<u64>,
+    // When the part reached each stage, for the report's breakdown.
+    pub sealed_ns: u64,
+    pub scheduled_ns: u64,
+    pub ready_ns: u64,
     /// When the executor started forwarding (parked transactions).
     pub forward_start_ns: u64,
     /// Time in the read stage.
     pub read_ns: u64,
+}
+
+impl Scheduled {
+    /// The forward block at `receiver` that holds the record of access
+    /// `k`: its place among the accesses on other nodes than `receiver`
+    /// (`CalvinLayout::fwd_addr`).
+    pub fn forward_block(&self, receiver: NodeId, k: usize) -> u32 {
+        self.homes[..k].iter().filter(|&&h| h != receiver).count() as u32
+    }
+
+    /// The blocks `[access, seq, record]` of the records forwarded to this
+    /// node by RPC (`words`): per block, the access's index, the version
+    /// forwarded, and where its record starts in `words`.
+    pub fn forwarded<'w>(
+        &'w self,
+        words: &'w [u64],
+        layout: &'w StoreLayout,
+    ) -> impl Iterator<Item = (usize, u64, usize)> + 'w {
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            let k = *words.get(at)? as usize;
+            let block = (k, words[at + 1], at + 2);
+            at += 2 + layout.table(self.accesses[k].table).record_words as usize;
+            Some(block)
+        })
+    }
 }
 
 /// How the scheduler routes and filters the entries it registers.
@@ -166,57 +190,66 @@ struct Routing<'r> {
     given_up: &'r dyn Fn(u32, &[u64]) -> bool,
 }
 
-/// Registers every entry of one sub-batch in `state`, requesting locks.
-#[allow(clippy::too_many_arguments)]
+/// Decodes the entry that starts at word `at` (`ENTRY_FIXED_WORDS`, then
+/// the accesses, then the request) of `sequencer`'s sub-batch of `epoch`,
+/// scheduled at `now_ns`; returns it (`None`: a failover gave it up) and
+/// where the next entry starts.
+fn decode_entry(
+    batch: &SubBatch,
+    at: usize,
+    (epoch, sequencer): (u64, NodeId),
+    now_ns: u64,
+    routing: &Routing<'_>,
+) -> (Option<Scheduled>, usize) {
+    let entries = &batch.entries;
+    let fixed = &entries[at..at + ENTRY_FIXED_WORDS];
+    let accesses = (fixed[3] >> 32) as usize;
+    let request_words = (fixed[3] & 0xffff_ffff) as usize;
+    let access_words = &entries[at + ENTRY_FIXED_WORDS..at + ENTRY_FIXED_WORDS + 2 * accesses];
+    let request_at = at + ENTRY_FIXED_WORDS + 2 * accesses;
+    let generation = (fixed[2] >> 32) as u32;
+    let next = request_at + request_words;
+    if (routing.given_up)(generation, access_words) {
+        return (None, next);
+    }
+    let declared: Vec<Declared> = access_words.chunks_exact(2).map(unpack_access).collect();
+    let homes: Vec<NodeId> = declared.iter().map(|a| (routing.serving)(a.node)).collect();
+    let txn = Scheduled {
+        place: Place {
+            epoch,
+            sequencer,
+            position: fixed[2] as u32,
+        },
+        id: fixed[0],
+        origin: (fixed[1] >> 32) as NodeId,
+        client: fixed[1] as u32,
+        accesses: declared,
+        homes,
+        request: entries[request_at..next].to_vec(),
+        sealed_ns: batch.sealed_ns,
+        scheduled_ns: now_ns,
+        ready_ns: now_ns,
+        ..Scheduled::default()
+    };
+    (Some(txn), next)
+}
+
+/// Registers every entry of `sequencer`'s sub-batch of `epoch` in
+/// `state`, requesting this node's locks; returns how many it registered.
 fn schedule_entries(
     state: &mut NodeState,
     node: NodeId,
-    epoch: u64,
-    sequencer: NodeId,
-    sealed_ns: u64,
+    at_epoch: (u64, NodeId),
+    batch: &SubBatch,
     now_ns: u64,
-    count: u64,
-    entries: &[u64],
     routing: &Routing<'_>,
 ) -> u64 {
     let mut at = 0;
     let mut local_txns = 0;
-    for _ in 0..count {
-        let fixed = &entries[at..at + ENTRY_FIXED_WORDS];
-        let accesses = (fixed[3] >> 32) as usize;
-        let request_words = (fixed[3] & 0xffff_ffff) as usize;
-        let access_words = &entries[at + ENTRY_FIXED_WORDS..at + ENTRY_FIXED_WORDS + 2 * accesses];
-        let request_at = at + ENTRY_FIXED_WORDS + 2 * accesses;
-        let generation = (fixed[2] >> 32) as u32;
-        let next = request_at + request_words;
-        if (routing.given_up)(generation, access_words) {
-            at = next;
-            continue;
-        }
-        let declared: Vec<Declared> = access_words.chunks_exact(2).map(unpack_access).collect();
-        let homes: Vec<NodeId> = declared.iter().map(|a| (routing.serving)(a.node)).collect();
-        let mut txn = Scheduled {
-            epoch,
-            sequencer,
-            position: fixed[2] as u32,
-            id: fixed[0],
-            origin: (fixed[1] >> 32) as NodeId,
-            client: fixed[1] as u32,
-            submitted_ns: fixed[4],
-            sealed_ns,
-            scheduled_ns: now_ns,
-            ready_ns: now_ns,
-            accesses: declared,
-            homes,
-            generation,
-            request: entries[request_at..next].to_vec(),
-            locks_pending: 0,
-            slots: Vec::new(),
-            values: Vec::new(),
-            forward_start_ns: 0,
-            read_ns: 0,
-        };
+    for _ in 0..batch.count {
+        let (txn, next) = decode_entry(batch, at, at_epoch, now_ns, routing);
         at = next;
+        let Some(mut txn) = txn else { continue };
         let index = match state.free.pop() {
             Some(index) => index,
             None => {
@@ -243,8 +276,37 @@ fn schedule_entries(
         state.txns[index] = Some(txn);
         local_txns += 1;
     }
-    debug_assert_eq!(at, entries.len(), "sub-batch words left over");
+    debug_assert_eq!(at, batch.entries.len(), "sub-batch words left over");
     local_txns
+}
+
+/// Whether every live sequencer's sub-batch of `epoch` is here (a failed
+/// one's are given up: `failover`).
+fn epoch_complete<W: Workload>(env: &CalvinEnv<'_, W>, epoch: u64, onesided: bool) -> bool {
+    let nodes = env.nodes() as NodeId;
+    if onesided {
+        let region = &env.store.region;
+        (0..nodes)
+            .all(|s| env.is_failed(s) || region.load(env.calvin.crb_addr(s, epoch)) == epoch + 1)
+    } else {
+        let state = env.shared.lock();
+        (0..nodes).all(|s| env.is_failed(s) || state.rpc_batches.contains_key(&(s, epoch)))
+    }
+}
+
+/// `sequencer`'s sub-batch of `epoch` from this node's request buffer
+/// (`[tag, count, words, sealed_ns, stop]`, then the entries).
+fn read_sub_batch<W: Workload>(env: &CalvinEnv<'_, W>, sequencer: NodeId, epoch: u64) -> SubBatch {
+    let region = &env.store.region;
+    let slot = env.calvin.crb_addr(sequencer, epoch);
+    let mut entries = vec![0; region.load(slot + 2) as usize];
+    region.read(slot + CRB_HEADER_WORDS, &mut entries);
+    SubBatch {
+        count: region.load(slot + 1),
+        sealed_ns: region.load(slot + 3),
+        stop: region.load(slot + 4) != 0,
+        entries,
+    }
 }
 
 /// The scheduler coroutine of a node: epochs in order, up to the first in
@@ -255,8 +317,6 @@ pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     let node = env.shared.node;
     let nodes = env.nodes() as NodeId;
     let onesided = env.plan.get(Stage::TxnBroadcastInput) == Primitive::OneSided;
-    let region = &env.store.region;
-    let mut words: Vec<u64> = Vec::new();
     let mut poll = Poll::new(env.epoch_ns);
     let serving = |partition: NodeId| env.serving(partition);
     // A failover gives up every transaction sealed before it that touches
@@ -273,19 +333,9 @@ pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
     };
     for epoch in 0.. {
         poll.reset();
-        // Wait until every live sequencer's sub-batch of the epoch is here
-        // (a failed one's are given up: `failover`).
         loop {
             env.park_if_paused(co).await;
-            let complete = if onesided {
-                (0..nodes).all(|s| {
-                    env.is_failed(s) || region.load(env.calvin.crb_addr(s, epoch)) == epoch + 1
-                })
-            } else {
-                let state = env.shared.lock();
-                (0..nodes).all(|s| env.is_failed(s) || state.rpc_batches.contains_key(&(s, epoch)))
-            };
-            if complete {
+            if epoch_complete(env, epoch, onesided) {
                 break;
             }
             env.note_boundaries(worker.now_ns());
@@ -302,33 +352,17 @@ pub async fn run_scheduler<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
                     state.rpc_batches.remove(&(sequencer, epoch));
                     continue;
                 }
-                if onesided {
-                    let slot = env.calvin.crb_addr(sequencer, epoch);
-                    let count = region.load(slot + 1);
-                    let used = region.load(slot + 2) as usize;
-                    let sealed_ns = region.load(slot + 3);
-                    all_stop &= region.load(slot + 4) != 0;
-                    words.resize(used, 0);
-                    region.read(slot + CRB_HEADER_WORDS, &mut words);
-                    local_txns += schedule_entries(
-                        &mut state, node, epoch, sequencer, sealed_ns, now, count, &words, &routing,
-                    );
+                let batch = if onesided {
+                    read_sub_batch(env, sequencer, epoch)
                 } else {
-                    let RpcBatch {
-                        sealed_ns,
-                        stop,
-                        count,
-                        entries,
-                    } = state
+                    state
                         .rpc_batches
                         .remove(&(sequencer, epoch))
-                        .expect("checked present");
-                    all_stop &= stop;
-                    local_txns += schedule_entries(
-                        &mut state, node, epoch, sequencer, sealed_ns, now, count, &entries,
-                        &routing,
-                    );
-                }
+                        .expect("checked present")
+                };
+                all_stop &= batch.stop;
+                local_txns +=
+                    schedule_entries(&mut state, node, (epoch, sequencer), &batch, now, &routing);
             }
             state.epoch_left[(epoch % RING) as usize] = local_txns;
             state.scheduled_below = epoch + 1;

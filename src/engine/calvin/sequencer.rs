@@ -56,8 +56,9 @@
 
 use super::recon::Recon;
 use super::{
-    pack_access, CalvinEnv, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_FAILED, DONE_FLAG_MASK,
-    DONE_UNDECLARED, DONE_USER_ABORT, ENTRY_FIXED_WORDS, INSERTED, RPC_BATCH, ST_SEQUENCE,
+    pack_access, CalvinEnv, CalvinRun, Poll, CRB_HEADER_WORDS, DONE_COUNT_MASK, DONE_FAILED,
+    DONE_FLAG_MASK, DONE_UNDECLARED, DONE_USER_ABORT, ENTRY_FIXED_WORDS, INSERTED, RPC_BATCH,
+    ST_SEQUENCE,
 };
 use crate::base::rng::Rng;
 use crate::base::{Primitive, Stage};
@@ -103,48 +104,7 @@ fn collect_completions<W: Workload>(env: &CalvinEnv<'_, W>, clients: &mut [Clien
             state.in_flight[slot].busy = false;
         }
         if env.measured(now) {
-            let mut stats = env.stats.borrow_mut();
-            if done & !DONE_COUNT_MASK == 0 {
-                stats.committed += 1;
-                if let Some(membership) = env.worker.membership() {
-                    let detected = membership.epoch() > 0;
-                    if now < env.fault_at_ns {
-                        stats.fault_commits.before_fault += 1;
-                    } else {
-                        stats.fault_commits.after_fault += 1;
-                        if detected {
-                            stats.fault_commits.after_detection += 1;
-                        }
-                    }
-                }
-                stats.committed_by_type[client.kind] += 1;
-                stats.per_type[client.kind].latency_ns_sum += now - client.submitted_ns;
-                stats.latency.record(
-                    client.kind,
-                    now - env.warmup_end_ns,
-                    now - client.submitted_ns,
-                );
-                env.calvin_stats.borrow_mut().stage_ns[ST_SEQUENCE] +=
-                    client.sealed_ns - client.submitted_ns;
-            } else {
-                let count = |flag: u64| (done / flag) & DONE_FLAG_MASK;
-                let reason = if given_up {
-                    AbortReason::PeerFailed
-                } else if count(DONE_UNDECLARED) > 0 {
-                    AbortReason::Undeclared
-                } else {
-                    debug_assert!(count(DONE_USER_ABORT) > 0);
-                    AbortReason::User
-                };
-                stats.aborts[reason.index()] += 1;
-                stats.per_type[client.kind].aborted += 1;
-                if reason == AbortReason::User
-                    || (reason == AbortReason::Undeclared && !client.reconnoitred)
-                {
-                    stats.user_aborted += 1;
-                    stats.per_type[client.kind].user_aborted += 1;
-                }
-            }
+            count_completion(env, client, done, now);
         }
         // A stale reconnaissance restarts the request (Deneva §3.4), and
         // so does a failover that gave it up.
@@ -153,6 +113,52 @@ fn collect_completions<W: Workload>(env: &CalvinEnv<'_, W>, clients: &mut [Clien
         if !client.retry {
             client.submitted_ns = now;
         }
+    }
+}
+
+/// Counts in the worker's stats `client`'s transaction, complete at
+/// `now` with its counter at `done`: a commit (its latency, and when it
+/// fell against an injected fault), or an abort with its reason.
+fn count_completion<W: Workload>(env: &CalvinEnv<'_, W>, client: &Client, done: u64, now: u64) {
+    let mut stats = env.stats.borrow_mut();
+    if done & !DONE_COUNT_MASK == 0 {
+        stats.committed += 1;
+        if let Some(membership) = env.worker.membership() {
+            let detected = membership.epoch() > 0;
+            if now < env.fault_at_ns {
+                stats.fault_commits.before_fault += 1;
+            } else {
+                stats.fault_commits.after_fault += 1;
+                if detected {
+                    stats.fault_commits.after_detection += 1;
+                }
+            }
+        }
+        stats.committed_by_type[client.kind] += 1;
+        stats.per_type[client.kind].latency_ns_sum += now - client.submitted_ns;
+        stats.latency.record(
+            client.kind,
+            now - env.clock.warmup_end_ns,
+            now - client.submitted_ns,
+        );
+        env.calvin_stats.borrow_mut().stage_ns[ST_SEQUENCE] +=
+            client.sealed_ns - client.submitted_ns;
+        return;
+    }
+    let count = |flag: u64| (done / flag) & DONE_FLAG_MASK;
+    let reason = if done & DONE_FAILED != 0 {
+        AbortReason::PeerFailed
+    } else if count(DONE_UNDECLARED) > 0 {
+        AbortReason::Undeclared
+    } else {
+        debug_assert!(count(DONE_USER_ABORT) > 0);
+        AbortReason::User
+    };
+    stats.aborts[reason.index()] += 1;
+    stats.per_type[client.kind].aborted += 1;
+    if reason == AbortReason::User || (reason == AbortReason::Undeclared && !client.reconnoitred) {
+        stats.user_aborted += 1;
+        stats.per_type[client.kind].user_aborted += 1;
     }
 }
 
@@ -210,7 +216,7 @@ pub async fn run_sequencer<W: Workload>(env: &CalvinEnv<'_, W>, co: u16) {
         // no longer be measured.
         let stop = epoch >= env.final_epoch
             || sealed_ns >= env.stop_ns
-            || (!env.lockstep && sealed_ns >= env.end_ns);
+            || (!env.lockstep && sealed_ns >= env.clock.end_ns);
         sequencer.clear_sub_batches();
         if !stopped {
             sequencer.seal(epoch, sealed_ns).await;
@@ -241,7 +247,7 @@ struct Sequencer<'e, 'a, W: Workload> {
     nodes_touched: Vec<NodeId>,
     /// Transactions this sequencer numbered so far.
     counter: u64,
-    recon: Recon<'a>,
+    recon: CalvinRun<Recon<'a>>,
     recon_cx: TxnCx<'a>,
     recon_runs: u64,
     /// Completions are looked for at most this often between boundaries
@@ -256,9 +262,7 @@ impl<'e, 'a, W: Workload> Sequencer<'e, 'a, W> {
         let clients = env.calvin.clients as usize;
         if env.failover.is_some() {
             let mut state = env.shared.lock();
-            state.in_flight = (0..clients)
-                .map(|_| super::failover::InFlight::default())
-                .collect();
+            state.in_flight = vec![super::failover::InFlight::default(); clients];
         }
         Sequencer {
             env,
@@ -267,7 +271,7 @@ impl<'e, 'a, W: Workload> Sequencer<'e, 'a, W> {
             rng: Rng::derive(env.seed, &[node as u64, 0xca1, 0x5e9]),
             clients: vec![
                 Client {
-                    submitted_ns: env.start_ns,
+                    submitted_ns: env.clock.start_ns,
                     ..Client::default()
                 };
                 clients
@@ -280,11 +284,23 @@ impl<'e, 'a, W: Workload> Sequencer<'e, 'a, W> {
             touched: vec![false; nodes],
             nodes_touched: Vec::new(),
             counter: 0,
-            recon: Recon { store: env.store },
+            recon: CalvinRun(Recon { store: env.store }),
             recon_cx: TxnCx::new(env.worker, co, env.layout, env.cache, env.plan),
             recon_runs: 0,
             poll: Poll::new(env.epoch_ns),
         }
+    }
+
+    /// One look between waits: parks while a failover pauses the cluster,
+    /// completes the clients whose transactions finished, and notes the
+    /// measured interval's edges. Returns the time.
+    async fn look(&mut self) -> u64 {
+        let env = self.env;
+        env.park_if_paused(self.co).await;
+        collect_completions(env, &mut self.clients);
+        let now = env.worker.now_ns();
+        env.note_boundaries(now);
+        now
     }
 
     /// After the last epoch that orders requests: waits until this node
@@ -294,9 +310,7 @@ impl<'e, 'a, W: Workload> Sequencer<'e, 'a, W> {
     async fn await_turn_after_stop(&mut self, epoch: u64) -> bool {
         let (env, worker) = (self.env, self.env.worker);
         loop {
-            env.park_if_paused(self.co).await;
-            collect_completions(env, &mut self.clients);
-            env.note_boundaries(worker.now_ns());
+            self.look().await;
             let (scheduled_below, last_epoch) = {
                 let state = env.shared.lock();
                 (state.scheduled_below, state.last_epoch)
@@ -315,12 +329,9 @@ impl<'e, 'a, W: Workload> Sequencer<'e, 'a, W> {
     /// last transaction to complete (epoch-synchronous).
     async fn await_boundary(&mut self, epoch: u64) {
         let (env, worker) = (self.env, self.env.worker);
-        let boundary = env.start_ns + (epoch + 1) * env.epoch_ns;
+        let boundary = env.clock.start_ns + (epoch + 1) * env.epoch_ns;
         loop {
-            env.park_if_paused(self.co).await;
-            collect_completions(env, &mut self.clients);
-            let now = worker.now_ns();
-            env.note_boundaries(now);
+            let now = self.look().await;
             let waits_for_boundary_only = !env.lockstep || self.clients.iter().all(|c| !c.busy);
             if now >= boundary && waits_for_boundary_only {
                 return;
@@ -619,9 +630,7 @@ impl<'e, 'a, W: Workload> Sequencer<'e, 'a, W> {
     async fn finish(&mut self) {
         let (env, worker, co) = (self.env, self.env.worker, self.co);
         while self.clients.iter().any(|c| c.busy) {
-            env.park_if_paused(co).await;
-            collect_completions(env, &mut self.clients);
-            env.note_boundaries(worker.now_ns());
+            self.look().await;
             if self.clients.iter().any(|c| c.busy) {
                 worker.sleep(co, self.poll.wait_ns()).await;
             }

@@ -10,8 +10,8 @@
 use std::cell::RefCell;
 
 use super::{
-    read_consistent, CalvinLayout, NodeShared, RpcBatch, RING, RPC_BATCH, RPC_DONE, RPC_FORWARD,
-    RPC_READ,
+    read_consistent, CalvinLayout, NodeShared, Place, SubBatch, RING, RPC_BATCH, RPC_DONE,
+    RPC_FORWARD, RPC_READ,
 };
 use crate::fabric::NodeId;
 use crate::protocols::Served;
@@ -89,7 +89,7 @@ impl RpcService for CalvinService<'_> {
                 words.drain(..5);
                 state.rpc_batches.insert(
                     (sender, epoch),
-                    RpcBatch {
+                    SubBatch {
                         sealed_ns,
                         stop,
                         count,
@@ -100,7 +100,11 @@ impl RpcService for CalvinService<'_> {
             }
             // [epoch, sequencer, position, blocks of [access, seq, record]...]
             RPC_FORWARD => {
-                let key = (payload[0], payload[1] as NodeId, payload[2] as u32);
+                let key = Place {
+                    epoch: payload[0],
+                    sequencer: payload[1] as NodeId,
+                    position: payload[2] as u32,
+                };
                 let blocks = payload[3] as u32;
                 let mut state = self.shared.lock();
                 let entry = state.forwards.entry(key).or_default();
