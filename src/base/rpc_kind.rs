@@ -22,6 +22,11 @@ pub struct KindRange {
 }
 
 impl KindRange {
+    /// `owner`'s kinds `first..=last`.
+    pub const fn new(owner: &'static str, first: u16, last: u16) -> KindRange {
+        KindRange { owner, first, last }
+    }
+
     pub const fn contains(&self, kind: u16) -> bool {
         self.first <= kind && kind <= self.last
     }
@@ -50,33 +55,17 @@ impl KindRange {
 }
 
 /// The crate's protocols (`protocols::common::kind`).
-pub const PROTOCOLS: KindRange = KindRange {
-    owner: "protocols",
-    first: 0x0001,
-    last: 0x0fff,
-};
+pub const PROTOCOLS: KindRange = KindRange::new("protocols", 0x0001, 0x0fff);
 
 /// Protocols defined outside the crate; nothing inside uses these.
-pub const EXTERNAL: KindRange = KindRange {
-    owner: "external protocols",
-    first: 0x1000,
-    last: 0x7fff,
-};
+pub const EXTERNAL: KindRange = KindRange::new("external protocols", 0x1000, 0x7fff);
 
 /// CALVIN's node program (`engine::calvin`).
-pub const CALVIN: KindRange = KindRange {
-    owner: "calvin",
-    first: 0xca00,
-    last: 0xcaff,
-};
+pub const CALVIN: KindRange = KindRange::new("calvin", 0xca00, 0xcaff);
 
 /// The replication log (`replication::log::kind`), served before any
 /// protocol sees a request.
-pub const LOG: KindRange = KindRange {
-    owner: "log",
-    first: 0xf000,
-    last: 0xffff,
-};
+pub const LOG: KindRange = KindRange::new("log", 0xf000, 0xffff);
 
 /// Every owner's range.
 pub const RANGES: [KindRange; 4] = [PROTOCOLS, EXTERNAL, CALVIN, LOG];

@@ -111,15 +111,17 @@ pub(super) fn run_config(flags: &RunFlags) -> Result<Config, CliError> {
     Ok(config)
 }
 
+/// A flag given overrides its config value; one not given leaves it.
+fn set<T: Clone>(slot: &mut T, value: &Option<T>) {
+    if let Some(value) = value {
+        *slot = value.clone();
+    }
+}
+
 /// The flags applied to the defaults (or `--config`), before `--hybrid` is
 /// applied and the config validated: sweeps set their knobs on this and
 /// then resolve each point.
 pub(super) fn run_config_unresolved(flags: &RunFlags) -> Result<(Config, Option<u16>), CliError> {
-    fn set<T: Clone>(slot: &mut T, value: &Option<T>) {
-        if let Some(value) = value {
-            *slot = value.clone();
-        }
-    }
     let mut config = match &flags.config {
         Some(path) => load_toml(path)?,
         None => Config::default(),
@@ -243,11 +245,6 @@ pub(super) fn run_config_unresolved(flags: &RunFlags) -> Result<(Config, Option<
 /// The SmallBank, PPS and TPC-E flags (`--sb-…`, `--pps-…`, `--tpce-…`).
 fn apply_workload_flags(c: &mut Config, flags: &RunFlags) -> Result<(), CliError> {
     use crate::workloads::{common::parse_mix, pps, smallbank, tpce};
-    fn set<T: Clone>(slot: &mut T, value: &Option<T>) {
-        if let Some(value) = value {
-            *slot = value.clone();
-        }
-    }
     let sb = &flags.smallbank;
     set(
         &mut c.smallbank.accounts_per_worker,

@@ -434,7 +434,13 @@ fn header_words_estimate(protocol: ProtocolKind, o: &ProtocolOptions, record_wor
     }
 }
 
-fn check_count(name: &str, value: u32, low: u32, high: u32) -> Result<(), ConfigError> {
+/// `name = value` lies in `low..=high` (any whole-number knob).
+fn check_count<T: PartialOrd + std::fmt::Display>(
+    name: &str,
+    value: T,
+    low: T,
+    high: T,
+) -> Result<(), ConfigError> {
     if value < low || value > high {
         return Err(ConfigError(format!(
             "{name} = {value} is out of range; allowed: {low}..={high}"

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::mix::validate_mix;
-use super::ConfigError;
+use super::{check_count, check_real, ConfigError};
 
 /// The transaction types, in mix and report order.
 pub const TXN_TYPES: [&str; 4] = [
@@ -110,42 +110,23 @@ impl PpsConfig {
             ("pps.parts_per_node", self.parts_per_node),
             ("pps.suppliers_per_node", self.suppliers_per_node),
         ] {
-            if !(1..=1 << 32).contains(&value) {
-                return Err(ConfigError(format!(
-                    "{name} = {value} is out of range; allowed: 1..={}",
-                    1u64 << 32
-                )));
-            }
+            check_count(name, value, 1, 1 << 32)?;
         }
         for (name, value) in [
             ("pps.parts_per_product", self.parts_per_product),
             ("pps.parts_per_supplier", self.parts_per_supplier),
         ] {
-            if !(1..=MAX_PARTS_PER_ENTITY).contains(&value) {
-                return Err(ConfigError(format!(
-                    "{name} = {value} is out of range; allowed: 1..={MAX_PARTS_PER_ENTITY}"
-                )));
-            }
+            check_count(name, value, 1, MAX_PARTS_PER_ENTITY)?;
         }
-        if !(0.0..=1.0).contains(&self.local_part_probability) {
-            return Err(ConfigError(format!(
-                "pps.local_part_probability = {} is out of range; allowed: [0, 1]",
-                self.local_part_probability
-            )));
-        }
-        if !(1..=1_000_000).contains(&self.max_quantity) {
-            return Err(ConfigError(format!(
-                "pps.max_quantity = {} is out of range; allowed: 1..=1000000",
-                self.max_quantity
-            )));
-        }
-        if self.initial_stock > 1 << 50 {
-            return Err(ConfigError(format!(
-                "pps.initial_stock = {} is out of range; allowed: 0..={}",
-                self.initial_stock,
-                1u64 << 50
-            )));
-        }
+        check_real(
+            "pps.local_part_probability",
+            self.local_part_probability,
+            0.0,
+            1.0,
+            false,
+        )?;
+        check_count("pps.max_quantity", self.max_quantity, 1, 1_000_000)?;
+        check_count("pps.initial_stock", self.initial_stock, 0, 1 << 50)?;
         validate_mix("pps", &TXN_TYPES, &self.mix.weights())?;
         Ok(())
     }

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::mix::validate_mix;
-use super::ConfigError;
+use super::{check_count, check_real, ConfigError};
 
 /// The transaction types, in mix and report order.
 pub const TXN_TYPES: [&str; 6] = [
@@ -130,11 +130,7 @@ impl SmallBankConfig {
                 self.distributed_probability,
             ),
         ] {
-            if !(0.0..=1.0).contains(&value) {
-                return Err(ConfigError(format!(
-                    "{name} = {value} is out of range; allowed: [0, 1]"
-                )));
-            }
+            check_real(name, value, 0.0, 1.0, false)?;
         }
         if !(self.hot_account_fraction > 0.0 && self.hot_account_fraction <= 1.0) {
             return Err(ConfigError(format!(
@@ -142,13 +138,7 @@ impl SmallBankConfig {
                 self.hot_account_fraction
             )));
         }
-        if self.max_amount < 1 || self.max_amount > 1 << 40 {
-            return Err(ConfigError(format!(
-                "smallbank.max_amount = {} is out of range; allowed: 1..={}",
-                self.max_amount,
-                1u64 << 40
-            )));
-        }
+        check_count("smallbank.max_amount", self.max_amount, 1, 1 << 40)?;
         validate_mix("smallbank", &TXN_TYPES, &self.mix.weights())?;
         if per_node > 1 << 36 {
             return Err(ConfigError(format!(

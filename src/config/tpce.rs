@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::mix::validate_mix;
-use super::ConfigError;
+use super::{check_count, ConfigError};
 
 /// The transaction types, in mix and report order.
 pub const TXN_TYPES: [&str; 2] = ["customer_position", "market_feed"];
@@ -79,12 +79,7 @@ impl TpceConfig {
             ("tpce.customers_per_node", self.customers_per_node),
             ("tpce.securities_per_node", self.securities_per_node),
         ] {
-            if !(1..=1 << 32).contains(&value) {
-                return Err(ConfigError(format!(
-                    "{name} = {value} is out of range; allowed: 1..={}",
-                    1u64 << 32
-                )));
-            }
+            check_count(name, value, 1, 1 << 32)?;
         }
         for (name, value, high) in [
             (
@@ -99,11 +94,7 @@ impl TpceConfig {
             ),
             ("tpce.feed_size", self.feed_size, MAX_FEED_SIZE),
         ] {
-            if value < 1 || value > high {
-                return Err(ConfigError(format!(
-                    "{name} = {value} is out of range; allowed: 1..={high}"
-                )));
-            }
+            check_count(name, value, 1, high)?;
         }
         let securities = self.securities_per_node * nodes as u64;
         if (self.holdings_per_account as u64) > securities {

@@ -19,7 +19,7 @@ use super::hybrid::Analysis;
 use super::plot::{self, knob_keys, Figure};
 use super::svg::{escape, format_number};
 use super::sweep::{check_verdicts, group_by_point};
-use super::table::{number_at, Spread};
+use super::table::report_spread;
 
 const STYLE: &str = "
 body { font-family: 'DejaVu Sans', Helvetica, Arial, sans-serif; margin: 24px 40px; color: #222; max-width: 1150px; }
@@ -93,14 +93,7 @@ fn summary_table(out: &mut String, rows: &[Value]) {
         "<th>runs</th><th>txn/s (mean)</th><th>± sd</th><th>p50 µs</th><th>p99 µs</th><th>abort %</th><th>RPCs/txn</th><th>check</th></tr>"
     );
     for (_, members) in group_by_point(rows) {
-        let metric = |path: &str| {
-            Spread::of(
-                &members
-                    .iter()
-                    .filter_map(|r| number_at(&r["report"], path))
-                    .collect::<Vec<_>>(),
-            )
-        };
+        let metric = |path: &str| report_spread(&members, path);
         let _ = write!(out, "<tr>");
         for key in &keys {
             let _ = write!(

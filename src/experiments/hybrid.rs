@@ -32,7 +32,7 @@ use serde_json::Value;
 
 use super::matrix::plan_of;
 use super::sweep::{self, Knob, SweepOptions, SweepSpec};
-use super::table::{self, Spread};
+use super::table;
 use crate::base::{Primitive, ProtocolKind};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,14 +167,7 @@ fn group_label(row: &Value, keys: &[String]) -> String {
 }
 
 fn code_result(protocol: ProtocolKind, code: u16, rows: &[&Value]) -> CodeResult {
-    let spread = |path: &str| {
-        Spread::of(
-            &rows
-                .iter()
-                .filter_map(|r| table::number_at(&r["report"], path))
-                .collect::<Vec<_>>(),
-        )
-    };
+    let spread = |path: &str| table::report_spread(rows, path);
     let throughput = spread("throughput_txn_per_s");
     let mut stages_us = Vec::new();
     if let Some(Value::Object(first)) = rows.first().map(|r| &r["report"]["stages"]) {

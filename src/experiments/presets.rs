@@ -175,18 +175,31 @@ macro_rules! small_sim {
     };
 }
 
+/// A cluster on the sim fabric: `$nodes` nodes of `$workers` workers ×
+/// `$coroutines` coroutines on `$profile`, `$rows` rows per node and a
+/// 16,384-entry location cache per worker; then `$extra` flags.
+macro_rules! sim_cluster {
+    ($profile:expr, $nodes:expr, $workers:expr, $coroutines:expr, $rows:expr
+     $(, $extra:expr)* $(,)?) => {
+        &[
+            "--fabric", "sim", "--profile", $profile, "--nodes", $nodes, "--workers", $workers,
+            "--coroutines", $coroutines, "--rows-per-node", $rows, "--location-cache", "16384",
+            $($extra),*
+        ]
+    };
+}
+
 /// RCC §6.1's cluster: 4 nodes × 10 threads, 3-way replication, 64-byte
 /// records (the YCSB default), 10,000 rows per thread; measured for
 /// `$duration` virtual seconds after `$warmup`.
 macro_rules! rcc_paper {
     ($duration:expr, $warmup:expr $(, $extra:expr)* $(,)?) => {
-        &[
-            "--fabric", "sim", "--profile", "cx4-edr", "--nodes", "4", "--workers", "10",
-            "--coroutines", "10", "--rows-per-node", "100000", "--location-cache", "16384",
+        sim_cluster!(
+            "cx4-edr", "4", "10", "10", "100000",
             "--replication", "3", "--duration", $duration, "--warmup", $warmup, "--check",
             "--calvin-epoch-us", CALVIN_EPOCH_US,
             $($extra),*
-        ]
+        )
     };
 }
 
@@ -194,13 +207,12 @@ macro_rules! rcc_paper {
 /// record size and the virtual time scaled (`DENEVA_SCALED`).
 macro_rules! deneva_paper {
     ($rows:expr, $duration:expr, $warmup:expr $(, $extra:expr)* $(,)?) => {
-        &[
-            "--fabric", "sim", "--profile", "cx4-edr", "--nodes", "16", "--workers", "4",
-            "--coroutines", "8", "--rows-per-node", $rows, "--location-cache", "16384",
+        sim_cluster!(
+            "cx4-edr", "16", "4", "8", $rows,
             "--duration", $duration, "--warmup", $warmup, "--check",
             "--calvin-epoch-us", CALVIN_EPOCH_US,
             $($extra),*
-        ]
+        )
     };
 }
 
@@ -318,12 +330,11 @@ pub const PRESETS: [Preset; 9] = [
         // The small scale keeps the NIC's 1,600 connections at 160
         // emulated nodes: the cluster RCC emulates, for 3 ms.
         small: Setup {
-            args: &[
-                "--fabric", "sim", "--profile", "cx4-edr-qp", "--nodes", "4", "--workers", "10",
-                "--coroutines", "10", "--rows-per-node", "10000", "--location-cache", "16384",
+            args: sim_cluster!(
+                "cx4-edr-qp", "4", "10", "10", "10000",
                 "--distribution", "hot", "--hot-fraction", "0.001", "--hot-probability", "0.9",
                 "--duration", "0.003", "--warmup", "0.0005",
-            ],
+            ),
             wall_time: "~5 s",
         },
         kind: Kind::Sweep(&["protocol=no_wait,occ,mvcc,sundial", "primitive=onesided,rpc", "emulated_nodes=4,16,40,80,160"]),
@@ -377,12 +388,11 @@ pub const PRESETS: [Preset; 9] = [
         // DrTM+H §4.1: 16 machines × 24 threads, 8 coroutines (its §3's
         // typical count), 3-way replication (logs to 2 backups).
         paper: Setup {
-            args: &[
-                "--fabric", "sim", "--profile", "cx4-edr", "--nodes", "16", "--workers", "24",
-                "--coroutines", "8", "--rows-per-node", "240000", "--location-cache", "16384",
+            args: sim_cluster!(
+                "cx4-edr", "16", "24", "8", "240000",
                 "--replication", "3", "--duration", "0.006", "--warmup", "0.001", "--check",
                 "--protocol", "occ",
-            ],
+            ),
             wall_time: "~4 min",
         },
         deviation: "YCSB (10 operations of 64 B, 10,000 rows per thread) for TPC-C and SmallBank; a 16,384-entry location cache per worker (DrTM+H: 300 MB per machine, warm); virtual time: 1 ms warm-up + 6 ms measured per point (DrTM+H: seconds)",

@@ -182,6 +182,16 @@ impl Spread {
     }
 }
 
+/// The spread, over sweep `rows`, of their reports' number at `path`
+/// (rows whose report lacks it left out).
+pub fn report_spread(rows: &[&Value], path: &str) -> Spread {
+    let values: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| number_at(&r["report"], path))
+        .collect();
+    Spread::of(&values)
+}
+
 /// A number at a `.`-separated path in a JSON
 /// value (`latency_us.p50`), if it is one.
 pub fn number_at(value: &Value, path: &str) -> Option<f64> {

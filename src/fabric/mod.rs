@@ -42,7 +42,8 @@ pub mod verbs;
 pub use crate::config::profile::NetworkProfile;
 pub use region::Region;
 pub use verbs::{
-    Batch, CallId, Message, Verb, VerbCounters, VerbId, VerbKind, MSG_COMPLETION, MSG_FAILED,
+    Batch, CallId, Doorbell, Message, Verb, VerbCounters, VerbId, VerbKind, MSG_COMPLETION,
+    MSG_FAILED,
 };
 
 /// When a posted doorbell batch completes.
@@ -94,6 +95,7 @@ pub trait Endpoint {
     /// or through a completion message later ([`Posted::Deferred`]).
     /// `tag` is echoed in that message (the runtime passes the index of the
     /// batch's first verb).
+    #[inline]
     fn post(
         &mut self,
         coroutine: u16,
@@ -101,7 +103,30 @@ pub trait Endpoint {
         verbs: &[Verb],
         write_data: &[u64],
         results: &mut [u64],
-    ) -> Posted;
+    ) -> Posted {
+        let doorbell = Doorbell {
+            coroutine,
+            tag,
+            verbs,
+            write_data,
+        };
+        self.post_doorbell(doorbell, results)
+    }
+
+    /// [`Endpoint::post`] with the batch gathered into one [`Doorbell`]:
+    /// what each backend implements. The default serves an endpoint that
+    /// wraps another one and overrides `post` instead; an endpoint must
+    /// implement one of the two, as each one's default calls the other.
+    #[inline]
+    fn post_doorbell(&mut self, doorbell: Doorbell<'_>, results: &mut [u64]) -> Posted {
+        self.post(
+            doorbell.coroutine,
+            doorbell.tag,
+            doorbell.verbs,
+            doorbell.write_data,
+            results,
+        )
+    }
 
     /// Sends an RPC request or reply to `msg.dst_node`/`msg.dst_worker`.
     fn send(&mut self, msg: Message);

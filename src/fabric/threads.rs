@@ -31,7 +31,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use super::verbs::{VerbKind, MSG_COMPLETION, MSG_FAILED, MSG_REPLY};
-use super::{Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters};
+use super::{Doorbell, Endpoint, Message, NodeId, Posted, Region, VerbCounters};
 use crate::config::profile::LatencyConfig;
 
 const SPIN_ROUNDS: u32 = 200;
@@ -227,14 +227,8 @@ impl Endpoint for ThreadsEndpoint {
         self.shared.now_ns()
     }
 
-    fn post(
-        &mut self,
-        coroutine: u16,
-        tag: u16,
-        verbs: &[Verb],
-        write_data: &[u64],
-        results: &mut [u64],
-    ) -> Posted {
+    fn post_doorbell(&mut self, doorbell: Doorbell<'_>, results: &mut [u64]) -> Posted {
+        let verbs = doorbell.verbs;
         let Some(target) = self.counters.count_batch(verbs) else {
             return Posted::At(0);
         };
@@ -246,8 +240,8 @@ impl Endpoint for ThreadsEndpoint {
                     src_worker: self.worker,
                     dst_node: self.node,
                     dst_worker: self.worker,
-                    coroutine,
-                    call: tag,
+                    coroutine: doorbell.coroutine,
+                    call: doorbell.tag,
                     kind: verbs.len() as u16,
                     flags: MSG_COMPLETION | MSG_FAILED,
                     deliver_at_ns: 0,
@@ -259,7 +253,7 @@ impl Endpoint for ThreadsEndpoint {
         let region = &self.shared.regions[target as usize];
         let mut rtt_ns = 0;
         for verb in verbs {
-            region.apply(verb, write_data, results);
+            region.apply(verb, doorbell.write_data, results);
             let verb_rtt_ns = match verb.kind {
                 VerbKind::Read | VerbKind::Write => self.shared.latency.onesided_ns,
                 VerbKind::Cas | VerbKind::Faa => self.shared.latency.atomic_ns,
@@ -274,10 +268,7 @@ impl Endpoint for ThreadsEndpoint {
     }
 
     fn send(&mut self, mut msg: Message) {
-        if msg.flags & MSG_REPLY == 0 {
-            self.counters.rpc += 1;
-            self.counters.rpc_request_bytes += 8 * msg.payload.len() as u64;
-        }
+        self.counters.count_send(&msg);
         if msg.dst_node != self.node {
             self.counters.wire_messages += 1;
             self.counters.wire_bytes += msg.wire_bytes();

@@ -54,6 +54,18 @@ impl Verb {
     }
 }
 
+/// One doorbell batch as a coroutine posts it (`Endpoint::post`): its
+/// verbs, all to one node and executed in order, the words its WRITEs
+/// carry (addressed by each WRITE's `buf`), and the tag a deferred
+/// completion echoes.
+#[derive(Clone, Copy, Debug)]
+pub struct Doorbell<'a> {
+    pub coroutine: u16,
+    pub tag: u16,
+    pub verbs: &'a [Verb],
+    pub write_data: &'a [u64],
+}
+
 /// Handle of a queued verb, valid until the batch is cleared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VerbId(pub u32);
@@ -212,6 +224,16 @@ impl VerbCounters {
         }
         self.doorbells += 1;
         Some(target)
+    }
+
+    /// Counts a message as its sender hands it to the fabric: a request
+    /// is one RPC with its payload's bytes; a reply counts nothing here.
+    /// Every fabric's `Endpoint::send` starts here, so they count alike.
+    pub fn count_send(&mut self, msg: &Message) {
+        if msg.flags & MSG_REPLY == 0 {
+            self.rpc += 1;
+            self.rpc_request_bytes += 8 * msg.payload.len() as u64;
+        }
     }
 }
 

@@ -405,6 +405,36 @@ mod tests {
         out
     }
 
+    /// Drains worker 0's ring of node 0 into `store`, redoing nothing
+    /// elsewhere.
+    fn drain(
+        store: &NodeStore,
+        rings: &RingLayout,
+        placement: &Placement,
+        decided: Decided,
+    ) -> Drained {
+        drain_ring(
+            store,
+            rings,
+            placement,
+            0,
+            0,
+            decided,
+            &mut Vec::new(),
+            &|_, _| false,
+        )
+    }
+
+    /// Writes `words` into the 16-word ring at `ring` from `head` on, as
+    /// a coordinator's log writes wrap.
+    fn write_wrapped(store: &NodeStore, ring: u64, head: u64, words: &[u64]) {
+        for (offset, word) in words.iter().enumerate() {
+            store
+                .region
+                .store(ring + (head + offset as u64) % 16, *word);
+        }
+    }
+
     #[test]
     fn records_round_trip_and_torn_ones_are_refused() {
         let words = record(77, 5, 3, 10);
@@ -434,18 +464,7 @@ mod tests {
         finish_record(&mut words);
         assert_eq!(record_meta(&words), (7, 2));
         store.region.write(ring, &words);
-        let drain = |decided| {
-            drain_ring(
-                &store,
-                &rings,
-                &placement,
-                0,
-                0,
-                decided,
-                &mut Vec::new(),
-                &|_, _| false,
-            )
-        };
+        let drain = |decided| drain(&store, &rings, &placement, decided);
         // Round 7 is whole but not below the watermark (0, then 7).
         assert_eq!(drain(Decided::BelowWatermark).records, 0);
         store.region.store(rings.watermark_addr(0, 0), 7);
@@ -458,11 +477,7 @@ mod tests {
         push_write(&mut next, 0, 0, 5, 2, &[5, 6]);
         finish_record(&mut next);
         let head = store.region.load(rings.head_addr(0, 0));
-        for (offset, word) in next.iter().enumerate() {
-            store
-                .region
-                .store(ring + (head + offset as u64) % 16, *word);
-        }
+        write_wrapped(&store, ring, head, &next);
         assert_eq!(drain(Decided::BelowWatermark).records, 0);
         assert_eq!(drain(Decided::All).records, 1);
         let slot = store.lookup(0, 5).unwrap();
@@ -476,55 +491,23 @@ mod tests {
         let backup = store.backup_view(0, 1);
         backup.insert(0, 5, &[0, 0]).unwrap();
         let ring = rings.ring_addr(0, 0);
-        let mut scratch = Vec::new();
         // A record whose trailer has not landed is not applied.
         let first = record(1, 5, 2, 20);
         store.region.write(ring, &first[..first.len() - 1]);
-        let drained = drain_ring(
-            &store,
-            &rings,
-            &placement,
-            0,
-            0,
-            Decided::All,
-            &mut scratch,
-            &|_, _| false,
-        );
+        let drained = drain(&store, &rings, &placement, Decided::All);
         assert_eq!(drained.records, 0);
         store
             .region
             .store(ring + first.len() as u64 - 1, *first.last().unwrap());
-        let drained = drain_ring(
-            &store,
-            &rings,
-            &placement,
-            0,
-            0,
-            Decided::All,
-            &mut scratch,
-            &|_, _| false,
-        );
+        let drained = drain(&store, &rings, &placement, Decided::All);
         assert_eq!((drained.records, drained.writes_installed), (1, 1));
         let slot = store.lookup(0, 5).unwrap();
         assert_eq!(store.seq(0, slot), 2);
         // An older version arriving later is ignored (idempotent apply).
         let older = record(2, 5, 1, 99);
         let head = drained.head;
-        for (offset, word) in older.iter().enumerate() {
-            store
-                .region
-                .store(ring + (head + offset as u64) % 16, *word);
-        }
-        let drained = drain_ring(
-            &store,
-            &rings,
-            &placement,
-            0,
-            0,
-            Decided::All,
-            &mut scratch,
-            &|_, _| false,
-        );
+        write_wrapped(&store, ring, head, &older);
+        let drained = drain(&store, &rings, &placement, Decided::All);
         assert_eq!((drained.records, drained.writes_installed), (1, 0));
         let mut value = Vec::new();
         store.record(0, slot, &mut value);
@@ -534,21 +517,8 @@ mod tests {
         // A run-time insert lands in the backup copy, not in copy 0.
         let insert = record(3, 9, 1, 7);
         let head = drained.head;
-        for (offset, word) in insert.iter().enumerate() {
-            store
-                .region
-                .store(ring + (head + offset as u64) % 16, *word);
-        }
-        drain_ring(
-            &store,
-            &rings,
-            &placement,
-            0,
-            0,
-            Decided::All,
-            &mut scratch,
-            &|_, _| false,
-        );
+        write_wrapped(&store, ring, head, &insert);
+        drain(&store, &rings, &placement, Decided::All);
         assert_eq!(store.rows(0), 0, "copy 0 has no rows");
         assert_eq!(store.rows_in_copy(0, 1), 2);
     }

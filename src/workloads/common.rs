@@ -12,6 +12,27 @@ use std::sync::Arc;
 use crate::base::rng::Rng;
 use crate::store::{NodeStore, TableId, KEY_WORD};
 
+/// Declares a workload's transaction types, each named once: a
+/// `#[repr(u8)]` enum whose discriminants count from 0 in the order the
+/// workload's `TXN_TYPES` names them (a request's type index, as encoded),
+/// and `ALL`, every type in that order (what a [`Mix`] pick and a decoded
+/// request index).
+macro_rules! txn_types {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident { $($variant:ident),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(u8)]
+        $vis enum $name {
+            $($variant),+
+        }
+
+        impl $name {
+            const ALL: [$name; [$($name::$variant),+].len()] = [$($name::$variant),+];
+        }
+    };
+}
+pub(crate) use txn_types;
+
 /// A weighted choice among transaction types.
 #[derive(Clone, Debug)]
 pub struct Mix {

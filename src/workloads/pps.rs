@@ -51,7 +51,7 @@ use crate::fabric::NodeId;
 use crate::store::{NodeStore, StoreError, TableId, TableSpec};
 use crate::txn::{Protocol, Txn, TxnResult};
 
-use super::common::{for_each_row, mix64, Findings, Mix};
+use super::common::{for_each_row, mix64, txn_types, Findings, Mix};
 use super::{Declared, InvariantReport, Workload};
 
 pub const PRODUCTS: TableId = 0;
@@ -62,22 +62,8 @@ pub const SUPPLIES: TableId = 4;
 
 pub use crate::config::pps::{PpsConfig, PpsMix, MAX_PARTS_PER_ENTITY, TXN_TYPES};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum PpsTxn {
-    OrderProduct = 0,
-    LookupProduct = 1,
-    UpdateProductPart = 2,
-    LookupSupplier = 3,
-}
-
-impl PpsTxn {
-    const ALL: [PpsTxn; 4] = [
-        PpsTxn::OrderProduct,
-        PpsTxn::LookupProduct,
-        PpsTxn::UpdateProductPart,
-        PpsTxn::LookupSupplier,
-    ];
+txn_types! {
+    pub enum PpsTxn { OrderProduct, LookupProduct, UpdateProductPart, LookupSupplier }
 }
 
 #[derive(Clone, Copy, Debug)]

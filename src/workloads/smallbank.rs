@@ -53,7 +53,7 @@ use crate::fabric::NodeId;
 use crate::store::{NodeStore, StoreError, TableId, TableSpec};
 use crate::txn::{Protocol, Txn, TxnResult};
 
-use super::common::{for_each_row, mix64, Findings, HotArea, Mix};
+use super::common::{for_each_row, mix64, txn_types, Findings, HotArea, Mix};
 use super::{Declared, InvariantReport, Workload};
 
 pub const ACCOUNTS: TableId = 0;
@@ -66,27 +66,13 @@ pub use crate::config::smallbank::{SmallBankConfig, SmallBankMix, TXN_TYPES};
 const BALANCE_LOW: i64 = 10_000;
 const BALANCE_SPAN: u64 = 40_000;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum SmallBankTxn {
-    SendPayment = 0,
-    Amalgamate = 1,
-    Balance = 2,
-    DepositChecking = 3,
-    WriteCheck = 4,
-    TransactSavings = 5,
+txn_types! {
+    pub enum SmallBankTxn {
+        SendPayment, Amalgamate, Balance, DepositChecking, WriteCheck, TransactSavings
+    }
 }
 
 impl SmallBankTxn {
-    const ALL: [SmallBankTxn; 6] = [
-        SmallBankTxn::SendPayment,
-        SmallBankTxn::Amalgamate,
-        SmallBankTxn::Balance,
-        SmallBankTxn::DepositChecking,
-        SmallBankTxn::WriteCheck,
-        SmallBankTxn::TransactSavings,
-    ];
-
     fn two_customers(self) -> bool {
         matches!(self, SmallBankTxn::SendPayment | SmallBankTxn::Amalgamate)
     }

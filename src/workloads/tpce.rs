@@ -62,17 +62,31 @@ pub use crate::config::tpce::{
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug)]
 pub enum TpceRequest {
-    CustomerPosition {
-        node: NodeId,
-        customer: u64,
-    },
-    MarketFeed {
-        node: NodeId,
-        len: u8,
-        symbols: [u64; MAX_FEED_SIZE as usize],
-        /// Price change of each symbol, cents.
-        deltas: [i8; MAX_FEED_SIZE as usize],
-    },
+    CustomerPosition { node: NodeId, customer: u64 },
+    MarketFeed(MarketFeed),
+}
+
+/// A market feed: the first `len` of `symbols`, securities of `node`,
+/// repriced by their `deltas`.
+#[derive(Clone, Copy, Debug)]
+pub struct MarketFeed {
+    pub node: NodeId,
+    pub len: u8,
+    pub symbols: [u64; MAX_FEED_SIZE as usize],
+    /// Price change of each symbol, cents.
+    pub deltas: [i8; MAX_FEED_SIZE as usize],
+}
+
+impl MarketFeed {
+    /// The securities repriced, in feed order.
+    pub fn symbols(&self) -> &[u64] {
+        &self.symbols[..self.len as usize]
+    }
+
+    /// Each repriced security's price change, cents.
+    pub fn deltas(&self) -> &[i8] {
+        &self.deltas[..self.len as usize]
+    }
 }
 
 pub struct Tpce {
@@ -209,12 +223,12 @@ impl Workload for Tpce {
                 *symbol = node as u64 * c.securities_per_node + rng.below(c.securities_per_node);
                 *delta = rng.below(21) as i8 - 10;
             }
-            TpceRequest::MarketFeed {
+            TpceRequest::MarketFeed(MarketFeed {
                 node,
                 len: c.feed_size as u8,
                 symbols,
                 deltas,
-            }
+            })
         }
     }
 
@@ -247,15 +261,10 @@ impl Workload for Tpce {
                 }
                 std::hint::black_box(net_worth);
             }
-            TpceRequest::MarketFeed {
-                node,
-                len,
-                symbols,
-                deltas,
-            } => {
+            TpceRequest::MarketFeed(ref feed) => {
                 let mut moved = 0i64;
-                for (&symbol, &delta) in symbols.iter().zip(deltas.iter()).take(len as usize) {
-                    let row = txn.update(LAST_TRADE, node, symbol).await?;
+                for (&symbol, &delta) in feed.symbols().iter().zip(feed.deltas()) {
+                    let row = txn.update(LAST_TRADE, feed.node, symbol).await?;
                     let record = txn.get_mut(row);
                     let price = record[0] as i64;
                     let new_price = (price + delta as i64).max(1);
@@ -277,7 +286,7 @@ impl Workload for Tpce {
     fn txn_type(&self, request: &TpceRequest) -> usize {
         match request {
             TpceRequest::CustomerPosition { .. } => 0,
-            TpceRequest::MarketFeed { .. } => 1,
+            TpceRequest::MarketFeed(_) => 1,
         }
     }
 
@@ -298,15 +307,10 @@ impl Workload for Tpce {
             TpceRequest::CustomerPosition { node, customer } => {
                 out.extend_from_slice(&[0, node as u64, customer])
             }
-            TpceRequest::MarketFeed {
-                node,
-                len,
-                symbols,
-                deltas,
-            } => {
-                out.extend_from_slice(&[1, node as u64, len as u64]);
-                out.extend_from_slice(&symbols[..len as usize]);
-                out.extend(deltas[..len as usize].iter().map(|&d| d as i64 as u64));
+            TpceRequest::MarketFeed(ref feed) => {
+                out.extend_from_slice(&[1, feed.node as u64, feed.len as u64]);
+                out.extend_from_slice(feed.symbols());
+                out.extend(feed.deltas().iter().map(|&d| d as i64 as u64));
             }
         }
     }
@@ -335,12 +339,12 @@ impl Workload for Tpce {
                 for (delta, &word) in deltas.iter_mut().zip(&rest[len..]) {
                     *delta = i8::try_from(word as i64).ok()?;
                 }
-                Some(TpceRequest::MarketFeed {
+                Some(TpceRequest::MarketFeed(MarketFeed {
                     node,
                     len: len as u8,
                     symbols,
                     deltas,
-                })
+                }))
             }
             _ => None,
         }
@@ -350,17 +354,15 @@ impl Workload for Tpce {
     /// once); customer_position finds its accounts and holdings in the
     /// data, so a deterministic protocol reconnoitres it.
     fn declare_accesses(&self, request: &TpceRequest, out: &mut Vec<Declared>) -> bool {
-        let TpceRequest::MarketFeed {
-            node, len, symbols, ..
-        } = request
-        else {
+        let TpceRequest::MarketFeed(feed) = request else {
             return false;
         };
-        for (i, &symbol) in symbols[..*len as usize].iter().enumerate() {
+        let symbols = feed.symbols();
+        for (i, &symbol) in symbols.iter().enumerate() {
             if !symbols[..i].contains(&symbol) {
                 out.push(Declared {
                     table: LAST_TRADE,
-                    node: *node,
+                    node: feed.node,
                     key: symbol,
                     write: true,
                 });

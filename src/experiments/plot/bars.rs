@@ -139,6 +139,14 @@ pub(super) fn hybrid_figures(analysis: &Analysis, unit: &str) -> Vec<Figure> {
             }
         };
         let find = |code: u16| group.codes.iter().find(|c| c.code == code);
+        // Every figure of a group: "PROTOCOL what · group".
+        let group_title = |what: &str| {
+            format!(
+                "{} {what} · {}",
+                analysis.protocol.to_uppercase(),
+                group.label
+            )
+        };
         for (stem, title, x_label, order, beats, value) in [
             (
                 "hybrid_throughput",
@@ -169,11 +177,7 @@ pub(super) fn hybrid_figures(analysis: &Analysis, unit: &str) -> Vec<Figure> {
                 })
                 .collect();
             let chart = RankedBars {
-                title: format!(
-                    "{} hybrid codes {title} · {}",
-                    analysis.protocol.to_uppercase(),
-                    group.label
-                ),
+                title: group_title(&format!("hybrid codes {title}")),
                 x_label,
                 bars,
             };
@@ -219,11 +223,7 @@ pub(super) fn hybrid_figures(analysis: &Analysis, unit: &str) -> Vec<Figure> {
                 })
                 .collect();
             let chart = StackedBars {
-                title: format!(
-                    "{} stage latency: pure forms and the pick · {}",
-                    analysis.protocol.to_uppercase(),
-                    group.label
-                ),
+                title: group_title("stage latency: pure forms and the pick"),
                 y_label: format!("mean {unit}µs per transaction"),
                 bars,
                 layers,

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::experiments::table::{self, Spread};
+use crate::experiments::table;
 
 /// Fields of a row that measure the host rather than the run: the only ones
 /// a resumed `sim` sweep may differ in.
@@ -173,11 +173,7 @@ pub fn summary_csv(rows: &[Value], knob_keys: &[String]) -> String {
         }
         record.push(("runs".into(), members.len().to_string()));
         for (name, path) in SUMMARY_METRICS {
-            let values: Vec<f64> = members
-                .iter()
-                .filter_map(|r| table::number_at(&r["report"], path))
-                .collect();
-            let s = Spread::of(&values);
+            let s = table::report_spread(&members, path);
             for (stat, v) in [
                 ("mean", s.mean),
                 ("stdev", s.stdev),
@@ -222,14 +218,7 @@ pub fn summary_table(rows: &[Value], knob_keys: &[String]) -> String {
         "point", "runs", "txn/s", "± sd", "abort%", "p50 µs", "p99 µs"
     );
     for (_, members) in group_by_point(rows) {
-        let metric = |path: &str| {
-            Spread::of(
-                &members
-                    .iter()
-                    .filter_map(|r| table::number_at(&r["report"], path))
-                    .collect::<Vec<_>>(),
-            )
-        };
+        let metric = |path: &str| table::report_spread(&members, path);
         let throughput = metric("throughput_txn_per_s");
         let checked: Vec<&&Value> = members
             .iter()

@@ -12,7 +12,7 @@ use std::rc::Rc;
 
 use super::{SimState, SPARE_RESULTS};
 use crate::fabric::verbs::{COALESCED_HEADER_WORDS, MSG_COMPLETION, MSG_REPLY};
-use crate::fabric::{CpuOp, Endpoint, Message, NodeId, Posted, Verb, VerbCounters};
+use crate::fabric::{CpuOp, Doorbell, Endpoint, Message, NodeId, Posted, Verb, VerbCounters};
 
 /// One worker's endpoint on the simulated cluster.
 pub struct SimEndpoint {
@@ -59,14 +59,8 @@ impl Endpoint for SimEndpoint {
         self.state.borrow().clock_ns[self.index as usize]
     }
 
-    fn post(
-        &mut self,
-        coroutine: u16,
-        tag: u16,
-        verbs: &[Verb],
-        write_data: &[u64],
-        results: &mut [u64],
-    ) -> Posted {
+    fn post_doorbell(&mut self, doorbell: Doorbell<'_>, results: &mut [u64]) -> Posted {
+        let verbs = doorbell.verbs;
         let Some(target) = self.counters.count_batch(verbs) else {
             return Posted::At(0);
         };
@@ -77,22 +71,19 @@ impl Endpoint for SimEndpoint {
             // The request and its completion cross the wire.
             self.counters.wire_messages += 2;
             self.counters.wire_bytes += verbs.iter().map(Verb::wire_bytes).sum::<u64>();
-            state.post_remote(self.index, coroutine, tag, verbs, write_data);
+            state.post_remote(self.index, doorbell);
             return Posted::Deferred;
         }
         // Local verbs bypass the NIC and take effect at once.
         let region = &state.regions[target as usize];
         for verb in verbs {
-            region.apply(verb, write_data, results);
+            region.apply(verb, doorbell.write_data, results);
         }
         Posted::At(0)
     }
 
     fn send(&mut self, msg: Message) {
-        if msg.flags & MSG_REPLY == 0 {
-            self.counters.rpc += 1;
-            self.counters.rpc_request_bytes += 8 * msg.payload.len() as u64;
-        }
+        self.counters.count_send(&msg);
         let remote_bytes = (msg.dst_node != self.node).then(|| msg.wire_bytes());
         let mut state = self.state.borrow_mut();
         state.clock_ns[self.index as usize] += state.cpu.frame_ns;

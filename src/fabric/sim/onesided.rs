@@ -11,17 +11,11 @@
 
 use super::{Event, InFlight, PendingRead, SimState, SimVerb, NO_PENDING};
 use crate::fabric::verbs::{VerbKind, MSG_COMPLETION, MSG_FAILED};
-use crate::fabric::{Message, Verb};
+use crate::fabric::{Doorbell, Message};
 
 impl SimState {
-    pub(super) fn post_remote(
-        &mut self,
-        initiator: u32,
-        coroutine: u16,
-        tag: u16,
-        verbs: &[Verb],
-        write_data: &[u64],
-    ) {
+    pub(super) fn post_remote(&mut self, initiator: u32, doorbell: Doorbell<'_>) {
+        let verbs = doorbell.verbs;
         let issue_ns = self.clock_ns[initiator as usize];
         let source = self.node_of(initiator);
         let target = verbs[0].node;
@@ -39,8 +33,8 @@ impl SimState {
         results.reserve(result_words);
         let mut batch = InFlight {
             initiator,
-            coroutine,
-            tag,
+            coroutine: doorbell.coroutine,
+            tag: doorbell.tag,
             target,
             verbs: self.spare_verbs.pop().unwrap_or_default(),
             write_data: self.spare_write_data.pop().unwrap_or_default(),
@@ -75,7 +69,7 @@ impl SimState {
                     let from = verb.buf as usize;
                     batch
                         .write_data
-                        .extend_from_slice(&write_data[from..from + verb.len as usize]);
+                        .extend_from_slice(&doorbell.write_data[from..from + verb.len as usize]);
                     at
                 }
                 _ => {

@@ -6,6 +6,7 @@
 
 use super::endpoint::Awaited;
 use super::*;
+use crate::fabric::Doorbell;
 
 impl UcxEndpoint {
     /// One-sided verbs run for the sender, by this worker (a peer's
@@ -124,14 +125,8 @@ impl UcxEndpoint {
     }
 
     /// Sends a batch to `target` for its fabric to run (`emulate`).
-    pub(super) fn post_to_peer(
-        &mut self,
-        coroutine: u16,
-        tag: u16,
-        verbs: &[Verb],
-        write_data: &[u64],
-        target: NodeId,
-    ) {
+    pub(super) fn post_to_peer(&mut self, doorbell: Doorbell<'_>, target: NodeId) {
+        let verbs = doorbell.verbs;
         let mut payload = self.state().pool.pop().unwrap_or_default();
         payload.clear();
         for verb in verbs {
@@ -143,7 +138,7 @@ impl UcxEndpoint {
                 VerbKind::Read => payload.extend_from_slice(&[VERB_READ | len << 8, verb.addr]),
                 VerbKind::Write => {
                     payload.extend_from_slice(&[VERB_WRITE | len << 8, verb.addr]);
-                    payload.extend_from_slice(&write_data[buf..buf + verb.len as usize]);
+                    payload.extend_from_slice(&doorbell.write_data[buf..buf + verb.len as usize]);
                 }
                 VerbKind::Cas => payload.extend_from_slice(&[
                     VERB_CAS | 1 << 8,
@@ -160,8 +155,8 @@ impl UcxEndpoint {
         if self.track {
             self.awaiting.push(Awaited {
                 node: target,
-                coroutine,
-                call: tag,
+                coroutine: doorbell.coroutine,
+                call: doorbell.tag,
                 kind: verbs.len() as u16,
                 fail_flags: MSG_COMPLETION | MSG_FAILED,
                 verbs: true,
@@ -172,8 +167,8 @@ impl UcxEndpoint {
             src_worker: self.worker_index,
             dst_node: target,
             dst_worker: self.worker_index,
-            coroutine,
-            call: tag,
+            coroutine: doorbell.coroutine,
+            call: doorbell.tag,
             kind: verbs.len() as u16,
             flags: MSG_VERBS,
             deliver_at_ns: 0,

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::fabric::verbs::MSG_PASSIVE;
-use crate::fabric::Posted;
+use crate::fabric::{Doorbell, Posted};
 
 /// One worker's endpoint on the `ucx` fabric.
 pub struct UcxEndpoint {
@@ -284,52 +284,55 @@ impl Endpoint for UcxEndpoint {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    fn post(
-        &mut self,
-        coroutine: u16,
-        tag: u16,
-        verbs: &[Verb],
-        write_data: &[u64],
-        results: &mut [u64],
-    ) -> Posted {
+    fn post_doorbell(&mut self, doorbell: Doorbell<'_>, results: &mut [u64]) -> Posted {
+        let verbs = doorbell.verbs;
         let Some(first) = verbs.first() else {
             return Posted::At(0);
         };
         let target = first.node;
         if target == self.node && self.local_on_cpu {
-            Self::run_on(&self.region, &mut self.counters, verbs, write_data, results);
+            Self::run_on(
+                &self.region,
+                &mut self.counters,
+                verbs,
+                doorbell.write_data,
+                results,
+            );
             return Posted::At(0);
         }
         if self.track && (self.failure.is_dead(target) || !self.leased()) {
-            self.fail_now(coroutine, tag, verbs.len(), target);
+            self.fail_now(doorbell.coroutine, doorbell.tag, verbs.len(), target);
             return Posted::Deferred;
         }
         if let Some(region) = self.mapped.get(target as usize) {
-            Self::run_on(region, &mut self.counters, verbs, write_data, results);
+            Self::run_on(
+                region,
+                &mut self.counters,
+                verbs,
+                doorbell.write_data,
+                results,
+            );
             return Posted::At(0);
         }
         if self.emulate {
-            self.post_to_peer(coroutine, tag, verbs, write_data, target);
+            self.post_to_peer(doorbell, target);
             return Posted::Deferred;
         }
         if verbs.len() == 1 {
             match self.try_immediate(&verbs[0], results) {
                 Immediate::Done => return Posted::At(0),
                 Immediate::Failed => {
-                    self.fail_now(coroutine, tag, 1, target);
+                    self.fail_now(doorbell.coroutine, doorbell.tag, 1, target);
                     return Posted::Deferred;
                 }
                 Immediate::NotTaken => {}
             }
         }
-        self.post_flight(coroutine, tag, verbs, write_data, results)
+        self.post_flight(doorbell, results)
     }
 
     fn send(&mut self, msg: Message) {
-        if msg.flags & MSG_REPLY == 0 {
-            self.counters.rpc += 1;
-            self.counters.rpc_request_bytes += 8 * msg.payload.len() as u64;
-        }
+        self.counters.count_send(&msg);
         if msg.dst_node == self.node && msg.dst_worker == self.worker_index {
             self.state().inbox.push(msg);
             return;

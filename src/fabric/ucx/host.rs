@@ -32,38 +32,14 @@ impl UcxWorkerHost {
                 pool: Vec::new(),
                 sends_done: Vec::new(),
             }));
-            let mut am: ucp_am_handler_param_t = std::mem::zeroed();
-            am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID
-                | UCP_AM_HANDLER_PARAM_FIELD_FLAGS
-                | UCP_AM_HANDLER_PARAM_FIELD_CB
-                | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-            am.id = AM_RPC;
-            am.flags = UCP_AM_FLAG_WHOLE_MSG;
-            am.cb = Some(on_rpc);
-            am.arg = state as *mut c_void;
-            let status = ucp_worker_set_am_recv_handler(handle, &am);
-            if status != UCS_OK {
-                ucp_worker_destroy(handle);
-                drop(Box::from_raw(state));
-                return Err(format!(
-                    "registering the RPC handler failed: {}",
-                    status_text(status)
-                ));
-            }
-            let mut attr: ucp_worker_attr_t = std::mem::zeroed();
-            attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS;
-            let status = ucp_worker_query(handle, &mut attr);
-            if status != UCS_OK {
-                ucp_worker_destroy(handle);
-                drop(Box::from_raw(state));
-                return Err(format!(
-                    "querying the worker address failed: {}",
-                    status_text(status)
-                ));
-            }
-            let address =
-                std::slice::from_raw_parts(attr.address as *const u8, attr.address_length).to_vec();
-            ucp_worker_release_address(handle, attr.address);
+            let address = match serve_and_address(handle, state) {
+                Ok(address) => address,
+                Err(error) => {
+                    ucp_worker_destroy(handle);
+                    drop(Box::from_raw(state));
+                    return Err(error);
+                }
+            };
             Ok(UcxWorkerHost {
                 worker: handle,
                 state,
@@ -171,4 +147,36 @@ impl Drop for UcxWorkerHost {
             drop(Box::from_raw(self.state));
         }
     }
+}
+
+/// Registers the RPC handler of a new worker `handle` (its callbacks get
+/// `state`) and returns the worker's UCP address; on an error the caller
+/// destroys both.
+///
+/// # Safety
+/// `handle` is a live worker of this thread and `state` its live CbState.
+unsafe fn serve_and_address(handle: ucp_worker_h, state: *mut CbState) -> Result<Vec<u8>, String> {
+    let mut am: ucp_am_handler_param_t = std::mem::zeroed();
+    am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID
+        | UCP_AM_HANDLER_PARAM_FIELD_FLAGS
+        | UCP_AM_HANDLER_PARAM_FIELD_CB
+        | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    am.id = AM_RPC;
+    am.flags = UCP_AM_FLAG_WHOLE_MSG;
+    am.cb = Some(on_rpc);
+    am.arg = state as *mut c_void;
+    check(
+        ucp_worker_set_am_recv_handler(handle, &am),
+        "registering the RPC handler",
+    )?;
+    let mut attr: ucp_worker_attr_t = std::mem::zeroed();
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS;
+    check(
+        ucp_worker_query(handle, &mut attr),
+        "querying the worker address",
+    )?;
+    let address =
+        std::slice::from_raw_parts(attr.address as *const u8, attr.address_length).to_vec();
+    ucp_worker_release_address(handle, attr.address);
+    Ok(address)
 }

@@ -3,7 +3,7 @@
 //! boxed flight whose operations complete in callbacks.
 
 use super::*;
-use crate::fabric::Posted;
+use crate::fabric::{Doorbell, Posted};
 
 impl UcxEndpoint {
     pub(super) fn note(
@@ -139,25 +139,18 @@ impl UcxEndpoint {
     /// The general path: the batch's operations go out through UCP into
     /// a boxed flight (its result and staging buffers), and complete in
     /// `on_verb_done`; delivered at once when all completed immediately.
-    pub(super) fn post_flight(
-        &mut self,
-        coroutine: u16,
-        tag: u16,
-        verbs: &[Verb],
-        write_data: &[u64],
-        results: &mut [u64],
-    ) -> Posted {
-        let mut flight = self.flight_for(coroutine, tag, verbs);
+    pub(super) fn post_flight(&mut self, doorbell: Doorbell<'_>, results: &mut [u64]) -> Posted {
+        let mut flight = self.flight_for(doorbell);
         // SAFETY: the flight's buffers were sized above and are not touched
         // until it completes; it is boxed, so they do not move.
         unsafe {
-            self.issue(&mut flight, verbs, write_data);
+            self.issue(&mut flight, doorbell.verbs, doorbell.write_data);
         }
         self.counters.doorbells += 1;
         flight.remaining -= 1; // the guard
         if flight.remaining == 0 && !flight.failed {
             // Everything completed at once: hand the results over now.
-            deliver_results(&flight, verbs, results);
+            deliver_results(&flight, doorbell.verbs, results);
             self.flights.push(flight);
             return Posted::At(0);
         }
@@ -178,7 +171,8 @@ impl UcxEndpoint {
 
     /// A recycled (or new) flight for `verbs`, its result and staging
     /// buffers sized before any operation points into them.
-    fn flight_for(&mut self, coroutine: u16, tag: u16, verbs: &[Verb]) -> Box<Flight> {
+    fn flight_for(&mut self, doorbell: Doorbell<'_>) -> Box<Flight> {
+        let verbs = doorbell.verbs;
         let target = verbs[0].node;
         let mut flight = self.flights.pop().unwrap_or_else(|| {
             Box::new(Flight {
@@ -213,8 +207,8 @@ impl UcxEndpoint {
         }
         flight.target = target;
         flight.abandoned = false;
-        flight.coroutine = coroutine;
-        flight.tag = tag;
+        flight.coroutine = doorbell.coroutine;
+        flight.tag = doorbell.tag;
         flight.verbs = verbs.len() as u16;
         flight.failed = false;
         flight.results.clear();
