@@ -129,16 +129,16 @@ pub(crate) fn run_sim<G: NodeProgram>(
     let node_of = |index: usize| (index / workers_per_node as usize) as NodeId;
     let clock = RunClock::starting_at(config, START_NS);
     let faults = cluster.attached_faults();
-    if faults.is_some() {
+    if let Some(faults) = faults {
+        faults
+            .crashes
+            .inject_all(START_NS, |node, at_ns| fabric.crash_node(node, at_ns));
+        // A pause is the simulator's own fault: the node stops answering
+        // for a while and comes back (its memory kept).
         for fault in &config.faults {
-            let at_ns = START_NS + (fault.at_s() * 1e9) as u64;
-            match *fault {
-                crate::config::faults::RunFault::Crash { node, .. } => {
-                    fabric.crash_node(node as NodeId, at_ns)
-                }
-                crate::config::faults::RunFault::Pause { node, for_s, .. } => {
-                    fabric.pause_node(node as NodeId, at_ns, (for_s * 1e9) as u64)
-                }
+            if let crate::config::faults::RunFault::Pause { node, at_s, for_s } = *fault {
+                let at_ns = START_NS + (at_s * 1e9) as u64;
+                fabric.pause_node(node as NodeId, at_ns, (for_s * 1e9) as u64);
             }
         }
     }
