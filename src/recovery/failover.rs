@@ -41,8 +41,10 @@
 //! `sim` the recovery takes no virtual time). On `ucx` each process has
 //! its own ([`Failover::for_node`]): the pause and the parking are the
 //! same, but the steps run on each survivor's own memory and are
-//! sequenced across the processes by `cluster::failover` (quiet → recover
-//! locally → exchange and install the newest versions → reset → resume).
+//! sequenced across the processes by the failover sequencer
+//! (`recovery::sequencer`: quiet → recover locally → decide the doubts →
+//! exchange and install the newest versions → reset → resume), whose
+//! messages `cluster::failover` carries.
 //!
 //! Invariants: a partition is served by exactly one node at a time, which
 //! holds an up-to-date copy of it before serving it; no transaction is

@@ -5,7 +5,11 @@
 //! ([`FailureHook`]), the failover state machine of a replicated run
 //! ([`failover`]: declare, pause, recover, resume) and its steps
 //! ([`steps`]: roll the logs forward, promote, reset headers,
-//! re-replicate), the one crash injector every fabric uses
+//! re-replicate), the one sequencer that runs those steps across parties
+//! that each reach only their own memory ([`sequencer`]: the phases, each
+//! party's part and the decider's, over any [`sequencer::ControlChannel`];
+//! `cluster::failover` is its transport between `ucx` ranks), the one
+//! crash injector every fabric uses
 //! ([`CrashInjector`]: the schedule, and the backend's way to stop a
 //! node), the injected faults' bookkeeping ([`FaultRun`]) and what the
 //! report says ([`RecoveryReport`]). What a run is told to break is
@@ -33,6 +37,7 @@
 pub mod detector;
 pub mod failover;
 pub mod injector;
+pub mod sequencer;
 pub mod steps;
 #[cfg(feature = "ucx")]
 pub mod verdicts;
@@ -360,7 +365,7 @@ pub struct FaultRun {
     pub failover: Option<Arc<crate::recovery::Failover>>,
     /// Per node: where its detector declares deaths, when not in its
     /// membership (a `ucx` process, whose membership only the cluster's
-    /// decisions change: `cluster::failover`).
+    /// decisions change: `recovery::sequencer`).
     pub detector_views: Option<Vec<Arc<Membership>>>,
 }
 

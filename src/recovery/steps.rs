@@ -384,7 +384,7 @@ pub fn decide_doubts(all: &[Doubts]) -> Vec<u64> {
 }
 
 /// The recovery steps a node runs on its own memory in a run whose nodes
-/// are separate processes (`cluster::failover` sequences them across the
+/// are separate processes (`recovery::sequencer` sequences them across the
 /// cluster), where a coordinator killed while posting may have left its
 /// record on some backups only. Step 1, once every survivor is quiet: the
 /// failed coordinators' records below their watermark (decided: every

@@ -184,7 +184,6 @@ impl<'r, X: ExtraStats> Control<'r, X> {
             &self.context.failure,
             self.context.epoch,
             rank,
-            self.boot.nodes,
         ))
     }
 
@@ -212,10 +211,10 @@ impl<'r, X: ExtraStats> Control<'r, X> {
                     // the stall timeout waits on a rank that will not answer.
                     let since = *recovering_since.get_or_insert_with(Instant::now);
                     if since.elapsed() > grace {
+                        let stalled = driver.stalled(&mut self.boot);
                         return Err(format!(
-                            "{}: {} within {:.1} s (raise --stall-timeout if the store is large)",
+                            "{}: {stalled} within {:.1} s (raise --stall-timeout if the store is large)",
                             self.me(),
-                            driver.stalled(&self.boot),
                             grace.as_secs_f64()
                         ));
                     }
