@@ -116,7 +116,7 @@ pub fn recover(
         );
         replication.drain_all(backup);
     }
-    let synced = sync_copies(replication, stores, failed);
+    let synced = sync_copies(&placement, stores, failed);
     outcome.versions_rolled_forward = synced.installed;
     outcome.tuples_compared = synced.compared;
     outcome
@@ -213,6 +213,22 @@ pub fn recover_rings(
             }
         }
     }
+}
+
+/// [`recover_rings`] on a node that reaches only its own memory: the
+/// records `decide` applies are installed on `store`'s copies (the other
+/// backups apply their own).
+fn resolve_own_rings(
+    replication: &Replication,
+    store: &Arc<NodeStore>,
+    failed: &[NodeId],
+    outcome: &mut RecoveryOutcome,
+    decide: &mut dyn FnMut(&DeadRecord) -> Verdict,
+) {
+    let placement = replication.placement;
+    recover_rings(replication, store, failed, outcome, decide, &mut |write| {
+        apply_on(store, &placement, write)
+    });
 }
 
 /// The whole records of the coordinators in `failed` still in `backup`'s
@@ -407,20 +423,13 @@ pub fn recover_local(
             .find(|m| m.0 == node && m.1 == worker)
             .map_or(0, |m| m.2)
     };
-    recover_rings(
-        replication,
-        store,
-        failed,
-        &mut outcome,
-        &mut |record| {
-            if record.round < mark_of(record.coordinator, record.worker) {
-                Verdict::Apply
-            } else {
-                Verdict::Undecided
-            }
-        },
-        &mut |write| apply_on(store, &placement, write),
-    );
+    resolve_own_rings(replication, store, failed, &mut outcome, &mut |record| {
+        if record.round < mark_of(record.coordinator, record.worker) {
+            Verdict::Apply
+        } else {
+            Verdict::Undecided
+        }
+    });
     let mut scratch = Vec::new();
     for node in (0..replication.rings.nodes as NodeId).filter(|&n| alive(n)) {
         for worker in 0..replication.rings.workers {
@@ -452,20 +461,13 @@ pub fn resolve_local(
 ) -> RecoveryOutcome {
     let placement = replication.placement;
     let mut outcome = RecoveryOutcome::default();
-    recover_rings(
-        replication,
-        store,
-        failed,
-        &mut outcome,
-        &mut |record| {
-            if committed.binary_search(&record.txn_id).is_ok() {
-                Verdict::Apply
-            } else {
-                Verdict::Discard
-            }
-        },
-        &mut |write| apply_on(store, &placement, write),
-    );
+    resolve_own_rings(replication, store, failed, &mut outcome, &mut |record| {
+        if committed.binary_search(&record.txn_id).is_ok() {
+            Verdict::Apply
+        } else {
+            Verdict::Discard
+        }
+    });
     let pending: Vec<crate::replication::log::PendingRecord> = {
         let mut log = replication.rpc_log[store.node as usize]
             .lock()
@@ -710,22 +712,12 @@ pub fn install_sync(
 /// backup than on the primary is a committed write whose coordinator died
 /// before installing it there — including records the backup had applied
 /// long before the failure, which are no longer in its ring.
-pub fn sync_copies(
-    replication: &Replication,
-    stores: &[Arc<NodeStore>],
-    failed: &[NodeId],
-) -> Synced {
-    let placement = replication.placement;
-    let alive = |n: NodeId| !failed.contains(&n);
+pub fn sync_copies(placement: &Placement, stores: &[Arc<NodeStore>], failed: &[NodeId]) -> Synced {
     let mut installed = 0;
     let mut compared = 0;
     let mut record = Vec::new();
     for partition in 0..placement.nodes as NodeId {
-        // The live holders of the partition: (node, copy).
-        let holders: Vec<(NodeId, u32)> = (0..placement.factor)
-            .map(|copy| (placement.node_of(partition, copy), copy))
-            .filter(|&(node, _)| alive(node))
-            .collect();
+        let holders = live_holders(placement, partition, failed);
         if holders.len() < 2 {
             continue;
         }
