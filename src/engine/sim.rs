@@ -32,11 +32,14 @@ pub(crate) const START_NS: u64 = 1_000;
 
 /// What the driver saw, for the report.
 pub(crate) struct SimRun {
-    pub(crate) simulated_ns: u64,
-    pub(crate) wall_s: f64,
-    pub(crate) events: u64,
-    pub(crate) lost: u64,
-    pub(crate) stuck_workers: usize,
+    /// Virtual time from the first turn to the last.
+    pub simulated_ns: u64,
+    pub wall_s: f64,
+    /// Events the simulator processed, and messages it lost.
+    pub events: u64,
+    pub lost: u64,
+    /// Workers still waiting at the virtual deadline.
+    pub stuck_workers: usize,
 }
 
 impl SimRun {
