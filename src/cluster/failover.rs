@@ -50,8 +50,8 @@ use super::bootstrap::{Bootstrap, HEARTBEAT};
 use super::wire::{Dec, Enc, Frame, Kind};
 use crate::fabric::ucx::PeerFailure;
 use crate::fabric::NodeId;
-use crate::recovery::sequencer::{ControlChannel, Counts, Message, Sequencer};
-use crate::recovery::steps::Doubts;
+use crate::recovery::sequencer::{ControlChannel, Message, Sequencer};
+use crate::recovery::steps::{Doubts, RecoveryCounts};
 use crate::recovery::{Failover, Membership};
 
 /// One process's part in the cluster's failovers: its sequencer, and
@@ -188,8 +188,8 @@ impl ControlChannel for BootChannel<'_, '_> {
 
 /// `message` as a frame's kind and body words.
 fn frame_of(message: &Message) -> (Kind, Vec<u64>) {
-    let with_counts = |counts: &Counts, rest: Vec<u64>| {
-        let mut words = counts.to_vec();
+    let with_counts = |counts: &RecoveryCounts, rest: Vec<u64>| {
+        let mut words = counts.to_words().to_vec();
         words.extend(rest);
         words
     };
@@ -202,7 +202,7 @@ fn frame_of(message: &Message) -> (Kind, Vec<u64>) {
         Message::Decide(committed) => (Kind::Decide, committed.clone()),
         Message::Synced(counts, digest) => (Kind::Synced, with_counts(counts, digest.clone())),
         Message::Install(entries) => (Kind::Install, entries.clone()),
-        Message::Recovered(recovered) => (Kind::Recovered, recovered.to_vec()),
+        Message::Recovered(counts) => (Kind::Recovered, counts.to_words().to_vec()),
         Message::Resume(recovery_ns) => (Kind::Resume, vec![*recovery_ns]),
     }
 }
@@ -217,10 +217,10 @@ fn message_of(frame: &Frame) -> Result<Option<Message>, String> {
             .copied()
             .ok_or_else(|| format!("empty {what}"))
     };
-    let split_counts = |what: &str| -> Result<(Counts, Vec<u64>), String> {
+    let split_counts = |what: &str| -> Result<(RecoveryCounts, Vec<u64>), String> {
         let words = words()?;
-        match words.split_first_chunk::<4>() {
-            Some((counts, rest)) => Ok((*counts, rest.to_vec())),
+        match words.split_first_chunk::<{ RecoveryCounts::WORDS }>() {
+            Some((counts, rest)) => Ok((RecoveryCounts::from_words(*counts), rest.to_vec())),
             None => Err(format!("malformed {what}")),
         }
     };
@@ -244,10 +244,13 @@ fn message_of(frame: &Frame) -> Result<Option<Message>, String> {
             Message::Synced(counts, digest)
         }
         Kind::Install => Message::Install(words()?),
-        Kind::Recovered => match *words()? {
-            [installed, headers_reset] => Message::Recovered([installed, headers_reset]),
-            _ => return Err("malformed Recovered".into()),
-        },
+        Kind::Recovered => {
+            let (counts, rest) = split_counts("Recovered")?;
+            if !rest.is_empty() {
+                return Err("malformed Recovered".into());
+            }
+            Message::Recovered(counts)
+        }
         Kind::Resume => Message::Resume(first("Resume")?),
         _ => return Ok(None),
     }))

@@ -333,11 +333,11 @@ impl RecoveryReport {
                 .iter()
                 .map(|&(p, n)| (p as u32, n as u32))
                 .collect();
-            self.resolved_from_log_count = done.resolved_from_log_count;
-            self.resolved_committed_count = done.resolved_committed_count;
-            self.resolved_aborted_count = done.resolved_aborted_count;
-            self.headers_reset = done.headers_reset;
-            self.versions_rolled_forward = done.versions_rolled_forward;
+            self.resolved_from_log_count = done.counts.resolved_from_log_count;
+            self.resolved_committed_count = done.counts.resolved_committed_count;
+            self.resolved_aborted_count = done.counts.resolved_aborted_count;
+            self.headers_reset = done.counts.headers_reset;
+            self.versions_rolled_forward = done.counts.versions_rolled_forward;
             self.suspicions_ignored = done.suspicions_ignored;
             self.sequenced_finished_count = done.sequenced_finished_count;
             self.sequenced_given_up_count = done.sequenced_given_up_count;

@@ -66,16 +66,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::steps::{decide_doubts, merge_sync_digests, Doubts, RecoveryOutcome};
+use super::steps::{decide_doubts, merge_sync_digests, Doubts, RecoveryCounts};
 use super::{Failover, FailoverReport, Membership};
 use crate::fabric::NodeId;
 
 /// The party that decides (and must survive): rank 0 on `ucx`.
 pub const DECIDER: NodeId = 0;
-
-/// A party's recovery counts, as its `Doubts` and `Synced` carry them:
-/// records found, rolled forward, discarded; versions installed.
-pub type Counts = [u64; 4];
 
 /// What the parties of a failover tell each other.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,19 +84,18 @@ pub enum Message {
     Quiet,
     /// The decider: every survivor is quiet; recover what is decided.
     Drain,
-    /// A party's counts of the decided part, and its doubts.
-    Doubts(Counts, Doubts),
+    /// What a party's recovery of the decided part did, and its doubts.
+    Doubts(RecoveryCounts, Doubts),
     /// The decider: the dead coordinators' transactions that committed
     /// (sorted).
     Decide(Vec<u64>),
-    /// A party's counts of the rest, and its sync digest
+    /// What a party's resolution of the rest did, and its sync digest
     /// (`steps::sync_digest`).
-    Synced(Counts, Vec<u64>),
+    Synced(RecoveryCounts, Vec<u64>),
     /// The decider (to one party): the versions its copies lack.
     Install(Vec<u64>),
-    /// A party installed them and reset its headers: versions installed,
-    /// headers reset.
-    Recovered([u64; 2]),
+    /// A party installed them and reset its headers: how many of each.
+    Recovered(RecoveryCounts),
     /// The decider: every survivor recovered; resume. The recovery's
     /// time, ns.
     Resume(u64),
@@ -172,8 +167,8 @@ pub struct Sequencer {
     /// The decider: who is quiet / drained / synced / recovered in the
     /// current recovery.
     quiet: Vec<bool>,
-    doubts: Vec<Option<(Counts, Doubts)>>,
-    synced: Vec<Option<(Counts, Vec<u64>)>>,
+    doubts: Vec<Option<(RecoveryCounts, Doubts)>>,
+    synced: Vec<Option<(RecoveryCounts, Vec<u64>)>>,
     recovered: Vec<bool>,
     /// The decider: the current recovery's totals, and when it was
     /// declared.
@@ -397,9 +392,8 @@ impl Sequencer {
             Message::Quiet => self.quiet[from_index] = true,
             Message::Doubts(counts, doubts) => self.doubts[from_index] = Some((counts, doubts)),
             Message::Synced(counts, digest) => self.synced[from_index] = Some((counts, digest)),
-            Message::Recovered([installed, headers_reset]) => {
-                self.totals.versions_rolled_forward += installed;
-                self.totals.headers_reset += headers_reset;
+            Message::Recovered(counts) => {
+                self.totals.counts.add(&counts);
                 self.recovered[from_index] = true;
             }
             _ => return Ok(false),
@@ -513,34 +507,30 @@ impl Sequencer {
     }
 
     /// Step 4 on this party: the decided part's counts, then the doubts.
-    fn drain(&mut self) -> (Counts, Doubts) {
+    fn drain(&mut self) -> (RecoveryCounts, Doubts) {
         let (outcome, doubts) = self.failover.recover_locally();
-        (counts(&outcome), doubts)
+        (outcome.counts(), doubts)
     }
 
     /// Step 5 on this party: the rest's counts, then the sync digest.
-    fn resolve(&mut self, mut committed: Vec<u64>) -> (Counts, Vec<u64>) {
+    fn resolve(&mut self, mut committed: Vec<u64>) -> (RecoveryCounts, Vec<u64>) {
         committed.sort_unstable();
         let outcome = self.failover.resolve_locally(&committed);
-        (counts(&outcome), self.failover.sync_digest())
+        (outcome.counts(), self.failover.sync_digest())
     }
 
-    /// Step 6 on this party: `[versions installed, headers reset]`.
-    fn install(&mut self, entries: &[u64]) -> Result<[u64; 2], String> {
+    /// Step 6 on this party: the versions installed and the headers reset.
+    fn install(&mut self, entries: &[u64]) -> Result<RecoveryCounts, String> {
         let installed = self.failover.install_sync(entries)?;
         let (headers_reset, promoted) = self.failover.reset_locally();
         if self.is_decider() {
             self.totals.promoted = promoted;
         }
-        Ok([installed, headers_reset])
-    }
-
-    /// Adds a party's counts to the totals.
-    fn add_counts(&mut self, counts: &Counts) {
-        self.totals.resolved_from_log_count += counts[0];
-        self.totals.resolved_committed_count += counts[1];
-        self.totals.resolved_aborted_count += counts[2];
-        self.totals.versions_rolled_forward += counts[3];
+        Ok(RecoveryCounts {
+            versions_rolled_forward: installed,
+            headers_reset,
+            ..RecoveryCounts::default()
+        })
     }
 
     fn live(&self, channel: &dyn ControlChannel) -> Vec<NodeId> {
@@ -569,7 +559,7 @@ impl Sequencer {
                     for &party in &live {
                         let (counts, doubts) =
                             self.doubts[party as usize].take().unwrap_or_default();
-                        self.add_counts(&counts);
+                        self.totals.counts.add(&counts);
                         all.push(doubts);
                     }
                     let committed = decide_doubts(&all);
@@ -601,7 +591,7 @@ impl Sequencer {
         let mut digests = Vec::new();
         for &party in live {
             let (counts, digest) = self.synced[party as usize].take().unwrap_or_default();
-            self.add_counts(&counts);
+            self.totals.counts.add(&counts);
             digests.push((party, digest));
         }
         let placement = self.failover.placement();
@@ -615,19 +605,9 @@ impl Sequencer {
                 channel.send_to(party, &Message::Install(entries))?;
             }
         }
-        let [installed, headers_reset] = self.install(&own)?;
-        self.totals.versions_rolled_forward += installed;
-        self.totals.headers_reset += headers_reset;
+        let counts = self.install(&own)?;
+        self.totals.counts.add(&counts);
         self.recovered[DECIDER as usize] = true;
         Ok(())
     }
-}
-
-fn counts(outcome: &RecoveryOutcome) -> Counts {
-    [
-        outcome.resolved_from_log_count,
-        outcome.resolved_committed_count,
-        outcome.resolved_aborted_count,
-        outcome.versions_rolled_forward,
-    ]
 }

@@ -58,7 +58,67 @@ pub struct RecoveryOutcome {
     pub tuples_compared: u64,
 }
 
+/// What recoveries did to the data, summed over the parties of one and
+/// over a run's: the failed coordinators' log records found, of those
+/// rolled forward (committed) and discarded (partial, or not committed),
+/// the tuple versions live copies took from a newer copy or a redo write,
+/// and the tuples whose protocol headers were reset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryCounts {
+    pub resolved_from_log_count: u64,
+    pub resolved_committed_count: u64,
+    pub resolved_aborted_count: u64,
+    pub versions_rolled_forward: u64,
+    pub headers_reset: u64,
+}
+
+impl RecoveryCounts {
+    /// How many words [`RecoveryCounts::to_words`] makes.
+    pub const WORDS: usize = 5;
+
+    /// The counts as words, in the order the fields are declared.
+    pub fn to_words(&self) -> [u64; RecoveryCounts::WORDS] {
+        let RecoveryCounts {
+            resolved_from_log_count: found,
+            resolved_committed_count: committed,
+            resolved_aborted_count: aborted,
+            versions_rolled_forward: versions,
+            headers_reset: headers,
+        } = *self;
+        [found, committed, aborted, versions, headers]
+    }
+
+    /// The counts [`RecoveryCounts::to_words`] made `words` of.
+    pub fn from_words(words: [u64; RecoveryCounts::WORDS]) -> RecoveryCounts {
+        let [found, committed, aborted, versions, headers] = words;
+        RecoveryCounts {
+            resolved_from_log_count: found,
+            resolved_committed_count: committed,
+            resolved_aborted_count: aborted,
+            versions_rolled_forward: versions,
+            headers_reset: headers,
+        }
+    }
+
+    /// Adds `other`'s counts to these, count by count.
+    pub fn add(&mut self, other: &RecoveryCounts) {
+        let (mine, theirs) = (self.to_words(), other.to_words());
+        *self = RecoveryCounts::from_words(std::array::from_fn(|i| mine[i] + theirs[i]));
+    }
+}
+
 impl RecoveryOutcome {
+    /// What this outcome did to the data (it resets no header).
+    pub fn counts(&self) -> RecoveryCounts {
+        RecoveryCounts {
+            resolved_from_log_count: self.resolved_from_log_count,
+            resolved_committed_count: self.resolved_committed_count,
+            resolved_aborted_count: self.resolved_aborted_count,
+            versions_rolled_forward: self.versions_rolled_forward,
+            headers_reset: 0,
+        }
+    }
+
     /// An outcome holding only the promotions of `failed`'s partitions.
     fn promotions(placement: &Placement, failed: &[NodeId]) -> RecoveryOutcome {
         let mut outcome = RecoveryOutcome::default();
