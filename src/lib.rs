@@ -59,10 +59,14 @@
 //!   driver's process-rank backend, layer 10: it may import `engine`'s
 //!   driver, and not the other way round.
 //! * `recovery` (failure detection, membership, the failover state
-//!   machine, its steps, the hook a node program implements, the report)
-//!   is layer 8; what a run is told to break is configuration
-//!   (`config::faults`). The sequencer that runs a failover across ranks
-//!   still lives in `cluster::failover`.
+//!   machine, its steps, the sequencer that runs them across parties over
+//!   a control channel, the one crash injector, the hook a node program
+//!   implements, the report) is layer 8; what a run is told to break is
+//!   configuration (`config::faults`). `cluster::failover` is only the
+//!   sequencer's transport between `ucx` ranks (frames over the bootstrap
+//!   connections, rank 0's leases and timeouts); on `sim` and `threads`
+//!   the recovery is one call over every node's memory
+//!   (`recovery::Failover`), not a run of the sequencer.
 //! * `check` (the history, the dependency graph, the final-state check)
 //!   sits beside `txn` on 5; the seeded matrix that drives whole runs
 //!   under it is an experiment (`experiments::matrix`).

@@ -8,13 +8,16 @@
 //! the failed partition read from its promoted copy: every acknowledged
 //! commit's writes present, nothing uncommitted visible, the workload
 //! invariants over every partition, every remaining backup equal to the
-//! copy that serves its partition.
+//! copy that serves its partition. Last, the failover sequencer that a
+//! `ucx` run's ranks go through (`recovery::sequencer`) runs here in one
+//! process, every node a party, over a loopback channel.
 
 use verbena::base::rng::Rng;
 use verbena::base::{Primitive, ProtocolKind, Stage, StagePlan};
 use verbena::config::faults::RunFault;
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine;
+use verbena::recovery::sequencer::{ControlChannel, Message, Sequencer, DECIDER};
 
 const WARMUP_S: f64 = 0.001;
 const DURATION_S: f64 = 0.004;
@@ -590,4 +593,172 @@ fn tpcc_fails_over_on_threads_for_every_protocol_on_many_seeds() {
 fn tpcc_failover_checked(config: &Config, node: u32, what: &str) -> u64 {
     let recovery = checked_failover(config, node, what).recovery.unwrap();
     recovery.suspicions_ignored
+}
+
+/// The failover sequencer's parties, in one process: every message queued
+/// as `(from, to, message)`.
+type Mailbox = std::rc::Rc<std::cell::RefCell<std::collections::VecDeque<(u16, u16, Message)>>>;
+
+/// A loopback control channel: party `party`'s end of one in-process
+/// mailbox; `lost` is the party whose connection is gone (a crashed node).
+struct Loopback {
+    party: u16,
+    parties: u16,
+    lost: u16,
+    mailbox: Mailbox,
+}
+
+impl ControlChannel for Loopback {
+    fn send(&mut self, message: &Message) -> Result<(), String> {
+        let mut mailbox = self.mailbox.borrow_mut();
+        if self.party != DECIDER {
+            mailbox.push_back((self.party, DECIDER, message.clone()));
+            return Ok(());
+        }
+        for to in (0..self.parties).filter(|&p| p != DECIDER && p != self.lost) {
+            mailbox.push_back((DECIDER, to, message.clone()));
+        }
+        Ok(())
+    }
+
+    fn send_to(&mut self, party: u16, message: &Message) -> Result<(), String> {
+        let mut mailbox = self.mailbox.borrow_mut();
+        mailbox.push_back((self.party, party, message.clone()));
+        Ok(())
+    }
+
+    fn is_lost(&self, party: u16) -> bool {
+        party == self.lost
+    }
+
+    fn corroborates(&self, party: u16) -> bool {
+        party == self.lost
+    }
+
+    fn expel(&mut self, _party: u16) {}
+
+    fn declared_failed(&mut self) -> String {
+        panic!("party {} was declared failed", self.party)
+    }
+
+    fn describe(&self, party: u16) -> String {
+        format!("party {party}")
+    }
+}
+
+/// The protocol headers as the loader leaves them.
+fn loaded_header(_table: &verbena::store::TableLayout, header: &mut [u64]) {
+    header.fill(0);
+}
+
+/// The failover sequencer (`recovery::sequencer`) is independent of its
+/// transport: here every node is a party over its own memory
+/// (`Failover::for_node`, as a `ucx` rank is) and the channel is a loopback
+/// in one process. A node crashes mid-run on the simulator (the fabric's
+/// crash, no in-run failover); the survivors then run the whole sequence —
+/// fail, quiet, drain, decide, sync, install, resume — and the failed
+/// partition's promoted copy holds every acknowledged write.
+#[test]
+fn the_failover_sequencer_recovers_over_a_loopback_channel() {
+    use std::sync::Arc;
+    use verbena::config::sim::FaultSpec;
+    use verbena::recovery::{Failover, Membership};
+    use verbena::store::KEY_WORD;
+    for (replication, crashed) in [(2u32, 1u16), (3, 2)] {
+        let mut config = sim_config(ProtocolKind::NoWait, Primitive::OneSided, replication, 7);
+        config.sim.faults = vec![FaultSpec::Crash {
+            node: crashed as u32,
+            at_us: 2_500.0,
+        }];
+        let what = format!("r={replication}, node {crashed} crashed");
+        let output = engine::run(&config).expect("run");
+        let history = output.history.expect("history");
+        let rep = output.replication.expect("a replicated run");
+        let parties = config.nodes as u16;
+        let mailbox = Mailbox::default();
+        let failovers: Vec<Arc<Failover>> = (0..parties)
+            .map(|party| {
+                let store = output.stores[party as usize].clone();
+                Arc::new(Failover::for_node(rep.clone(), store, 0, 1, loaded_header))
+            })
+            .collect();
+        let mut sequencers: Vec<Option<(Sequencer, Loopback)>> = (0..parties)
+            .map(|party| {
+                let suspicions = Arc::new(Membership::new(party, parties as u32));
+                if party == DECIDER {
+                    suspicions.declare_dead(crashed, 0);
+                }
+                let sequencer = Sequencer::new(
+                    failovers[party as usize].clone(),
+                    Arc::new(Membership::new(party, parties as u32)),
+                    suspicions,
+                    party,
+                    std::time::Instant::now(),
+                );
+                let channel = Loopback {
+                    party,
+                    parties,
+                    lost: crashed,
+                    mailbox: mailbox.clone(),
+                };
+                (party != crashed).then_some((sequencer, channel))
+            })
+            .collect();
+        for _turn in 0..20 {
+            for (sequencer, channel) in sequencers.iter_mut().flatten() {
+                sequencer.poll(channel).expect("poll");
+            }
+            loop {
+                let Some((from, to, message)) = mailbox.borrow_mut().pop_front() else {
+                    break;
+                };
+                let (sequencer, channel) = sequencers[to as usize].as_mut().expect("a live party");
+                let taken = sequencer.on_message(channel, from, message.clone());
+                assert_eq!(taken, Ok(true), "{what}: {message:?} to party {to}");
+            }
+        }
+        for (sequencer, _) in sequencers.iter().flatten() {
+            assert!(!sequencer.recovering(), "{what}: still recovering");
+            assert_eq!(sequencer.failed(), vec![crashed], "{what}");
+        }
+        let done = failovers[DECIDER as usize].report();
+        assert_eq!(done.recoveries, 1, "{what}");
+        let &(partition, serving) = done.promoted.first().expect("a promotion");
+        assert_eq!(partition, crashed, "{what}");
+        assert_ne!(serving, crashed, "{what}");
+        assert!(done.counts.headers_reset > 0, "{what}");
+        // The failed partition's keys, read from the dead node's memory by
+        // the test only (the oracle); every acknowledged write to one of
+        // them is on the promoted copy, at its version or a later one.
+        let dead = &output.stores[crashed as usize];
+        let mut failed_keys = std::collections::HashSet::new();
+        for table in &dead.layout.tables {
+            for slot in 0..dead.rows(table.id) {
+                let key = dead.region.load(table.tuple_addr(slot) + KEY_WORD as u64);
+                failed_keys.insert((table.id, key));
+            }
+        }
+        let promoted = &output.stores[serving as usize];
+        let mut checked = 0;
+        for txn in &history.txns {
+            let writes = history.writes(txn).iter();
+            for item in writes.filter(|item| failed_keys.contains(&(item.table, item.key))) {
+                let key = item.key;
+                let slot = promoted
+                    .lookup(item.table, key)
+                    .unwrap_or_else(|| panic!("{what}: key {key} missing on node {serving}"));
+                let seq = promoted.seq(item.table, slot);
+                assert!(
+                    seq >= item.seq,
+                    "{what}: key {key} at {seq}, acknowledged {}",
+                    item.seq
+                );
+                checked += 1;
+            }
+        }
+        assert!(
+            checked > 0,
+            "{what}: no acknowledged write to the failed partition"
+        );
+    }
 }

@@ -1,8 +1,9 @@
 //! The entry of one rank of a multi-process run on the `ucx` fabric
 //! ([`run_node`]: the rank's backend, `cluster::rank`, on the one driver),
 //! and what is a rank's own beside it: the results and detections a rank
-//! sends rank 0, the planned crash, and the history journals with which
-//! rank 0 checks a run that lost a rank.
+//! sends rank 0, how it stops at its planned crash (SIGKILL of itself),
+//! and the history journals with which rank 0 checks a run that lost a
+//! rank.
 //!
 //! A replicated run with the failure detector on (`--replication` ≥ 2 and
 //! `--fault`, or `--failure-detector on`) tolerates the death of a rank
@@ -16,7 +17,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::rank::RankBackend;
 use super::wire::{self, Dec, Enc};
@@ -83,20 +83,12 @@ pub fn run_node_custom<W: Workload>(
     engine::with_program(config, workload, config.tolerates_rank_loss(), on_node)?
 }
 
-/// When `config` crashes `rank` (`--fault crash:RANK@S`), after the
-/// start: the crash schedule the in-process fabrics follow too
-/// (`config::faults::crash_times_ns`, through `recovery::FaultRun`).
-pub(super) fn crash_after(config: &Config, rank: u32) -> Option<Duration> {
-    let after_ns =
-        crate::config::faults::crash_times_ns(&config.faults, config.nodes)[rank as usize];
-    (after_ns != u64::MAX).then(|| Duration::from_nanos(after_ns))
-}
-
 extern "C" {
     fn kill(pid: i32, signal: i32) -> i32;
 }
 
-/// Ends this process as `kill -9` would.
+/// Ends this process as `kill -9` would: a rank's way to stop when the
+/// crash injector (`recovery::CrashInjector`) says its crash is due.
 pub(super) fn kill_self() -> ! {
     const SIGKILL: i32 = 9;
     // SAFETY: kill(2) on this process's own pid.

@@ -55,25 +55,32 @@ pub struct CoroutineEnv<'a, P: Protocol, W: Workload> {
     pub record_at_commit_point: bool,
 }
 
+/// One attempt at a transaction, as its commit or abort is counted: the
+/// transaction's type, when the transaction began and when this attempt
+/// started (ns, the worker's clock).
+#[derive(Clone, Copy, Debug)]
+struct Attempt {
+    kind: usize,
+    begin_ns: u64,
+    start_ns: u64,
+}
+
 impl<P: Protocol, W: Workload> CoroutineEnv<'_, P, W> {
     fn measured(&self, at_ns: u64) -> bool {
         at_ns >= self.warmup_end_ns && at_ns < self.end_ns
     }
 
-    /// Counts a commit at `commit_ns` of a transaction of type `kind`
-    /// that began at `begin_ns`, whose committing attempt started at
-    /// `attempt_start_ns`, if it falls in the measured interval.
-    fn count_commit(
-        &self,
-        cx: &TxnCx<'_>,
-        kind: usize,
-        begin_ns: u64,
-        attempt_start_ns: u64,
-        commit_ns: u64,
-    ) {
+    /// Counts a commit at `commit_ns` of the transaction whose committing
+    /// attempt is `attempt`, if it falls in the measured interval.
+    fn count_commit(&self, cx: &TxnCx<'_>, attempt: Attempt, commit_ns: u64) {
         if !self.measured(commit_ns) {
             return;
         }
+        let Attempt {
+            kind,
+            begin_ns,
+            start_ns: attempt_start_ns,
+        } = attempt;
         let mut stats = self.stats.borrow_mut();
         stats.committed += 1;
         stats.committed_by_type[kind] += 1;
@@ -101,20 +108,18 @@ impl<P: Protocol, W: Workload> CoroutineEnv<'_, P, W> {
         }
     }
 
-    /// Counts an aborted attempt (started at `attempt_start_ns`, released
-    /// by `now`), and the transaction if the program gave it up, if it
-    /// falls in the measured interval.
-    fn count_abort(
-        &self,
-        reason: AbortReason,
-        kind: usize,
-        gives_up: bool,
-        attempt_start_ns: u64,
-        now: u64,
-    ) {
+    /// Counts an aborted `attempt` (released by `now`), and the
+    /// transaction if the program gave it up, if it falls in the measured
+    /// interval.
+    fn count_abort(&self, reason: AbortReason, attempt: Attempt, gives_up: bool, now: u64) {
         if !self.measured(now) {
             return;
         }
+        let Attempt {
+            kind,
+            start_ns: attempt_start_ns,
+            ..
+        } = attempt;
         let mut stats = self.stats.borrow_mut();
         // Only the part inside the measured interval.
         stats.aborted_ns += now - attempt_start_ns.max(self.warmup_end_ns);
@@ -354,7 +359,11 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
             worker.take_attempt_failed(co);
             cx.begin(ids::txn_id(coroutine, counter), retries);
             env.protocol.begin(&mut cx);
-            let attempt_start_ns = worker.now_ns();
+            let this_attempt = Attempt {
+                kind,
+                begin_ns,
+                start_ns: worker.now_ns(),
+            };
             let early = env.record_at_commit_point;
             let outcome = attempt(
                 env.protocol,
@@ -379,7 +388,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     if let (false, Some(history)) = (early, env.history) {
                         record_history(&cx, kind, history, &mut history_reads, &mut history_writes);
                     }
-                    env.count_commit(&cx, kind, begin_ns, attempt_start_ns, commit_ns);
+                    env.count_commit(&cx, this_attempt, commit_ns);
                     break;
                 }
                 Err(mut reason) => {
@@ -401,7 +410,7 @@ pub async fn run_coroutine<P: Protocol, W: Workload>(env: &CoroutineEnv<'_, P, W
                     // partitions are served again.
                     let dropped = reason == AbortReason::PeerFailed
                         && crate::recovery::failover_of(worker).is_none();
-                    env.count_abort(reason, kind, gives_up, attempt_start_ns, now);
+                    env.count_abort(reason, this_attempt, gives_up, now);
                     if gives_up || dropped || now >= env.end_ns {
                         break;
                     }

@@ -460,7 +460,9 @@ fn run_threads<G: NodeProgram>(
         let start = fabric.now_ns();
         start_ns.store(start, Ordering::SeqCst);
         if let Some(faults) = faults {
-            faults.each_crash(start, |node, at| fabric.crash_node(node, at));
+            faults
+                .crashes
+                .inject_all(start, |node, at| fabric.crash_node(node, at));
         }
         go.wait();
         let results = handles

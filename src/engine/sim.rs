@@ -32,11 +32,14 @@ pub(crate) const START_NS: u64 = 1_000;
 
 /// What the driver saw, for the report.
 pub(crate) struct SimRun {
-    pub(crate) simulated_ns: u64,
-    pub(crate) wall_s: f64,
-    pub(crate) events: u64,
-    pub(crate) lost: u64,
-    pub(crate) stuck_workers: usize,
+    /// Virtual time from the first turn to the last.
+    pub simulated_ns: u64,
+    pub wall_s: f64,
+    /// Events the simulator processed, and messages it lost.
+    pub events: u64,
+    pub lost: u64,
+    /// Workers still waiting at the virtual deadline.
+    pub stuck_workers: usize,
 }
 
 impl SimRun {
@@ -129,16 +132,16 @@ pub(crate) fn run_sim<G: NodeProgram>(
     let node_of = |index: usize| (index / workers_per_node as usize) as NodeId;
     let clock = RunClock::starting_at(config, START_NS);
     let faults = cluster.attached_faults();
-    if faults.is_some() {
+    if let Some(faults) = faults {
+        faults
+            .crashes
+            .inject_all(START_NS, |node, at_ns| fabric.crash_node(node, at_ns));
+        // A pause is the simulator's own fault: the node stops answering
+        // for a while and comes back (its memory kept).
         for fault in &config.faults {
-            let at_ns = START_NS + (fault.at_s() * 1e9) as u64;
-            match *fault {
-                crate::config::faults::RunFault::Crash { node, .. } => {
-                    fabric.crash_node(node as NodeId, at_ns)
-                }
-                crate::config::faults::RunFault::Pause { node, for_s, .. } => {
-                    fabric.pause_node(node as NodeId, at_ns, (for_s * 1e9) as u64)
-                }
+            if let crate::config::faults::RunFault::Pause { node, at_s, for_s } = *fault {
+                let at_ns = START_NS + (at_s * 1e9) as u64;
+                fabric.pause_node(node as NodeId, at_ns, (for_s * 1e9) as u64);
             }
         }
     }

@@ -41,8 +41,10 @@
 //! `sim` the recovery takes no virtual time). On `ucx` each process has
 //! its own ([`Failover::for_node`]): the pause and the parking are the
 //! same, but the steps run on each survivor's own memory and are
-//! sequenced across the processes by `cluster::failover` (quiet → recover
-//! locally → exchange and install the newest versions → reset → resume).
+//! sequenced across the processes by the failover sequencer
+//! (`recovery::sequencer`: quiet → recover locally → decide the doubts →
+//! exchange and install the newest versions → reset → resume), whose
+//! messages `cluster::failover` carries.
 //!
 //! Invariants: a partition is served by exactly one node at a time, which
 //! holds an up-to-date copy of it before serving it; no transaction is
@@ -91,15 +93,11 @@ pub struct FailoverReport {
     pub recovery_ns: u64,
     /// `(partition, node now serving it)`.
     pub promoted: Vec<(NodeId, NodeId)>,
-    pub resolved_from_log_count: u64,
-    pub resolved_committed_count: u64,
-    pub resolved_aborted_count: u64,
-    /// Tuple versions a live copy took from a newer copy of its partition
-    /// or from a redo write (committed writes a dead coordinator had not
-    /// installed everywhere).
-    pub versions_rolled_forward: u64,
-    /// Tuples whose headers the recoveries reset.
-    pub headers_reset: u64,
+    /// What the recoveries did to the data (a version rolled forward is
+    /// one a live copy took from a newer copy of its partition or from a
+    /// redo write: committed writes a dead coordinator had not installed
+    /// everywhere).
+    pub counts: recovery::RecoveryCounts,
     /// Declarations not acted on: the node holds a partition's last live
     /// copy (see [`Failover::fail`]).
     pub suspicions_ignored: u64,
@@ -313,11 +311,7 @@ impl Failover {
         }
         report.recoveries += 1;
         report.recovery_ns += recovery_ns;
-        report.resolved_from_log_count += cluster.resolved_from_log_count;
-        report.resolved_committed_count += cluster.resolved_committed_count;
-        report.resolved_aborted_count += cluster.resolved_aborted_count;
-        report.versions_rolled_forward += cluster.versions_rolled_forward;
-        report.headers_reset += cluster.headers_reset;
+        report.counts.add(&cluster.counts);
         drop(report);
         self.paused.store(false, Ordering::Release);
     }
@@ -496,11 +490,10 @@ impl Failover {
             report.recovery_ns += end_ns.saturating_sub(self.paused_at_ns.load(Ordering::Acquire));
             self.resume_at_ns.fetch_max(end_ns, Ordering::AcqRel);
         }
-        report.resolved_from_log_count += outcome.resolved_from_log_count;
-        report.resolved_committed_count += outcome.resolved_committed_count;
-        report.resolved_aborted_count += outcome.resolved_aborted_count;
-        report.versions_rolled_forward += outcome.versions_rolled_forward;
-        report.headers_reset += headers_reset;
+        report.counts.add(&recovery::RecoveryCounts {
+            headers_reset,
+            ..outcome.counts()
+        });
         drop(report);
         if let Some(hook) = hook {
             let (finished, given_up) = hook.after(&failed);

@@ -5,8 +5,14 @@
 //! ([`FailureHook`]), the failover state machine of a replicated run
 //! ([`failover`]: declare, pause, recover, resume) and its steps
 //! ([`steps`]: roll the logs forward, promote, reset headers,
-//! re-replicate), the injected faults' bookkeeping ([`FaultRun`]) and what
-//! the report says ([`RecoveryReport`]). What a run is told to break is
+//! re-replicate), the one sequencer that runs those steps across parties
+//! that each reach only their own memory ([`sequencer`]: the phases, each
+//! party's part and the decider's, over any [`sequencer::ControlChannel`];
+//! `cluster::failover` is its transport between `ucx` ranks), the one
+//! crash injector every fabric uses
+//! ([`CrashInjector`]: the schedule, and the backend's way to stop a
+//! node), the injected faults' bookkeeping ([`FaultRun`]) and what the
+//! report says ([`RecoveryReport`]). What a run is told to break is
 //! configuration (`config::faults`); the runtime sees all of this only
 //! through the narrow views of `runtime::liveness`, which this module
 //! implements.
@@ -30,11 +36,14 @@
 
 pub mod detector;
 pub mod failover;
+pub mod injector;
+pub mod sequencer;
 pub mod steps;
 #[cfg(feature = "ucx")]
 pub mod verdicts;
 
 pub use failover::{failover_of, Failover, FailoverReport, RecoveryHook};
+pub use injector::CrashInjector;
 #[cfg(feature = "ucx")]
 pub use verdicts::RankVerdicts;
 
@@ -44,7 +53,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::check::History;
-use crate::config::faults::{crash_times_ns, DetectorSettings, RunFault};
+use crate::config::faults::{DetectorSettings, RunFault};
 use crate::config::Config;
 use crate::fabric::NodeId;
 use crate::runtime::{Liveness, Monitor, Worker};
@@ -324,11 +333,11 @@ impl RecoveryReport {
                 .iter()
                 .map(|&(p, n)| (p as u32, n as u32))
                 .collect();
-            self.resolved_from_log_count = done.resolved_from_log_count;
-            self.resolved_committed_count = done.resolved_committed_count;
-            self.resolved_aborted_count = done.resolved_aborted_count;
-            self.headers_reset = done.headers_reset;
-            self.versions_rolled_forward = done.versions_rolled_forward;
+            self.resolved_from_log_count = done.counts.resolved_from_log_count;
+            self.resolved_committed_count = done.counts.resolved_committed_count;
+            self.resolved_aborted_count = done.counts.resolved_aborted_count;
+            self.headers_reset = done.counts.headers_reset;
+            self.versions_rolled_forward = done.counts.versions_rolled_forward;
             self.suspicions_ignored = done.suspicions_ignored;
             self.sequenced_finished_count = done.sequenced_finished_count;
             self.sequenced_given_up_count = done.sequenced_given_up_count;
@@ -348,15 +357,15 @@ pub struct FaultRun {
     pub settings: DetectorSettings,
     pub memberships: Vec<Arc<Membership>>,
     pub hook: Arc<dyn FailureHook>,
-    /// Per node: crash time, ns since the run's start (`u64::MAX`: never).
-    pub crash_after_ns: Vec<u64>,
+    /// The planned crashes, which the backend injects ([`CrashInjector`]).
+    pub crashes: CrashInjector,
     /// The first injected fault, ns since the run's start.
     pub first_fault_ns: u64,
     /// A replicated run's failover (`recovery::failover`), also the hook.
     pub failover: Option<Arc<crate::recovery::Failover>>,
     /// Per node: where its detector declares deaths, when not in its
     /// membership (a `ucx` process, whose membership only the cluster's
-    /// decisions change: `cluster::failover`).
+    /// decisions change: `recovery::sequencer`).
     pub detector_views: Option<Vec<Arc<Membership>>>,
 }
 
@@ -376,7 +385,7 @@ impl FaultRun {
                 .map(|node| Arc::new(Membership::new(node as NodeId, config.nodes)))
                 .collect(),
             hook: failure_hook(config),
-            crash_after_ns: crash_times_ns(&config.faults, config.nodes),
+            crashes: CrashInjector::new(&config.faults, config.nodes),
             first_fault_ns,
             failover: None,
             detector_views: None,
@@ -447,19 +456,9 @@ impl FaultRun {
         )
     }
 
-    /// Calls `crash(node, at_ns)` for every node the run crashes, with its
-    /// crash time on a fabric clock whose run started at `start_ns`.
-    pub fn each_crash(&self, start_ns: u64, mut crash: impl FnMut(NodeId, u64)) {
-        for (node, &after) in self.crash_after_ns.iter().enumerate() {
-            if after != u64::MAX {
-                crash(node as NodeId, start_ns.saturating_add(after));
-            }
-        }
-    }
-
     /// Whether `node` crashed during the run.
     pub fn crashed(&self, node: usize) -> bool {
-        self.crash_after_ns[node] != u64::MAX
+        self.crashes.crashes(node as NodeId)
     }
 
     /// The detectors' views of the nodes that did not crash: whose

@@ -58,7 +58,67 @@ pub struct RecoveryOutcome {
     pub tuples_compared: u64,
 }
 
+/// What recoveries did to the data, summed over the parties of one and
+/// over a run's: the failed coordinators' log records found, of those
+/// rolled forward (committed) and discarded (partial, or not committed),
+/// the tuple versions live copies took from a newer copy or a redo write,
+/// and the tuples whose protocol headers were reset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryCounts {
+    pub resolved_from_log_count: u64,
+    pub resolved_committed_count: u64,
+    pub resolved_aborted_count: u64,
+    pub versions_rolled_forward: u64,
+    pub headers_reset: u64,
+}
+
+impl RecoveryCounts {
+    /// How many words [`RecoveryCounts::to_words`] makes.
+    pub const WORDS: usize = 5;
+
+    /// The counts as words, in the order the fields are declared.
+    pub fn to_words(&self) -> [u64; RecoveryCounts::WORDS] {
+        let RecoveryCounts {
+            resolved_from_log_count: found,
+            resolved_committed_count: committed,
+            resolved_aborted_count: aborted,
+            versions_rolled_forward: versions,
+            headers_reset: headers,
+        } = *self;
+        [found, committed, aborted, versions, headers]
+    }
+
+    /// The counts [`RecoveryCounts::to_words`] made `words` of.
+    pub fn from_words(words: [u64; RecoveryCounts::WORDS]) -> RecoveryCounts {
+        let [found, committed, aborted, versions, headers] = words;
+        RecoveryCounts {
+            resolved_from_log_count: found,
+            resolved_committed_count: committed,
+            resolved_aborted_count: aborted,
+            versions_rolled_forward: versions,
+            headers_reset: headers,
+        }
+    }
+
+    /// Adds `other`'s counts to these, count by count.
+    pub fn add(&mut self, other: &RecoveryCounts) {
+        let (mine, theirs) = (self.to_words(), other.to_words());
+        *self = RecoveryCounts::from_words(std::array::from_fn(|i| mine[i] + theirs[i]));
+    }
+}
+
 impl RecoveryOutcome {
+    /// What this outcome did to the data (it resets no header).
+    pub fn counts(&self) -> RecoveryCounts {
+        RecoveryCounts {
+            resolved_from_log_count: self.resolved_from_log_count,
+            resolved_committed_count: self.resolved_committed_count,
+            resolved_aborted_count: self.resolved_aborted_count,
+            versions_rolled_forward: self.versions_rolled_forward,
+            headers_reset: 0,
+        }
+    }
+
     /// An outcome holding only the promotions of `failed`'s partitions.
     fn promotions(placement: &Placement, failed: &[NodeId]) -> RecoveryOutcome {
         let mut outcome = RecoveryOutcome::default();
@@ -116,7 +176,7 @@ pub fn recover(
         );
         replication.drain_all(backup);
     }
-    let synced = sync_copies(replication, stores, failed);
+    let synced = sync_copies(&placement, stores, failed);
     outcome.versions_rolled_forward = synced.installed;
     outcome.tuples_compared = synced.compared;
     outcome
@@ -213,6 +273,22 @@ pub fn recover_rings(
             }
         }
     }
+}
+
+/// [`recover_rings`] on a node that reaches only its own memory: the
+/// records `decide` applies are installed on `store`'s copies (the other
+/// backups apply their own).
+fn resolve_own_rings(
+    replication: &Replication,
+    store: &Arc<NodeStore>,
+    failed: &[NodeId],
+    outcome: &mut RecoveryOutcome,
+    decide: &mut dyn FnMut(&DeadRecord) -> Verdict,
+) {
+    let placement = replication.placement;
+    recover_rings(replication, store, failed, outcome, decide, &mut |write| {
+        apply_on(store, &placement, write)
+    });
 }
 
 /// The whole records of the coordinators in `failed` still in `backup`'s
@@ -384,7 +460,7 @@ pub fn decide_doubts(all: &[Doubts]) -> Vec<u64> {
 }
 
 /// The recovery steps a node runs on its own memory in a run whose nodes
-/// are separate processes (`cluster::failover` sequences them across the
+/// are separate processes (`recovery::sequencer` sequences them across the
 /// cluster), where a coordinator killed while posting may have left its
 /// record on some backups only. Step 1, once every survivor is quiet: the
 /// failed coordinators' records below their watermark (decided: every
@@ -407,20 +483,13 @@ pub fn recover_local(
             .find(|m| m.0 == node && m.1 == worker)
             .map_or(0, |m| m.2)
     };
-    recover_rings(
-        replication,
-        store,
-        failed,
-        &mut outcome,
-        &mut |record| {
-            if record.round < mark_of(record.coordinator, record.worker) {
-                Verdict::Apply
-            } else {
-                Verdict::Undecided
-            }
-        },
-        &mut |write| apply_on(store, &placement, write),
-    );
+    resolve_own_rings(replication, store, failed, &mut outcome, &mut |record| {
+        if record.round < mark_of(record.coordinator, record.worker) {
+            Verdict::Apply
+        } else {
+            Verdict::Undecided
+        }
+    });
     let mut scratch = Vec::new();
     for node in (0..replication.rings.nodes as NodeId).filter(|&n| alive(n)) {
         for worker in 0..replication.rings.workers {
@@ -452,20 +521,13 @@ pub fn resolve_local(
 ) -> RecoveryOutcome {
     let placement = replication.placement;
     let mut outcome = RecoveryOutcome::default();
-    recover_rings(
-        replication,
-        store,
-        failed,
-        &mut outcome,
-        &mut |record| {
-            if committed.binary_search(&record.txn_id).is_ok() {
-                Verdict::Apply
-            } else {
-                Verdict::Discard
-            }
-        },
-        &mut |write| apply_on(store, &placement, write),
-    );
+    resolve_own_rings(replication, store, failed, &mut outcome, &mut |record| {
+        if committed.binary_search(&record.txn_id).is_ok() {
+            Verdict::Apply
+        } else {
+            Verdict::Discard
+        }
+    });
     let pending: Vec<crate::replication::log::PendingRecord> = {
         let mut log = replication.rpc_log[store.node as usize]
             .lock()
@@ -710,22 +772,12 @@ pub fn install_sync(
 /// backup than on the primary is a committed write whose coordinator died
 /// before installing it there — including records the backup had applied
 /// long before the failure, which are no longer in its ring.
-pub fn sync_copies(
-    replication: &Replication,
-    stores: &[Arc<NodeStore>],
-    failed: &[NodeId],
-) -> Synced {
-    let placement = replication.placement;
-    let alive = |n: NodeId| !failed.contains(&n);
+pub fn sync_copies(placement: &Placement, stores: &[Arc<NodeStore>], failed: &[NodeId]) -> Synced {
     let mut installed = 0;
     let mut compared = 0;
     let mut record = Vec::new();
     for partition in 0..placement.nodes as NodeId {
-        // The live holders of the partition: (node, copy).
-        let holders: Vec<(NodeId, u32)> = (0..placement.factor)
-            .map(|copy| (placement.node_of(partition, copy), copy))
-            .filter(|&(node, _)| alive(node))
-            .collect();
+        let holders = live_holders(placement, partition, failed);
         if holders.len() < 2 {
             continue;
         }

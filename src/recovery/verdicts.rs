@@ -1,7 +1,7 @@
 //! The cluster's verdicts on a `ucx` process's peers, as its fabric reads
 //! them ([`RankVerdicts`]): the fabric only reports a peer that stopped
 //! answering; who is dead is this process's [`Membership`], which the
-//! failover across ranks (`cluster::failover`) declares into, and whether
+//! failover sequencer (`recovery::sequencer`) declares into, and whether
 //! it may still post is the lease rank 0 last renewed (DrTM §4.5's lease
 //! scheme: a process frozen past its lease posts nothing before it learns
 //! whether it was declared failed).

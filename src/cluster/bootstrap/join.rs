@@ -213,8 +213,23 @@ impl Bootstrap {
         let _ = stream.set_nodelay(true);
         // Rank 0 speaks first: the nonce this rank's join must answer.
         let _ = stream.set_read_timeout(Some(options.join_timeout + Duration::from_secs(5)));
-        let nonce = match read_frame_limited(&mut stream, MAX_HELLO_BYTES) {
-            Ok(Some(frame)) if frame.kind == Kind::Challenge => Dec::new(&frame.body)
+        let address = &options.address;
+        // Rank 0's next frame; the errors say when the joiner expected it.
+        let from_rank0 =
+            |read: Result<Option<Frame>, String>, closed: &str, missing: &str| match read {
+                Ok(Some(frame)) => Ok(frame),
+                Ok(None) => Err(format!(
+                    "rank 0 at {address} closed the connection {closed}"
+                )),
+                Err(e) => Err(format!("rank {rank}: no {missing}: {e}")),
+            };
+        let frame = from_rank0(
+            read_frame_limited(&mut stream, MAX_HELLO_BYTES),
+            &format!("before rank {rank} could join"),
+            &format!("challenge from rank 0 at {address} (is it a verbena rank 0?)"),
+        )?;
+        let nonce = match frame.kind {
+            Kind::Challenge => Dec::new(&frame.body)
                 .bytes("nonce")
                 .ok()
                 .filter(|nonce| nonce.len() == auth::NONCE_BYTES)
@@ -224,24 +239,10 @@ impl Bootstrap {
                         options.address
                     )
                 })?,
-            Ok(Some(frame)) if frame.kind == Kind::Abort => {
-                return Err(abort_message(&frame, &options.address))
-            }
-            Ok(Some(frame)) => {
+            Kind::Abort => return Err(abort_message(&frame, &options.address)),
+            other => {
                 return Err(format!(
-                    "rank {rank}: the peer at {} sent a {:?} message before any challenge: it is not rank 0 of this verbena version",
-                    options.address, frame.kind
-                ))
-            }
-            Ok(None) => {
-                return Err(format!(
-                    "rank 0 at {} closed the connection before rank {rank} could join",
-                    options.address
-                ))
-            }
-            Err(e) => {
-                return Err(format!(
-                    "rank {rank}: no challenge from rank 0 at {} (is it a verbena rank 0?): {e}",
+                    "rank {rank}: the peer at {} sent a {other:?} message before any challenge: it is not rank 0 of this verbena version",
                     options.address
                 ))
             }
@@ -258,21 +259,11 @@ impl Bootstrap {
             .map_err(|e| format!("rank {rank}: sending the join message to rank 0: {e}"))?;
         // Rank 0 answers once every rank joined (within its join timeout).
         let _ = stream.set_read_timeout(Some(options.join_timeout * 2 + Duration::from_secs(5)));
-        let frame = match read_frame(&mut stream) {
-            Ok(Some(frame)) => frame,
-            Ok(None) => {
-                return Err(format!(
-                    "rank 0 at {} closed the connection while rank {rank} was joining",
-                    options.address
-                ))
-            }
-            Err(e) => {
-                return Err(format!(
-                    "rank {rank}: no answer from rank 0 at {} while joining: {e}",
-                    options.address
-                ))
-            }
-        };
+        let frame = from_rank0(
+            read_frame(&mut stream),
+            &format!("while rank {rank} was joining"),
+            &format!("answer from rank 0 at {address} while joining"),
+        )?;
         let mut dec = Dec::new(&frame.body);
         match frame.kind {
             Kind::Table => {}

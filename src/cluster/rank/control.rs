@@ -12,7 +12,7 @@ use super::{Gathered, MainLinks, Shared};
 use crate::cluster::bootstrap::Bootstrap;
 use crate::cluster::failover::ClusterFailover;
 use crate::cluster::node::{
-    crash_after, decode_rank_result, encode_rank_result, fault_section, kill_self, remove_journals,
+    decode_rank_result, encode_rank_result, fault_section, kill_self, remove_journals,
 };
 use crate::cluster::wire::{Dec, Enc, Kind};
 use crate::config::Config;
@@ -20,7 +20,7 @@ use crate::engine::program::{Cluster, ExtraStats, WorkerResult};
 use crate::engine::report::{ClusterSummary, RankSummary};
 use crate::fabric::ucx::{ucx_version, PeerInfo, UcxContext};
 use crate::fabric::NodeId;
-use crate::recovery::RankVerdicts;
+use crate::recovery::{CrashInjector, RankVerdicts};
 use crate::store::NodeStore;
 use crate::workloads::Workload;
 
@@ -155,9 +155,11 @@ impl<'r, X: ExtraStats> Control<'r, X> {
             tx.send(start_ns)
                 .map_err(|_| format!("{me}: a worker thread stopped"))?;
         }
-        if let Some(after) = crash_after(self.config, self.boot.rank) {
-            arm_crash(after).map_err(|e| format!("{me}: starting the crash timer: {e}"))?;
-        }
+        // `--fault crash:RANK@S`: this process dies then as `kill -9`
+        // kills it — no cleanup, no goodbye.
+        CrashInjector::new(&self.config.faults, self.config.nodes)
+            .arm_own(self.boot.rank as NodeId, kill_self)
+            .map_err(|e| format!("{me}: starting the crash timer: {e}"))?;
         Ok(start_ns)
     }
 
@@ -182,7 +184,6 @@ impl<'r, X: ExtraStats> Control<'r, X> {
             &self.context.failure,
             self.context.epoch,
             rank,
-            self.boot.nodes,
         ))
     }
 
@@ -210,10 +211,10 @@ impl<'r, X: ExtraStats> Control<'r, X> {
                     // the stall timeout waits on a rank that will not answer.
                     let since = *recovering_since.get_or_insert_with(Instant::now);
                     if since.elapsed() > grace {
+                        let stalled = driver.stalled(&mut self.boot);
                         return Err(format!(
-                            "{}: {} within {:.1} s (raise --stall-timeout if the store is large)",
+                            "{}: {stalled} within {:.1} s (raise --stall-timeout if the store is large)",
                             self.me(),
-                            driver.stalled(&self.boot),
                             grace.as_secs_f64()
                         ));
                     }
@@ -437,18 +438,6 @@ impl<'r, X: ExtraStats> Control<'r, X> {
                 .collect(),
         }
     }
-}
-
-/// `--fault crash:RANK@S` on ucx: this process dies `after` from now as
-/// `kill -9` kills it — no cleanup, no goodbye.
-fn arm_crash(after: Duration) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("verbena-crash".into())
-        .spawn(move || {
-            std::thread::sleep(after);
-            kill_self();
-        })
-        .map(drop)
 }
 
 /// Waits for a local worker thread's message while keeping the bootstrap
