@@ -1,7 +1,7 @@
 //! The names of the concurrency-control protocols and the stages each has.
 //!
 //! The built-in protocols are a closed set, named on the command line and
-//! in configs, each registered by one line of [`builtin_protocols`] (its
+//! in configs, each registered by one line of `builtin_protocols!` (its
 //! name, its stages and its type); a protocol written outside verbena is
 //! [`ProtocolKind::Custom`], which carries its own name and stage list
 //! (`docs/WRITING_A_PROTOCOL.md`). A kind's stage list is what the run's
@@ -69,7 +69,7 @@ macro_rules! builtin_protocols {
 pub(crate) use builtin_protocols;
 
 /// Defines [`ProtocolKind`] and its table-driven methods from the lines
-/// of [`builtin_protocols`].
+/// of `builtin_protocols!`.
 macro_rules! define_protocol_kind {
     (() $($variant:ident $name:literal [$($stage:ident),*] => $how:ident($($build:tt)*);)*) => {
         /// Every protocol verbena names: the built-in ones of
