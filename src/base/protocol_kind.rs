@@ -1,7 +1,8 @@
 //! The names of the concurrency-control protocols and the stages each has.
 //!
 //! The built-in protocols are a closed set, named on the command line and
-//! in configs; a protocol written outside verbena is
+//! in configs, each registered by one line of `builtin_protocols!` (its
+//! name, its stages and its type); a protocol written outside verbena is
 //! [`ProtocolKind::Custom`], which carries its own name and stage list
 //! (`docs/WRITING_A_PROTOCOL.md`). A kind's stage list is what the run's
 //! stage plan is resolved against (RCC §5.1) and which commit stages the
@@ -25,27 +26,91 @@ pub struct CustomProtocol {
     pub stages: &'static [Stage],
 }
 
-/// Every protocol verbena names. `implemented()` says which run today.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProtocolKind {
-    NoWait,
-    WaitDie,
-    WoundWait,
-    Timestamp,
-    Mvcc,
-    Occ,
-    Maat,
-    Sundial,
-    Cicada,
-    Calvin,
-    Drtm,
-    /// A protocol written outside verbena. It is never parsed from a name:
-    /// only the program that links its code can run it
-    /// (`engine::run_custom_protocol`).
-    #[serde(skip_deserializing)]
-    Custom(CustomProtocol),
+/// The built-in protocols: one line each, the whole of what registers a
+/// protocol of this crate. A line gives the variant, the command-line name,
+/// the stages in execution order (the list a run's stage plan is resolved
+/// against, RCC §5.1), and how the engine builds it: `protocol(T)` for a
+/// type under `crate::protocols` that implements `txn::FromConfig`, or
+/// `program(…)` for a protocol that is a node program of its own.
+///
+/// The order is the order of [`ProtocolKind::ALL`], which seeded draws
+/// number ([`ProtocolKind::ordinal`]): a new protocol goes at the end.
+/// This layer only names the types; the engine, which may import
+/// `protocols`, expands the lines into its protocol switch
+/// (`engine::with_protocol`).
+macro_rules! builtin_protocols {
+    ($callback:ident!($($args:tt)*)) => {
+        $callback! { ($($args)*)
+            // Lock&read at access time, update&unlock at commit (RCC §4.2).
+            NoWait "no_wait" [Lock, Log, Commit, Release] => protocol(protocols::lock2pl::Lock2pl<protocols::no_wait::NoWait>);
+            WaitDie "wait_die" [Lock, Log, Commit, Release] => protocol(protocols::lock2pl::Lock2pl<protocols::wait_die::WaitDie>);
+            WoundWait "wound_wait" [Lock, Log, Commit, Release] => protocol(protocols::lock2pl::Lock2pl<protocols::wound_wait::WoundWait>);
+            // RCBench §6.2.2 (basic T/O) and RCC §4.4: read, then lock the
+            // write set at commit.
+            Timestamp "timestamp" [Read, Lock, Log, Commit, Release] => protocol(protocols::timestamp::Timestamp);
+            Mvcc "mvcc" [Read, Lock, Log, Commit, Release] => protocol(protocols::mvcc::Mvcc);
+            // DrTM+H §5.1–5.3: read in execution, lock the write set,
+            // validate the read set, write back and unlock.
+            Occ "occ" [Read, Lock, Validate, Log, Commit, Release] => protocol(protocols::occ::Occ);
+            // RCBench Alg. 9–10: MaaT has no lock stage — it registers in
+            // the tuple's lists at access time (under a latch), adjusts
+            // timestamp intervals in validation, and installs at commit.
+            Maat "maat" [Read, Validate, Log, Commit, Release] => protocol(protocols::maat::Maat);
+            Sundial "sundial" [Read, Lock, Renew, Log, Commit, Release] => protocol(protocols::sundial::Sundial);
+            Cicada "cicada" [Read, Lock, Validate, Log, Commit, Release] => protocol(protocols::cicada::Cicada);
+            // RCC §4.6's two communication stages, then the log of each
+            // participant's writes to its backups (replicated runs only:
+            // with replication 1 it costs nothing, as for the others).
+            Calvin "calvin" [TxnBroadcastInput, ValueForwarding, Log] => program(engine::calvin);
+            Drtm "drtm" [Lock, Log, Commit, Release] => protocol(protocols::drtm::Drtm);
+        }
+    };
 }
+pub(crate) use builtin_protocols;
+
+/// Defines [`ProtocolKind`] and its table-driven methods from the lines
+/// of `builtin_protocols!`.
+macro_rules! define_protocol_kind {
+    (() $($variant:ident $name:literal [$($stage:ident),*] => $how:ident($($build:tt)*);)*) => {
+        /// Every protocol verbena names: the built-in ones of
+        /// `builtin_protocols`, and [`ProtocolKind::Custom`].
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum ProtocolKind {
+            $($variant,)*
+            /// A protocol written outside verbena. It is never parsed from a name:
+            /// only the program that links its code can run it
+            /// (`engine::run_custom_protocol`).
+            #[serde(skip_deserializing)]
+            Custom(CustomProtocol),
+        }
+
+        impl ProtocolKind {
+            /// The built-in kinds, in registration order.
+            pub const ALL: [ProtocolKind; [$($name),*].len()] = [$(ProtocolKind::$variant),*];
+
+            /// The command-line name (a custom protocol's own).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(ProtocolKind::$variant => $name,)*
+                    ProtocolKind::Custom(custom) => custom.name,
+                }
+            }
+
+            /// The stages of the protocol, in execution order. Each stage has a
+            /// one-sided and an RPC implementation. `tests/custom_protocol.rs`
+            /// runs each protocol with every stage switched on and checks that
+            /// the stages left out issue nothing.
+            pub const fn stages(self) -> &'static [Stage] {
+                match self {
+                    $(ProtocolKind::$variant => &[$(Stage::$stage),*],)*
+                    ProtocolKind::Custom(custom) => custom.stages,
+                }
+            }
+        }
+    };
+}
+builtin_protocols!(define_protocol_kind!());
 
 /// A kind is written as its name, built-in or custom: the form a config
 /// file gives and a report shows.
@@ -56,43 +121,11 @@ impl Serialize for ProtocolKind {
 }
 
 impl ProtocolKind {
-    pub const ALL: [ProtocolKind; 11] = [
-        ProtocolKind::NoWait,
-        ProtocolKind::WaitDie,
-        ProtocolKind::WoundWait,
-        ProtocolKind::Timestamp,
-        ProtocolKind::Mvcc,
-        ProtocolKind::Occ,
-        ProtocolKind::Maat,
-        ProtocolKind::Sundial,
-        ProtocolKind::Cicada,
-        ProtocolKind::Calvin,
-        ProtocolKind::Drtm,
-    ];
-
     /// A protocol written outside verbena, named `name`, with `stages` in
     /// execution order ([`ProtocolKind::check_custom`] says whether a run
     /// accepts them).
     pub const fn custom(name: &'static str, stages: &'static [Stage]) -> ProtocolKind {
         ProtocolKind::Custom(CustomProtocol { name, stages })
-    }
-
-    /// The command-line name (a custom protocol's own).
-    pub const fn name(self) -> &'static str {
-        match self {
-            ProtocolKind::NoWait => "no_wait",
-            ProtocolKind::WaitDie => "wait_die",
-            ProtocolKind::WoundWait => "wound_wait",
-            ProtocolKind::Timestamp => "timestamp",
-            ProtocolKind::Mvcc => "mvcc",
-            ProtocolKind::Occ => "occ",
-            ProtocolKind::Maat => "maat",
-            ProtocolKind::Sundial => "sundial",
-            ProtocolKind::Cicada => "cicada",
-            ProtocolKind::Calvin => "calvin",
-            ProtocolKind::Drtm => "drtm",
-            ProtocolKind::Custom(custom) => custom.name,
-        }
     }
 
     /// A number per kind for seeded draws: a built-in kind's place in
@@ -180,24 +213,11 @@ impl ProtocolKind {
             .find(|p| p.name() == normalized)
     }
 
-    /// Whether this build can run the protocol (a custom one runs with
-    /// its code, `engine::run_custom_protocol`).
+    /// Whether this build can run the protocol: every registered one
+    /// does, and a custom one runs with its code
+    /// (`engine::run_custom_protocol`).
     pub fn implemented(self) -> bool {
-        matches!(
-            self,
-            ProtocolKind::Custom(_)
-                | ProtocolKind::NoWait
-                | ProtocolKind::WaitDie
-                | ProtocolKind::WoundWait
-                | ProtocolKind::Occ
-                | ProtocolKind::Timestamp
-                | ProtocolKind::Mvcc
-                | ProtocolKind::Maat
-                | ProtocolKind::Cicada
-                | ProtocolKind::Sundial
-                | ProtocolKind::Drtm
-                | ProtocolKind::Calvin
-        )
+        true
     }
 
     pub fn implemented_names() -> Vec<&'static str> {
@@ -206,38 +226,6 @@ impl ProtocolKind {
             .filter(|p| p.implemented())
             .map(|p| p.name())
             .collect()
-    }
-
-    /// The stages of the protocol, in execution order. Each stage has a
-    /// one-sided and an RPC implementation. A built-in protocol's list is
-    /// kept here, beside its name; `tests/custom_protocol.rs` runs each
-    /// protocol with every stage switched on and checks that the stages
-    /// left out issue nothing.
-    pub const fn stages(self) -> &'static [Stage] {
-        use Stage::*;
-        match self {
-            // Lock&read at access time, update&unlock at commit (RCC §4.2).
-            ProtocolKind::NoWait | ProtocolKind::WaitDie | ProtocolKind::WoundWait => {
-                &[Lock, Log, Commit, Release]
-            }
-            ProtocolKind::Drtm => &[Lock, Log, Commit, Release],
-            // DrTM+H §5.1–5.3: read in execution, lock the write set,
-            // validate the read set, write back and unlock.
-            ProtocolKind::Occ | ProtocolKind::Cicada => {
-                &[Read, Lock, Validate, Log, Commit, Release]
-            }
-            // RCBench Alg. 9–10: MaaT has no lock stage — it registers in
-            // the tuple's lists at access time (under a latch), adjusts
-            // timestamp intervals in validation, and installs at commit.
-            ProtocolKind::Maat => &[Read, Validate, Log, Commit, Release],
-            ProtocolKind::Timestamp | ProtocolKind::Mvcc => &[Read, Lock, Log, Commit, Release],
-            ProtocolKind::Sundial => &[Read, Lock, Renew, Log, Commit, Release],
-            // RCC §4.6's two communication stages, then the log of each
-            // participant's writes to its backups (replicated runs only:
-            // with replication 1 it costs nothing, as for the others).
-            ProtocolKind::Calvin => &[TxnBroadcastInput, ValueForwarding, Log],
-            ProtocolKind::Custom(custom) => custom.stages,
-        }
     }
 
     /// RCC bits of the stages the protocol has.

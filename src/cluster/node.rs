@@ -29,6 +29,7 @@ use crate::fabric::NodeId;
 use crate::recovery::{FaultRun, Membership};
 use crate::replication::Replication;
 use crate::store::{NodeStore, StoreLayout};
+use crate::txn::Protocol;
 use crate::workloads::{InvariantReport, Workload};
 
 pub use super::launch::NodeOptions;
@@ -39,14 +40,7 @@ pub fn run_node(config: &Config, options: &NodeOptions) -> Result<Option<RunOutp
     let mut config = config.clone();
     config.fabric = FabricKind::Ucx;
     crate::engine::validate(&mut config)?;
-    if options.rank >= config.nodes {
-        return Err(RunError::Config(ConfigError(format!(
-            "rank {} is out of range; allowed: 0..={} (--nodes {})",
-            options.rank,
-            config.nodes - 1,
-            config.nodes
-        ))));
-    }
+    check_rank(&config, options)?;
     struct NodeWorkload<'a>(&'a Config, &'a NodeOptions);
     impl WithWorkload for NodeWorkload<'_> {
         type Output = Result<Option<RunOutput>, RunError>;
@@ -63,24 +57,80 @@ pub fn run_node_custom<W: Workload>(
     options: &NodeOptions,
     workload: &W,
 ) -> Result<Option<RunOutput>, RunError> {
-    struct OnNode<'a, W> {
-        config: &'a Config,
-        options: &'a NodeOptions,
-        workload: &'a W,
-    }
-    impl<W: Workload> WithProgram for OnNode<'_, W> {
-        type Output = Result<Option<RunOutput>, RunError>;
-        fn with<G: NodeProgram>(self, program: &G, layout: StoreLayout) -> Self::Output {
-            let mut backend = RankBackend::new(self.options);
-            driver::run(self.config, program, self.workload, layout, &mut backend)
-        }
-    }
-    let on_node = OnNode {
+    let on_rank = OnRank {
         config,
         options,
         workload,
     };
-    engine::with_program(config, workload, config.tolerates_rank_loss(), on_node)?
+    engine::with_program(config, workload, config.tolerates_rank_loss(), on_rank)?
+}
+
+/// Runs a node program on this process's rank: what every entry point of
+/// a ucx node hands its program to.
+struct OnRank<'a, W> {
+    config: &'a Config,
+    options: &'a NodeOptions,
+    workload: &'a W,
+}
+
+impl<W: Workload> WithProgram for OnRank<'_, W> {
+    type Output = Result<Option<RunOutput>, RunError>;
+    fn with<G: NodeProgram>(self, program: &G, layout: StoreLayout) -> Self::Output {
+        let mut backend = RankBackend::new(self.options);
+        driver::run(self.config, program, self.workload, layout, &mut backend)
+    }
+}
+
+/// [`run_node`] with a protocol of the caller's own
+/// (`docs/WRITING_A_PROTOCOL.md`): every rank of the run calls it with the
+/// same config and protocol, as every rank of `verbena launch` runs
+/// `verbena node`. `config.protocol` is replaced by `P::KIND`, as in
+/// `engine::run_custom_protocol`.
+pub fn run_node_custom_protocol<P: Protocol>(
+    config: &Config,
+    options: &NodeOptions,
+    protocol: &P,
+) -> Result<Option<RunOutput>, RunError> {
+    let mut config = config.clone();
+    config.fabric = FabricKind::Ucx;
+    let config = engine::validated_protocol::<P>(config)?;
+    check_rank(&config, options)?;
+    struct OnNode<'a, P> {
+        config: &'a Config,
+        options: &'a NodeOptions,
+        protocol: &'a P,
+    }
+    impl<P: Protocol> WithWorkload for OnNode<'_, P> {
+        type Output = Result<Option<RunOutput>, RunError>;
+        fn with<W: Workload>(self, workload: &W) -> Self::Output {
+            let heartbeat = self.config.tolerates_rank_loss();
+            let on_rank = OnRank {
+                config: self.config,
+                options: self.options,
+                workload,
+            };
+            engine::with_staged_program(self.config, self.protocol, workload, heartbeat, on_rank)
+        }
+    }
+    let on_node = OnNode {
+        config: &config,
+        options,
+        protocol,
+    };
+    engine::with_workload(&config, on_node)
+}
+
+/// Why `options.rank` is not a rank of `config`'s cluster.
+fn check_rank(config: &Config, options: &NodeOptions) -> Result<(), RunError> {
+    if options.rank < config.nodes {
+        return Ok(());
+    }
+    Err(RunError::Config(ConfigError(format!(
+        "rank {} is out of range; allowed: 0..={} (--nodes {})",
+        options.rank,
+        config.nodes - 1,
+        config.nodes
+    ))))
 }
 
 extern "C" {

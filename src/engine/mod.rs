@@ -31,25 +31,16 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::base::protocol_kind::builtin_protocols;
 use crate::base::ProtocolKind;
 use crate::check::{store_matches_history, History};
-use crate::config::{Config, ConfigError, FabricKind, LockMode, WorkloadKind};
+use crate::config::{Config, ConfigError, FabricKind, WorkloadKind};
 use crate::fabric::NodeId;
-use crate::protocols::cicada::Cicada;
-use crate::protocols::drtm::Drtm;
-use crate::protocols::lock2pl::Lock2pl;
-use crate::protocols::maat::Maat;
-use crate::protocols::mvcc::Mvcc;
-use crate::protocols::no_wait::NoWait;
-use crate::protocols::occ::Occ;
-use crate::protocols::sundial::Sundial;
-use crate::protocols::timestamp::Timestamp;
-use crate::protocols::wait_die::WaitDie;
-use crate::protocols::wound_wait::WoundWait;
+use crate::protocols;
 use crate::replication::{self, LogWriter, Replication};
 use crate::runtime::{RpcService, Served};
 use crate::store::{NodeStore, StoreError, StoreLayout};
-use crate::txn::Protocol;
+use crate::txn::{FromConfig, Protocol};
 use crate::workloads::pps::Pps;
 use crate::workloads::smallbank::SmallBank;
 use crate::workloads::tpcc::Tpcc;
@@ -169,13 +160,19 @@ pub fn run_protocol<P: Protocol, W: Workload>(
 /// by `P::KIND`, a custom kind's name and stages accepted
 /// (`ProtocolKind::check_custom`), and a fabric of one process.
 fn validated_for<P: Protocol>(config: &Config) -> Result<Config, RunError> {
-    let mut config = config.clone();
-    config.protocol = P::KIND;
-    P::KIND.check_custom(P::ACCESS_STAGE).map_err(ConfigError)?;
-    validate(&mut config)?;
     if config.fabric == FabricKind::Ucx {
         return Err(RunError::Config(ConfigError(UCX_ONE_PROCESS.into())));
     }
+    validated_protocol::<P>(config.clone())
+}
+
+/// `config` validated for running `P` on any fabric: its protocol named
+/// by `P::KIND`, a custom kind's name and stages accepted. A ucx rank
+/// (`cluster::node::run_node_custom_protocol`) starts here.
+pub(crate) fn validated_protocol<P: Protocol>(mut config: Config) -> Result<Config, RunError> {
+    config.protocol = P::KIND;
+    P::KIND.check_custom(P::ACCESS_STAGE).map_err(ConfigError)?;
+    validate(&mut config)?;
     Ok(config)
 }
 
@@ -208,33 +205,26 @@ pub trait WithProtocol {
 /// (`engine::calvin`, `with_program`), and for a custom protocol, which
 /// only the caller that links its code can build.
 pub fn with_protocol<V: WithProtocol>(config: &Config, visitor: V) -> Option<V::Output> {
-    let options = &config.protocol_options;
-    let (shared, fix) = (
-        options.lock_mode == LockMode::Shared,
-        options.wait_die_starvation_fix,
-    );
-    Some(match config.protocol {
-        ProtocolKind::NoWait => visitor.with(&Lock2pl::<NoWait>::new(shared, fix)),
-        ProtocolKind::WaitDie => visitor.with(&Lock2pl::<WaitDie>::new(shared, fix)),
-        ProtocolKind::WoundWait => visitor.with(&Lock2pl::<WoundWait>::new(shared, fix)),
-        ProtocolKind::Occ => visitor.with(&Occ {
-            skip_validation: config.unsafe_skip_occ_validation,
-            read_through_locks: options.occ_read_through_locks,
-        }),
-        ProtocolKind::Timestamp => visitor.with(&Timestamp::new(config)),
-        ProtocolKind::Mvcc => visitor.with(&Mvcc::new(config)),
-        ProtocolKind::Maat => visitor.with(&Maat::new(options.maat_list_capacity)),
-        ProtocolKind::Cicada => visitor.with(&Cicada::new(options.cicada_versions)),
-        ProtocolKind::Sundial => visitor.with(&Sundial {
-            lock_at_access: options.sundial_lock_at_access,
-        }),
-        ProtocolKind::Drtm => visitor.with(&Drtm {
-            lease_ns: config.drtm_lease_ns(),
-            delta_ns: options.drtm_delta_ns,
-        }),
-        ProtocolKind::Calvin => return None,
-        ProtocolKind::Custom(_) => return None,
-    })
+    // One arm per line of the registry (`base::protocol_kind`): a
+    // `protocol(T)` line builds `T` from the config, a `program(…)` line
+    // has no `Protocol` to hand over.
+    macro_rules! build {
+        (protocol($protocol:ty)) => {
+            Some(visitor.with(&<$protocol as FromConfig>::from_config(config)))
+        };
+        (program($($program:tt)*)) => {
+            None
+        };
+    }
+    macro_rules! switch {
+        (() $($variant:ident $name:literal [$($stage:ident),*] => $how:ident($($build:tt)*);)*) => {
+            match config.protocol {
+                $(ProtocolKind::$variant => build!($how($($build)*)),)*
+                ProtocolKind::Custom(_) => None,
+            }
+        };
+    }
+    builtin_protocols!(switch!())
 }
 
 /// Builds the node program of `config`'s protocol with `workload` — the
@@ -256,13 +246,13 @@ pub(crate) fn with_program<W: Workload, V: WithProgram>(
     impl<W: Workload, V: WithProgram> WithProtocol for Staged<'_, W, V> {
         type Output = V::Output;
         fn with<P: Protocol>(self, protocol: &P) -> V::Output {
-            let program = StagedProgram {
-                config: self.config,
+            with_staged_program(
+                self.config,
                 protocol,
-                workload: self.workload,
-            };
-            let layout = program.layout(self.heartbeat);
-            self.visitor.with(&program, layout)
+                self.workload,
+                self.heartbeat,
+                self.visitor,
+            )
         }
     }
     if config.protocol == ProtocolKind::Calvin {
@@ -270,7 +260,7 @@ pub(crate) fn with_program<W: Workload, V: WithProgram>(
     }
     if let ProtocolKind::Custom(custom) = config.protocol {
         return Err(RunError::Config(ConfigError(format!(
-            "protocol {} is written outside verbena: run it with `engine::run_custom_protocol` (threads, sim), which is given its code",
+            "protocol {} is written outside verbena: run it with `engine::run_custom_protocol` (threads, sim) or `cluster::node::run_node_custom_protocol` (one ucx rank), which are given its code",
             custom.name
         ))));
     }
@@ -281,6 +271,26 @@ pub(crate) fn with_program<W: Workload, V: WithProgram>(
         visitor,
     };
     Ok(with_protocol(config, staged).expect("with_protocol builds every protocol but CALVIN"))
+}
+
+/// Builds the stage pipeline of `protocol` with `workload` and its store
+/// layout (with the detector's heartbeat word when `heartbeat`), and hands
+/// both to `visitor`: a built-in protocol's program and a custom one's
+/// alike.
+pub(crate) fn with_staged_program<P: Protocol, W: Workload, V: WithProgram>(
+    config: &Config,
+    protocol: &P,
+    workload: &W,
+    heartbeat: bool,
+    visitor: V,
+) -> V::Output {
+    let program = StagedProgram {
+        config,
+        protocol,
+        workload,
+    };
+    let layout = program.layout(heartbeat);
+    visitor.with(&program, layout)
 }
 
 /// Runs a validated config's program on threads or sim.
@@ -597,4 +607,35 @@ pub(crate) fn replicated_layout(
         config.ring_words(),
     );
     (Arc::new(layout), replication)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a registry line built: its protocol's kind and stage list.
+    struct KindOf;
+    impl WithProtocol for KindOf {
+        type Output = ProtocolKind;
+        fn with<P: Protocol>(self, _protocol: &P) -> ProtocolKind {
+            P::KIND
+        }
+    }
+
+    /// Each line of the registry names a type whose own kind is that
+    /// line's: a line pasted with the wrong type would run one protocol
+    /// under another's name and stage list.
+    #[test]
+    fn every_registered_protocol_builds_as_its_own_kind() {
+        for kind in ProtocolKind::ALL {
+            let config = Config {
+                protocol: kind,
+                ..Config::default()
+            };
+            match with_protocol(&config, KindOf) {
+                Some(built) => assert_eq!(built, kind, "{}", kind.name()),
+                None => assert_eq!(kind, ProtocolKind::Calvin, "{} built nothing", kind.name()),
+            }
+        }
+    }
 }

@@ -333,6 +333,15 @@ impl Drtm {
     }
 }
 
+impl crate::txn::FromConfig for Drtm {
+    fn from_config(config: &crate::config::Config) -> Self {
+        Drtm {
+            lease_ns: config.drtm_lease_ns(),
+            delta_ns: config.protocol_options.drtm_delta_ns,
+        }
+    }
+}
+
 impl Protocol for Drtm {
     const KIND: ProtocolKind = ProtocolKind::Drtm;
     const ACCESS_STAGE: Stage = Stage::Lock;

@@ -438,6 +438,12 @@ fn writable(ts: u64, read_seq: u64, seq: u64, rts: u64) -> bool {
     seq == read_seq && rts <= ts
 }
 
+impl crate::txn::FromConfig for Mvcc {
+    fn from_config(config: &crate::config::Config) -> Self {
+        Mvcc::new(config)
+    }
+}
+
 impl Protocol for Mvcc {
     const KIND: ProtocolKind = ProtocolKind::Mvcc;
     const ACCESS_STAGE: Stage = Stage::Read;

@@ -188,6 +188,15 @@ impl Occ {
     }
 }
 
+impl crate::txn::FromConfig for Occ {
+    fn from_config(config: &crate::config::Config) -> Self {
+        Occ {
+            skip_validation: config.unsafe_skip_occ_validation,
+            read_through_locks: config.protocol_options.occ_read_through_locks,
+        }
+    }
+}
+
 impl Protocol for Occ {
     const KIND: ProtocolKind = ProtocolKind::Occ;
     const ACCESS_STAGE: Stage = Stage::Read;

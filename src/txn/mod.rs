@@ -27,7 +27,7 @@ use crate::store::{
     row_live, LocationCache, NodeStore, StoreLayout, TableId, TableLayout, ROW_ABSENT, ROW_LIVE,
     ROW_STATE_WORD,
 };
-pub use protocol::Protocol;
+pub use protocol::{FromConfig, Protocol};
 
 /// Why an attempt aborted. The protocol layer picks the reason; users see
 /// counts per reason in the report.

@@ -17,6 +17,7 @@
 //! with all stages on and checks that the unlisted ones do nothing.
 
 use crate::base::{ProtocolKind, Stage};
+use crate::config::Config;
 use crate::runtime::Served;
 use crate::store::{NodeStore, StoreError};
 use crate::txn::{AbortReason, TxnCx, TxnResult};
@@ -146,4 +147,13 @@ pub trait Protocol: Sync {
     fn waiting_rank(&self, _kind: u16, _payload: &[u64]) -> u64 {
         0
     }
+}
+
+/// How the engine builds a protocol of this crate from a run's config (its
+/// options, `config.protocol_options`): what a registered protocol
+/// implements beside [`Protocol`] (`base::protocol_kind`'s
+/// `builtin_protocols` names the type). A protocol written outside
+/// verbena needs none: its caller builds it.
+pub trait FromConfig: Protocol + Sized {
+    fn from_config(config: &Config) -> Self;
 }

@@ -420,6 +420,12 @@ impl Cicada {
 mod rounds;
 mod serve;
 
+impl crate::txn::FromConfig for Cicada {
+    fn from_config(config: &crate::config::Config) -> Self {
+        Cicada::new(config.protocol_options.cicada_versions)
+    }
+}
+
 impl Protocol for Cicada {
     const KIND: ProtocolKind = ProtocolKind::Cicada;
     const ACCESS_STAGE: Stage = Stage::Read;

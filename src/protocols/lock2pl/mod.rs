@@ -323,6 +323,16 @@ impl<R> Lock2pl<R> {
 mod acquire;
 mod serve;
 
+impl<R: LockRule> crate::txn::FromConfig for Lock2pl<R> {
+    fn from_config(config: &crate::config::Config) -> Self {
+        let options = &config.protocol_options;
+        Lock2pl::new(
+            options.lock_mode == crate::config::LockMode::Shared,
+            options.wait_die_starvation_fix,
+        )
+    }
+}
+
 impl<R: LockRule> Protocol for Lock2pl<R> {
     const KIND: ProtocolKind = R::KIND;
     const ACCESS_STAGE: Stage = Stage::Lock;

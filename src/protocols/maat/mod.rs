@@ -482,6 +482,12 @@ mod finish;
 mod serve;
 mod validate;
 
+impl crate::txn::FromConfig for Maat {
+    fn from_config(config: &crate::config::Config) -> Self {
+        Maat::new(config.protocol_options.maat_list_capacity)
+    }
+}
+
 impl Protocol for Maat {
     const KIND: ProtocolKind = ProtocolKind::Maat;
     const ACCESS_STAGE: Stage = Stage::Read;

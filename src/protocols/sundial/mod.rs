@@ -440,6 +440,14 @@ impl Sundial {
 mod commit;
 mod serve;
 
+impl crate::txn::FromConfig for Sundial {
+    fn from_config(config: &crate::config::Config) -> Self {
+        Sundial {
+            lock_at_access: config.protocol_options.sundial_lock_at_access,
+        }
+    }
+}
+
 impl Protocol for Sundial {
     const KIND: ProtocolKind = ProtocolKind::Sundial;
     const ACCESS_STAGE: Stage = Stage::Read;

@@ -704,6 +704,12 @@ impl Backups {
 mod commit;
 mod serve;
 
+impl crate::txn::FromConfig for Timestamp {
+    fn from_config(config: &crate::config::Config) -> Self {
+        Timestamp::new(config)
+    }
+}
+
 impl Protocol for Timestamp {
     const KIND: ProtocolKind = ProtocolKind::Timestamp;
     const ACCESS_STAGE: Stage = Stage::Read;
