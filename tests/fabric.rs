@@ -357,7 +357,7 @@ fn the_write_back_order_makes_every_torn_read_detectable() {
     // word. Whenever it sees `seq == seq_end`, the record must be exactly
     // that version; tears (seq != seq_end) must also occur, or the race was
     // never exercised.
-    use verbena::protocols::common::{lock_addr, serve_write_back};
+    use verbena::txn::kit::{lock_addr, serve_write_back};
     const RECORD: u32 = 24;
     let layout = Arc::new(StoreLayout::new(
         &[TableSpec {

@@ -1,8 +1,5 @@
-//! The crate's protocols' RPC handler kinds, and the names of the protocol
-//! kit (`txn::kit`) that code outside `protocols` reached here before the
-//! kit left this module.
-
-pub use crate::txn::kit::{lock_addr, serve_write_back};
+//! The crate's protocols' RPC handler kinds. The steps the protocols share
+//! are the protocol kit's (`txn::kit`).
 
 /// RPC handler kinds, in the protocols' range of `base::rpc_kind`. Shared
 /// ones first; each protocol owns a decade.

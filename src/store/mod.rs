@@ -20,7 +20,7 @@
 //!   record, then `seq` (separate verbs, FIFO), against the increasing
 //!   address order of every READ, so a READ that sees `seq == seq_end` saw
 //!   one version of the record whole (DrTM+H §5.2's consistency check; the
-//!   argument is in `protocols::common`).
+//!   argument is in `txn::kit`).
 //!
 //! Invariant: `seq` only changes while the tuple's lock is held, and is
 //! written after the record it describes; `seq_end` before it.
