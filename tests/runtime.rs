@@ -13,7 +13,7 @@ use std::sync::Arc;
 use verbena::config::LatencyConfig;
 use verbena::fabric::threads::{ThreadsEndpoint, ThreadsFabric};
 use verbena::fabric::{
-    Endpoint, Message, NodeId, Posted, Region, Verb, VerbCounters, VerbKind, MSG_COMPLETION,
+    Doorbell, Endpoint, Message, NodeId, Posted, Region, VerbCounters, VerbKind, MSG_COMPLETION,
 };
 use verbena::runtime::{RpcService, Served, Worker};
 
@@ -39,18 +39,17 @@ impl Endpoint for Deferring {
     fn now_ns(&self) -> u64 {
         self.inner.now_ns()
     }
-    fn post(
-        &mut self,
-        coroutine: u16,
-        tag: u16,
-        verbs: &[Verb],
-        write_data: &[u64],
-        results: &mut [u64],
-    ) -> Posted {
+    fn post_doorbell(&mut self, doorbell: Doorbell<'_>, results: &mut [u64]) -> Posted {
         assert!(matches!(
-            self.inner.post(coroutine, tag, verbs, write_data, results),
+            self.inner.post_doorbell(doorbell, results),
             Posted::At(_)
         ));
+        let Doorbell {
+            coroutine,
+            tag,
+            verbs,
+            ..
+        } = doorbell;
         let mut payload = Vec::new();
         for verb in verbs.iter().filter(|v| v.kind != VerbKind::Write) {
             let at = verb.buf as usize;

@@ -114,19 +114,8 @@ pub trait Endpoint {
     }
 
     /// [`Endpoint::post`] with the batch gathered into one [`Doorbell`]:
-    /// what each backend implements. The default serves an endpoint that
-    /// wraps another one and overrides `post` instead; an endpoint must
-    /// implement one of the two, as each one's default calls the other.
-    #[inline]
-    fn post_doorbell(&mut self, doorbell: Doorbell<'_>, results: &mut [u64]) -> Posted {
-        self.post(
-            doorbell.coroutine,
-            doorbell.tag,
-            doorbell.verbs,
-            doorbell.write_data,
-            results,
-        )
-    }
+    /// what each backend implements (`post` is its callers' form).
+    fn post_doorbell(&mut self, doorbell: Doorbell<'_>, results: &mut [u64]) -> Posted;
 
     /// Sends an RPC request or reply to `msg.dst_node`/`msg.dst_worker`.
     fn send(&mut self, msg: Message);
