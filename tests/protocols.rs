@@ -325,6 +325,45 @@ fn timestamp_with_cascading_aborts_is_serializable_under_every_stage_choice() {
 }
 
 #[test]
+fn timestamp_and_mvcc_blocking_reads_are_serializable_under_every_stage_choice() {
+    for protocol in [ProtocolKind::Timestamp, ProtocolKind::Mvcc] {
+        every_plan_is_serializable_with(protocol, |config| {
+            config.protocol_options.pending_write_wait_ns = Some(200_000);
+        });
+    }
+}
+
+#[test]
+fn blocking_reads_wait_out_pending_writes_that_bounded_reads_abort_on() {
+    // Deneva's TIMESTAMP and MVCC block a read behind an older pending
+    // write until it resolves; RCC's give up after a few short polls. With
+    // a budget far above a commit's duration, reads meeting a pending
+    // write should almost never give up, on either primitive.
+    for protocol in [ProtocolKind::Timestamp, ProtocolKind::Mvcc] {
+        for primitive in [Primitive::OneSided, Primitive::Rpc] {
+            let mut read_locked = [0u64; 2];
+            for (policy, budget_ns) in [None, Some(1_000_000)].into_iter().enumerate() {
+                for seed in 1..=3 {
+                    let mut config = contended(protocol, seed);
+                    config.primitive = primitive;
+                    config.protocol_options.pending_write_wait_ns = budget_ns;
+                    read_locked[policy] += aborts(&assert_checked(&config), "read_locked");
+                }
+            }
+            let [bounded, blocking] = read_locked;
+            assert!(
+                bounded > 0,
+                "{protocol:?} {primitive:?}: bounded reads never gave up on a pending write"
+            );
+            assert!(
+                blocking * 4 < bounded,
+                "{protocol:?} {primitive:?}: read_locked aborts, bounded {bounded}, blocking {blocking}"
+            );
+        }
+    }
+}
+
+#[test]
 fn readers_of_an_aborted_uncommitted_write_abort_in_cascade() {
     // Writers that installed their writes abort about half the time (the
     // test hook), so readers that took those writes must abort too, and the

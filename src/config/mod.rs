@@ -176,6 +176,11 @@ pub struct ProtocolOptions {
     /// TIMESTAMP: readers may see uncommitted writes and abort in cascade
     /// (RCBench §7.6.3); off = the no-cascading-abort variant.
     pub timestamp_cascading_aborts: bool,
+    /// TIMESTAMP, MVCC: how long a read that meets an older writer's
+    /// pending write waits for it, ns, before it aborts (`read_locked`):
+    /// Deneva's blocking (§4.2). Unset: RCC's short bounded retries
+    /// (`protocols::timestamp`'s `wait` module).
+    pub pending_write_wait_ns: Option<u64>,
     /// MVCC: version slots per tuple (RCC §4.4).
     pub mvcc_versions: u32,
     /// CICADA: version slots per tuple (RCBench Alg. 11).
@@ -207,6 +212,7 @@ impl Default for ProtocolOptions {
             occ_read_through_locks: false,
             sundial_lock_at_access: false,
             timestamp_cascading_aborts: false,
+            pending_write_wait_ns: None,
             mvcc_versions: 4,
             cicada_versions: 4,
             maat_list_capacity: 8,
@@ -584,6 +590,13 @@ impl Config {
                 "protocol_options.drtm_lease_ns = 0 is out of range; allowed: 1..=1000000000"
                     .into(),
             ));
+        }
+        if let Some(wait_ns) = o.pending_write_wait_ns {
+            if !(1..=1_000_000_000).contains(&wait_ns) {
+                return Err(ConfigError(format!(
+                    "protocol_options.pending_write_wait_ns = {wait_ns} is out of range; allowed: 1..=1000000000 (1 s; leave it unset for RCC's short bounded waits)"
+                )));
+            }
         }
         Ok(())
     }

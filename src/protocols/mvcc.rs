@@ -46,9 +46,10 @@
 //!   `MVCC_LOCK_READ` does the same on local memory. Holding the lock from
 //!   the fetch, a writer makes younger readers wait (Cond R2) instead of
 //!   raising `rts` past it, so it is not starved by them.
-//! * waiting (Cond R2): one-sided, `READ_WAITS` polls with a short sleep;
-//!   RPC, up to `RPC_WAITS` `Served::Wait` answers; then `read_locked` —
-//!   short, because a waiting reader holds its own locks (see `timestamp`).
+//! * waiting (Cond R2): as TIMESTAMP's `wait` policy says — RCC's few
+//!   polls or `Served::Wait` answers by default, or Deneva's blocking for
+//!   a time budget (`ProtocolOptions::pending_write_wait_ns`); then
+//!   `read_locked`.
 //! * lock (commit, records read first and written later): CAS(lock, 0 →
 //!   ts) + READ(`[seq, lock, rts]`) per record (FIFO:
 //!   the READ follows the CAS), doorbell batched per node; RPC: one request
@@ -92,8 +93,8 @@ use crate::txn::{AbortReason, TxnCx, TxnResult};
 
 use super::common::kind;
 use super::timestamp::{
-    offer_again, raise_rts_local, raise_rts_onesided, read_failure, ReadTries, TsClock, READ_TRIES,
-    RPC_WAITS, TOO_LATE,
+    raise_rts_local, raise_rts_onesided, read_failure, PendingWait, ReadTries, TsClock, READ_TRIES,
+    TOO_LATE,
 };
 use super::{Protocol, ProtocolKind, Served, Stage};
 use crate::txn::kit::{self, lock_addr, lock_reply, status};
@@ -112,6 +113,8 @@ const DEFAULT_VERSIONS: u32 = 4;
 pub struct Mvcc {
     pub versions: u32,
     pub clock: TsClock,
+    /// How a read waits for an older writer's pending write.
+    pending_wait: PendingWait,
 }
 
 /// What a read may take from a consistent snapshot of a tuple.
@@ -136,6 +139,7 @@ impl Mvcc {
         Mvcc {
             versions: config.protocol_options.mvcc_versions,
             clock: TsClock::new(config, 0),
+            pending_wait: PendingWait::from_config(config),
         }
     }
 
@@ -204,7 +208,7 @@ impl Mvcc {
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let ts = cx.timestamp;
-        let mut tries = ReadTries::new();
+        let mut tries = ReadTries::new(self.pending_wait);
         while tries.left() {
             let read = kit::read_tuple_onesided(cx, index).await?;
             let (choice, rts) = {
@@ -383,7 +387,7 @@ impl Mvcc {
     /// seq, wts, rts, record…]` (`[NOT_FOUND]`, or `[status, slot]` on
     /// refusal), or `Served::Wait` (payload untouched) while an older writer
     /// holds the lock.
-    fn serve_read(&self, store: &NodeStore, payload: &mut Vec<u64>) -> Served {
+    fn serve_read(&self, store: &NodeStore, payload: &mut Vec<u64>, now_ns: u64) -> Served {
         let request = [payload[0], payload[1], payload[2], payload[3]];
         let (table_id, key, ts) = (request[0] as u32, request[1], request[2]);
         let Some(slot) = kit::find_row(store, table_id, key, payload) else {
@@ -397,8 +401,10 @@ impl Mvcc {
             store.region.read(table.tuple_addr(slot), payload);
             match self.choose(table, payload, ts) {
                 Choice::Torn => reply_status = status::INCONSISTENT,
-                Choice::Wait if request[3] < RPC_WAITS => return offer_again(payload, &request, 3),
                 Choice::Wait => {
+                    if let Some(parked) = self.pending_wait.park(payload, &request, 3, now_ns) {
+                        return parked;
+                    }
                     reply_status = status::LOCKED;
                     break;
                 }
@@ -512,9 +518,9 @@ impl Protocol for Mvcc {
         kit::post_release(cx);
     }
 
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
         match kind {
-            kind::MVCC_READ => return self.serve_read(store, payload),
+            kind::MVCC_READ => return self.serve_read(store, payload, now_ns),
             kind::MVCC_LOCK_READ => self.serve_lock_read(store, payload),
             kind::MVCC_LOCK => {
                 let ts = payload[0];

@@ -25,13 +25,11 @@
 //!   Bernstein & Goodman): writes are installed at the commit point, so
 //!   nobody reads an uncommitted write. A reader older than a pending
 //!   writer reads the committed version (the write will be ordered after
-//!   it); a younger reader waits a little — one-sided it polls the tuple
-//!   `READ_WAITS` times with a short sleep, by RPC the handler answers
-//!   `Served::Wait` up to `RPC_WAITS` times, the request sitting in the
-//!   serving event loop's waiting list (RCC §4.3) — and then aborts
-//!   (`read_locked`). Waits are short because a waiting reader holds its
-//!   own prewrites: long waits formed convoys that stalled whole runs on
-//!   an oversubscribed machine.
+//!   it); a younger reader waits, as the `wait` module's policy says:
+//!   by default a little (RCC: a few polls, or a few `Served::Wait`
+//!   answers with the request in the serving event loop's waiting list,
+//!   RCC §4.3), or for a time budget (Deneva §4.2's blocking), and then
+//!   aborts (`read_locked`).
 //! * **cascading aborts** (RCBench Alg. 6): once the lock stage has locked
 //!   and checked the write set, the writer marks itself running in its
 //!   per-transaction outcome words (`TxnCx::txn_meta_addr`), then installs
@@ -176,74 +174,8 @@ const META_ABORTED: u64 = 3;
 /// (about `DEP_POLLS × READ_WAIT_NS`).
 const DEP_POLLS: u32 = 10_000;
 
-/// Tries of a read before it gives up (a torn READ or a failed double-read
-/// each cost one).
-pub(super) const READ_TRIES: u32 = 8;
-/// Polls of a one-sided read waiting for an older writer to finish before
-/// it gives up (`read_locked`), and the sleep between two, ns: a writer
-/// holds its lock from its fetch to its commit.
-pub(super) const READ_WAITS: u32 = 2;
-/// Times an RPC read handler answers `Served::Wait` for one request before
-/// it refuses it (`read_locked`): a waiting reader holds its own locks, so
-/// unbounded waits form convoys.
-pub(super) const RPC_WAITS: u64 = 4;
-pub(super) const READ_WAIT_NS: u64 = 2_000;
 /// CAS rounds a double-read spends raising `rts` before giving up.
 const RTS_TRIES: u32 = 8;
-
-/// What a one-sided read has spent so far, shared by TIMESTAMP and MVCC:
-/// torn snapshots and lost double-reads count against `READ_TRIES`, waits
-/// for an older writer against `READ_WAITS`; `failure` is the reason the
-/// read gives up with once either runs out.
-pub(super) struct ReadTries {
-    tries: u32,
-    waits: u32,
-    pub(super) failure: AbortReason,
-}
-
-impl ReadTries {
-    pub(super) fn new() -> ReadTries {
-        ReadTries {
-            tries: 0,
-            waits: 0,
-            failure: AbortReason::ReadLocked,
-        }
-    }
-
-    /// Whether the read may fetch the tuple again.
-    pub(super) fn left(&self) -> bool {
-        self.tries < READ_TRIES && self.waits < READ_WAITS
-    }
-
-    /// The snapshot was torn (`seq != seq_end`).
-    pub(super) fn torn(&mut self) {
-        self.failure = AbortReason::ReadInconsistent;
-        self.tries += 1;
-    }
-
-    /// The double-read found the version no longer standing.
-    pub(super) fn raise_lost(&mut self) {
-        self.failure = AbortReason::ReadLocked;
-        self.tries += 1;
-    }
-
-    /// An older writer holds the tuple: sleep before the next fetch.
-    pub(super) async fn wait(&mut self, cx: &TxnCx<'_>) {
-        self.failure = AbortReason::ReadLocked;
-        self.waits += 1;
-        cx.worker.sleep(cx.co, READ_WAIT_NS).await;
-    }
-}
-
-/// An RPC read's request `request`, its wait count (word `waits_at`)
-/// raised, put back into `payload` to be offered again while an older
-/// writer holds the tuple (`Served::Wait`, RCC §4.3's waiting list).
-pub(super) fn offer_again(payload: &mut Vec<u64>, request: &[u64], waits_at: usize) -> Served {
-    payload.clear();
-    payload.extend_from_slice(request);
-    payload[waits_at] += 1;
-    Served::Wait
-}
 
 /// The one-sided form of a fetch with write intent, shared by TIMESTAMP and
 /// MVCC: CAS(lock, 0 → ts) + READ(tuple) in one doorbell batch (FIFO: the
@@ -533,6 +465,8 @@ pub struct Timestamp {
     pub clock: TsClock,
     /// `ProtocolOptions::timestamp_cascading_aborts`.
     pub cascading: bool,
+    /// How a read waits for an older writer's pending write.
+    pending_wait: PendingWait,
     /// Cascading variant, per coroutine (dense index): the timestamps of
     /// the writers whose uncommitted writes the current attempt read.
     deps: Box<[Mutex<Vec<u64>>]>,
@@ -551,6 +485,7 @@ impl Timestamp {
         Timestamp {
             clock,
             cascading: config.protocol_options.timestamp_cascading_aborts,
+            pending_wait: PendingWait::from_config(config),
             deps: (0..coroutines).map(|_| Mutex::new(Vec::new())).collect(),
             abort_after_install: false,
         }
@@ -568,7 +503,7 @@ impl Timestamp {
         let access = cx.accesses[index];
         let table = cx.table(access.table);
         let ts = cx.timestamp;
-        let mut tries = ReadTries::new();
+        let mut tries = ReadTries::new(self.pending_wait);
         while tries.left() {
             let read = kit::read_tuple_onesided(cx, index).await?;
             let (verdict, seq, lock, wts, rts) = {
@@ -703,6 +638,9 @@ impl Backups {
 
 mod commit;
 mod serve;
+mod wait;
+
+pub(super) use wait::{PendingWait, ReadTries, READ_TRIES, READ_WAIT_NS};
 
 impl crate::txn::FromConfig for Timestamp {
     fn from_config(config: &crate::config::Config) -> Self {
@@ -778,9 +716,9 @@ impl Protocol for Timestamp {
         }
     }
 
-    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
+    fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, now_ns: u64) -> Served {
         match kind {
-            kind::TS_READ => serve::read(store, payload),
+            kind::TS_READ => serve::read(store, payload, self.pending_wait, now_ns),
             kind::TS_LOCK => serve::lock(store, payload),
             kind::TS_LOCK_READ => serve::lock_read(store, payload),
             kind::TS_LOCK_FETCH => serve::lock_fetch(store, payload),

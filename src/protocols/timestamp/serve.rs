@@ -131,7 +131,12 @@ pub(super) fn lock_fetch(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
 /// an installed, uncommitted write by `wts`; `[NOT_FOUND]`, or `[status,
 /// slot]` on refusal), or `Served::Wait` (payload untouched) while an older
 /// writer holds the lock.
-pub(super) fn read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
+pub(super) fn read(
+    store: &NodeStore,
+    payload: &mut Vec<u64>,
+    wait: PendingWait,
+    now_ns: u64,
+) -> Served {
     let request = [payload[0], payload[1], payload[2], payload[3], payload[4]];
     let (table_id, key, ts) = (request[0] as u32, request[1], request[2]);
     let cascading = request[3] != 0;
@@ -162,8 +167,10 @@ pub(super) fn read(store: &NodeStore, payload: &mut Vec<u64>) -> Served {
                 reply_status = refusal_status(reason);
                 break;
             }
-            Verdict::Wait if request[4] < RPC_WAITS => return offer_again(payload, &request, 4),
             Verdict::Wait => {
+                if let Some(parked) = wait.park(payload, &request, 4, now_ns) {
+                    return parked;
+                }
                 reply_status = status::LOCKED;
                 break;
             }
