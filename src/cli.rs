@@ -344,7 +344,7 @@ fn command_protocols() -> Result<i32, CliError> {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "protocol     built  stages (RCC hybrid-code bit; 1 = one-sided)          all one-sided"
+        "protocol     stages (RCC hybrid-code bit; 1 = one-sided)          all one-sided"
     );
     for protocol in ProtocolKind::ALL {
         let stages = protocol
@@ -355,9 +355,8 @@ fn command_protocols() -> Result<i32, CliError> {
             .join(" ");
         let _ = writeln!(
             out,
-            "{:<12} {:<6} {:<52} {}",
+            "{:<12} {:<52} {}",
             protocol.name(),
-            if protocol.implemented() { "yes" } else { "no" },
             stages,
             protocol.stage_bits()
         );

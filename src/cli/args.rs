@@ -138,7 +138,7 @@ fn real() -> Parse<f64> {
 }
 
 fn protocol_names() -> Vec<&'static str> {
-    ProtocolKind::ALL.map(|p| p.name()).to_vec()
+    ProtocolKind::names()
 }
 
 pub(super) fn parse_protocol(_flag: &str, v: &str) -> Result<ProtocolKind, CliError> {
@@ -287,7 +287,7 @@ pub enum Commands {
     Run(RunArgs),
     /// YCSB on 2 nodes: NO_WAIT and OCC, one-sided and RPC, checker on, one comparison table
     Demo(DemoArgs),
-    /// The seeded correctness matrix on the sim fabric: every implemented
+    /// The seeded correctness matrix on the sim fabric: every
     /// protocol × all one-sided, all RPC, each stage flipped, random hybrid
     /// codes × seeds, under high contention, checker on
     Check(CheckArgs),
@@ -670,7 +670,7 @@ pub struct CheckArgs {
     /// First seed [1]
     #[arg(long, alias = "first-seed", value_name = "S", value_parser = count::<u64>())]
     pub seed: Option<u64>,
-    /// Only these protocols, P[,P…] [every implemented one]
+    /// Only these protocols, P[,P…] [every one]
     #[arg(long, value_name = "P", value_parser = one_of(|_, v| super::check::parse_check_protocols(v).map(|_| v.to_string()), protocol_names))]
     pub protocol: Option<String>,
     /// Only this hybrid code (replays a failure)

@@ -11,24 +11,16 @@ use crate::base::ProtocolKind;
 use crate::config::WorkloadKind;
 use crate::experiments::matrix::{self, Case, CaseOutcome, Failure};
 
-/// The protocols of `verbena check --protocol`: a list, each implemented.
+/// The protocols of `verbena check --protocol`: a list of protocol names.
 pub(super) fn parse_check_protocols(text: &str) -> Result<Vec<ProtocolKind>, CliError> {
     text.split(',')
         .map(|name| {
-            let protocol = ProtocolKind::parse(name.trim()).ok_or_else(|| {
+            ProtocolKind::parse(name.trim()).ok_or_else(|| {
                 usage(format!(
                     "unknown protocol `{name}`; protocols: {}",
                     ProtocolKind::ALL.map(|p| p.name()).join(", ")
                 ))
-            })?;
-            if !protocol.implemented() {
-                return Err(usage(format!(
-                    "protocol {} is not implemented in this build yet; implemented: {}",
-                    protocol.name(),
-                    ProtocolKind::implemented_names().join(", ")
-                )));
-            }
-            Ok(protocol)
+            })
         })
         .collect()
 }
@@ -43,10 +35,7 @@ pub(super) fn command_check(a: args::CheckArgs) -> Result<i32, CliError> {
     let first_seed = a.seed.unwrap_or(1);
     let protocols: Vec<ProtocolKind> = match &a.protocol {
         Some(list) => parse_check_protocols(list)?,
-        None => ProtocolKind::ALL
-            .into_iter()
-            .filter(|p| p.implemented())
-            .collect(),
+        None => ProtocolKind::ALL.to_vec(),
     };
     let hybrid = a.hybrid;
     let workloads = match &a.workload {

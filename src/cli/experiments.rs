@@ -202,13 +202,6 @@ pub(super) fn command_hybrid(a: HybridArgs, given: Vec<String>) -> Result<i32, C
     let base_spec = spec_of(&parsed, &a.flags, given, Vec::new())?;
     check_points(&base_spec, parsed.jobs.unwrap_or(1))?;
     let protocol = base_spec.base.protocol;
-    if !protocol.implemented() {
-        return Err(usage(format!(
-            "protocol {} is not implemented in this build yet; implemented: {}",
-            protocol.name(),
-            crate::base::ProtocolKind::implemented_names().join(", ")
-        )));
-    }
     let out = parsed.out.clone().unwrap_or_else(|| {
         default_out(
             &format!("hybrid-{}", protocol.name()),
