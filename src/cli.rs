@@ -30,6 +30,7 @@ mod experiments;
 mod multiprocess;
 mod outputs;
 mod run_config;
+mod terminal;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -43,6 +44,7 @@ use args::{Cli, Commands, Outputs, RunFlags};
 pub use demo::{demo_configs, demo_table};
 pub use outputs::{check_output_dir, check_output_path};
 use run_config::run_config;
+use terminal::print_out;
 
 pub use crate::base::exit::{
     EXIT_CHECK_FAILED, EXIT_DECLARED_FAILED, EXIT_FAILED, EXIT_OK, EXIT_USAGE,
@@ -147,10 +149,13 @@ fn clap_failure(error: &clap::Error, args: &[String]) -> CliError {
         ErrorKind::DisplayHelp
         | ErrorKind::DisplayVersion
         | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            print!("{error}");
-            return CliError {
-                code: EXIT_OK,
-                message: String::new(),
+            let text = error.render().to_string();
+            return match print_help(&text) {
+                Ok(()) => CliError {
+                    code: EXIT_OK,
+                    message: String::new(),
+                },
+                Err(e) => e,
             };
         }
         ErrorKind::UnknownArgument => {
@@ -201,6 +206,11 @@ fn clap_failure(error: &clap::Error, args: &[String]) -> CliError {
     usage(message)
 }
 
+/// Help (or the version) as clap renders it, wrapped to the terminal.
+fn print_help(text: &str) -> Result<(), CliError> {
+    print_out(&terminal::wrap_help(text, terminal::help_width()))
+}
+
 fn dispatch(args: &[String]) -> Result<i32, CliError> {
     let parsed = match parse(args) {
         Ok(parsed) => parsed,
@@ -208,7 +218,7 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
         Err(e) => return Err(e),
     };
     let Some(command) = parsed.command else {
-        print!("{}", args::command().render_help());
+        print_help(&args::command().render_help().to_string())?;
         return Ok(EXIT_OK);
     };
     match command {
@@ -227,13 +237,11 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
             let mut command = args::command();
             let mut script = Vec::new();
             clap_complete::generate(a.shell, &mut command, "verbena", &mut script);
-            std::io::stdout()
-                .write_all(&script)
-                .map_err(|e| failed(format!("cannot write the completion script: {e}")))?;
+            terminal::write_out(&script)?;
             Ok(EXIT_OK)
         }
         Commands::Version => {
-            println!("verbena {}", env!("CARGO_PKG_VERSION"));
+            print_out(&format!("verbena {}\n", env!("CARGO_PKG_VERSION")))?;
             Ok(EXIT_OK)
         }
     }
@@ -316,7 +324,7 @@ fn emit_report(
             .and_then(|_| out.write_all(b"\n"))
             .map_err(|e| failed(format!("cannot write the report to stdout: {e}")))?;
     } else {
-        print!("{}", output.report.table());
+        print_out(&output.report.table())?;
         if let Some(path) = &outputs.json {
             write_json(path, &output.report)?;
         }
@@ -361,6 +369,6 @@ fn command_protocols() -> Result<i32, CliError> {
             protocol.stage_bits()
         );
     }
-    print!("{out}");
+    print_out(&out)?;
     Ok(EXIT_OK)
 }

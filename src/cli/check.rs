@@ -6,6 +6,7 @@
 
 use std::io::Write as _;
 
+use super::terminal::print_out;
 use super::{args, check_output_path, usage, write_file, CliError, EXIT_CHECK_FAILED, EXIT_OK};
 use crate::base::ProtocolKind;
 use crate::config::WorkloadKind;
@@ -74,11 +75,11 @@ pub(super) fn command_check(a: args::CheckArgs) -> Result<i32, CliError> {
         write_file(path, |out| out.write_all(text.as_bytes()))?;
     }
     if let Some((path, recorded)) = &hashes_expected {
-        failed += compare_recorded_hashes(&outcomes, path, recorded);
+        failed += compare_recorded_hashes(&outcomes, path, recorded)?;
     }
     let committed: u64 = outcomes.iter().map(|o| o.committed).sum();
-    println!(
-        "check: {} cases ({} workload(s) × {} protocol(s) × seeds {}..={} × plans), {} failed, {} transactions committed and checked, {:.1} s",
+    print_out(&format!(
+        "check: {} cases ({} workload(s) × {} protocol(s) × seeds {}..={} × plans), {} failed, {} transactions committed and checked, {:.1} s\n",
         outcomes.len(),
         workloads.len(),
         protocols.len(),
@@ -87,7 +88,7 @@ pub(super) fn command_check(a: args::CheckArgs) -> Result<i32, CliError> {
         failed,
         committed,
         started.elapsed().as_secs_f64()
-    );
+    ))?;
     Ok(if failed == 0 {
         EXIT_OK
     } else {
@@ -203,17 +204,21 @@ fn report_failed_cases(outcomes: &[CaseOutcome], only_case: bool) -> usize {
 
 /// Compares the cases' hashes with those recorded in `path`, printing a
 /// `HASH` line per difference and a summary; returns how many differ.
-fn compare_recorded_hashes(outcomes: &[CaseOutcome], path: &str, recorded: &str) -> usize {
+fn compare_recorded_hashes(
+    outcomes: &[CaseOutcome],
+    path: &str,
+    recorded: &str,
+) -> Result<usize, CliError> {
     let differences = matrix::compare_hashes(outcomes, recorded);
     for difference in &differences {
         eprintln!("HASH {difference}");
     }
-    println!(
-        "check: hashes of {} cases compared with {path}: {} differ",
+    print_out(&format!(
+        "check: hashes of {} cases compared with {path}: {} differ\n",
         outcomes.len(),
         differences.len()
-    );
-    differences.len()
+    ))?;
+    Ok(differences.len())
 }
 
 /// The failures of `verbena check --failover`: a list, or `all`.

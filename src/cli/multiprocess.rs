@@ -7,6 +7,7 @@
 
 use super::args::{self, Outputs};
 use super::run_config::run_config;
+use super::terminal::print_out;
 #[cfg(feature = "ucx")]
 use super::{emit_report, EXIT_DECLARED_FAILED};
 use super::{failed, usage, CliError, EXIT_OK};
@@ -228,7 +229,7 @@ pub(super) fn command_fabric_bench(
                     rank, bootstrap, window, bytes, seconds,
                 ) {
                     Ok(Some(line)) => {
-                        println!("{line}");
+                        print_out(&format!("{line}\n"))?;
                         Ok(EXIT_OK)
                     }
                     Ok(None) => Ok(EXIT_OK),
@@ -280,7 +281,9 @@ fn run_node_and_report(
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         default_hook(info);
-        eprintln!("rank {rank}: a thread panicked (a bug in verbena); the process aborts");
+        eprint_out(&format!(
+            "rank {rank}: a thread panicked (a bug in verbena); the process aborts\n"
+        ))?;
         std::process::abort();
     }));
     let started = std::time::SystemTime::now();
@@ -326,7 +329,7 @@ fn fabric_bench_rank(
     };
     match run_rank(&options, rank, bootstrap) {
         Ok(Some(line)) => {
-            println!("{line}");
+            print_out(&format!("{line}\n"))?;
             Ok(EXIT_OK)
         }
         Ok(None) => Ok(EXIT_OK),
