@@ -25,8 +25,10 @@
 
 pub mod args;
 mod check;
+mod config_keys;
 mod demo;
 mod experiments;
+mod host;
 mod multiprocess;
 mod outputs;
 mod run_config;
@@ -121,6 +123,7 @@ fn parse(args: &[String]) -> Result<Parsed, CliError> {
             let sub_command = command
                 .find_subcommand(name)
                 .expect("clap matched this subcommand");
+            args::refuse_inapplicable(sub_command, sub)?;
             args::given_flags(sub_command, sub, &ids)
         }
         None => Vec::new(),
@@ -176,18 +179,23 @@ fn clap_failure(error: &clap::Error, args: &[String]) -> CliError {
                 format!("unexpected argument `{arg}` for `{command}`; flags start with --")
             }
         }
-        ErrorKind::InvalidSubcommand => format!(
-            "unknown command `{}`; commands: {}{}",
-            context(ContextKind::InvalidSubcommand).unwrap_or_default(),
-            args::command()
+        ErrorKind::InvalidSubcommand => {
+            let typed = context(ContextKind::InvalidSubcommand).unwrap_or_default();
+            let command = args::command();
+            let names: Vec<&str> = command
                 .get_subcommands()
                 .filter(|s| !s.is_hide_set())
                 .map(|s| s.get_name())
                 .chain(["help"])
-                .collect::<Vec<_>>()
-                .join(", "),
-            hint(ContextKind::SuggestedSubcommand)
-        ),
+                .collect();
+            let near = args::closest(&typed, names.iter().copied())
+                .map(|near| format!("; did you mean `{near}`?"))
+                .unwrap_or_default();
+            format!(
+                "unknown command `{typed}`; commands: {}{near}",
+                names.join(", ")
+            )
+        }
         ErrorKind::InvalidValue
             if context(ContextKind::InvalidValue).is_none_or(|v| v.is_empty()) =>
         {
@@ -222,7 +230,7 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
         return Ok(EXIT_OK);
     };
     match command {
-        Commands::Run(a) => command_run(a.flags, a.outputs),
+        Commands::Run(a) => command_run(a.flags, a.outputs, a.force),
         Commands::Demo(a) => demo::command_demo(a),
         Commands::Check(a) => check::command_check(a),
         Commands::Protocols => command_protocols(),
@@ -265,12 +273,15 @@ fn write_json<T: serde::Serialize>(path: &str, value: &T) -> Result<(), CliError
     })
 }
 
-fn command_run(mut flags: RunFlags, outputs: Outputs) -> Result<i32, CliError> {
+/// `verbena run`: one configuration, checked against this host first
+/// (`force` runs one past its limits).
+fn command_run(mut flags: RunFlags, outputs: Outputs, force: bool) -> Result<i32, CliError> {
     flags.check |= outputs.history.is_some();
     let config = run_config(&flags)?;
     if config.fabric == FabricKind::Ucx {
         return Err(usage(engine::UCX_ONE_PROCESS));
     }
+    host::check_run_cost(&config, force)?;
     outputs.check()?;
     let started = std::time::SystemTime::now();
     let output = engine::run(&config).map_err(|e| failed(e.to_string()))?;

@@ -26,6 +26,7 @@
 mod experiments;
 mod multiprocess;
 mod run;
+mod scope;
 mod values;
 mod workloads;
 
@@ -36,6 +37,7 @@ pub use experiments::{
 };
 pub use multiprocess::{CompletionsArgs, FabricBenchArgs, LaunchArgs, NodeArgs, FABRIC_BENCH_OPS};
 pub use run::{FaultFlags, Outputs, RunArgs, RunFlags, UcxFlags};
+pub use scope::{refuse_inapplicable, UCX_COMMANDS};
 pub use values::{closest, Parse};
 pub use workloads::{PpsFlags, SmallBankFlags, TpccFlags, TpceFlags, YcsbFlags};
 
@@ -56,30 +58,65 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Commands {
     /// Run one configuration and report it
+    #[command(after_help = "Examples:
+    verbena run --protocol occ --check
+    verbena run --fabric sim --profile cx4-edr --nodes 16 --duration 0.01 --warmup 0.002
+    verbena run --workload tpcc --stages read=rpc --json report.json
+    verbena run --config cluster.toml --seed 7
+
+Ucx flags (--transport, --join-timeout…) belong to `verbena launch` and `verbena node`.")]
     Run(RunArgs),
     /// YCSB on 2 nodes: NO_WAIT and OCC, one-sided and RPC, checker on, one comparison table
     Demo(DemoArgs),
     /// The seeded correctness matrix on the sim fabric: every
     /// protocol × all one-sided, all RPC, each stage flipped, random hybrid
     /// codes × seeds, under high contention, checker on
+    #[command(after_help = "Examples:
+    verbena check --seeds 20
+    verbena check --protocol no_wait --hybrid 5 --seed 3   (replays one case)
+    verbena check --workload all --failover --seeds 2")]
     Check(CheckArgs),
     /// Each protocol's stages and hybrid-code bits
     Protocols,
     /// Run every combination of knob values, with repetitions; rows to CSV and JSON; resumable
+    #[command(after_help = "Examples:
+    verbena sweep --vary protocol=all --fabric sim --duration 0.01 --warmup 0.002
+    verbena sweep --vary theta=0.5,0.9,0.99 --vary primitive=onesided,rpc --plot")]
     Sweep(SweepArgs),
     /// Every hybrid stage code of a protocol, ranked (RCC §5.1), and the latency-breakdown pick
+    #[command(after_help = "Examples:
+    verbena hybrid --protocol occ --fabric sim --duration 0.01 --warmup 0.002")]
     Hybrid(HybridArgs),
     /// SVG/PNG figures and an HTML report of a sweep
+    #[command(after_help = "Examples:
+    verbena plot results/sweep-1a2b3c
+    verbena plot results/sweep-1a2b3c/rows.jsonl --x coroutines --facet protocol")]
     Plot(PlotArgs),
     /// A small-scale paper experiment and its report (--list names them)
+    #[command(after_help = "Examples:
+    verbena reproduce --list
+    verbena reproduce rcc-coroutines --small --plot")]
     Reproduce(ReproduceArgs),
     /// Start every node of a ucx run: --local N processes on this host, or
     /// one per line of --hosts FILE by ssh
+    #[command(after_help = "Examples:
+    verbena launch --local 2 --transport shm --duration 1 --check
+    verbena launch --hosts hosts.txt --transport rdma --nodes 4 --json report.json
+
+A launch always runs fabric ucx; sim-only flags (--jitter, --swarm…) belong to `verbena run`.")]
     Launch(LaunchArgs),
     /// One node of a multi-process ucx run, for any launcher (rank and size
     /// also from srun, mpirun, PMI)
+    #[command(after_help = "Examples:
+    verbena node --rank 0 --nodes 2 --bootstrap 10.0.0.1:17017 --transport tcp
+    srun -N 4 verbena node --bootstrap head01:17017 --transport auto --check
+
+A node always runs fabric ucx; sim-only flags (--jitter, --swarm…) belong to `verbena run`.")]
     Node(NodeArgs),
     /// One verb type's rate between two local processes over UCX (compare with ucx_perftest)
+    #[command(after_help = "Examples:
+    verbena fabric-bench --transport shm --op read --bytes 64
+    verbena fabric-bench --link socket --op rpc")]
     FabricBench(FabricBenchArgs),
     /// Print a shell completion script (e.g. `verbena completions bash > /etc/bash_completion.d/verbena`)
     Completions(CompletionsArgs),
@@ -103,7 +140,7 @@ pub fn command() -> clap::Command {
         .collect();
     for name in names {
         command = command.mut_subcommand(name, |sub| {
-            sub.args_override_self(true).allow_negative_numbers(true)
+            scope::hide_inapplicable(sub.args_override_self(true).allow_negative_numbers(true))
         });
     }
     command

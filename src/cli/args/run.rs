@@ -34,6 +34,10 @@ pub struct Outputs {
 
 #[derive(Args)]
 pub struct RunArgs {
+    /// Run even a configuration far beyond this host (too many threads
+    /// per core, tables past its memory), which is otherwise refused
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub flags: RunFlags,
     #[command(flatten)]

@@ -68,13 +68,19 @@ pub(super) fn one_of_or_more<T>(
     }
 }
 
-/// The closest of `names` to `text`, if one is close (clap's own rule for
-/// flag names: Jaro similarity above 0.7).
+/// The closest of `names` to `text`, if one is close: the command line's
+/// one "did you mean" rule, for flags' values, commands, config keys and
+/// `--vary` keys alike. Close is clap's own rule for flag names (Jaro
+/// similarity above 0.7) or one edit away (a letter dropped, added,
+/// changed or two swapped), which Jaro undervalues in short names (`rn`
+/// for `run`); the most similar close name wins.
 pub fn closest<'a>(text: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     names
         .into_iter()
         .map(|name| (strsim::jaro(text, name), name))
-        .filter(|(similarity, _)| *similarity > 0.7)
+        .filter(|(similarity, name)| {
+            *similarity > 0.7 || strsim::damerau_levenshtein(text, name) == 1
+        })
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, name)| name)
 }
@@ -253,7 +259,31 @@ pub(super) fn parse_fault(_flag: &str, v: &str) -> Result<RunFault, CliError> {
 }
 
 pub(super) fn parse_knob(_flag: &str, v: &str) -> Result<Knob, CliError> {
-    sweep::parse_knob(v).map_err(usage)
+    sweep::parse_knob(v).map_err(|message| usage(unknown_knob(v).unwrap_or(message)))
+}
+
+/// The message for a `--vary` knob whose key names nothing: the closest
+/// key by TOML path, leaf or flag name, instead of every key there is.
+/// `None` when the key is known (the knob's trouble is elsewhere).
+pub fn unknown_knob(knob: &str) -> Option<String> {
+    let key = knob.split('=').next().unwrap_or(knob).trim();
+    match sweep::canonical_key(key) {
+        Err(message) if message.contains("unknown config key") => {}
+        _ => return None,
+    }
+    let paths = sweep::config_keys();
+    let mut names: Vec<&str> = paths.iter().map(String::as_str).collect();
+    names.extend(
+        paths
+            .iter()
+            .filter_map(|p| p.rsplit_once('.').map(|(_, leaf)| leaf)),
+    );
+    names.push("stages");
+    let hint = match closest(&key.replace('-', "_"), names) {
+        Some(near) => format!("did you mean `{near}`?"),
+        None => "a key is a config key's TOML path (ycsb.theta), its leaf name (theta) or its flag's name (hot-probability); docs/guide/running.md lists them".to_string(),
+    };
+    Some(format!("--vary: unknown config key `{key}`; {hint}"))
 }
 
 pub(super) fn mix_text(_flag: &str, v: &str) -> Result<String, CliError> {
