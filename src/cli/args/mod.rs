@@ -103,7 +103,7 @@ Ucx flags (--transport, --join-timeout…) belong to `verbena launch` and `verbe
     verbena launch --local 2 --transport shm --duration 1 --check
     verbena launch --hosts hosts.txt --transport rdma --nodes 4 --json report.json
 
-A launch always runs fabric ucx; sim-only flags (--jitter, --swarm…) belong to `verbena run`.")]
+A launch always runs fabric ucx; --profile and the sim-only flags (--jitter, --swarm…) belong to `verbena run`.")]
     Launch(LaunchArgs),
     /// One node of a multi-process ucx run, for any launcher (rank and size
     /// also from srun, mpirun, PMI)
@@ -111,7 +111,7 @@ A launch always runs fabric ucx; sim-only flags (--jitter, --swarm…) belong to
     verbena node --rank 0 --nodes 2 --bootstrap 10.0.0.1:17017 --transport tcp
     srun -N 4 verbena node --bootstrap head01:17017 --transport auto --check
 
-A node always runs fabric ucx; sim-only flags (--jitter, --swarm…) belong to `verbena run`.")]
+A node always runs fabric ucx; --profile and the sim-only flags (--jitter, --swarm…) belong to `verbena run`.")]
     Node(NodeArgs),
     /// One verb type's rate between two local processes over UCX (compare with ucx_perftest)
     #[command(after_help = "Examples:
@@ -146,9 +146,11 @@ pub fn command() -> clap::Command {
     command
 }
 
-/// The long names of `verbena run`'s flags (for the guide's flag-table check).
+/// The long names of the run flags: `verbena run`'s and the ucx ones
+/// `launch` and `node` take instead (for the guide's flag-table check).
 pub fn run_flag_names() -> Vec<String> {
-    let command = command();
+    use clap::CommandFactory as _;
+    let command = Cli::command();
     let run = command
         .find_subcommand("run")
         .expect("verbena has a run command");

@@ -20,7 +20,11 @@ const SIM_ONLY: &str = "it shapes the sim fabric, and this command runs fabric u
 const UCX_ONLY: &str = "it configures the ucx fabric, one process per node, which `verbena run` does not start; use `verbena launch` or `verbena node`";
 
 /// The flags a ucx rank (`launch`, `node`) ignores.
-const NOT_FOR_RANKS: [Inapplicable; 4] = [
+const NOT_FOR_RANKS: [Inapplicable; 5] = [
+    Inapplicable {
+        id: "profile",
+        why: "a profile models a network on the sim and threads fabrics, and this command runs fabric ucx over the real one",
+    },
     Inapplicable {
         id: "jitter",
         why: SIM_ONLY,

@@ -265,7 +265,7 @@ pub(super) fn parse_knob(_flag: &str, v: &str) -> Result<Knob, CliError> {
 /// The message for a `--vary` knob whose key names nothing: the closest
 /// key by TOML path, leaf or flag name, instead of every key there is.
 /// `None` when the key is known (the knob's trouble is elsewhere).
-pub fn unknown_knob(knob: &str) -> Option<String> {
+pub(super) fn unknown_knob(knob: &str) -> Option<String> {
     let key = knob.split('=').next().unwrap_or(knob).trim();
     match sweep::canonical_key(key) {
         Err(message) if message.contains("unknown config key") => {}
