@@ -8,7 +8,11 @@
 //! This file parses, dispatches and runs `run` and `protocols`; the flags
 //! become a config in `run_config`, and the other commands each have a
 //! file: `check`, `demo`, `experiments` (sweep, hybrid, plot, reproduce)
-//! and `multiprocess` (node, launch, fabric-bench).
+//! and `multiprocess` (node, launch, fabric-bench). Around them: `args`
+//! (the grammar, and which flags each command takes), `config_keys` (a
+//! `--config` file's unknown keys), `host` (what a run asks of this host:
+//! its warnings and refusals) and `terminal` (help wrapped to the
+//! terminal's width, and output a closed pipe ends quietly).
 //!
 //! A run's configuration comes from defaults, then an optional TOML file
 //! (`--config`), then flags (flags win, and only those given); the result is
@@ -328,12 +332,9 @@ fn emit_report(
     if outputs.json.as_deref() == Some("-") {
         // The report is the output; the table goes where messages go.
         eprint!("{}", output.report.table());
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        serde_json::to_writer_pretty(&mut out, &output.report)
-            .map_err(std::io::Error::other)
-            .and_then(|_| out.write_all(b"\n"))
+        let json = serde_json::to_string_pretty(&output.report)
             .map_err(|e| failed(format!("cannot write the report to stdout: {e}")))?;
+        print_out(&(json + "\n"))?;
     } else {
         print_out(&output.report.table())?;
         if let Some(path) = &outputs.json {
