@@ -37,54 +37,46 @@ pub(super) fn help_width() -> usize {
     columns.clamp(MIN_HELP_WIDTH, MAX_HELP_WIDTH)
 }
 
-/// The width of the terminal on stdout, stderr or stdin, if one is.
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "x86",
-        target_arch = "aarch64",
-        target_arch = "arm",
-        target_arch = "riscv64"
-    )
-))]
+/// The width of the terminal on stdout, stderr or stdin, if one is (on
+/// Linux, where the size request's number is known for these
+/// architectures; elsewhere none).
 fn terminal_columns() -> Option<usize> {
-    /// `struct winsize` of `<sys/ioctl.h>`.
-    #[repr(C)]
-    #[derive(Default)]
-    struct WinSize {
-        rows: u16,
-        columns: u16,
-        x_pixels: u16,
-        y_pixels: u16,
+    #[cfg(all(
+        target_os = "linux",
+        any(
+            target_arch = "x86_64",
+            target_arch = "x86",
+            target_arch = "aarch64",
+            target_arch = "arm",
+            target_arch = "riscv64"
+        )
+    ))]
+    {
+        /// `struct winsize` of `<sys/ioctl.h>`.
+        #[repr(C)]
+        #[derive(Default)]
+        struct WinSize {
+            rows: u16,
+            columns: u16,
+            x_pixels: u16,
+            y_pixels: u16,
+        }
+        extern "C" {
+            fn ioctl(fd: std::ffi::c_int, request: std::ffi::c_ulong, ...) -> std::ffi::c_int;
+        }
+        /// The request that reads a terminal's size.
+        const TIOCGWINSZ: std::ffi::c_ulong = 0x5413;
+        return [1, 2, 0].into_iter().find_map(|fd| {
+            let mut size = WinSize::default();
+            // SAFETY: TIOCGWINSZ writes one `struct winsize` through the
+            // pointer, which points at a live, writable `WinSize` of that
+            // layout; on a descriptor that is no terminal it fails and
+            // writes nothing.
+            let rc = unsafe { ioctl(fd, TIOCGWINSZ, &mut size as *mut WinSize) };
+            (rc == 0 && size.columns > 0).then_some(size.columns as usize)
+        });
     }
-    extern "C" {
-        fn ioctl(fd: std::ffi::c_int, request: std::ffi::c_ulong, ...) -> std::ffi::c_int;
-    }
-    /// The request that reads a terminal's size on these architectures.
-    const TIOCGWINSZ: std::ffi::c_ulong = 0x5413;
-    [1, 2, 0].into_iter().find_map(|fd| {
-        let mut size = WinSize::default();
-        // SAFETY: TIOCGWINSZ writes one `struct winsize` through the
-        // pointer, which points at a live, writable `WinSize` of that
-        // layout; on a descriptor that is no terminal it fails and writes
-        // nothing.
-        let rc = unsafe { ioctl(fd, TIOCGWINSZ, &mut size as *mut WinSize) };
-        (rc == 0 && size.columns > 0).then_some(size.columns as usize)
-    })
-}
-
-#[cfg(not(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "x86",
-        target_arch = "aarch64",
-        target_arch = "arm",
-        target_arch = "riscv64"
-    )
-)))]
-fn terminal_columns() -> Option<usize> {
+    #[allow(unreachable_code)]
     None
 }
 
