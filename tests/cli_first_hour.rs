@@ -199,22 +199,13 @@ fn rdma_without_a_device_names_the_alternatives() {
     if has_rdma {
         return;
     }
-    for args in [
-        &["launch", "--local", "2", "--transport", "rdma"][..],
-        &[
-            "node",
-            "--rank",
-            "0",
-            "--nodes",
-            "2",
-            "--bootstrap",
-            "127.0.0.1:1",
-            "--transport",
-            "rdma",
-        ][..],
+    for line in [
+        "launch --local 2 --transport rdma",
+        "node --rank 0 --nodes 2 --bootstrap 127.0.0.1:1 --transport rdma",
     ] {
+        let args: Vec<&str> = line.split(' ').collect();
         assert_usage_error(
-            args,
+            &args,
             &[
                 "--transport rdma needs an RDMA device",
                 "shm",
