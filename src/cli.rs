@@ -8,7 +8,11 @@
 //! This file parses, dispatches and runs `run` and `protocols`; the flags
 //! become a config in `run_config`, and the other commands each have a
 //! file: `check`, `demo`, `experiments` (sweep, hybrid, plot, reproduce)
-//! and `multiprocess` (node, launch, fabric-bench).
+//! and `multiprocess` (node, launch, fabric-bench). Around them: `args`
+//! (the grammar, and which flags each command takes), `config_keys` (a
+//! `--config` file's unknown keys), `host` (what a run asks of this host:
+//! its warnings and refusals) and `terminal` (help wrapped to the
+//! terminal's width, and output a closed pipe ends quietly).
 //!
 //! A run's configuration comes from defaults, then an optional TOML file
 //! (`--config`), then flags (flags win, and only those given); the result is
@@ -25,11 +29,14 @@
 
 pub mod args;
 mod check;
+mod config_keys;
 mod demo;
 mod experiments;
+mod host;
 mod multiprocess;
 mod outputs;
 mod run_config;
+mod terminal;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -43,6 +50,7 @@ use args::{Cli, Commands, Outputs, RunFlags};
 pub use demo::{demo_configs, demo_table};
 pub use outputs::{check_output_dir, check_output_path};
 use run_config::run_config;
+use terminal::print_out;
 
 pub use crate::base::exit::{
     EXIT_CHECK_FAILED, EXIT_DECLARED_FAILED, EXIT_FAILED, EXIT_OK, EXIT_USAGE,
@@ -119,6 +127,7 @@ fn parse(args: &[String]) -> Result<Parsed, CliError> {
             let sub_command = command
                 .find_subcommand(name)
                 .expect("clap matched this subcommand");
+            args::refuse_inapplicable(sub_command, sub)?;
             args::given_flags(sub_command, sub, &ids)
         }
         None => Vec::new(),
@@ -147,10 +156,13 @@ fn clap_failure(error: &clap::Error, args: &[String]) -> CliError {
         ErrorKind::DisplayHelp
         | ErrorKind::DisplayVersion
         | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            print!("{error}");
-            return CliError {
-                code: EXIT_OK,
-                message: String::new(),
+            let text = error.render().to_string();
+            return match print_help(&text) {
+                Ok(()) => CliError {
+                    code: EXIT_OK,
+                    message: String::new(),
+                },
+                Err(e) => e,
             };
         }
         ErrorKind::UnknownArgument => {
@@ -171,18 +183,23 @@ fn clap_failure(error: &clap::Error, args: &[String]) -> CliError {
                 format!("unexpected argument `{arg}` for `{command}`; flags start with --")
             }
         }
-        ErrorKind::InvalidSubcommand => format!(
-            "unknown command `{}`; commands: {}{}",
-            context(ContextKind::InvalidSubcommand).unwrap_or_default(),
-            args::command()
+        ErrorKind::InvalidSubcommand => {
+            let typed = context(ContextKind::InvalidSubcommand).unwrap_or_default();
+            let command = args::command();
+            let names: Vec<&str> = command
                 .get_subcommands()
                 .filter(|s| !s.is_hide_set())
                 .map(|s| s.get_name())
                 .chain(["help"])
-                .collect::<Vec<_>>()
-                .join(", "),
-            hint(ContextKind::SuggestedSubcommand)
-        ),
+                .collect();
+            let near = args::closest(&typed, names.iter().copied())
+                .map(|near| format!("; did you mean `{near}`?"))
+                .unwrap_or_default();
+            format!(
+                "unknown command `{typed}`; commands: {}{near}",
+                names.join(", ")
+            )
+        }
         ErrorKind::InvalidValue
             if context(ContextKind::InvalidValue).is_none_or(|v| v.is_empty()) =>
         {
@@ -201,6 +218,11 @@ fn clap_failure(error: &clap::Error, args: &[String]) -> CliError {
     usage(message)
 }
 
+/// Help (or the version) as clap renders it, wrapped to the terminal.
+fn print_help(text: &str) -> Result<(), CliError> {
+    print_out(&terminal::wrap_help(text, terminal::help_width()))
+}
+
 fn dispatch(args: &[String]) -> Result<i32, CliError> {
     let parsed = match parse(args) {
         Ok(parsed) => parsed,
@@ -208,11 +230,11 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
         Err(e) => return Err(e),
     };
     let Some(command) = parsed.command else {
-        print!("{}", args::command().render_help());
+        print_help(&args::command().render_help().to_string())?;
         return Ok(EXIT_OK);
     };
     match command {
-        Commands::Run(a) => command_run(a.flags, a.outputs),
+        Commands::Run(a) => command_run(a.flags, a.outputs, a.force),
         Commands::Demo(a) => demo::command_demo(a),
         Commands::Check(a) => check::command_check(a),
         Commands::Protocols => command_protocols(),
@@ -227,13 +249,11 @@ fn dispatch(args: &[String]) -> Result<i32, CliError> {
             let mut command = args::command();
             let mut script = Vec::new();
             clap_complete::generate(a.shell, &mut command, "verbena", &mut script);
-            std::io::stdout()
-                .write_all(&script)
-                .map_err(|e| failed(format!("cannot write the completion script: {e}")))?;
+            terminal::write_out(&script)?;
             Ok(EXIT_OK)
         }
         Commands::Version => {
-            println!("verbena {}", env!("CARGO_PKG_VERSION"));
+            print_out(&format!("verbena {}\n", env!("CARGO_PKG_VERSION")))?;
             Ok(EXIT_OK)
         }
     }
@@ -257,12 +277,15 @@ fn write_json<T: serde::Serialize>(path: &str, value: &T) -> Result<(), CliError
     })
 }
 
-fn command_run(mut flags: RunFlags, outputs: Outputs) -> Result<i32, CliError> {
+/// `verbena run`: one configuration, checked against this host first
+/// (`force` runs one past its limits).
+fn command_run(mut flags: RunFlags, outputs: Outputs, force: bool) -> Result<i32, CliError> {
     flags.check |= outputs.history.is_some();
     let config = run_config(&flags)?;
     if config.fabric == FabricKind::Ucx {
         return Err(usage(engine::UCX_ONE_PROCESS));
     }
+    host::check_run_cost(&config, force)?;
     outputs.check()?;
     let started = std::time::SystemTime::now();
     let output = engine::run(&config).map_err(|e| failed(e.to_string()))?;
@@ -309,14 +332,11 @@ fn emit_report(
     if outputs.json.as_deref() == Some("-") {
         // The report is the output; the table goes where messages go.
         eprint!("{}", output.report.table());
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        serde_json::to_writer_pretty(&mut out, &output.report)
-            .map_err(std::io::Error::other)
-            .and_then(|_| out.write_all(b"\n"))
+        let json = serde_json::to_string_pretty(&output.report)
             .map_err(|e| failed(format!("cannot write the report to stdout: {e}")))?;
+        print_out(&(json + "\n"))?;
     } else {
-        print!("{}", output.report.table());
+        print_out(&output.report.table())?;
         if let Some(path) = &outputs.json {
             write_json(path, &output.report)?;
         }
@@ -344,7 +364,7 @@ fn command_protocols() -> Result<i32, CliError> {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "protocol     built  stages (RCC hybrid-code bit; 1 = one-sided)          all one-sided"
+        "protocol     stages (RCC hybrid-code bit; 1 = one-sided)          all one-sided"
     );
     for protocol in ProtocolKind::ALL {
         let stages = protocol
@@ -355,13 +375,12 @@ fn command_protocols() -> Result<i32, CliError> {
             .join(" ");
         let _ = writeln!(
             out,
-            "{:<12} {:<6} {:<52} {}",
+            "{:<12} {:<52} {}",
             protocol.name(),
-            if protocol.implemented() { "yes" } else { "no" },
             stages,
             protocol.stage_bits()
         );
     }
-    print!("{out}");
+    print_out(&out)?;
     Ok(EXIT_OK)
 }

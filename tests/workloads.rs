@@ -115,7 +115,7 @@ fn assert_passes(config: &Config) -> Report {
 /// over seeds and once on threads; returns every report.
 fn every_protocol_and_primitive(workload: WorkloadKind) -> Vec<Report> {
     let mut reports = Vec::new();
-    for protocol in ProtocolKind::ALL.into_iter().filter(|p| p.implemented()) {
+    for protocol in ProtocolKind::ALL {
         for primitive in [Primitive::OneSided, Primitive::Rpc] {
             let config = small(workload, protocol, primitive);
             for seed in SIM_SEEDS {
@@ -340,12 +340,10 @@ fn tables_too_large_for_memory_are_refused_naming_the_section() {
     // Version slots count: a size that fits one header may not fit MVCC's.
     config.smallbank.accounts_per_worker = 1 << 22;
     engine::validate(&mut config).expect("fits with one header word");
-    if ProtocolKind::Mvcc.implemented() {
-        let mut mvcc = config.clone();
-        mvcc.protocol = ProtocolKind::Mvcc;
-        mvcc.protocol_options.mvcc_versions = 64;
-        assert!(engine::validate(&mut mvcc).unwrap_err().0.contains("mvcc"));
-    }
+    let mut mvcc = config.clone();
+    mvcc.protocol = ProtocolKind::Mvcc;
+    mvcc.protocol_options.mvcc_versions = 64;
+    assert!(engine::validate(&mut mvcc).unwrap_err().0.contains("mvcc"));
     let mut pps = Config {
         workload: WorkloadKind::Pps,
         ..Config::default()

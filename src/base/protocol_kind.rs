@@ -213,19 +213,16 @@ impl ProtocolKind {
             .find(|p| p.name() == normalized)
     }
 
-    /// Whether this build can run the protocol: every registered one
-    /// does, and a custom one runs with its code
-    /// (`engine::run_custom_protocol`).
-    pub fn implemented(self) -> bool {
-        true
+    /// Every protocol's name, in registry order: each one runs in every
+    /// build (a custom one runs with its code, `engine::run_custom_protocol`).
+    pub fn names() -> Vec<&'static str> {
+        ProtocolKind::ALL.map(|p| p.name()).to_vec()
     }
 
+    /// The former name of [`ProtocolKind::names`], from when a build could
+    /// lack a protocol; the sweep's knobs still call it.
     pub fn implemented_names() -> Vec<&'static str> {
-        ProtocolKind::ALL
-            .into_iter()
-            .filter(|p| p.implemented())
-            .map(|p| p.name())
-            .collect()
+        ProtocolKind::names()
     }
 
     /// RCC bits of the stages the protocol has.

@@ -6,29 +6,22 @@
 
 use std::io::Write as _;
 
+use super::terminal::print_out;
 use super::{args, check_output_path, usage, write_file, CliError, EXIT_CHECK_FAILED, EXIT_OK};
 use crate::base::ProtocolKind;
 use crate::config::WorkloadKind;
 use crate::experiments::matrix::{self, Case, CaseOutcome, Failure};
 
-/// The protocols of `verbena check --protocol`: a list, each implemented.
+/// The protocols of `verbena check --protocol`: a list of protocol names.
 pub(super) fn parse_check_protocols(text: &str) -> Result<Vec<ProtocolKind>, CliError> {
     text.split(',')
         .map(|name| {
-            let protocol = ProtocolKind::parse(name.trim()).ok_or_else(|| {
+            ProtocolKind::parse(name.trim()).ok_or_else(|| {
                 usage(format!(
                     "unknown protocol `{name}`; protocols: {}",
                     ProtocolKind::ALL.map(|p| p.name()).join(", ")
                 ))
-            })?;
-            if !protocol.implemented() {
-                return Err(usage(format!(
-                    "protocol {} is not implemented in this build yet; implemented: {}",
-                    protocol.name(),
-                    ProtocolKind::implemented_names().join(", ")
-                )));
-            }
-            Ok(protocol)
+            })
         })
         .collect()
 }
@@ -43,10 +36,7 @@ pub(super) fn command_check(a: args::CheckArgs) -> Result<i32, CliError> {
     let first_seed = a.seed.unwrap_or(1);
     let protocols: Vec<ProtocolKind> = match &a.protocol {
         Some(list) => parse_check_protocols(list)?,
-        None => ProtocolKind::ALL
-            .into_iter()
-            .filter(|p| p.implemented())
-            .collect(),
+        None => ProtocolKind::ALL.to_vec(),
     };
     let hybrid = a.hybrid;
     let workloads = match &a.workload {
@@ -85,11 +75,11 @@ pub(super) fn command_check(a: args::CheckArgs) -> Result<i32, CliError> {
         write_file(path, |out| out.write_all(text.as_bytes()))?;
     }
     if let Some((path, recorded)) = &hashes_expected {
-        failed += compare_recorded_hashes(&outcomes, path, recorded);
+        failed += compare_recorded_hashes(&outcomes, path, recorded)?;
     }
     let committed: u64 = outcomes.iter().map(|o| o.committed).sum();
-    println!(
-        "check: {} cases ({} workload(s) × {} protocol(s) × seeds {}..={} × plans), {} failed, {} transactions committed and checked, {:.1} s",
+    print_out(&format!(
+        "check: {} cases ({} workload(s) × {} protocol(s) × seeds {}..={} × plans), {} failed, {} transactions committed and checked, {:.1} s\n",
         outcomes.len(),
         workloads.len(),
         protocols.len(),
@@ -98,7 +88,7 @@ pub(super) fn command_check(a: args::CheckArgs) -> Result<i32, CliError> {
         failed,
         committed,
         started.elapsed().as_secs_f64()
-    );
+    ))?;
     Ok(if failed == 0 {
         EXIT_OK
     } else {
@@ -214,17 +204,21 @@ fn report_failed_cases(outcomes: &[CaseOutcome], only_case: bool) -> usize {
 
 /// Compares the cases' hashes with those recorded in `path`, printing a
 /// `HASH` line per difference and a summary; returns how many differ.
-fn compare_recorded_hashes(outcomes: &[CaseOutcome], path: &str, recorded: &str) -> usize {
+fn compare_recorded_hashes(
+    outcomes: &[CaseOutcome],
+    path: &str,
+    recorded: &str,
+) -> Result<usize, CliError> {
     let differences = matrix::compare_hashes(outcomes, recorded);
     for difference in &differences {
         eprintln!("HASH {difference}");
     }
-    println!(
-        "check: hashes of {} cases compared with {path}: {} differ",
+    print_out(&format!(
+        "check: hashes of {} cases compared with {path}: {} differ\n",
         outcomes.len(),
         differences.len()
-    );
-    differences.len()
+    ))?;
+    Ok(differences.len())
 }
 
 /// The failures of `verbena check --failover`: a list, or `all`.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::args::{ExperimentFlags, HybridArgs, PlotArgs, ReproduceArgs, RunFlags, SweepArgs};
 use super::run_config::run_config_unresolved;
+use super::terminal::print_out;
 use super::{check_output_dir, failed, usage, CliError};
 use super::{EXIT_CHECK_FAILED, EXIT_OK};
 use crate::experiments::plot::PlotOptions;
@@ -102,16 +103,16 @@ pub(super) fn command_sweep(a: SweepArgs, given: Vec<String>) -> Result<i32, Cli
     check_output_dir("--out", &out)?;
     let outcome = sweep::run_sweep(&spec, &options_of(&parsed, out.clone())).map_err(failed)?;
     let keys: Vec<String> = spec.knobs.iter().map(|k| k.key.clone()).collect();
-    print!("{}", sweep::summary_table(&outcome.rows, &keys));
-    println!(
-        "results: {} (results.csv, results.json, summary.csv; rows.jsonl is the journal){}",
+    print_out(&sweep::summary_table(&outcome.rows, &keys))?;
+    print_out(&format!(
+        "results: {} (results.csv, results.json, summary.csv; rows.jsonl is the journal){}\n",
         out.display(),
         if outcome.resumed > 0 {
             format!(" · {} run(s) resumed from the journal", outcome.resumed)
         } else {
             String::new()
         }
-    );
+    ))?;
     if parsed.plot {
         render(&out, &out, &plot_options(None, !parsed.no_png))?;
     }
@@ -138,7 +139,7 @@ fn render(results: &Path, out: &Path, options: &PlotOptions) -> Result<(), CliEr
     let page =
         html::write_report(out, &rows, &figures, hybrid_analysis.as_ref()).map_err(failed)?;
     for line in written.iter().chain(std::iter::once(&page)) {
-        println!("{line}");
+        print_out(&format!("{line}\n"))?;
     }
     Ok(())
 }
@@ -202,13 +203,6 @@ pub(super) fn command_hybrid(a: HybridArgs, given: Vec<String>) -> Result<i32, C
     let base_spec = spec_of(&parsed, &a.flags, given, Vec::new())?;
     check_points(&base_spec, parsed.jobs.unwrap_or(1))?;
     let protocol = base_spec.base.protocol;
-    if !protocol.implemented() {
-        return Err(usage(format!(
-            "protocol {} is not implemented in this build yet; implemented: {}",
-            protocol.name(),
-            crate::base::ProtocolKind::implemented_names().join(", ")
-        )));
-    }
     let out = parsed.out.clone().unwrap_or_else(|| {
         default_out(
             &format!("hybrid-{}", protocol.name()),
@@ -218,11 +212,11 @@ pub(super) fn command_hybrid(a: HybridArgs, given: Vec<String>) -> Result<i32, C
     check_output_dir("--out", &out)?;
     let options = options_of(&parsed, out.clone());
     let analysis = hybrid::run(&base_spec, &options, method).map_err(failed)?;
-    print!("{}", analysis.table());
-    println!(
-        "results: {} (hybrid.json, results.csv, results.json)",
+    print_out(&analysis.table())?;
+    print_out(&format!(
+        "results: {} (hybrid.json, results.csv, results.json)\n",
         out.display()
-    );
+    ))?;
     if parsed.plot {
         render(&out, &out, &plot_options(None, !parsed.no_png))?;
     }
@@ -236,7 +230,7 @@ pub(super) fn command_reproduce(a: ReproduceArgs, args: &[String]) -> Result<i32
     let name = match &a.name {
         Some(name) if !a.list => name,
         _ => {
-            print!("{}", presets::list_text());
+            print_out(&presets::list_text())?;
             return Ok(EXIT_OK);
         }
     };
@@ -291,14 +285,14 @@ pub(super) fn command_reproduce(a: ReproduceArgs, args: &[String]) -> Result<i32
             let outcome =
                 sweep::run_sweep(&spec, &options_of(&parsed, out.clone())).map_err(failed)?;
             let keys: Vec<String> = spec.knobs.iter().map(|k| k.key.clone()).collect();
-            print!("{}", sweep::summary_table(&outcome.rows, &keys));
+            print_out(&sweep::summary_table(&outcome.rows, &keys))?;
             verdict(outcome.check_failures)
         }
         presets::Kind::Hybrid(method) => {
             let spec = spec_of(&parsed, &a.flags, given, Vec::new())?;
             let analysis =
                 hybrid::run(&spec, &options_of(&parsed, out.clone()), *method).map_err(failed)?;
-            print!("{}", analysis.table());
+            print_out(&analysis.table())?;
             verdict(analysis.check_failures)
         }
     };
@@ -315,6 +309,6 @@ pub(super) fn command_reproduce(a: ReproduceArgs, args: &[String]) -> Result<i32
         ))
     })?;
     render(&out, &out, &plot_options(preset.x, !parsed.no_png))?;
-    println!("report: {}", out.join("report.html").display());
+    print_out(&format!("report: {}\n", out.join("report.html").display()))?;
     Ok(code)
 }

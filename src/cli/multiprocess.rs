@@ -6,7 +6,8 @@
 //! rank 0 checks and writes the outputs.
 
 use super::args::{self, Outputs};
-use super::run_config::run_config;
+use super::run_config::{run_config, run_config_unresolved};
+use super::terminal::print_out;
 #[cfg(feature = "ucx")]
 use super::{emit_report, EXIT_DECLARED_FAILED};
 use super::{failed, usage, CliError, EXIT_OK};
@@ -39,6 +40,8 @@ pub(super) fn command_node(a: args::NodeArgs) -> Result<i32, CliError> {
     if !bootstrap.contains(':') {
         return Err(usage(format!("--bootstrap `{bootstrap}` is not HOST:PORT")));
     }
+    refuse_other_fabric("node", &a.flags)?;
+    refuse_rdma_without_device(&a.flags)?;
     let mut flags = a.flags;
     if let Some(source) = &from_env {
         // The launcher's size is the default; a --nodes flag wins.
@@ -79,6 +82,26 @@ pub(super) fn command_node(a: args::NodeArgs) -> Result<i32, CliError> {
     run_node_and_report(&config, options, &a.outputs)
 }
 
+/// `launch` and `node` run fabric ucx: `--fabric` may only say so.
+fn refuse_other_fabric(command: &str, flags: &args::RunFlags) -> Result<(), CliError> {
+    match flags.fabric {
+        Some(fabric) if fabric != FabricKind::Ucx => Err(usage(format!(
+            "--fabric {} does not apply to `verbena {command}`, which runs fabric ucx only (allowed: ucx, or leave --fabric out); for a {} run use `verbena run --fabric {}`",
+            fabric.name(),
+            fabric.name(),
+            fabric.name()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// `--transport rdma` (by flag or `--config`) on a host without an RDMA
+/// device is refused before any rank starts.
+fn refuse_rdma_without_device(flags: &args::RunFlags) -> Result<(), CliError> {
+    let (config, _) = run_config_unresolved(flags)?;
+    super::host::refuse_rdma_without_device(config.ucx.transport)
+}
+
 /// The job's key: `--cluster-key`, else `VERBENA_CLUSTER_KEY`, else none.
 fn cluster_key(flag: Option<&str>) -> Result<Option<crate::cluster::auth::ClusterKey>, CliError> {
     use crate::cluster::auth::ClusterKey;
@@ -96,9 +119,12 @@ fn cluster_key(flag: Option<&str>) -> Result<Option<crate::cluster::auth::Cluste
 /// and output flags as given, passed on to every rank.
 pub(super) fn command_launch(a: args::LaunchArgs, given: Vec<String>) -> Result<i32, CliError> {
     use crate::cluster::launch::{free_local_port, read_hosts, spawn_rank, wait_all, Spawn};
+    refuse_other_fabric("launch", &a.flags)?;
     let hosts = match (a.local, &a.hosts) {
         (Some(_), Some(_)) => return Err(usage("give either --local N or --hosts FILE, not both")),
         (Some(count), None) => {
+            // Every rank runs here, so this host's devices are theirs.
+            refuse_rdma_without_device(&a.flags)?;
             if count == 0 || count > 256 {
                 return Err(usage(format!(
                     "--local {count} is out of range; allowed: 1..=256 processes"
@@ -228,7 +254,7 @@ pub(super) fn command_fabric_bench(
                     rank, bootstrap, window, bytes, seconds,
                 ) {
                     Ok(Some(line)) => {
-                        println!("{line}");
+                        print_out(&format!("{line}\n"))?;
                         Ok(EXIT_OK)
                     }
                     Ok(None) => Ok(EXIT_OK),
@@ -280,7 +306,9 @@ fn run_node_and_report(
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         default_hook(info);
-        eprintln!("rank {rank}: a thread panicked (a bug in verbena); the process aborts");
+        eprint_out(&format!(
+            "rank {rank}: a thread panicked (a bug in verbena); the process aborts\n"
+        ))?;
         std::process::abort();
     }));
     let started = std::time::SystemTime::now();
@@ -326,7 +354,7 @@ fn fabric_bench_rank(
     };
     match run_rank(&options, rank, bootstrap) {
         Ok(Some(line)) => {
-            println!("{line}");
+            print_out(&format!("{line}\n"))?;
             Ok(EXIT_OK)
         }
         Ok(None) => Ok(EXIT_OK),

@@ -97,7 +97,14 @@ fn apply_hybrid(config: &mut Config, code: u16) -> Result<(), CliError> {
 fn load_toml(path: &str) -> Result<Config, CliError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage(format!("cannot read config file {path}: {e}")))?;
-    toml::from_str(&text).map_err(|e| usage(format!("config file {path}: {e}")))
+    toml::from_str(&text).map_err(|e| match super::config_keys::unknown_keys(&text) {
+        Some(lines) => usage(format!(
+            "config file {path}: {} unknown key(s):\n  {}",
+            lines.len(),
+            lines.join("\n  ")
+        )),
+        None => usage(format!("config file {path}: {e}")),
+    })
 }
 
 /// Builds the configuration of a run from its flags: defaults, then

@@ -491,13 +491,6 @@ impl Config {
                 self.total_workers()
             )));
         }
-        if !self.protocol.implemented() {
-            return Err(ConfigError(format!(
-                "protocol {} is not implemented in this build yet; implemented: {}",
-                self.protocol.name(),
-                ProtocolKind::implemented_names().join(", ")
-            )));
-        }
         self.resolve_stages()?;
         check_real("duration_s", self.duration_s, 0.001, 86_400.0, false)?;
         check_real("warmup_s", self.warmup_s, 0.0, 86_400.0, false)?;
