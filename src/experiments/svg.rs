@@ -31,7 +31,7 @@ mod line;
 
 use std::fmt::Write as _;
 
-pub use bars::{ranked_bars, stacked_bars, BarKind, RankedBars, StackedBars};
+pub use bars::{ranked_bars, stacked_bars, BarKind, BarPanel, RankedBars, StackedBars};
 pub use line::{line_chart, LineChart, LinePoint, LineStyle, Marker, Panel, Series, XAxis};
 
 /// Okabe–Ito's colour-blind-safe palette (yellow dropped: unreadable on
@@ -112,6 +112,13 @@ pub fn format_number(value: f64) -> String {
 }
 
 const WIDTH: f64 = 720.0;
+/// No figure is wider than this: a page shows it scaled to about 1,100 px,
+/// and wider strips (a bar per point of a large sweep) become unreadable
+/// there. Charts that would grow past it become small multiples or narrow
+/// their bars.
+pub const MAX_WIDTH: f64 = 1_900.0;
+/// Grid of small multiples: at most this many panels per row.
+const MAX_COLUMNS: usize = 4;
 const HEIGHT: f64 = 440.0;
 const TOP: f64 = 48.0;
 const BOTTOM: f64 = 64.0;
@@ -254,22 +261,41 @@ fn x_axis_label(out: &mut String, center_x: f64, height: f64, label: &str) {
     );
 }
 
-/// One category label under the x axis at `(x, y)`: turned 40° when the
-/// labels would overlap side by side.
-fn x_tick_label(out: &mut String, x: f64, y: f64, label: &str, rotate: bool) {
-    if rotate {
-        let _ = writeln!(
-            out,
-            r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="11" text-anchor="end" transform="rotate(-40 {x:.1} {y:.1})">{}</text>"#,
-            escape(label)
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="12" text-anchor="middle">{}</text>"#,
-            escape(label)
-        );
-    }
+/// How a category label under the x axis is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LabelTurn {
+    /// Level, centred under its tick: the labels fit side by side.
+    Level,
+    /// Turned 40°, ending at its tick: it reaches left, under the labels
+    /// before it (a single panel, with room kept on the left).
+    Slanted,
+    /// Turned 90°, ending at its tick: it reaches only down, so it never
+    /// runs into a neighbouring panel of small multiples.
+    Vertical,
+}
+
+/// One category label under the x axis at `(x, y)`, set as `turn` says.
+fn x_tick_label(out: &mut String, x: f64, y: f64, label: &str, turn: LabelTurn) {
+    let angle = match turn {
+        LabelTurn::Level => {
+            let _ = writeln!(
+                out,
+                r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="12" text-anchor="middle">{}</text>"#,
+                escape(label)
+            );
+            return;
+        }
+        LabelTurn::Slanted => -40,
+        LabelTurn::Vertical => -90,
+    };
+    // A vertical label starts half its height right of the tick, so that
+    // its middle, not its baseline, sits under the tick.
+    let x = if turn == LabelTurn::Vertical { x + 4.0 } else { x };
+    let _ = writeln!(
+        out,
+        r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="11" text-anchor="end" transform="rotate({angle} {x:.1} {y:.1})">{}</text>"#,
+        escape(label)
+    );
 }
 
 #[cfg(test)]

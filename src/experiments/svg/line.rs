@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 
 use super::{
     escape, format_number, legend, legend_width, nice_ticks, open_svg, text_width, x_axis_label,
-    x_tick_label, y_axis, Frame, Swatch, BOTTOM, HEIGHT, LEFT, TOP, WIDTH,
+    x_tick_label, y_axis, Frame, LabelTurn, Swatch, BOTTOM, HEIGHT, LEFT, MAX_COLUMNS, TOP,
+    WIDTH,
 };
 
 /// How the x axis maps values.
@@ -143,8 +144,6 @@ pub struct LineChart {
     pub panels: Vec<Panel>,
 }
 
-/// Grid of small multiples: at most this many panels per row.
-const MAX_COLUMNS: usize = 4;
 const PANEL_WIDTH: f64 = 290.0;
 const PANEL_HEIGHT: f64 = 230.0;
 
@@ -461,7 +460,12 @@ fn line_x_axis(
             continue;
         }
         last_right = px + half;
-        x_tick_label(out, px, ty, label, rotate);
+        let turn = if rotate {
+            LabelTurn::Slanted
+        } else {
+            LabelTurn::Level
+        };
+        x_tick_label(out, px, ty, label, turn);
     }
     let _ = writeln!(out, "</g>");
 }
