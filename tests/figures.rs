@@ -84,7 +84,10 @@ fn no_figure_of_any_preset_is_wider_than_two_thousand_pixels() {
         for scale in [Scale::Small, Scale::Paper] {
             let rows = rows_of(&preset.knobs(scale));
             for (name, width, height) in figure_sizes(&rows, preset.x, None) {
-                let what = format!("{} {scale:?}: {name}.svg is {width} × {height}", preset.name);
+                let what = format!(
+                    "{} {scale:?}: {name}.svg is {width} × {height}",
+                    preset.name
+                );
                 assert!(width <= MAX_WIDTH_PX, "{what}");
                 assert!(height <= MAX_PRESET_HEIGHT_PX, "{what}");
                 assert!(width >= 400 && height >= 300, "{what}");
@@ -119,13 +122,20 @@ fn a_sweep_of_110_points_draws_a_panel_of_bars_per_protocol() {
         let figure = all.iter().find(|f| f.name == name).unwrap();
         let panels = bar_panels(&figure.svg);
         assert_eq!(panels.len(), 11, "{name}: {panels:?}");
-        assert!(panels.iter().all(|(p, n)| p.starts_with("protocol=") && *n == 10));
+        assert!(panels
+            .iter()
+            .all(|(p, n)| p.starts_with("protocol=") && *n == 10));
         // A protocol's panel title is in its colour, as in the line figures.
         let occ = plot::protocol_color("occ");
-        assert!(figure.svg.contains(&format!("fill=\"{occ}\">protocol=occ</text>")));
+        assert!(figure
+            .svg
+            .contains(&format!("fill=\"{occ}\">protocol=occ</text>")));
         // Bars are named by the other knobs' values; the axis says which.
         assert!(figure.svg.contains(">onesided · 1</text>"), "{name}");
-        assert!(figure.svg.contains("bars: primitive · compute_us"), "{name}");
+        assert!(
+            figure.svg.contains("bars: primitive · compute_us"),
+            "{name}"
+        );
         assert!(figure.caption.contains("One panel per protocol"), "{name}");
         // One legend, every label turned straight down (never slanted
         // into the panel on its left).
@@ -137,7 +147,10 @@ fn a_sweep_of_110_points_draws_a_panel_of_bars_per_protocol() {
     // --facet picks the panels of the bar figures too; `none` keeps one
     // panel, whose bars then narrow to stay within the width.
     let sizes = figure_sizes(&rows, None, Some("none"));
-    assert!(sizes.iter().all(|(_, w, _)| *w <= MAX_WIDTH_PX), "{sizes:?}");
+    assert!(
+        sizes.iter().all(|(_, w, _)| *w <= MAX_WIDTH_PX),
+        "{sizes:?}"
+    );
     let by_primitive = figures(
         &rows,
         &PlotOptions {
@@ -150,7 +163,10 @@ fn a_sweep_of_110_points_draws_a_panel_of_bars_per_protocol() {
     let stages = by_primitive.iter().find(|f| f.name == "stages").unwrap();
     assert_eq!(
         bar_panels(&stages.svg),
-        [("primitive=onesided".to_string(), 55), ("primitive=rpc".to_string(), 55)]
+        [
+            ("primitive=onesided".to_string(), 55),
+            ("primitive=rpc".to_string(), 55)
+        ]
     );
     assert!(svg_size(&stages.svg).0 <= MAX_WIDTH_PX);
 }
@@ -181,7 +197,9 @@ fn a_sweep_too_large_for_any_one_knob_stays_within_the_width() {
 #[test]
 fn the_png_of_a_large_sweeps_bars_is_the_svgs_size() {
     let Ok(rasterizer) = plot::Rasterizer::new() else {
-        eprintln!("no font on this host: the PNG is not rendered (the SVG sizes are checked above)");
+        eprintln!(
+            "no font on this host: the PNG is not rendered (the SVG sizes are checked above)"
+        );
         return;
     };
     let preset = PRESETS.iter().find(|p| p.name == "rcc-coroutines").unwrap();

@@ -17,9 +17,12 @@ use serde_json::Value;
 
 use super::hybrid::Analysis;
 use super::plot::{self, knob_keys, Figure};
+use super::provenance::iso8601_utc;
 use super::svg::{escape, format_number};
 use super::sweep::{check_verdicts, group_by_point};
 use super::table::report_spread;
+use crate::config::YcsbConfig;
+use crate::engine::report::{describe_keys, percent};
 
 const STYLE: &str = "
 body { font-family: 'DejaVu Sans', Helvetica, Arial, sans-serif; margin: 24px 40px; color: #222; max-width: 1150px; }
@@ -56,11 +59,21 @@ fn provenance(out: &mut String, rows: &[Value]) {
             String::new()
         } else {
             format!(
-                " · started at Unix time {:.0}",
-                started.iter().copied().fold(f64::INFINITY, f64::min)
+                " · started {}",
+                iso8601_utc(started.iter().copied().fold(f64::INFINITY, f64::min))
             )
         }
     );
+}
+
+/// How the base's YCSB picks keys, naming only its distribution's knobs
+/// (`describe_keys`); the distribution's name alone for a config this
+/// version does not read.
+fn base_keys(ycsb: &Value) -> String {
+    match serde_json::from_value::<YcsbConfig>(ycsb.clone()) {
+        Ok(y) => describe_keys(&y),
+        Err(_) => format!("{} keys", ycsb["distribution"].as_str().unwrap_or("?")),
+    }
 }
 
 fn base_config(out: &mut String, rows: &[Value]) {
@@ -68,7 +81,7 @@ fn base_config(out: &mut String, rows: &[Value]) {
     let y = &c["ycsb"];
     let _ = writeln!(
         out,
-        "<p class=\"meta\">Base of the first point: fabric <b>{}</b> ({} time), network profile <b>{}</b>, {} node(s) × {} worker(s) × {} coroutine(s), protocol {}, YCSB {} ops/txn, {} % writes, {} keys (θ {}, hot area {} of rows gets {} of accesses), {} µs compute, {} s measured after {} s warm-up. The full resolved config of every run is in <a href=\"results.json\">results.json</a> and <a href=\"results.csv\">results.csv</a>.</p>",
+        "<p class=\"meta\">Base of the first point: fabric <b>{}</b> ({} time), network profile <b>{}</b>, {} node(s) × {} worker(s) × {} coroutine(s), protocol {}, YCSB {} ops/txn, {} % writes, {}, {} µs compute, {} s measured after {} s warm-up. The full resolved config of every run is in <a href=\"results.json\">results.json</a> and <a href=\"results.csv\">results.csv</a>.</p>",
         escape(c["fabric"].as_str().unwrap_or("?")),
         escape(rows[0]["report"]["time"].as_str().unwrap_or("?")),
         escape(c["profile"]["name"].as_str().unwrap_or("?")),
@@ -76,8 +89,8 @@ fn base_config(out: &mut String, rows: &[Value]) {
         escape(c["protocol"].as_str().unwrap_or("?")),
         y["ops_per_txn"],
         format_number(y["write_ratio"].as_f64().unwrap_or(0.0) * 100.0),
-        escape(y["distribution"].as_str().unwrap_or("?")),
-        y["theta"], y["hot_fraction"], y["hot_probability"], y["compute_us"],
+        escape(&base_keys(y)),
+        y["compute_us"],
         c["duration_s"], c["warmup_s"],
     );
 }
@@ -90,7 +103,7 @@ fn summary_table(out: &mut String, rows: &[Value]) {
     }
     let _ = writeln!(
         out,
-        "<th>runs</th><th>txn/s (mean)</th><th>± sd</th><th>p50 µs</th><th>p99 µs</th><th>abort %</th><th>RPCs/txn</th><th>check</th></tr>"
+        "<th>runs</th><th>txn/s (mean)</th><th>± sd</th><th>p50 µs</th><th>p99 µs</th><th>abort rate</th><th>RPCs/txn</th><th>check</th></tr>"
     );
     for (_, members) in group_by_point(rows) {
         let metric = |path: &str| report_spread(&members, path);
@@ -113,13 +126,13 @@ fn summary_table(out: &mut String, rows: &[Value]) {
         let t = metric("throughput_txn_per_s");
         let _ = writeln!(
             out,
-            "<td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td>{verdict}</td></tr>",
+            "<td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{:.2}</td><td>{verdict}</td></tr>",
             members.len(),
             format_number(t.mean),
             format_number(t.stdev),
             metric("latency_us.p50").mean,
             metric("latency_us.p99").mean,
-            100.0 * metric("abort_rate").mean,
+            percent(metric("abort_rate").mean),
             metric("verbs_per_txn.rpc").mean,
         );
     }
@@ -149,13 +162,13 @@ fn hybrid_tables(out: &mut String, analysis: &Analysis) {
         );
         let _ = writeln!(
             out,
-            "<table><tr><th>rank</th><th>code</th><th class=\"l\">plan</th><th>txn/s</th><th>± sd</th><th>p50 µs</th><th>p99 µs</th><th>abort %</th></tr>"
+            "<table><tr><th>rank</th><th>code</th><th class=\"l\">plan</th><th>txn/s</th><th>± sd</th><th>p50 µs</th><th>p99 µs</th><th>abort rate</th></tr>"
         );
         for (rank, code) in group.by_throughput.iter().enumerate() {
             if let Some(c) = group.codes.iter().find(|c| c.code == *code) {
                 let _ = writeln!(
                     out,
-                    "<tr><td>{}</td><td>{}</td><td class=\"l\"><code>{}</code></td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.2}</td></tr>",
+                    "<tr><td>{}</td><td>{}</td><td class=\"l\"><code>{}</code></td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td></tr>",
                     rank + 1,
                     c.code,
                     escape(&c.plan),
@@ -163,7 +176,7 @@ fn hybrid_tables(out: &mut String, analysis: &Analysis) {
                     format_number(c.throughput_stdev),
                     c.latency_p50_us,
                     c.latency_p99_us,
-                    100.0 * c.abort_rate
+                    percent(c.abort_rate)
                 );
             }
         }

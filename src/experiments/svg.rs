@@ -290,7 +290,11 @@ fn x_tick_label(out: &mut String, x: f64, y: f64, label: &str, turn: LabelTurn) 
     };
     // A vertical label starts half its height right of the tick, so that
     // its middle, not its baseline, sits under the tick.
-    let x = if turn == LabelTurn::Vertical { x + 4.0 } else { x };
+    let x = if turn == LabelTurn::Vertical {
+        x + 4.0
+    } else {
+        x
+    };
     let _ = writeln!(
         out,
         r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="11" text-anchor="end" transform="rotate({angle} {x:.1} {y:.1})">{}</text>"#,

@@ -84,7 +84,10 @@ impl BarLayout {
             .collect();
         let x_label = match rest.as_slice() {
             [one] => knob_label(one),
-            _ => format!("bars: {}", rest.iter().map(short).collect::<Vec<_>>().join(" · ")),
+            _ => format!(
+                "bars: {}",
+                rest.iter().map(short).collect::<Vec<_>>().join(" · ")
+            ),
         };
         let panels = distinct_values(rows, &facet)
             .into_iter()
@@ -116,7 +119,13 @@ impl BarLayout {
     }
 
     /// The stacked bars of `layers` (a value per point) in this layout.
-    fn chart(&self, title: &str, y_label: String, layers: Vec<(String, Vec<f64>)>, normalize: bool) -> StackedBars {
+    fn chart(
+        &self,
+        title: &str,
+        y_label: String,
+        layers: Vec<(String, Vec<f64>)>,
+        normalize: bool,
+    ) -> StackedBars {
         StackedBars {
             title: title.into(),
             y_label,

@@ -157,7 +157,9 @@ impl<'a> Stacks<'a> {
 
 /// Every how many bars a label fits, turned, in slots `slot` px wide.
 fn label_step(slot: f64) -> usize {
-    (MIN_LABEL_SPACING / slot.max(f64::MIN_POSITIVE)).ceil().max(1.0) as usize
+    (MIN_LABEL_SPACING / slot.max(f64::MIN_POSITIVE))
+        .ceil()
+        .max(1.0) as usize
 }
 
 /// The x axis under bars centred at `center(i)`: its line from `frame`'s
@@ -177,7 +179,12 @@ fn bar_labels(
         frame.left, frame.bottom, frame.right, frame.bottom
     );
     for (i, label) in labels.iter().enumerate().step_by(step.max(1)) {
-        let y = frame.bottom + if turn == LabelTurn::Vertical { 8.0 } else { 16.0 };
+        let y = frame.bottom
+            + if turn == LabelTurn::Vertical {
+                8.0
+            } else {
+                16.0
+            };
         x_tick_label(out, center(i), y, label, turn);
     }
     let _ = writeln!(out, "</g>");
@@ -272,7 +279,13 @@ struct BarGrid {
 
 impl BarGrid {
     fn of(chart: &StackedBars, right_pad: f64) -> BarGrid {
-        let most = chart.panels.iter().map(|p| p.bars.len()).max().unwrap_or(1).max(1) as f64;
+        let most = chart
+            .panels
+            .iter()
+            .map(|p| p.bars.len())
+            .max()
+            .unwrap_or(1)
+            .max(1) as f64;
         let fixed = GRID_LEFT + right_pad + 8.0;
         let cell = |slot: f64| PANEL_LEFT + (most * slot).max(120.0) + PANEL_GAP;
         let panel_count = chart.panels.len().max(1);
@@ -367,7 +380,14 @@ fn faceted_stacked_bars(chart: &StackedBars) -> String {
             .map(|&b| shortened(&chart.bars[b], grid.label_chars))
             .collect();
         let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
-        bar_labels(&mut out, frame, &labels, center, grid.turn, label_step(slot));
+        bar_labels(
+            &mut out,
+            frame,
+            &labels,
+            center,
+            grid.turn,
+            label_step(slot),
+        );
         let _ = writeln!(out, "</g>");
     }
     let last_column = grid.frame(grid.columns.min(chart.panels.len()).max(1) - 1);

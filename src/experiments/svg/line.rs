@@ -9,8 +9,7 @@ use std::fmt::Write as _;
 
 use super::{
     escape, format_number, legend, legend_width, nice_ticks, open_svg, text_width, x_axis_label,
-    x_tick_label, y_axis, Frame, LabelTurn, Swatch, BOTTOM, HEIGHT, LEFT, MAX_COLUMNS, TOP,
-    WIDTH,
+    x_tick_label, y_axis, Frame, LabelTurn, Swatch, BOTTOM, HEIGHT, LEFT, MAX_COLUMNS, TOP, WIDTH,
 };
 
 /// How the x axis maps values.
