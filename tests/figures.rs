@@ -211,3 +211,36 @@ fn the_png_of_a_large_sweeps_bars_is_the_svgs_size() {
     assert_eq!((pixmap.width(), pixmap.height()), svg_size(&stages.svg));
     assert!(pixmap.width() <= MAX_WIDTH_PX);
 }
+
+#[test]
+fn the_report_page_has_a_section_each_and_an_iso_8601_start() {
+    let preset = PRESETS.iter().find(|p| p.name == "rcc-compute").unwrap();
+    let mut rows = rows_of(&preset.knobs(Scale::Small));
+    for row in &mut rows {
+        row["started_unix_s"] = json!(1_795_837_591.5);
+        row["report"]["config"] = json!({"ycsb": {"distribution": "hot", "theta": 0.99, "hot_fraction": 0.001, "hot_probability": 0.9}});
+    }
+    let all = figures(&rows, &PlotOptions::default(), None).unwrap();
+    let dir = std::env::temp_dir().join(format!("verbena-figures-page-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    verbena::experiments::html::write_report(&dir, &rows, &all, None).unwrap();
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let sections: Vec<&str> = html
+        .split("<section id=\"")
+        .skip(1)
+        .map(|s| &s[..s.find('"').unwrap()])
+        .collect();
+    assert_eq!(sections, ["setup", "figures", "results"]);
+    assert_eq!(
+        html.matches("<section").count(),
+        html.matches("</section>").count()
+    );
+    assert!(html.contains("started 2026-11-28T03:46:31Z"), "{html}");
+    assert!(!html.contains("Unix time"));
+    // The hot area, not θ, for the `hot` distribution.
+    assert!(html.contains("hot area 0.1 % of rows gets 90 % of accesses"));
+    assert!(!html.contains("θ 0.99"));
+    // Captions say no Markdown.
+    assert!(all.iter().all(|f| !f.caption.contains('`')));
+}

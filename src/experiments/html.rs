@@ -4,6 +4,14 @@
 //! and links to the raw rows. Self-contained apart from the SVG files it
 //! shows, which sit beside it; printable.
 //!
+//! The page is a run of `<section>`s in this order: `setup` (the preset,
+//! provenance, base config), `figures`, `results` (the per-point table),
+//! `hybrid` (when present). Each stands alone in the one 1,150-px column,
+//! so a further section — a preset's verdict per claim, say — goes between
+//! two of them (after `setup` for a verdict) and adds its rows to the
+//! page-height estimate; figures are scaled to the column, none wider than
+//! `svg::MAX_WIDTH` to begin with.
+//!
 //! `verbena plot` takes no screenshot of the page: that needs a browser,
 //! which is the point only where the page itself is checked (CI's
 //! `.ci/check_report.py`, or a reader's own browser). The page's estimated
@@ -229,7 +237,7 @@ pub fn write_report(
             }
         }
     };
-    let mut body = String::new();
+    let mut body = String::from("<section id=\"setup\">\n");
     if let Some(preset) = read_preset(out) {
         let _ = writeln!(
             body,
@@ -245,7 +253,10 @@ pub fn write_report(
     }
     provenance(&mut body, rows);
     base_config(&mut body, rows);
-    let _ = writeln!(body, "<h2>Figures</h2>");
+    let _ = writeln!(
+        body,
+        "</section>\n<section id=\"figures\">\n<h2>Figures</h2>"
+    );
     // Page height for a screenshot: header, figures at their size (a
     // wider one is scaled to the 1120-px column) with captions, tables.
     let mut height = 300u32;
@@ -261,10 +272,14 @@ pub fn write_report(
             escape(&figure.caption)
         );
     }
+    let _ = writeln!(body, "</section>\n<section id=\"results\">");
     summary_table(&mut body, rows);
+    let _ = writeln!(body, "</section>");
     height += 60 + 26 * group_by_point(rows).len() as u32;
     if let Some(analysis) = hybrid {
+        let _ = writeln!(body, "<section id=\"hybrid\">");
         hybrid_tables(&mut body, analysis);
+        let _ = writeln!(body, "</section>");
         height += analysis
             .groups
             .iter()
