@@ -20,31 +20,21 @@ const MAX_PRESET_HEIGHT_PX: u32 = 2_400;
 /// a time breakdown.
 fn rows_of(knobs: &[String]) -> Vec<Value> {
     let knobs: Vec<_> = knobs.iter().map(|k| parse_knob(k).unwrap()).collect();
-    let mut points: Vec<Vec<(String, String)>> = vec![Vec::new()];
-    for knob in &knobs {
-        points = points
-            .into_iter()
-            .flat_map(|point| {
-                knob.values.iter().map(move |value| {
-                    let mut next = point.clone();
-                    next.push((knob.key.clone(), value.clone()));
-                    next
-                })
-            })
-            .collect();
-    }
-    points
-        .into_iter()
-        .enumerate()
-        .map(|(i, point)| {
-            let knobs: serde_json::Map<String, Value> = point
-                .into_iter()
-                .map(|(k, v)| (k, Value::String(v)))
-                .collect();
+    let point_count: usize = knobs.iter().map(|k| k.values.len()).product();
+    (0..point_count)
+        .map(|i| {
+            // Point i in mixed radix, the last knob the fastest digit.
+            let mut rest = i;
+            let mut values = serde_json::Map::new();
+            for knob in knobs.iter().rev() {
+                let value = &knob.values[rest % knob.values.len()];
+                values.insert(knob.key.clone(), Value::String(value.clone()));
+                rest /= knob.values.len();
+            }
             let f = i as f64;
             json!({
                 "point": i,
-                "knobs": knobs,
+                "knobs": values,
                 "report": {
                     "time": "simulated",
                     "throughput_txn_per_s": 100_000.0 + 997.0 * f,

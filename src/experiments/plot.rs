@@ -55,7 +55,7 @@ mod style;
 use serde_json::Value;
 
 use super::hybrid::Analysis;
-use super::svg::{self, LineChart, Panel, Series, XAxis};
+use super::svg::{self, Heading, LineChart, Panel, Series, XAxis};
 use super::sweep::group_by_point;
 use super::table::{number_at, Spread};
 use bars::{hybrid_figures, stage_bars, time_breakdown_bars, BarLayout};
@@ -322,6 +322,16 @@ fn per_panel(rows: &[Value], others: &[String], key: &str) -> usize {
     combinations(rows, &rest).len()
 }
 
+/// The heading of the panel of small multiples whose facet knob `facet`
+/// has `value`: `protocol=occ`, in OCC's colour (the last part of a dotted
+/// key: `theta=0.9`).
+fn facet_heading(facet: &str, value: &str) -> Heading {
+    Heading {
+        title: format!("{}={value}", facet.rsplit('.').next().unwrap_or(facet)),
+        color: (facet == "protocol").then(|| protocol_color(value).to_string()),
+    }
+}
+
 /// Every figure the rows support.
 pub fn figures(
     rows: &[Value],
@@ -386,12 +396,10 @@ pub fn figures(
             let mut panels: Vec<Panel> = panel_values
                 .iter()
                 .map(|value| Panel {
-                    title: match &facet {
-                        Some(f) => format!("{}={value}", f.rsplit('.').next().unwrap_or(f)),
-                        None => String::new(),
+                    heading: match &facet {
+                        Some(f) => facet_heading(f, value),
+                        None => Heading::default(),
                     },
-                    title_color: (facet.as_deref() == Some("protocol"))
-                        .then(|| protocol_color(value).to_string()),
                     series: Vec::new(),
                 })
                 .collect();

@@ -93,11 +93,17 @@ mod tests {
 
     #[test]
     fn timestamps_are_iso_8601_in_utc() {
-        assert_eq!(iso8601_utc(0.0), "1970-01-01T00:00:00Z");
-        // The example, and a leap day.
-        assert_eq!(iso8601_utc(1_795_837_591.0), "2026-11-28T03:46:31Z");
-        assert_eq!(iso8601_utc(951_782_400.0), "2000-02-29T00:00:00Z");
-        assert_eq!(iso8601_utc(4_107_542_399.9), "2100-02-28T23:59:59Z");
-        assert_eq!(iso8601_utc(-1.0), "1969-12-31T23:59:59Z");
+        // The epoch, the example, a leap day, the last second of
+        // a day in a century year that is not a leap year, before 1970.
+        let cases = [
+            (0.0, "1970-01-01T00:00:00Z"),
+            (1_795_837_591.0, "2026-11-28T03:46:31Z"),
+            (951_782_400.0, "2000-02-29T00:00:00Z"),
+            (4_107_542_399.9, "2100-02-28T23:59:59Z"),
+            (-1.0, "1969-12-31T23:59:59Z"),
+        ];
+        for (unix_s, expected) in cases {
+            assert_eq!(iso8601_utc(unix_s), expected, "{unix_s}");
+        }
     }
 }

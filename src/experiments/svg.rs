@@ -261,6 +261,57 @@ fn x_axis_label(out: &mut String, center_x: f64, height: f64, label: &str) {
     );
 }
 
+/// What names one panel of small multiples, above it: the facet knob's
+/// value (`protocol=occ`), in the protocol's colour when it names one.
+/// Empty for a chart's only panel.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Heading {
+    pub title: String,
+    /// `#rrggbb`; near-black when `None`.
+    pub color: Option<String>,
+}
+
+/// Opens one panel, `<g class="panel" data-name="TITLE">` (the caller
+/// closes it), with its heading centred above `frame`; an untitled panel,
+/// a chart's only one, gets none.
+fn open_panel(out: &mut String, frame: Frame, heading: &Heading) {
+    let Heading { title, color } = heading;
+    let _ = writeln!(out, r#"<g class="panel" data-name="{}">"#, escape(title));
+    if !title.is_empty() {
+        let _ = writeln!(
+            out,
+            r##"<text class="panel-title" x="{:.1}" y="{:.1}" font-size="13" font-weight="bold" text-anchor="middle" fill="{}">{}</text>"##,
+            (frame.left + frame.right) / 2.0,
+            frame.top - 8.0,
+            color.as_deref().unwrap_or("#222222"),
+            escape(title)
+        );
+    }
+}
+
+/// Opens a panel's x axis, `<g class="x-axis">` (the caller adds the
+/// ticks and labels and closes it), with its line along `frame`'s bottom.
+fn open_x_axis(out: &mut String, frame: Frame) {
+    let _ = writeln!(out, r#"<g class="x-axis">"#);
+    let _ = writeln!(
+        out,
+        r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333333"/>"##,
+        frame.left, frame.bottom, frame.right, frame.bottom
+    );
+}
+
+/// The one y label of a grid of small multiples `height` px high: turned,
+/// left of the grid, centred on the panels (between the title and the x
+/// label).
+fn grid_y_label(out: &mut String, height: f64, label: &str) {
+    let mid = (TOP + height - 36.0) / 2.0;
+    let _ = writeln!(
+        out,
+        r#"<text class="axis-label" x="16" y="{mid:.1}" font-size="13" text-anchor="middle" transform="rotate(-90 16 {mid:.1})">{}</text>"#,
+        escape(label)
+    );
+}
+
 /// How a category label under the x axis is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum LabelTurn {

@@ -8,8 +8,8 @@
 use serde_json::Value;
 
 use super::{
-    combinations, distinct_values, fewest_panels, knob_label, knob_value, per_panel, point_name,
-    protocol_color, Figure, MAX_BARS_PER_PANEL,
+    combinations, distinct_values, facet_heading, fewest_panels, knob_label, knob_value, per_panel,
+    point_name, Figure, MAX_BARS_PER_PANEL,
 };
 use crate::base::Stage;
 use crate::experiments::hybrid::{Analysis, CodeResult};
@@ -92,8 +92,7 @@ impl BarLayout {
         let panels = distinct_values(rows, &facet)
             .into_iter()
             .map(|value| BarPanel {
-                title: format!("{}={value}", short(&facet)),
-                title_color: (facet == "protocol").then(|| protocol_color(&value).to_string()),
+                heading: facet_heading(&facet, &value),
                 bars: groups
                     .iter()
                     .enumerate()

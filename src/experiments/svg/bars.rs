@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 
 use super::{
-    escape, format_number, legend, legend_width, nice_ticks, open_svg, x_axis_label, x_tick_label,
-    y_axis, Frame, LabelTurn, Swatch, BOTTOM, HEIGHT, LEFT, MAX_COLUMNS, MAX_WIDTH, PALETTE, TOP,
-    WIDTH,
+    escape, format_number, grid_y_label, legend, legend_width, nice_ticks, open_panel, open_svg,
+    open_x_axis, x_axis_label, x_tick_label, y_axis, Frame, Heading, LabelTurn, Swatch, BOTTOM,
+    HEIGHT, LEFT, MAX_COLUMNS, MAX_WIDTH, PALETTE, TOP, WIDTH,
 };
 
 /// Stacked vertical bars: one bar per category, one layer per component;
@@ -27,13 +27,11 @@ pub struct StackedBars {
     pub panels: Vec<BarPanel>,
 }
 
-/// One panel of stacked bars.
+/// One panel of stacked bars: its heading and the bars it holds, as
+/// indices into [`StackedBars::bars`] in drawing order.
 #[derive(Clone, Debug)]
 pub struct BarPanel {
-    pub title: String,
-    /// Colour of the title (the panel's protocol's, when it has one).
-    pub title_color: Option<String>,
-    /// Indices into [`StackedBars::bars`], in drawing order.
+    pub heading: Heading,
     pub bars: Vec<usize>,
 }
 
@@ -172,12 +170,7 @@ fn bar_labels(
     turn: LabelTurn,
     step: usize,
 ) {
-    let _ = writeln!(out, r#"<g class="x-axis">"#);
-    let _ = writeln!(
-        out,
-        r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333333"/>"##,
-        frame.left, frame.bottom, frame.right, frame.bottom
-    );
+    open_x_axis(out, frame);
     for (i, label) in labels.iter().enumerate().step_by(step.max(1)) {
         let y = frame.bottom
             + if turn == LabelTurn::Vertical {
@@ -355,24 +348,12 @@ fn faceted_stacked_bars(chart: &StackedBars) -> String {
     open_svg(&mut out, grid.width, grid.height, &chart.title);
     for (i, panel) in chart.panels.iter().enumerate() {
         let frame = grid.frame(i);
-        let _ = writeln!(
-            out,
-            r#"<g class="panel" data-name="{}">"#,
-            escape(&panel.title)
-        );
-        let _ = writeln!(
-            out,
-            r##"<text class="panel-title" x="{:.1}" y="{:.1}" font-size="13" font-weight="bold" text-anchor="middle" fill="{}">{}</text>"##,
-            (frame.left + frame.right) / 2.0,
-            frame.top - 8.0,
-            panel.title_color.as_deref().unwrap_or("#222222"),
-            escape(&panel.title)
-        );
+        open_panel(&mut out, frame, &panel.heading);
         let map_y = y_axis(&mut out, &ticks, frame, "", 0.0);
         let slot = grid.slot;
         let center = |i: usize| frame.left + slot * (i as f64 + 0.5);
         let bar_width = (slot * 0.7).min(MAX_BAR_WIDTH);
-        let prefix = escape(&format!("{} ", panel.title));
+        let prefix = escape(&format!("{} ", panel.heading.title));
         stacks.draw(&mut out, &panel.bars, center, bar_width, &map_y, &prefix);
         let labels: Vec<String> = panel
             .bars
@@ -397,12 +378,7 @@ fn faceted_stacked_bars(chart: &StackedBars) -> String {
         grid.height,
         &chart.x_label,
     );
-    let mid = (TOP + grid.height - 36.0) / 2.0;
-    let _ = writeln!(
-        out,
-        r#"<text class="axis-label" x="16" y="{mid:.1}" font-size="13" text-anchor="middle" transform="rotate(-90 16 {mid:.1})">{}</text>"#,
-        escape(&chart.y_label)
-    );
+    grid_y_label(&mut out, grid.height, &chart.y_label);
     stacks.legend(&mut out, grid.width - right_pad + 4.0);
     out.push_str("</svg>\n");
     out
