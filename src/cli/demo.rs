@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use super::{args, check_exit, check_output_path, failed, usage, write_json, CliError};
 use crate::base::{Primitive, ProtocolKind};
 use crate::config::Config;
+use crate::engine::report::{describe_keys, percent};
 use crate::engine::{self, Report};
 
 pub(super) fn command_demo(a: args::DemoArgs) -> Result<i32, CliError> {
@@ -61,14 +62,13 @@ pub fn demo_table(reports: &[Report]) -> String {
         let c = &first.config;
         let _ = writeln!(
             out,
-            "\nYCSB, {} nodes × {} worker × {} coroutines, {} ops/txn, {:.0} % writes, hot area {} % of rows gets {:.0} % of accesses, {:.0} µs compute",
+            "\nYCSB, {} nodes × {} worker × {} coroutines, {} ops/txn, {:.0} % writes, {}, {:.0} µs compute",
             c.nodes,
             c.workers,
             c.coroutines,
             c.ycsb.ops_per_txn,
             c.ycsb.write_ratio * 100.0,
-            c.ycsb.hot_fraction * 100.0,
-            c.ycsb.hot_probability * 100.0,
+            describe_keys(&c.ycsb),
             c.ycsb.compute_us
         );
         if first.oversubscribed {
@@ -81,11 +81,11 @@ pub fn demo_table(reports: &[Report]) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<9} {:<9} {:>11} {:>7} {:>8} {:>8} {:>6} {:>6} {:>6} {:>5}  check",
+        "{:<9} {:<9} {:>11} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>5}  check",
         "protocol",
         "primitive",
         "txn/s",
-        "abort%",
+        "abort",
         "p50 µs",
         "p99 µs",
         "reads",
@@ -105,11 +105,11 @@ pub fn demo_table(reports: &[Report]) -> String {
         let v = &r.verbs_per_txn;
         let _ = writeln!(
             out,
-            "{:<9} {:<9} {:>11.0} {:>7.2} {:>8.1} {:>8.1} {:>6.2} {:>6.2} {:>6.2} {:>5.2}  {}",
+            "{:<9} {:<9} {:>11.0} {:>8} {:>8.1} {:>8.1} {:>6.2} {:>6.2} {:>6.2} {:>5.2}  {}",
             r.config.protocol.name(),
             r.config.primitive.name(),
             r.throughput_txn_per_s,
-            r.abort_rate * 100.0,
+            percent(r.abort_rate),
             r.latency_us.p50,
             r.latency_us.p99,
             v.read,

@@ -13,7 +13,7 @@ use serde::{Serialize, Serializer};
 
 use crate::base::ProtocolKind;
 use crate::check::CheckReport;
-use crate::config::{Config, FabricKind, WorkloadKind};
+use crate::config::{Config, FabricKind, KeyDistribution, WorkloadKind, YcsbConfig};
 use crate::stats::hist::{quantile, Histogram};
 use crate::stats::{Latencies, WorkerStats};
 use crate::txn::AbortReason;
@@ -80,7 +80,11 @@ pub struct VerbsPerTxn {
     /// (`VerbCounters::wire_messages`): where a fabric coalesces (`ucx`
     /// sends everything bound for one node in one turn as one message, and
     /// `sim` models the same; `threads` does not) this is fewer than the
-    /// logical RPCs and doorbells above.
+    /// logical RPCs and doorbells above. One-sided verbs count where they
+    /// cross a wire: on `sim` two per doorbell batch to another node (an
+    /// RDMA NIC's request and completion), on `ucx` one per RMA or atomic
+    /// UCX sends, on `threads` none (shared memory); so a one-sided run's
+    /// figure differs by fabric, and `verbena run` says what its counts.
     pub wire_messages: f64,
     /// Bytes of those messages, headers included.
     pub wire_bytes: f64,
@@ -367,6 +371,52 @@ pub(crate) fn nothing_committed_notes(config: &Config, stats: &WorkerStats) -> V
     )]
 }
 
+/// A fraction as every human-readable table prints it: a percentage with
+/// its sign, to two decimals (`0.1234` → `12.34 %`). The abort rate is
+/// printed so by `run`, `demo`, `sweep`, `hybrid` and the HTML report;
+/// the JSON and CSV columns named `abort_rate` keep the fraction.
+pub fn percent(fraction: f64) -> String {
+    format!("{:.2} %", 100.0 * fraction)
+}
+
+/// How YCSB picks its keys, in words, naming only the knobs of its
+/// distribution: θ for `zipf`, the hot area for `hot`, none for `uniform`.
+pub fn describe_keys(ycsb: &YcsbConfig) -> String {
+    // Four decimals at most, trailing zeros dropped: 0.07 of the rows is
+    // `7 %`, not `7.000000000000001 %`.
+    let short = |value: f64| {
+        let text = format!("{value:.4}");
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    match ycsb.distribution {
+        KeyDistribution::Uniform => "uniform keys".into(),
+        KeyDistribution::Zipf => format!("Zipf keys (θ {})", short(ycsb.theta)),
+        KeyDistribution::Hot => format!(
+            "hot area {} % of rows gets {} % of accesses",
+            short(100.0 * ycsb.hot_fraction),
+            short(100.0 * ycsb.hot_probability)
+        ),
+    }
+}
+
+/// Where `verbena run`'s report is explained line by line.
+pub const READING_GUIDE: &str = "docs/guide/reading-a-report.md";
+
+/// What the `wire/txn` line counts on `fabric`: the fabrics count what
+/// they put on a wire, and a one-sided verb crosses one only where a NIC
+/// is modelled or used (see `fabric::VerbCounters::wire_messages`).
+fn wire_counts(fabric: FabricKind) -> &'static str {
+    match fabric {
+        FabricKind::Sim => "sim: RPC messages, and 2 per one-sided doorbell to another node",
+        FabricKind::Threads => {
+            "threads: RPC messages; one-sided verbs are shared-memory loads and stores"
+        }
+        FabricKind::Ucx => {
+            "ucx: RPC messages and UCX RMA/atomics; verbs on mapped memory send none"
+        }
+    }
+}
+
 fn per(value: u64, count: u64) -> f64 {
     if count == 0 {
         0.0
@@ -545,6 +595,7 @@ impl Report {
             write_recovery(&mut out, recovery);
         }
         write_check(&mut out, self.check.as_ref());
+        let _ = writeln!(out, "  each line explained: {READING_GUIDE}");
         out
     }
 
@@ -618,7 +669,7 @@ impl Report {
                 .collect();
             let _ = writeln!(out, "  by type txn/s   {}", per_type.join("  "));
         }
-        let _ = writeln!(out, "  abort rate      {:>12.4}", self.abort_rate);
+        let _ = writeln!(out, "  abort rate      {:>14}", percent(self.abort_rate));
         let reasons: Vec<String> = self
             .aborts
             .0
@@ -667,14 +718,19 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "  wire/txn        messages {:.2}  bytes {:.0}",
-            v.wire_messages, v.wire_bytes
+            "  wire/txn        messages {:.2}  bytes {:.0}  ({})",
+            v.wire_messages,
+            v.wire_bytes,
+            wire_counts(self.config.fabric)
         );
         for t in &self.txn_types {
             let _ = writeln!(
                 out,
-                "  {:<19} abort rate {:.4}  gave up {}  mean latency {:.1} µs",
-                t.name, t.abort_rate, t.user_aborted, t.mean_latency_us
+                "  {:<19} abort rate {}  gave up {}  mean latency {:.1} µs",
+                t.name,
+                percent(t.abort_rate),
+                t.user_aborted,
+                t.mean_latency_us
             );
         }
         let t = &self.worker_time;

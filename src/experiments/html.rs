@@ -4,6 +4,14 @@
 //! and links to the raw rows. Self-contained apart from the SVG files it
 //! shows, which sit beside it; printable.
 //!
+//! The page is a run of `<section>`s in this order: `setup` (the preset,
+//! provenance, base config), `figures`, `results` (the per-point table),
+//! `hybrid` (when present). Each stands alone in the one 1,150-px column,
+//! so a further section — a preset's verdict per claim, say — goes between
+//! two of them (after `setup` for a verdict) and adds its rows to the
+//! page-height estimate; figures are scaled to the column, none wider than
+//! `svg::MAX_WIDTH` to begin with.
+//!
 //! `verbena plot` takes no screenshot of the page: that needs a browser,
 //! which is the point only where the page itself is checked (CI's
 //! `.ci/check_report.py`, or a reader's own browser). The page's estimated
@@ -17,9 +25,12 @@ use serde_json::Value;
 
 use super::hybrid::Analysis;
 use super::plot::{self, knob_keys, Figure};
+use super::provenance::iso8601_utc;
 use super::svg::{escape, format_number};
 use super::sweep::{check_verdicts, group_by_point};
 use super::table::report_spread;
+use crate::config::YcsbConfig;
+use crate::engine::report::{describe_keys, percent};
 
 const STYLE: &str = "
 body { font-family: 'DejaVu Sans', Helvetica, Arial, sans-serif; margin: 24px 40px; color: #222; max-width: 1150px; }
@@ -56,11 +67,21 @@ fn provenance(out: &mut String, rows: &[Value]) {
             String::new()
         } else {
             format!(
-                " · started at Unix time {:.0}",
-                started.iter().copied().fold(f64::INFINITY, f64::min)
+                " · started {}",
+                iso8601_utc(started.iter().copied().fold(f64::INFINITY, f64::min))
             )
         }
     );
+}
+
+/// How the base's YCSB picks keys, naming only its distribution's knobs
+/// (`describe_keys`); the distribution's name alone for a config this
+/// version does not read.
+fn base_keys(ycsb: &Value) -> String {
+    match serde_json::from_value::<YcsbConfig>(ycsb.clone()) {
+        Ok(y) => describe_keys(&y),
+        Err(_) => format!("{} keys", ycsb["distribution"].as_str().unwrap_or("?")),
+    }
 }
 
 fn base_config(out: &mut String, rows: &[Value]) {
@@ -68,7 +89,7 @@ fn base_config(out: &mut String, rows: &[Value]) {
     let y = &c["ycsb"];
     let _ = writeln!(
         out,
-        "<p class=\"meta\">Base of the first point: fabric <b>{}</b> ({} time), network profile <b>{}</b>, {} node(s) × {} worker(s) × {} coroutine(s), protocol {}, YCSB {} ops/txn, {} % writes, {} keys (θ {}, hot area {} of rows gets {} of accesses), {} µs compute, {} s measured after {} s warm-up. The full resolved config of every run is in <a href=\"results.json\">results.json</a> and <a href=\"results.csv\">results.csv</a>.</p>",
+        "<p class=\"meta\">Base of the first point: fabric <b>{}</b> ({} time), network profile <b>{}</b>, {} node(s) × {} worker(s) × {} coroutine(s), protocol {}, YCSB {} ops/txn, {} % writes, {}, {} µs compute, {} s measured after {} s warm-up. The full resolved config of every run is in <a href=\"results.json\">results.json</a> and <a href=\"results.csv\">results.csv</a>.</p>",
         escape(c["fabric"].as_str().unwrap_or("?")),
         escape(rows[0]["report"]["time"].as_str().unwrap_or("?")),
         escape(c["profile"]["name"].as_str().unwrap_or("?")),
@@ -76,8 +97,8 @@ fn base_config(out: &mut String, rows: &[Value]) {
         escape(c["protocol"].as_str().unwrap_or("?")),
         y["ops_per_txn"],
         format_number(y["write_ratio"].as_f64().unwrap_or(0.0) * 100.0),
-        escape(y["distribution"].as_str().unwrap_or("?")),
-        y["theta"], y["hot_fraction"], y["hot_probability"], y["compute_us"],
+        escape(&base_keys(y)),
+        y["compute_us"],
         c["duration_s"], c["warmup_s"],
     );
 }
@@ -90,7 +111,7 @@ fn summary_table(out: &mut String, rows: &[Value]) {
     }
     let _ = writeln!(
         out,
-        "<th>runs</th><th>txn/s (mean)</th><th>± sd</th><th>p50 µs</th><th>p99 µs</th><th>abort %</th><th>RPCs/txn</th><th>check</th></tr>"
+        "<th>runs</th><th>txn/s (mean)</th><th>± sd</th><th>p50 µs</th><th>p99 µs</th><th>abort rate</th><th>RPCs/txn</th><th>check</th></tr>"
     );
     for (_, members) in group_by_point(rows) {
         let metric = |path: &str| report_spread(&members, path);
@@ -113,13 +134,13 @@ fn summary_table(out: &mut String, rows: &[Value]) {
         let t = metric("throughput_txn_per_s");
         let _ = writeln!(
             out,
-            "<td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td>{verdict}</td></tr>",
+            "<td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{:.2}</td><td>{verdict}</td></tr>",
             members.len(),
             format_number(t.mean),
             format_number(t.stdev),
             metric("latency_us.p50").mean,
             metric("latency_us.p99").mean,
-            100.0 * metric("abort_rate").mean,
+            percent(metric("abort_rate").mean),
             metric("verbs_per_txn.rpc").mean,
         );
     }
@@ -149,13 +170,13 @@ fn hybrid_tables(out: &mut String, analysis: &Analysis) {
         );
         let _ = writeln!(
             out,
-            "<table><tr><th>rank</th><th>code</th><th class=\"l\">plan</th><th>txn/s</th><th>± sd</th><th>p50 µs</th><th>p99 µs</th><th>abort %</th></tr>"
+            "<table><tr><th>rank</th><th>code</th><th class=\"l\">plan</th><th>txn/s</th><th>± sd</th><th>p50 µs</th><th>p99 µs</th><th>abort rate</th></tr>"
         );
         for (rank, code) in group.by_throughput.iter().enumerate() {
             if let Some(c) = group.codes.iter().find(|c| c.code == *code) {
                 let _ = writeln!(
                     out,
-                    "<tr><td>{}</td><td>{}</td><td class=\"l\"><code>{}</code></td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.2}</td></tr>",
+                    "<tr><td>{}</td><td>{}</td><td class=\"l\"><code>{}</code></td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td></tr>",
                     rank + 1,
                     c.code,
                     escape(&c.plan),
@@ -163,7 +184,7 @@ fn hybrid_tables(out: &mut String, analysis: &Analysis) {
                     format_number(c.throughput_stdev),
                     c.latency_p50_us,
                     c.latency_p99_us,
-                    100.0 * c.abort_rate
+                    percent(c.abort_rate)
                 );
             }
         }
@@ -216,7 +237,7 @@ pub fn write_report(
             }
         }
     };
-    let mut body = String::new();
+    let mut body = String::from("<section id=\"setup\">\n");
     if let Some(preset) = read_preset(out) {
         let _ = writeln!(
             body,
@@ -232,7 +253,10 @@ pub fn write_report(
     }
     provenance(&mut body, rows);
     base_config(&mut body, rows);
-    let _ = writeln!(body, "<h2>Figures</h2>");
+    let _ = writeln!(
+        body,
+        "</section>\n<section id=\"figures\">\n<h2>Figures</h2>"
+    );
     // Page height for a screenshot: header, figures at their size (a
     // wider one is scaled to the 1120-px column) with captions, tables.
     let mut height = 300u32;
@@ -248,10 +272,14 @@ pub fn write_report(
             escape(&figure.caption)
         );
     }
+    let _ = writeln!(body, "</section>\n<section id=\"results\">");
     summary_table(&mut body, rows);
+    let _ = writeln!(body, "</section>");
     height += 60 + 26 * group_by_point(rows).len() as u32;
     if let Some(analysis) = hybrid {
+        let _ = writeln!(body, "<section id=\"hybrid\">");
         hybrid_tables(&mut body, analysis);
+        let _ = writeln!(body, "</section>");
         height += analysis
             .groups
             .iter()

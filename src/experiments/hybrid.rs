@@ -34,6 +34,7 @@ use super::matrix::plan_of;
 use super::sweep::{self, Knob, SweepOptions, SweepSpec};
 use super::table;
 use crate::base::{Primitive, ProtocolKind};
+use crate::engine::report::percent;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
@@ -529,7 +530,7 @@ impl Analysis {
         let row = |out: &mut String, rank: usize, c: &CodeResult| {
             let _ = writeln!(
                 out,
-                "  {:>3}  {:>5}  {:<width$} {:>11.0} {:>8.0} {:>8.1} {:>8.1} {:>7.2}{}",
+                "  {:>3}  {:>5}  {:<width$} {:>11.0} {:>8.0} {:>8.1} {:>8.1} {:>8}{}",
                 rank,
                 c.code,
                 c.plan,
@@ -537,13 +538,13 @@ impl Analysis {
                 c.throughput_stdev,
                 c.latency_p50_us,
                 c.latency_p99_us,
-                100.0 * c.abort_rate,
+                percent(c.abort_rate),
                 self.marks(group, c.code)
             );
         };
         let header = format!(
-            "  {:>3}  {:>5}  {:<width$} {:>11} {:>8} {:>8} {:>8} {:>7}",
-            "#", "code", "plan", "txn/s", "± sd", "p50 µs", "p99 µs", "abort%"
+            "  {:>3}  {:>5}  {:<width$} {:>11} {:>8} {:>8} {:>8} {:>8}",
+            "#", "code", "plan", "txn/s", "± sd", "p50 µs", "p99 µs", "abort"
         );
         let show = 10.min(group.codes.len());
         for (title, order) in [

@@ -14,6 +14,13 @@
 //! - Stacked per-stage latency bars, one bar per point (RCC Fig. 13).
 //! - The time breakdown, one 100 % bar per point (Deneva Fig. 6; see
 //!   `engine::report::TimeBreakdown` for what is approximated).
+//! - Both bar figures as small multiples where one panel would hold more
+//!   than [`MAX_BARS_PER_PANEL`] bars: a panel per protocol (whose stages
+//!   the bars stack) where that leaves 2 to that many bars a panel, else
+//!   per the knob the line figures would choose by the same rule, else per
+//!   the knob leaving the fewest bars a panel; `--facet` picks the knob
+//!   for these too. No figure is wider than [`svg::MAX_WIDTH`]: bars
+//!   narrow, and only every few is labelled, before it grows past it.
 //! - For `verbena hybrid` results: every code ranked by throughput and by
 //!   latency, pure forms and winners coloured (RCC Fig. 14).
 //!
@@ -48,10 +55,10 @@ mod style;
 use serde_json::Value;
 
 use super::hybrid::Analysis;
-use super::svg::{self, LineChart, Panel, Series, XAxis};
+use super::svg::{self, Heading, LineChart, Panel, Series, XAxis};
 use super::sweep::group_by_point;
 use super::table::{number_at, Spread};
-use bars::{hybrid_figures, stage_bars, time_breakdown_bars};
+use bars::{hybrid_figures, stage_bars, time_breakdown_bars, BarLayout};
 pub use png::{write_figures, Rasterizer};
 use style::Styler;
 pub use style::{protocol_color, PROTOCOL_COLORS};
@@ -72,6 +79,11 @@ pub struct PlotOptions {
 /// More lines than this in one panel and the colours and the legend stop
 /// being readable; the figure becomes small multiples.
 pub const MAX_LINES_PER_PANEL: usize = 8;
+
+/// More bars than this in one panel (a bar per point) and the bars and
+/// their labels shrink to a strip on the page; the bar figures become
+/// small multiples.
+pub const MAX_BARS_PER_PANEL: usize = 16;
 
 /// One rendered figure.
 #[derive(Clone, Debug)]
@@ -281,20 +293,43 @@ pub fn choose_facet(
         }
         return Ok(Some(key));
     }
-    if combinations(rows, others).len() <= MAX_LINES_PER_PANEL {
-        return Ok(None);
+    Ok(fewest_panels(rows, others, MAX_LINES_PER_PANEL))
+}
+
+/// The knob among `others` whose panels would leave 2 to `limit` of
+/// `others`' combinations each, in the fewest panels (a tie goes to the
+/// knob given first); `None` when all fit one panel, or no knob does that.
+fn fewest_panels(rows: &[Value], others: &[String], limit: usize) -> Option<String> {
+    if combinations(rows, others).len() <= limit {
+        return None;
     }
-    Ok(others
+    others
         .iter()
         .filter_map(|key| {
-            let rest: Vec<String> = others.iter().filter(|k| *k != key).cloned().collect();
-            let per_panel = combinations(rows, &rest).len();
-            (2..=MAX_LINES_PER_PANEL)
+            let per_panel = per_panel(rows, others, key);
+            (2..=limit)
                 .contains(&per_panel)
                 .then(|| (distinct_values(rows, key).len(), key.clone()))
         })
         .min_by_key(|(panels, _)| *panels)
-        .map(|(_, key)| key))
+        .map(|(_, key)| key)
+}
+
+/// How many combinations of `others` but `key` the rows hold: what one
+/// panel per value of `key` would show at most.
+fn per_panel(rows: &[Value], others: &[String], key: &str) -> usize {
+    let rest: Vec<String> = others.iter().filter(|k| *k != key).cloned().collect();
+    combinations(rows, &rest).len()
+}
+
+/// The heading of the panel of small multiples whose facet knob `facet`
+/// has `value`: `protocol=occ`, in OCC's colour (the last part of a dotted
+/// key: `theta=0.9`).
+fn facet_heading(facet: &str, value: &str) -> Heading {
+    Heading {
+        title: format!("{}={value}", facet.rsplit('.').next().unwrap_or(facet)),
+        color: (facet == "protocol").then(|| protocol_color(value).to_string()),
+    }
 }
 
 /// Every figure the rows support.
@@ -361,12 +396,10 @@ pub fn figures(
             let mut panels: Vec<Panel> = panel_values
                 .iter()
                 .map(|value| Panel {
-                    title: match &facet {
-                        Some(f) => format!("{}={value}", f.rsplit('.').next().unwrap_or(f)),
-                        None => String::new(),
+                    heading: match &facet {
+                        Some(f) => facet_heading(f, value),
+                        None => Heading::default(),
                     },
-                    title_color: (facet.as_deref() == Some("protocol"))
-                        .then(|| protocol_color(value).to_string()),
                     series: Vec::new(),
                 })
                 .collect();
@@ -434,10 +467,11 @@ pub fn figures(
             });
         }
     }
-    if let Some(stages) = stage_bars(rows, &keys, unit) {
+    let bars = BarLayout::of(rows, &keys, options.facet.as_deref());
+    if let Some(stages) = stage_bars(rows, &bars, unit) {
         figures.push(stages);
     }
-    if let Some(breakdown) = time_breakdown_bars(rows, &keys) {
+    if let Some(breakdown) = time_breakdown_bars(rows, &bars) {
         figures.push(breakdown);
     }
     if figures.is_empty() {

@@ -31,7 +31,7 @@ mod line;
 
 use std::fmt::Write as _;
 
-pub use bars::{ranked_bars, stacked_bars, BarKind, RankedBars, StackedBars};
+pub use bars::{ranked_bars, stacked_bars, BarKind, BarPanel, RankedBars, StackedBars};
 pub use line::{line_chart, LineChart, LinePoint, LineStyle, Marker, Panel, Series, XAxis};
 
 /// Okabe–Ito's colour-blind-safe palette (yellow dropped: unreadable on
@@ -112,6 +112,13 @@ pub fn format_number(value: f64) -> String {
 }
 
 const WIDTH: f64 = 720.0;
+/// No figure is wider than this: a page shows it scaled to about 1,100 px,
+/// and wider strips (a bar per point of a large sweep) become unreadable
+/// there. Charts that would grow past it become small multiples or narrow
+/// their bars.
+pub const MAX_WIDTH: f64 = 1_900.0;
+/// Grid of small multiples: at most this many panels per row.
+const MAX_COLUMNS: usize = 4;
 const HEIGHT: f64 = 440.0;
 const TOP: f64 = 48.0;
 const BOTTOM: f64 = 64.0;
@@ -254,22 +261,96 @@ fn x_axis_label(out: &mut String, center_x: f64, height: f64, label: &str) {
     );
 }
 
-/// One category label under the x axis at `(x, y)`: turned 40° when the
-/// labels would overlap side by side.
-fn x_tick_label(out: &mut String, x: f64, y: f64, label: &str, rotate: bool) {
-    if rotate {
+/// What names one panel of small multiples, above it: the facet knob's
+/// value (`protocol=occ`), in the protocol's colour when it names one.
+/// Empty for a chart's only panel.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Heading {
+    pub title: String,
+    /// `#rrggbb`; near-black when `None`.
+    pub color: Option<String>,
+}
+
+/// Opens one panel, `<g class="panel" data-name="TITLE">` (the caller
+/// closes it), with its heading centred above `frame`; an untitled panel,
+/// a chart's only one, gets none.
+fn open_panel(out: &mut String, frame: Frame, heading: &Heading) {
+    let Heading { title, color } = heading;
+    let _ = writeln!(out, r#"<g class="panel" data-name="{}">"#, escape(title));
+    if !title.is_empty() {
         let _ = writeln!(
             out,
-            r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="11" text-anchor="end" transform="rotate(-40 {x:.1} {y:.1})">{}</text>"#,
-            escape(label)
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="12" text-anchor="middle">{}</text>"#,
-            escape(label)
+            r##"<text class="panel-title" x="{:.1}" y="{:.1}" font-size="13" font-weight="bold" text-anchor="middle" fill="{}">{}</text>"##,
+            (frame.left + frame.right) / 2.0,
+            frame.top - 8.0,
+            color.as_deref().unwrap_or("#222222"),
+            escape(title)
         );
     }
+}
+
+/// Opens a panel's x axis, `<g class="x-axis">` (the caller adds the
+/// ticks and labels and closes it), with its line along `frame`'s bottom.
+fn open_x_axis(out: &mut String, frame: Frame) {
+    let _ = writeln!(out, r#"<g class="x-axis">"#);
+    let _ = writeln!(
+        out,
+        r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333333"/>"##,
+        frame.left, frame.bottom, frame.right, frame.bottom
+    );
+}
+
+/// The one y label of a grid of small multiples `height` px high: turned,
+/// left of the grid, centred on the panels (between the title and the x
+/// label).
+fn grid_y_label(out: &mut String, height: f64, label: &str) {
+    let mid = (TOP + height - 36.0) / 2.0;
+    let _ = writeln!(
+        out,
+        r#"<text class="axis-label" x="16" y="{mid:.1}" font-size="13" text-anchor="middle" transform="rotate(-90 16 {mid:.1})">{}</text>"#,
+        escape(label)
+    );
+}
+
+/// How a category label under the x axis is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LabelTurn {
+    /// Level, centred under its tick: the labels fit side by side.
+    Level,
+    /// Turned 40°, ending at its tick: it reaches left, under the labels
+    /// before it (a single panel, with room kept on the left).
+    Slanted,
+    /// Turned 90°, ending at its tick: it reaches only down, so it never
+    /// runs into a neighbouring panel of small multiples.
+    Vertical,
+}
+
+/// One category label under the x axis at `(x, y)`, set as `turn` says.
+fn x_tick_label(out: &mut String, x: f64, y: f64, label: &str, turn: LabelTurn) {
+    let angle = match turn {
+        LabelTurn::Level => {
+            let _ = writeln!(
+                out,
+                r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="12" text-anchor="middle">{}</text>"#,
+                escape(label)
+            );
+            return;
+        }
+        LabelTurn::Slanted => -40,
+        LabelTurn::Vertical => -90,
+    };
+    // A vertical label starts half its height right of the tick, so that
+    // its middle, not its baseline, sits under the tick.
+    let x = if turn == LabelTurn::Vertical {
+        x + 4.0
+    } else {
+        x
+    };
+    let _ = writeln!(
+        out,
+        r#"<text class="tick" x="{x:.1}" y="{y:.1}" font-size="11" text-anchor="end" transform="rotate({angle} {x:.1} {y:.1})">{}</text>"#,
+        escape(label)
+    );
 }
 
 #[cfg(test)]

@@ -1,13 +1,19 @@
 //! The bar figures: per-stage latency stacks (RCC Fig. 13), the time
 //! breakdown (Deneva Fig. 6), and `verbena hybrid`'s codes ranked by
 //! throughput and by latency (RCC Fig. 14).
+//!
+//! Invariant: the two per-point figures lay their bars out alike
+//! ([`BarLayout`]): the same panels, the same bars in the same order.
 
 use serde_json::Value;
 
-use super::{point_name, Figure};
+use super::{
+    combinations, distinct_values, facet_heading, fewest_panels, knob_label, knob_value, per_panel,
+    point_name, Figure, MAX_BARS_PER_PANEL,
+};
 use crate::base::Stage;
 use crate::experiments::hybrid::{Analysis, CodeResult};
-use crate::experiments::svg::{self, BarKind, RankedBars, StackedBars};
+use crate::experiments::svg::{self, BarKind, BarPanel, RankedBars, StackedBars};
 use crate::experiments::sweep::group_by_point;
 use crate::experiments::table::{number_at, Spread};
 
@@ -26,8 +32,135 @@ fn mean_per_point(groups: &[(usize, Vec<&Value>)], section: &str, field: &str) -
         .collect()
 }
 
+/// Where the per-point bars go: one panel of a bar per point, or small
+/// multiples, a panel per value of a facet knob and a bar per combination
+/// of the other knobs (the plot module's doc gives the rule).
+pub(super) struct BarLayout {
+    /// Each point's bar label, in point order: every knob's `key=value`
+    /// in one panel, the other knobs' values in small multiples.
+    labels: Vec<String>,
+    /// What tells the bars of a panel apart (empty in one panel).
+    x_label: String,
+    /// Empty: one panel.
+    panels: Vec<BarPanel>,
+    /// The caption's words for the layout (empty in one panel).
+    note: String,
+}
+
+impl BarLayout {
+    /// The layout of `rows`' points, whose knobs are `keys`; `requested`
+    /// is `--facet` (already checked against the knobs by the line
+    /// figures, `none` keeps one panel).
+    pub(super) fn of(rows: &[Value], keys: &[String], requested: Option<&str>) -> BarLayout {
+        let groups = group_by_point(rows);
+        let facet = match requested {
+            Some("none") => None,
+            Some(name) => {
+                let key = crate::experiments::sweep::canonical_key(name)
+                    .unwrap_or_else(|_| name.to_string());
+                keys.contains(&key).then_some(key)
+            }
+            None => bar_facet(rows, keys),
+        };
+        let Some(facet) = facet else {
+            return BarLayout {
+                labels: groups
+                    .iter()
+                    .map(|(_, m)| point_name(m[0], keys, None))
+                    .collect(),
+                x_label: String::new(),
+                panels: Vec::new(),
+                note: String::new(),
+            };
+        };
+        let rest: Vec<String> = keys.iter().filter(|k| **k != facet).cloned().collect();
+        let short = |k: &String| k.rsplit('.').next().unwrap_or(k).to_string();
+        let labels = groups
+            .iter()
+            .map(|(_, m)| {
+                let values: Vec<&str> = rest.iter().map(|k| knob_value(m[0], k)).collect();
+                values.join(" · ")
+            })
+            .collect();
+        let x_label = match rest.as_slice() {
+            [one] => knob_label(one),
+            _ => format!(
+                "bars: {}",
+                rest.iter().map(short).collect::<Vec<_>>().join(" · ")
+            ),
+        };
+        let panels = distinct_values(rows, &facet)
+            .into_iter()
+            .map(|value| BarPanel {
+                heading: facet_heading(&facet, &value),
+                bars: groups
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (_, m))| knob_value(m[0], &facet) == value)
+                    .map(|(b, _)| b)
+                    .collect(),
+            })
+            .collect();
+        let note = format!(
+            " One panel per {facet} (shared y axis), a bar per {}.",
+            if rest.is_empty() {
+                "point".to_string()
+            } else {
+                rest.join(" × ")
+            }
+        );
+        BarLayout {
+            labels,
+            x_label,
+            panels,
+            note,
+        }
+    }
+
+    /// The stacked bars of `layers` (a value per point) in this layout.
+    fn chart(
+        &self,
+        title: &str,
+        y_label: String,
+        layers: Vec<(String, Vec<f64>)>,
+        normalize: bool,
+    ) -> StackedBars {
+        StackedBars {
+            title: title.into(),
+            y_label,
+            x_label: self.x_label.clone(),
+            bars: self.labels.clone(),
+            layers,
+            normalize,
+            panels: self.panels.clone(),
+        }
+    }
+}
+
+/// The knob whose values get a panel each when one panel would hold more
+/// than [`MAX_BARS_PER_PANEL`] bars: `protocol` where that leaves 2 to
+/// that many a panel (the bars stack a protocol's own stages), else the
+/// line figures' rule ([`fewest_panels`]), else the knob leaving the
+/// fewest bars a panel, at least 2 (bars then narrow to fit).
+fn bar_facet(rows: &[Value], keys: &[String]) -> Option<String> {
+    if combinations(rows, keys).len() <= MAX_BARS_PER_PANEL {
+        return None;
+    }
+    let fits = |key: &str| (2..=MAX_BARS_PER_PANEL).contains(&per_panel(rows, keys, key));
+    if keys.iter().any(|k| k == "protocol") && fits("protocol") {
+        return Some("protocol".into());
+    }
+    fewest_panels(rows, keys, MAX_BARS_PER_PANEL).or_else(|| {
+        keys.iter()
+            .map(|k| (per_panel(rows, keys, k), k))
+            .filter(|(n, _)| *n >= 2)
+            .min_by_key(|(n, _)| *n)
+            .map(|(_, k)| k.clone())
+    })
+}
+
 /// Mean stage latencies per point (RCC Fig. 13).
-pub(super) fn stage_bars(rows: &[Value], keys: &[String], unit: &str) -> Option<Figure> {
+pub(super) fn stage_bars(rows: &[Value], layout: &BarLayout, unit: &str) -> Option<Figure> {
     let groups = group_by_point(rows);
     let mut layer_names: Vec<String> = Vec::new();
     for (_, members) in &groups {
@@ -49,31 +182,29 @@ pub(super) fn stage_bars(rows: &[Value], keys: &[String], unit: &str) -> Option<
             .unwrap_or(Stage::ALL.len())
     };
     layer_names.sort_by_key(order);
-    let bars: Vec<String> = groups
-        .iter()
-        .map(|(_, m)| point_name(m[0], keys, None))
-        .collect();
     let layers = layer_names
         .iter()
         .map(|name| (name.clone(), mean_per_point(&groups, "stages", name)))
         .collect();
-    let chart = StackedBars {
-        title: "Per-stage latency of committed transactions".into(),
-        y_label: format!("mean {unit}µs per transaction"),
-        bars,
+    let chart = layout.chart(
+        "Per-stage latency of committed transactions",
+        format!("mean {unit}µs per transaction"),
         layers,
-        normalize: false,
-    };
+        false,
+    );
     Some(Figure {
         name: "stages".into(),
         title: chart.title.clone(),
-        caption: "Mean time per stage of committed transactions' final attempt, stacked (RCC Fig. 13); `execution` is the program's own work between stages.".into(),
+        caption: format!(
+            "Mean time per stage of committed transactions' final attempt, stacked (RCC Fig. 13); execution is the program's own work between stages.{}",
+            layout.note
+        ),
         svg: svg::stacked_bars(&chart),
     })
 }
 
 /// Where coroutine time went, per point (Deneva Fig. 6).
-pub(super) fn time_breakdown_bars(rows: &[Value], keys: &[String]) -> Option<Figure> {
+pub(super) fn time_breakdown_bars(rows: &[Value], layout: &BarLayout) -> Option<Figure> {
     const CATEGORIES: [(&str, &str); 6] = [
         ("useful_work", "useful work"),
         ("concurrency_control", "concurrency control"),
@@ -89,10 +220,6 @@ pub(super) fn time_breakdown_bars(rows: &[Value], keys: &[String]) -> Option<Fig
     {
         return None;
     }
-    let bars = groups
-        .iter()
-        .map(|(_, m)| point_name(m[0], keys, None))
-        .collect();
     let layers = CATEGORIES
         .iter()
         .map(|(field, label)| {
@@ -100,17 +227,19 @@ pub(super) fn time_breakdown_bars(rows: &[Value], keys: &[String]) -> Option<Fig
             (label.to_string(), values)
         })
         .collect();
-    let chart = StackedBars {
-        title: "Time breakdown of transactions".into(),
-        y_label: "share of coroutine time (%)".into(),
-        bars,
+    let chart = layout.chart(
+        "Time breakdown of transactions",
+        "share of coroutine time (%)".into(),
         layers,
-        normalize: true,
-    };
+        true,
+    );
     Some(Figure {
         name: "time_breakdown".into(),
         title: chart.title.clone(),
-        caption: "Share of all coroutines' time in the measured interval (Deneva Fig. 6's categories): useful work = execution of committed transactions; concurrency control = read/lock/validate/renew stages; commit protocol = log/commit/release; abort = aborted attempts; other = request generation, scheduling and interval edges. Shares of transaction time, not CPU time.".into(),
+        caption: format!(
+            "Share of all coroutines' time in the measured interval (Deneva Fig. 6's categories): useful work = execution of committed transactions; concurrency control = read/lock/validate/renew stages; commit protocol = log/commit/release; abort = aborted attempts; other = request generation, scheduling and interval edges. Shares of transaction time, not CPU time.{}",
+            layout.note
+        ),
         svg: svg::stacked_bars(&chart),
     })
 }
@@ -225,9 +354,11 @@ pub(super) fn hybrid_figures(analysis: &Analysis, unit: &str) -> Vec<Figure> {
             let chart = StackedBars {
                 title: group_title("stage latency: pure forms and the pick"),
                 y_label: format!("mean {unit}µs per transaction"),
+                x_label: String::new(),
                 bars,
                 layers,
                 normalize: false,
+                panels: Vec::new(),
             };
             figures.push(Figure {
                 name: format!("hybrid_stages{suffix}"),

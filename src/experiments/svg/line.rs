@@ -8,8 +8,9 @@
 use std::fmt::Write as _;
 
 use super::{
-    escape, format_number, legend, legend_width, nice_ticks, open_svg, text_width, x_axis_label,
-    x_tick_label, y_axis, Frame, Swatch, BOTTOM, HEIGHT, LEFT, TOP, WIDTH,
+    escape, format_number, grid_y_label, legend, legend_width, nice_ticks, open_panel, open_svg,
+    open_x_axis, text_width, x_axis_label, x_tick_label, y_axis, Frame, Heading, LabelTurn, Swatch,
+    BOTTOM, HEIGHT, LEFT, MAX_COLUMNS, TOP, WIDTH,
 };
 
 /// How the x axis maps values.
@@ -125,10 +126,7 @@ pub struct Series {
 /// One panel of a line chart: a set of lines on the chart's axes.
 #[derive(Clone, Debug)]
 pub struct Panel {
-    /// Shown above the panel; empty for a chart of one panel.
-    pub title: String,
-    /// Colour of the title (the panel's protocol's, when it has one).
-    pub title_color: Option<String>,
+    pub heading: Heading,
     pub series: Vec<Series>,
 }
 
@@ -143,8 +141,6 @@ pub struct LineChart {
     pub panels: Vec<Panel>,
 }
 
-/// Grid of small multiples: at most this many panels per row.
-const MAX_COLUMNS: usize = 4;
 const PANEL_WIDTH: f64 = 290.0;
 const PANEL_HEIGHT: f64 = 230.0;
 
@@ -321,7 +317,8 @@ struct LineLayout {
 
 impl LineLayout {
     fn of(chart: &LineChart, x_ticks: &[(f64, String)], right_pad: f64) -> LineLayout {
-        let faceted = chart.panels.len() > 1 || chart.panels.iter().any(|p| !p.title.is_empty());
+        let faceted =
+            chart.panels.len() > 1 || chart.panels.iter().any(|p| !p.heading.title.is_empty());
         let panel_count = chart.panels.len().max(1);
         let columns = if faceted {
             ((panel_count as f64).sqrt().ceil() as usize).clamp(1, MAX_COLUMNS)
@@ -400,21 +397,7 @@ fn line_panel(
     x: &XScale,
     layout: &LineLayout,
 ) {
-    let _ = writeln!(
-        out,
-        r#"<g class="panel" data-name="{}">"#,
-        escape(&panel.title)
-    );
-    if !panel.title.is_empty() {
-        let _ = writeln!(
-            out,
-            r##"<text class="panel-title" x="{:.1}" y="{:.1}" font-size="13" font-weight="bold" text-anchor="middle" fill="{}">{}</text>"##,
-            (frame.left + frame.right) / 2.0,
-            frame.top - 8.0,
-            panel.title_color.as_deref().unwrap_or("#222222"),
-            escape(&panel.title)
-        );
-    }
+    open_panel(out, frame, &panel.heading);
     let y_label = if layout.faceted {
         ""
     } else {
@@ -438,12 +421,7 @@ fn line_x_axis(
     map_x: impl Fn(f64) -> f64,
     rotate: bool,
 ) {
-    let _ = writeln!(out, r#"<g class="x-axis">"#);
-    let _ = writeln!(
-        out,
-        r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333333"/>"##,
-        frame.left, frame.bottom, frame.right, frame.bottom
-    );
+    open_x_axis(out, frame);
     // A level label that would touch the one before it is left out
     // (its tick stays): 0.8 and 0.9 in a 230-px panel.
     let mut last_right = f64::NEG_INFINITY;
@@ -461,7 +439,12 @@ fn line_x_axis(
             continue;
         }
         last_right = px + half;
-        x_tick_label(out, px, ty, label, rotate);
+        let turn = if rotate {
+            LabelTurn::Slanted
+        } else {
+            LabelTurn::Level
+        };
+        x_tick_label(out, px, ty, label, turn);
     }
     let _ = writeln!(out, "</g>");
 }
@@ -534,11 +517,6 @@ fn line_axis_labels(out: &mut String, chart: &LineChart, layout: &LineLayout) {
         &chart.x_label,
     );
     if faceted {
-        let mid = (TOP + height - 36.0) / 2.0;
-        let _ = writeln!(
-            out,
-            r#"<text class="axis-label" x="16" y="{mid:.1}" font-size="13" text-anchor="middle" transform="rotate(-90 16 {mid:.1})">{}</text>"#,
-            escape(&chart.y_label)
-        );
+        grid_y_label(out, height, &chart.y_label);
     }
 }

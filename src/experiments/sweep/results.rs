@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::engine::report::percent;
 use crate::experiments::table;
 
 /// Fields of a row that measure the host rather than the run: the only ones
@@ -215,7 +216,7 @@ pub fn summary_table(rows: &[Value], knob_keys: &[String]) -> String {
     let _ = writeln!(
         out,
         "{:<label_width$}  {:>4}  {:>12} {:>9} {:>8} {:>9} {:>8}  check",
-        "point", "runs", "txn/s", "± sd", "abort%", "p50 µs", "p99 µs"
+        "point", "runs", "txn/s", "± sd", "abort", "p50 µs", "p99 µs"
     );
     for (_, members) in group_by_point(rows) {
         let metric = |path: &str| table::report_spread(&members, path);
@@ -233,12 +234,12 @@ pub fn summary_table(rows: &[Value], knob_keys: &[String]) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<label_width$}  {:>4}  {:>12.0} {:>9.0} {:>8.2} {:>9.1} {:>8.1}  {}",
+            "{:<label_width$}  {:>4}  {:>12.0} {:>9.0} {:>8} {:>9.1} {:>8.1}  {}",
             point_label(members[0], knob_keys),
             members.len(),
             throughput.mean,
             throughput.stdev,
-            100.0 * metric("abort_rate").mean,
+            percent(metric("abort_rate").mean),
             metric("latency_us.p50").mean,
             metric("latency_us.p99").mean,
             verdict
