@@ -12,8 +12,8 @@
 //!
 //! * **Frames.** Each `recovery::sequencer::Message` travels as one
 //!   bootstrap frame of its own kind (`Suspect`, `Fail`, `Quiet`, `Drain`,
-//!   `Doubts`, `Decide`, `Synced`, `Install`, `Recovered`, `Resume`), its
-//!   body a list of words; a member's go to rank 0, rank 0's to every live
+//!   `Doubts`, `Decide`, `Synced`, `Fetch`, `Versions`, `Install`,
+//!   `Recovered`, `Resume`), its body a list of words; a member's go to rank 0, rank 0's to every live
 //!   rank or to one.
 //! * **Suspicions.** Beside a rank's failure detector (`recovery::detector`:
 //!   heartbeat READs through UCX, the lease scheme of DrTM §4.5), a peer
@@ -50,7 +50,7 @@ use super::bootstrap::{Bootstrap, HEARTBEAT};
 use super::wire::{Dec, Enc, Frame, Kind};
 use crate::fabric::ucx::PeerFailure;
 use crate::fabric::NodeId;
-use crate::recovery::sequencer::{ControlChannel, Message, Sequencer};
+use crate::recovery::sequencer::{ControlChannel, Message, PhaseTimes, Sequencer};
 use crate::recovery::steps::{Doubts, RecoveryCounts};
 use crate::recovery::{Failover, Membership};
 
@@ -82,6 +82,11 @@ impl<'a> ClusterFailover<'a> {
     /// At the run's end (rank 0): counts the suspicions never acted on.
     pub fn finish(&self) {
         self.sequencer.finish();
+    }
+
+    /// Rank 0: where each recovery's pause went, phase by phase.
+    pub fn phase_times(&self) -> &[PhaseTimes] {
+        self.sequencer.phase_times()
     }
 
     /// Whether a recovery is under way (the run must not end meanwhile).
@@ -200,7 +205,9 @@ fn frame_of(message: &Message) -> (Kind, Vec<u64>) {
         Message::Drain => (Kind::Drain, Vec::new()),
         Message::Doubts(counts, doubts) => (Kind::Doubts, with_counts(counts, doubts.encode())),
         Message::Decide(committed) => (Kind::Decide, committed.clone()),
-        Message::Synced(counts, digest) => (Kind::Synced, with_counts(counts, digest.clone())),
+        Message::Synced(counts, summary) => (Kind::Synced, with_counts(counts, summary.clone())),
+        Message::Fetch(buckets) => (Kind::Fetch, buckets.clone()),
+        Message::Versions(digest) => (Kind::Versions, digest.clone()),
         Message::Install(entries) => (Kind::Install, entries.clone()),
         Message::Recovered(counts) => (Kind::Recovered, counts.to_words().to_vec()),
         Message::Resume(recovery_ns) => (Kind::Resume, vec![*recovery_ns]),
@@ -240,9 +247,11 @@ fn message_of(frame: &Frame) -> Result<Option<Message>, String> {
         }
         Kind::Decide => Message::Decide(words()?),
         Kind::Synced => {
-            let (counts, digest) = split_counts("Synced")?;
-            Message::Synced(counts, digest)
+            let (counts, summary) = split_counts("Synced")?;
+            Message::Synced(counts, summary)
         }
+        Kind::Fetch => Message::Fetch(words()?),
+        Kind::Versions => Message::Versions(words()?),
         Kind::Install => Message::Install(words()?),
         Kind::Recovered => {
             let (counts, rest) = split_counts("Recovered")?;
