@@ -712,7 +712,10 @@ mod tests {
         head[..4].copy_from_slice(&(Kind::Hello as u32).to_le_bytes());
         head[8..].copy_from_slice(&(1u64 << 40).to_le_bytes());
         huge.write_all(&head).unwrap();
-        let refused = |options: BootstrapOptions, rank: u32| {
+        // A rank refused as one of another job tries again until its join
+        // timeout: a short one here.
+        let refused = |mut options: BootstrapOptions, rank: u32| {
+            options.join_timeout = Duration::from_millis(400);
             let error = Bootstrap::join(&options, info(rank))
                 .err()
                 .expect("refused");
@@ -768,20 +771,94 @@ mod tests {
         };
         let leader_options = job(0, "4242");
         let leader = std::thread::spawn(move || Bootstrap::join(&leader_options, info(0)));
+        let stranger = BootstrapOptions {
+            join_timeout: Duration::from_millis(400),
+            ..job(1, "4343")
+        };
         let error = loop {
-            match Bootstrap::join(&job(1, "4343"), info(1)) {
+            match Bootstrap::join(&stranger, info(1)) {
                 Err(e) if e.contains("could not reach rank 0") => continue,
                 Err(e) => break e,
                 Ok(_) => panic!("a rank of another job joined"),
             }
         };
         assert!(
-            error.contains("another job (job `4343`; this one has job `4242`)"),
+            error.contains("another job (job `4343`; this one has job `4242`)")
+                && error.contains("tried again"),
             "{error}"
         );
         let member =
             std::thread::spawn(move || Bootstrap::join(&job(1, "4242"), info(1)).map(|_| ()));
         assert!(leader.join().unwrap().is_ok());
         member.join().unwrap().unwrap();
+    }
+
+    /// A rank refused as one of another job (the address held by the
+    /// other job's rank 0) tries again, and joins its own rank 0 once that
+    /// one listens there, within its join timeout.
+    #[test]
+    fn a_rank_refused_as_another_job_tries_again_until_its_own_rank_0_listens() {
+        let port = free_port();
+        let job = move |rank: u32, job: &str, timeout: Duration| BootstrapOptions {
+            job: job.into(),
+            join_timeout: timeout,
+            ..options(rank, 2, port, 7)
+        };
+        // The other job's rank 0 holds the address for a second, then
+        // gives up (its own rank 1 never comes).
+        let other = std::thread::spawn(move || {
+            Bootstrap::join(&job(0, "other", Duration::from_secs(1)), info(0)).map(|_| ())
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let member = std::thread::spawn(move || {
+            Bootstrap::join(&job(1, "mine", Duration::from_secs(20)), info(1)).map(|_| ())
+        });
+        let other_error = other
+            .join()
+            .unwrap()
+            .expect_err("the other job never completes");
+        assert!(other_error.contains("another job"), "{other_error}");
+        let leader = Bootstrap::join(&job(0, "mine", Duration::from_secs(20)), info(0));
+        assert!(leader.is_ok(), "{:?}", leader.err());
+        member
+            .join()
+            .unwrap()
+            .expect("the refused rank joined its own job");
+    }
+
+    /// A stranger that sends part of a message and holds the connection
+    /// open (even one byte at a time) is refused within the handshake
+    /// limit, about a second, not after the join timeout.
+    #[test]
+    fn a_stranger_holding_an_incomplete_message_is_refused_within_a_second() {
+        let port = free_port();
+        let mut short = options(0, 2, port, 1);
+        short.join_timeout = Duration::from_millis(2500);
+        let leader = std::thread::spawn(move || Bootstrap::join(&short, info(0)));
+        let mut stranger = loop {
+            match TcpStream::connect(("127.0.0.1", port)) {
+                Ok(stream) => break stream,
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        // A header's first bytes, then a byte every 200 ms: each read
+        // alone is quick, the message never whole.
+        stranger
+            .write_all(&(Kind::Hello as u32).to_le_bytes())
+            .unwrap();
+        let trickle = std::thread::spawn(move || {
+            for _ in 0..12 {
+                std::thread::sleep(Duration::from_millis(200));
+                if stranger.write_all(&[0]).is_err() {
+                    break;
+                }
+            }
+        });
+        let error = leader.join().unwrap().err().expect("rank 1 never joins");
+        assert!(
+            error.contains("no whole join message within 1.0 s"),
+            "{error}"
+        );
+        trickle.join().unwrap();
     }
 }
