@@ -52,11 +52,6 @@ mod join;
 /// How often a rank tells the others it is alive.
 pub const HEARTBEAT: Duration = Duration::from_millis(250);
 
-/// How long a lease lasts from the beat that renewed it
-/// (`Bootstrap::enable_leases`): two heartbeats, so one late echo does
-/// not run it out.
-pub const LEASE: Duration = Duration::from_millis(500);
-
 /// What one rank tells the others when it joins.
 #[derive(Clone, Debug, Default)]
 pub struct RankInfo {
@@ -164,6 +159,10 @@ pub struct Bootstrap {
     lease_epoch: Option<Instant>,
     lease_granted: Vec<Instant>,
     lease_beat_ns: u64,
+    /// How long a lease lasts from the beat that renewed it; a rank
+    /// holding one beats every half of it, so one late echo does not run
+    /// it out.
+    lease: Duration,
     /// A rank other than 0: the first write to rank 0 that failed, and
     /// when. It is reported only once what rank 0 sent before it closed
     /// has been read (or after [`UNSENT_GRACE`]): a rank woken from a
@@ -254,12 +253,13 @@ impl Bootstrap {
     /// (`lease_expired`). So a process that was frozen (or cut off) long
     /// enough to be failed over finds its lease gone when it runs again,
     /// and cannot write into the survivors' memory before it learns it
-    /// was declared failed. A lease runs [`LEASE`] from the moment its
-    /// holder *sent* the beat that rank 0 echoed: however late the echo
-    /// arrives, it never outlasts rank 0's view of it. `epoch` is the
-    /// clock the endpoints use.
-    pub fn enable_leases(&mut self, epoch: Instant) {
+    /// was declared failed. A lease runs `lease` (`config::faults::lease_of`)
+    /// from the moment its holder *sent* the beat that rank 0 echoed:
+    /// however late the echo arrives, it never outlasts rank 0's view of
+    /// it. `epoch` is the clock the endpoints use.
+    pub fn enable_leases(&mut self, epoch: Instant, lease: Duration) {
         self.lease_epoch = Some(epoch);
+        self.lease = lease;
         let now = Instant::now();
         self.lease_granted = vec![now; self.nodes as usize];
         self.lease_beat_ns = epoch.elapsed().as_nanos() as u64;
@@ -274,14 +274,14 @@ impl Bootstrap {
     /// given to `enable_leases`) it may post.
     pub fn lease_until_ns(&self) -> Option<u64> {
         (self.rank != 0 && self.lease_epoch.is_some())
-            .then(|| self.lease_beat_ns + LEASE.as_nanos() as u64)
+            .then(|| self.lease_beat_ns + self.lease.as_nanos() as u64)
     }
 
     /// Rank 0: whether the lease `rank` last got has run out (with a
     /// margin for the two clocks' rates), or leases are off.
     pub fn lease_expired(&self, rank: u32) -> bool {
         self.lease_epoch.is_none()
-            || self.lease_granted[rank as usize].elapsed() >= LEASE + LEASE / 8
+            || self.lease_granted[rank as usize].elapsed() >= self.lease + self.lease / 8
     }
 
     /// How long since anything was heard from `rank` (rank 0: any rank;
@@ -385,9 +385,18 @@ impl Bootstrap {
         }
     }
 
+    /// How often this rank beats: every half lease while it holds one,
+    /// every [`HEARTBEAT`] otherwise.
+    pub fn beat_interval(&self) -> Duration {
+        match self.lease_epoch {
+            Some(_) => (self.lease / 2).min(HEARTBEAT),
+            None => HEARTBEAT,
+        }
+    }
+
     /// Sends a heartbeat if one is due.
     pub fn beat(&mut self) -> Result<(), String> {
-        if self.last_beat_sent.elapsed() >= HEARTBEAT {
+        if self.last_beat_sent.elapsed() >= self.beat_interval() {
             self.last_beat_sent = Instant::now();
             match self.lease_epoch {
                 Some(epoch) if self.rank != 0 => {
@@ -411,7 +420,9 @@ impl Bootstrap {
             }
             let now = Instant::now();
             // A zero timeout only polls (no wait at all).
-            let wait = until.saturating_duration_since(now).min(HEARTBEAT / 2);
+            let wait = until
+                .saturating_duration_since(now)
+                .min(self.beat_interval() / 2);
             self.take_event(wait)?;
             if self.backlog.is_empty() && Instant::now() >= until {
                 return Ok(None);

@@ -22,7 +22,8 @@
 //!   certain failure.
 //! * **Corroboration and leases.** Rank 0 fails a suspect only when its
 //!   own connection to it is silent too (no bootstrap heartbeat for two
-//!   periods) and the lease rank 0 last gave it has run out
+//!   periods, each half a lease) and the lease rank 0 last gave it has run
+//!   out (`[failure_detector] lease_ms`)
 //!   (`Bootstrap::enable_leases`): a process that is merely slow, whose
 //!   heartbeat word lags while its main thread still talks, must not be
 //!   failed over while it can still write, and one that was frozen finds
@@ -46,7 +47,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::bootstrap::{Bootstrap, HEARTBEAT};
+use super::bootstrap::Bootstrap;
 use super::wire::{Dec, Enc, Frame, Kind};
 use crate::fabric::ucx::PeerFailure;
 use crate::fabric::NodeId;
@@ -170,7 +171,7 @@ impl ControlChannel for BootChannel<'_, '_> {
 
     fn corroborates(&self, party: NodeId) -> bool {
         let rank = party as u32;
-        self.boot.silent_for(rank) >= 2 * HEARTBEAT && self.boot.lease_expired(rank)
+        self.boot.silent_for(rank) >= 2 * self.boot.beat_interval() && self.boot.lease_expired(rank)
     }
 
     fn expel(&mut self, party: NodeId) {

@@ -418,6 +418,7 @@ impl Bootstrap {
             lease_epoch: None,
             lease_granted: Vec::new(),
             lease_beat_ns: 0,
+            lease: Duration::ZERO,
             unsent: None,
         }
     }

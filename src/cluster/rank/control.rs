@@ -176,7 +176,10 @@ impl<'r, X: ExtraStats> Control<'r, X> {
         if rank == 0 {
             self.boot.tolerate_loss();
         }
-        self.boot.enable_leases(self.context.epoch);
+        self.boot.enable_leases(
+            self.context.epoch,
+            crate::config::faults::lease_of(self.config),
+        );
         let membership = faults.memberships[rank as usize].clone();
         let suspicions = faults
             .detector_views
