@@ -144,25 +144,27 @@ pub struct FailureDetectorConfig {
 /// rank is failed over about one lease after it froze, and not before
 /// (it could still write until then), so the lease is the floor of a
 /// failover's detection; too short, and a live rank that the OS held
-/// back on a loaded host loses its lease and is declared failed. The
-/// defaults hold without a false declaration on a loaded 2-core host
-/// (see docs/PERFORMANCE.md): 500 ms everywhere, the renewals riding on
-/// the bootstrap's TCP connections whichever transport carries the data.
+/// back on a loaded host loses its lease and is declared failed.
 pub fn lease_of(config: &Config) -> std::time::Duration {
     let ms = config
         .failure_detector
         .lease_ms
-        .unwrap_or(match config.ucx.transport {
-            crate::config::UcxTransport::Shm
-            | crate::config::UcxTransport::Tcp
-            | crate::config::UcxTransport::Rdma
-            | crate::config::UcxTransport::Auto => DEFAULT_LEASE_MS,
-        });
+        .unwrap_or_else(|| default_lease_ms(config.ucx.transport));
     std::time::Duration::from_secs_f64(ms / 1e3)
 }
 
-/// The default lease of every transport, ms.
-const DEFAULT_LEASE_MS: f64 = 500.0;
+/// The default lease over `transport`, ms. Over `shm` every rank is on
+/// one host: 100 ms is the shortest that held with no false declaration
+/// on the project's 2-core host loaded by two CPU hogs besides the three
+/// ranks (50 ms and 20 ms did not; docs/PERFORMANCE.md). Across hosts
+/// (`tcp`, `rdma`, and `auto`, which may pick either) the renewals cross
+/// a network not measured here: 500 ms, as before the lease was a knob.
+fn default_lease_ms(transport: crate::config::UcxTransport) -> f64 {
+    match transport {
+        crate::config::UcxTransport::Shm => 100.0,
+        _ => 500.0,
+    }
+}
 
 /// The detector's resolved timing, ns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
