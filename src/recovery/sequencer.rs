@@ -720,7 +720,6 @@ impl Sequencer {
         channel: &mut dyn ControlChannel,
         live: &[NodeId],
     ) -> Result<(), String> {
-        let failed = self.failover.failed_nodes();
         let mut summaries = Vec::new();
         for &party in live {
             let (counts, summary) = self.synced[party as usize].take().unwrap_or_default();
@@ -728,6 +727,7 @@ impl Sequencer {
             summaries.push((party, summary));
         }
         let began = self.now_ns();
+        let failed = self.failover.failed_nodes();
         let buckets = differing_buckets(&self.failover.placement(), &failed, &summaries)?;
         let times = self.times();
         times.summary_words = summaries.iter().map(|(_, s)| s.len() as u64).sum();
