@@ -52,11 +52,6 @@ mod join;
 /// How often a rank tells the others it is alive.
 pub const HEARTBEAT: Duration = Duration::from_millis(250);
 
-/// How long a lease lasts from the beat that renewed it
-/// (`Bootstrap::enable_leases`): two heartbeats, so one late echo does
-/// not run it out.
-pub const LEASE: Duration = Duration::from_millis(500);
-
 /// What one rank tells the others when it joins.
 #[derive(Clone, Debug, Default)]
 pub struct RankInfo {
@@ -164,6 +159,10 @@ pub struct Bootstrap {
     lease_epoch: Option<Instant>,
     lease_granted: Vec<Instant>,
     lease_beat_ns: u64,
+    /// How long a lease lasts from the beat that renewed it; a rank
+    /// holding one beats every half of it, so one late echo does not run
+    /// it out.
+    lease: Duration,
     /// A rank other than 0: the first write to rank 0 that failed, and
     /// when. It is reported only once what rank 0 sent before it closed
     /// has been read (or after [`UNSENT_GRACE`]): a rank woken from a
@@ -254,12 +253,13 @@ impl Bootstrap {
     /// (`lease_expired`). So a process that was frozen (or cut off) long
     /// enough to be failed over finds its lease gone when it runs again,
     /// and cannot write into the survivors' memory before it learns it
-    /// was declared failed. A lease runs [`LEASE`] from the moment its
-    /// holder *sent* the beat that rank 0 echoed: however late the echo
-    /// arrives, it never outlasts rank 0's view of it. `epoch` is the
-    /// clock the endpoints use.
-    pub fn enable_leases(&mut self, epoch: Instant) {
+    /// was declared failed. A lease runs `lease` (`config::faults::lease_of`)
+    /// from the moment its holder *sent* the beat that rank 0 echoed:
+    /// however late the echo arrives, it never outlasts rank 0's view of
+    /// it. `epoch` is the clock the endpoints use.
+    pub fn enable_leases(&mut self, epoch: Instant, lease: Duration) {
         self.lease_epoch = Some(epoch);
+        self.lease = lease;
         let now = Instant::now();
         self.lease_granted = vec![now; self.nodes as usize];
         self.lease_beat_ns = epoch.elapsed().as_nanos() as u64;
@@ -274,14 +274,14 @@ impl Bootstrap {
     /// given to `enable_leases`) it may post.
     pub fn lease_until_ns(&self) -> Option<u64> {
         (self.rank != 0 && self.lease_epoch.is_some())
-            .then(|| self.lease_beat_ns + LEASE.as_nanos() as u64)
+            .then(|| self.lease_beat_ns + self.lease.as_nanos() as u64)
     }
 
     /// Rank 0: whether the lease `rank` last got has run out (with a
     /// margin for the two clocks' rates), or leases are off.
     pub fn lease_expired(&self, rank: u32) -> bool {
         self.lease_epoch.is_none()
-            || self.lease_granted[rank as usize].elapsed() >= LEASE + LEASE / 8
+            || self.lease_granted[rank as usize].elapsed() >= self.lease + self.lease / 8
     }
 
     /// How long since anything was heard from `rank` (rank 0: any rank;
@@ -385,9 +385,18 @@ impl Bootstrap {
         }
     }
 
+    /// How often this rank beats: every half lease while it holds one,
+    /// every [`HEARTBEAT`] otherwise.
+    pub fn beat_interval(&self) -> Duration {
+        match self.lease_epoch {
+            Some(_) => (self.lease / 2).min(HEARTBEAT),
+            None => HEARTBEAT,
+        }
+    }
+
     /// Sends a heartbeat if one is due.
     pub fn beat(&mut self) -> Result<(), String> {
-        if self.last_beat_sent.elapsed() >= HEARTBEAT {
+        if self.last_beat_sent.elapsed() >= self.beat_interval() {
             self.last_beat_sent = Instant::now();
             match self.lease_epoch {
                 Some(epoch) if self.rank != 0 => {
@@ -411,7 +420,9 @@ impl Bootstrap {
             }
             let now = Instant::now();
             // A zero timeout only polls (no wait at all).
-            let wait = until.saturating_duration_since(now).min(HEARTBEAT / 2);
+            let wait = until
+                .saturating_duration_since(now)
+                .min(self.beat_interval() / 2);
             self.take_event(wait)?;
             if self.backlog.is_empty() && Instant::now() >= until {
                 return Ok(None);
@@ -712,7 +723,10 @@ mod tests {
         head[..4].copy_from_slice(&(Kind::Hello as u32).to_le_bytes());
         head[8..].copy_from_slice(&(1u64 << 40).to_le_bytes());
         huge.write_all(&head).unwrap();
-        let refused = |options: BootstrapOptions, rank: u32| {
+        // A rank refused as one of another job tries again until its join
+        // timeout: a short one here.
+        let refused = |mut options: BootstrapOptions, rank: u32| {
+            options.join_timeout = Duration::from_millis(400);
             let error = Bootstrap::join(&options, info(rank))
                 .err()
                 .expect("refused");
@@ -768,20 +782,94 @@ mod tests {
         };
         let leader_options = job(0, "4242");
         let leader = std::thread::spawn(move || Bootstrap::join(&leader_options, info(0)));
+        let stranger = BootstrapOptions {
+            join_timeout: Duration::from_millis(400),
+            ..job(1, "4343")
+        };
         let error = loop {
-            match Bootstrap::join(&job(1, "4343"), info(1)) {
+            match Bootstrap::join(&stranger, info(1)) {
                 Err(e) if e.contains("could not reach rank 0") => continue,
                 Err(e) => break e,
                 Ok(_) => panic!("a rank of another job joined"),
             }
         };
         assert!(
-            error.contains("another job (job `4343`; this one has job `4242`)"),
+            error.contains("another job (job `4343`; this one has job `4242`)")
+                && error.contains("tried again"),
             "{error}"
         );
         let member =
             std::thread::spawn(move || Bootstrap::join(&job(1, "4242"), info(1)).map(|_| ()));
         assert!(leader.join().unwrap().is_ok());
         member.join().unwrap().unwrap();
+    }
+
+    /// A rank refused as one of another job (the address held by the
+    /// other job's rank 0) tries again, and joins its own rank 0 once that
+    /// one listens there, within its join timeout.
+    #[test]
+    fn a_rank_refused_as_another_job_tries_again_until_its_own_rank_0_listens() {
+        let port = free_port();
+        let job = move |rank: u32, job: &str, timeout: Duration| BootstrapOptions {
+            job: job.into(),
+            join_timeout: timeout,
+            ..options(rank, 2, port, 7)
+        };
+        // The other job's rank 0 holds the address for a second, then
+        // gives up (its own rank 1 never comes).
+        let other = std::thread::spawn(move || {
+            Bootstrap::join(&job(0, "other", Duration::from_secs(1)), info(0)).map(|_| ())
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let member = std::thread::spawn(move || {
+            Bootstrap::join(&job(1, "mine", Duration::from_secs(20)), info(1)).map(|_| ())
+        });
+        let other_error = other
+            .join()
+            .unwrap()
+            .expect_err("the other job never completes");
+        assert!(other_error.contains("another job"), "{other_error}");
+        let leader = Bootstrap::join(&job(0, "mine", Duration::from_secs(20)), info(0));
+        assert!(leader.is_ok(), "{:?}", leader.err());
+        member
+            .join()
+            .unwrap()
+            .expect("the refused rank joined its own job");
+    }
+
+    /// A stranger that sends part of a message and holds the connection
+    /// open (even one byte at a time) is refused within the handshake
+    /// limit, about a second, not after the join timeout.
+    #[test]
+    fn a_stranger_holding_an_incomplete_message_is_refused_within_a_second() {
+        let port = free_port();
+        let mut short = options(0, 2, port, 1);
+        short.join_timeout = Duration::from_millis(2500);
+        let leader = std::thread::spawn(move || Bootstrap::join(&short, info(0)));
+        let mut stranger = loop {
+            match TcpStream::connect(("127.0.0.1", port)) {
+                Ok(stream) => break stream,
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        // A header's first bytes, then a byte every 200 ms: each read
+        // alone is quick, the message never whole.
+        stranger
+            .write_all(&(Kind::Hello as u32).to_le_bytes())
+            .unwrap();
+        let trickle = std::thread::spawn(move || {
+            for _ in 0..12 {
+                std::thread::sleep(Duration::from_millis(200));
+                if stranger.write_all(&[0]).is_err() {
+                    break;
+                }
+            }
+        });
+        let error = leader.join().unwrap().err().expect("rank 1 never joins");
+        assert!(
+            error.contains("no whole join message within 1.0 s"),
+            "{error}"
+        );
+        trickle.join().unwrap();
     }
 }

@@ -12,8 +12,8 @@
 //!
 //! * **Frames.** Each `recovery::sequencer::Message` travels as one
 //!   bootstrap frame of its own kind (`Suspect`, `Fail`, `Quiet`, `Drain`,
-//!   `Doubts`, `Decide`, `Synced`, `Install`, `Recovered`, `Resume`), its
-//!   body a list of words; a member's go to rank 0, rank 0's to every live
+//!   `Doubts`, `Decide`, `Synced`, `Fetch`, `Versions`, `Install`,
+//!   `Recovered`, `Resume`), its body a list of words; a member's go to rank 0, rank 0's to every live
 //!   rank or to one.
 //! * **Suspicions.** Beside a rank's failure detector (`recovery::detector`:
 //!   heartbeat READs through UCX, the lease scheme of DrTM §4.5), a peer
@@ -22,7 +22,8 @@
 //!   certain failure.
 //! * **Corroboration and leases.** Rank 0 fails a suspect only when its
 //!   own connection to it is silent too (no bootstrap heartbeat for two
-//!   periods) and the lease rank 0 last gave it has run out
+//!   periods, each half a lease) and the lease rank 0 last gave it has run
+//!   out (`[failure_detector] lease_ms`)
 //!   (`Bootstrap::enable_leases`): a process that is merely slow, whose
 //!   heartbeat word lags while its main thread still talks, must not be
 //!   failed over while it can still write, and one that was frozen finds
@@ -46,11 +47,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::bootstrap::{Bootstrap, HEARTBEAT};
+use super::bootstrap::Bootstrap;
 use super::wire::{Dec, Enc, Frame, Kind};
 use crate::fabric::ucx::PeerFailure;
 use crate::fabric::NodeId;
-use crate::recovery::sequencer::{ControlChannel, Message, Sequencer};
+use crate::recovery::sequencer::{ControlChannel, Message, PhaseTimes, Sequencer};
 use crate::recovery::steps::{Doubts, RecoveryCounts};
 use crate::recovery::{Failover, Membership};
 
@@ -82,6 +83,11 @@ impl<'a> ClusterFailover<'a> {
     /// At the run's end (rank 0): counts the suspicions never acted on.
     pub fn finish(&self) {
         self.sequencer.finish();
+    }
+
+    /// Rank 0: where each recovery's pause went, phase by phase.
+    pub fn phase_times(&self) -> &[PhaseTimes] {
+        self.sequencer.phase_times()
     }
 
     /// Whether a recovery is under way (the run must not end meanwhile).
@@ -165,7 +171,7 @@ impl ControlChannel for BootChannel<'_, '_> {
 
     fn corroborates(&self, party: NodeId) -> bool {
         let rank = party as u32;
-        self.boot.silent_for(rank) >= 2 * HEARTBEAT && self.boot.lease_expired(rank)
+        self.boot.silent_for(rank) >= 2 * self.boot.beat_interval() && self.boot.lease_expired(rank)
     }
 
     fn expel(&mut self, party: NodeId) {
@@ -200,7 +206,9 @@ fn frame_of(message: &Message) -> (Kind, Vec<u64>) {
         Message::Drain => (Kind::Drain, Vec::new()),
         Message::Doubts(counts, doubts) => (Kind::Doubts, with_counts(counts, doubts.encode())),
         Message::Decide(committed) => (Kind::Decide, committed.clone()),
-        Message::Synced(counts, digest) => (Kind::Synced, with_counts(counts, digest.clone())),
+        Message::Synced(counts, summary) => (Kind::Synced, with_counts(counts, summary.clone())),
+        Message::Fetch(buckets) => (Kind::Fetch, buckets.clone()),
+        Message::Versions(digest) => (Kind::Versions, digest.clone()),
         Message::Install(entries) => (Kind::Install, entries.clone()),
         Message::Recovered(counts) => (Kind::Recovered, counts.to_words().to_vec()),
         Message::Resume(recovery_ns) => (Kind::Resume, vec![*recovery_ns]),
@@ -240,9 +248,11 @@ fn message_of(frame: &Frame) -> Result<Option<Message>, String> {
         }
         Kind::Decide => Message::Decide(words()?),
         Kind::Synced => {
-            let (counts, digest) = split_counts("Synced")?;
-            Message::Synced(counts, digest)
+            let (counts, summary) = split_counts("Synced")?;
+            Message::Synced(counts, summary)
         }
+        Kind::Fetch => Message::Fetch(words()?),
+        Kind::Versions => Message::Versions(words()?),
         Kind::Install => Message::Install(words()?),
         Kind::Recovered => {
             let (counts, rest) = split_counts("Recovered")?;

@@ -34,7 +34,7 @@ pub enum Kind {
     Quiet = 11,
     /// Rank 0: every survivor is quiet; recover locally, send the digest.
     Drain = 12,
-    /// A rank's local recovery counts and sync digest.
+    /// A rank's local recovery counts and sync summary.
     Synced = 13,
     /// Rank 0: the versions this rank's copies lack.
     Install = 14,
@@ -57,6 +57,10 @@ pub enum Kind {
     /// Rank 0, first thing on a new connection: the nonce the joiner must
     /// answer (`cluster::auth`).
     Challenge = 22,
+    /// Rank 0: the buckets whose copies differ; send their versions.
+    Fetch = 23,
+    /// A rank's versions in those buckets.
+    Versions = 24,
 }
 
 impl Kind {
@@ -83,6 +87,8 @@ impl Kind {
             20 => Kind::LeaseBeat,
             21 => Kind::LeaseGrant,
             22 => Kind::Challenge,
+            23 => Kind::Fetch,
+            24 => Kind::Versions,
             _ => return None,
         })
     }

@@ -132,6 +132,38 @@ pub struct FailureDetectorConfig {
     pub enabled: Option<bool>,
     pub heartbeat_interval_us: Option<f64>,
     pub timeout_us: Option<f64>,
+    /// A `ucx` rank's lease, ms (`lease_of`): it posts nothing once the
+    /// lease rank 0 last renewed has run out, and rank 0 fails it over
+    /// only then. Unset: the transport's default.
+    pub lease_ms: Option<f64>,
+}
+
+/// How long a `ucx` rank's lease lasts from the heartbeat that renewed it
+/// (`cluster::bootstrap`'s leases; DrTM §4.5, FaRM's leases): the
+/// `[failure_detector] lease_ms` key, or the transport's default. A frozen
+/// rank is failed over about one lease after it froze, and not before
+/// (it could still write until then), so the lease is the floor of a
+/// failover's detection; too short, and a live rank that the OS held
+/// back on a loaded host loses its lease and is declared failed.
+pub fn lease_of(config: &Config) -> std::time::Duration {
+    let ms = config
+        .failure_detector
+        .lease_ms
+        .unwrap_or_else(|| default_lease_ms(config.ucx.transport));
+    std::time::Duration::from_secs_f64(ms / 1e3)
+}
+
+/// The default lease over `transport`, ms. Over `shm` every rank is on
+/// one host: 100 ms is the shortest that held with no false declaration
+/// on the project's 2-core host loaded by two CPU hogs besides the three
+/// ranks (50 ms and 20 ms did not; docs/PERFORMANCE.md). Across hosts
+/// (`tcp`, `rdma`, and `auto`, which may pick either) the renewals cross
+/// a network not measured here: 500 ms, as before the lease was a knob.
+fn default_lease_ms(transport: crate::config::UcxTransport) -> f64 {
+    match transport {
+        crate::config::UcxTransport::Shm => 100.0,
+        _ => 500.0,
+    }
 }
 
 /// The detector's resolved timing, ns.
@@ -185,6 +217,15 @@ impl DetectorSettings {
             return None;
         }
         let mut settings = DetectorSettings::defaults(config.fabric, &config.profile);
+        if config.fabric == FabricKind::Ucx {
+            // A rank is failed over once its lease is out and its detector
+            // suspects it, so a lease shorter than the detector's timeout
+            // brings the timeout down with it: a frozen rank is declared
+            // about one lease after it froze.
+            let lease_ns = lease_of(config).as_nanos() as u64;
+            settings.timeout_ns = settings.timeout_ns.min(lease_ns);
+            settings.heartbeat_interval_ns = settings.heartbeat_interval_ns.min(lease_ns / 10);
+        }
         if let Some(us) = section.heartbeat_interval_us {
             settings.heartbeat_interval_ns = (us * 1_000.0) as u64;
         }
@@ -207,6 +248,13 @@ impl DetectorSettings {
 /// by `Config::validate`.
 pub fn validate(config: &Config) -> Result<(), String> {
     let section = &config.failure_detector;
+    if let Some(ms) = section.lease_ms {
+        if !ms.is_finite() || !(2.0..=60_000.0).contains(&ms) {
+            return Err(format!(
+                "failure_detector.lease_ms = {ms} is out of range; allowed: [2, 60000] ms"
+            ));
+        }
+    }
     for (name, value) in [
         ("heartbeat_interval_us", section.heartbeat_interval_us),
         ("timeout_us", section.timeout_us),

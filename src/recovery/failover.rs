@@ -270,6 +270,28 @@ impl Failover {
         recovery::sync_digest(&self.replication, self.local_store(), &self.failed_nodes())
     }
 
+    /// Per process, the cheap first round of [`Failover::sync_digest`]:
+    /// a sum per bucket of each shared copy's versions
+    /// (`recovery::sync_summary`).
+    pub fn sync_summary(&self) -> Vec<u64> {
+        recovery::sync_summary(&self.replication, self.local_store(), &self.failed_nodes())
+    }
+
+    /// Per process, the second round: [`Failover::sync_digest`] of the
+    /// `[partition, table, bucket]` words `buckets` (sorted) names.
+    pub fn sync_digest_of(&self, buckets: &[u64]) -> Vec<u64> {
+        let wanted: std::collections::HashSet<(NodeId, u32, u64)> = buckets
+            .chunks_exact(3)
+            .map(|b| (b[0] as NodeId, b[1] as u32, b[2]))
+            .collect();
+        recovery::sync_digest_where(
+            &self.replication,
+            self.local_store(),
+            &self.failed_nodes(),
+            &|partition, table, bucket| wanted.contains(&(partition, table, bucket)),
+        )
+    }
+
     /// Per process: installs the versions the merge of every survivor's
     /// digest found this node lacking. Returns how many.
     pub fn install_sync(&self, entries: &[u64]) -> Result<u64, String> {

@@ -37,18 +37,25 @@
 //!    it (`steps::decide_doubts`) — and tells everyone
 //!    ([`Message::Decide`]). Each survivor applies the committed ones, drops
 //!    the rest, installs its redo writes (`Failover::resolve_locally`) and
-//!    sends the versions of the partitions it shares with another survivor
-//!    ([`Message::Synced`]).
-//! 6. **Install.** The decider merges them (`steps::merge_sync_digests`)
+//!    sends a summary of the partitions it shares with another survivor
+//!    ([`Message::Synced`]): per bucket of keys, a sum over its versions
+//!    (`steps::sync_summary`), a scan of local memory but a message that
+//!    does not grow with the data.
+//! 6. **Fetch.** The decider compares the summaries
+//!    (`steps::differing_buckets`) — the copies differ only where the
+//!    failure caught writes in flight — and asks every survivor for its
+//!    versions of those buckets ([`Message::Fetch`], [`Message::Versions`]);
+//!    when none differs it skips the round.
+//! 7. **Install.** The decider merges them (`steps::merge_sync_digests`)
 //!    and sends each survivor the newest versions its copies lack
 //!    ([`Message::Install`]). Each installs them, resets its protocol
 //!    headers, routes the failed partitions to their promoted copies, and
 //!    says [`Message::Recovered`].
-//! 7. **Resume.** The decider tells everyone ([`Message::Resume`]) and the
+//! 8. **Resume.** The decider tells everyone ([`Message::Resume`]) and the
 //!    clients go on.
 //!
 //! The recovery time reported is the decider's, from its `Fail` to its
-//! `Resume`. One failure is recovered at a time: a party lost during a
+//! `Resume`; where it went, phase by phase, is [`PhaseTimes`]. One failure is recovered at a time: a party lost during a
 //! recovery ends the run with an error naming it.
 //!
 //! On `sim` and `threads`, whose nodes share one address space, the whole
@@ -66,9 +73,66 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::steps::{decide_doubts, merge_sync_digests, Doubts, RecoveryCounts};
+use super::steps::{decide_doubts, differing_buckets, merge_sync_digests, Doubts, RecoveryCounts};
 use super::{Failover, FailoverReport, Membership};
 use crate::fabric::NodeId;
+
+/// Where one recovery's pause went, as the decider saw it: each phase
+/// from the moment the previous one ended to the moment every live party
+/// had answered it, and the decider's own local steps within them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PhaseTimes {
+    /// From the `Fail` to every survivor parked (`Quiet`).
+    pub quiet_ns: u64,
+    /// From `Drain` to every survivor's doubts (`Doubts`).
+    pub drain_ns: u64,
+    /// From `Decide` to every survivor's sync summary (`Synced`).
+    pub decide_ns: u64,
+    /// From the comparison of the summaries to every survivor's versions
+    /// of the buckets that differ (`Versions`; none when none differs).
+    pub fetch_ns: u64,
+    /// From the merge to every survivor installed and reset (`Recovered`).
+    pub install_ns: u64,
+    /// The decider's own steps: draining its rings, resolving the doubts,
+    /// building its digest, merging every digest, installing and resetting.
+    pub local_drain_ns: u64,
+    pub local_resolve_ns: u64,
+    pub local_summary_ns: u64,
+    pub local_fetch_ns: u64,
+    pub merge_ns: u64,
+    pub local_install_ns: u64,
+    /// The words of every survivor's summary, the buckets that differed,
+    /// the words of the versions fetched, and of every install sent.
+    pub summary_words: u64,
+    pub differing_buckets: u64,
+    pub digest_words: u64,
+    pub install_words: u64,
+}
+
+impl std::fmt::Display for PhaseTimes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        write!(
+            f,
+            "quiet {:.2} ms, drain {:.2} ms (own {:.2}), decide {:.2} ms (own resolve {:.2}, summary {:.2}), fetch {:.2} ms (own {:.2}), install {:.2} ms (merge {:.2}, own install {:.2}); summaries {} words, {} buckets differ, versions {} words, installs {} words",
+            ms(self.quiet_ns),
+            ms(self.drain_ns),
+            ms(self.local_drain_ns),
+            ms(self.decide_ns),
+            ms(self.local_resolve_ns),
+            ms(self.local_summary_ns),
+            ms(self.fetch_ns),
+            ms(self.local_fetch_ns),
+            ms(self.install_ns),
+            ms(self.merge_ns),
+            ms(self.local_install_ns),
+            self.summary_words,
+            self.differing_buckets,
+            self.digest_words,
+            self.install_words,
+        )
+    }
+}
 
 /// The party that decides (and must survive): rank 0 on `ucx`.
 pub const DECIDER: NodeId = 0;
@@ -89,9 +153,14 @@ pub enum Message {
     /// The decider: the dead coordinators' transactions that committed
     /// (sorted).
     Decide(Vec<u64>),
-    /// What a party's resolution of the rest did, and its sync digest
-    /// (`steps::sync_digest`).
+    /// What a party's resolution of the rest did, and its sync summary
+    /// (`steps::sync_summary`: a sum per bucket of each shared copy).
     Synced(RecoveryCounts, Vec<u64>),
+    /// The decider: the buckets whose copies differ
+    /// (`steps::differing_buckets`); send their versions.
+    Fetch(Vec<u64>),
+    /// A party's versions in those buckets (`steps::sync_digest_where`).
+    Versions(Vec<u64>),
     /// The decider (to one party): the versions its copies lack.
     Install(Vec<u64>),
     /// A party installed them and reset its headers: how many of each.
@@ -138,8 +207,11 @@ enum Phase {
     Pausing,
     /// The decider: waiting for every survivor's doubts.
     Deciding,
-    /// The decider: waiting for every survivor's digest.
+    /// The decider: waiting for every survivor's summary.
     Draining,
+    /// The decider: waiting for every survivor's versions of the buckets
+    /// that differ.
+    Fetching,
     /// The decider: waiting for every survivor to have installed and reset.
     Installing,
 }
@@ -169,6 +241,7 @@ pub struct Sequencer {
     quiet: Vec<bool>,
     doubts: Vec<Option<(RecoveryCounts, Doubts)>>,
     synced: Vec<Option<(RecoveryCounts, Vec<u64>)>>,
+    versions: Vec<Option<Vec<u64>>>,
     recovered: Vec<bool>,
     /// The decider: the current recovery's totals, and when it was
     /// declared.
@@ -176,6 +249,10 @@ pub struct Sequencer {
     declared_at_ns: u64,
     /// The decider: the parties recovered from (or being recovered from).
     failed: Vec<NodeId>,
+    /// The decider: where each recovery's pause went (the current one
+    /// last), and when its current phase began.
+    phase_times: Vec<PhaseTimes>,
+    phase_began_ns: u64,
 }
 
 impl Sequencer {
@@ -206,10 +283,13 @@ impl Sequencer {
             quiet: each(false),
             doubts: vec![None; parties as usize],
             synced: vec![None; parties as usize],
+            versions: vec![None; parties as usize],
             recovered: each(false),
             totals: FailoverReport::default(),
             declared_at_ns: 0,
             failed: Vec::new(),
+            phase_times: Vec::new(),
+            phase_began_ns: 0,
         }
     }
 
@@ -236,6 +316,28 @@ impl Sequencer {
         self.phase != Phase::Running || self.failover.paused()
     }
 
+    /// The decider: where each recovery's pause went, in order.
+    pub fn phase_times(&self) -> &[PhaseTimes] {
+        &self.phase_times
+    }
+
+    /// The decider: the current phase ended now; returns its length and
+    /// starts the next.
+    fn end_phase(&mut self) -> u64 {
+        let now = self.now_ns();
+        let took = now.saturating_sub(self.phase_began_ns);
+        self.phase_began_ns = now;
+        took
+    }
+
+    /// The decider: the current recovery's times.
+    fn times(&mut self) -> &mut PhaseTimes {
+        if self.phase_times.is_empty() {
+            self.phase_times.push(PhaseTimes::default());
+        }
+        self.phase_times.last_mut().expect("just pushed")
+    }
+
     /// The parties failed over so far.
     pub fn failed(&self) -> Vec<NodeId> {
         self.failover.failed_nodes()
@@ -254,7 +356,8 @@ impl Sequencer {
             Phase::Running => "resuming",
             Phase::Pausing => "quiescing",
             Phase::Deciding => "collecting in-doubt transactions",
-            Phase::Draining => "collecting version digests",
+            Phase::Draining => "collecting version summaries",
+            Phase::Fetching => "collecting the versions that differ",
             Phase::Installing => "installing versions",
         };
         let waiting: Vec<String> = if self.is_decider() {
@@ -286,6 +389,7 @@ impl Sequencer {
             Phase::Pausing => self.quiet[p],
             Phase::Deciding => self.doubts[p].is_some(),
             Phase::Draining => self.synced[p].is_some(),
+            Phase::Fetching => self.versions[p].is_some(),
             Phase::Installing => self.recovered[p],
         }
     }
@@ -391,7 +495,8 @@ impl Sequencer {
             }
             Message::Quiet => self.quiet[from_index] = true,
             Message::Doubts(counts, doubts) => self.doubts[from_index] = Some((counts, doubts)),
-            Message::Synced(counts, digest) => self.synced[from_index] = Some((counts, digest)),
+            Message::Synced(counts, summary) => self.synced[from_index] = Some((counts, summary)),
+            Message::Versions(digest) => self.versions[from_index] = Some(digest),
             Message::Recovered(counts) => {
                 self.totals.counts.add(&counts);
                 self.recovered[from_index] = true;
@@ -416,8 +521,12 @@ impl Sequencer {
                 channel.send(&Message::Doubts(counts, doubts))?;
             }
             Message::Decide(committed) => {
-                let (counts, digest) = self.resolve(committed);
-                channel.send(&Message::Synced(counts, digest))?;
+                let (counts, summary) = self.resolve(committed);
+                channel.send(&Message::Synced(counts, summary))?;
+            }
+            Message::Fetch(buckets) => {
+                let digest = self.failover.sync_digest_of(&buckets);
+                channel.send(&Message::Versions(digest))?;
             }
             Message::Install(entries) => {
                 let recovered = self.install(&entries)?;
@@ -474,6 +583,8 @@ impl Sequencer {
         }
         self.failed.push(node);
         self.declared_at_ns = now;
+        self.phase_began_ns = now;
+        self.phase_times.push(PhaseTimes::default());
         self.start_recovery();
         channel.send(&Message::Fail(node))?;
         channel.expel(node);
@@ -489,6 +600,7 @@ impl Sequencer {
         self.quiet = vec![false; parties];
         self.doubts = vec![None; parties];
         self.synced = vec![None; parties];
+        self.versions = vec![None; parties];
         self.recovered = vec![false; parties];
         for party in self.failover.failed_nodes() {
             self.quiet[party as usize] = true;
@@ -512,11 +624,20 @@ impl Sequencer {
         (outcome.counts(), doubts)
     }
 
-    /// Step 5 on this party: the rest's counts, then the sync digest.
+    /// Step 5 on this party: the rest's counts, then the sync summary.
     fn resolve(&mut self, mut committed: Vec<u64>) -> (RecoveryCounts, Vec<u64>) {
         committed.sort_unstable();
+        let began = self.now_ns();
         let outcome = self.failover.resolve_locally(&committed);
-        (outcome.counts(), self.failover.sync_digest())
+        let resolved = self.now_ns();
+        let summary = self.failover.sync_summary();
+        if self.is_decider() {
+            let summed = self.now_ns();
+            let times = self.times();
+            times.local_resolve_ns = resolved - began;
+            times.local_summary_ns = summed - resolved;
+        }
+        (outcome.counts(), summary)
     }
 
     /// Step 6 on this party: the versions installed and the headers reset.
@@ -550,9 +671,12 @@ impl Sequencer {
             match self.phase {
                 Phase::Running => return Ok(()),
                 Phase::Pausing => {
+                    self.times().quiet_ns = self.end_phase();
                     self.phase = Phase::Deciding;
                     channel.send(&Message::Drain)?;
+                    let began = self.now_ns();
                     self.doubts[DECIDER as usize] = Some(self.drain());
+                    self.times().local_drain_ns = self.now_ns() - began;
                 }
                 Phase::Deciding => {
                     let mut all = Vec::new();
@@ -563,12 +687,21 @@ impl Sequencer {
                         all.push(doubts);
                     }
                     let committed = decide_doubts(&all);
+                    self.times().drain_ns = self.end_phase();
                     self.phase = Phase::Draining;
                     channel.send(&Message::Decide(committed.clone()))?;
                     self.synced[DECIDER as usize] = Some(self.resolve(committed));
                 }
-                Phase::Draining => self.send_installs(channel, &live)?,
+                Phase::Draining => {
+                    self.times().decide_ns = self.end_phase();
+                    self.fetch_differences(channel, &live)?;
+                }
+                Phase::Fetching => {
+                    self.times().fetch_ns = self.end_phase();
+                    self.send_installs(channel, &live)?;
+                }
                 Phase::Installing => {
+                    self.times().install_ns = self.end_phase();
                     let recovery_ns = self.now_ns().saturating_sub(self.declared_at_ns);
                     channel.send(&Message::Resume(recovery_ns))?;
                     self.failover.resume(recovery_ns, &self.totals);
@@ -579,23 +712,65 @@ impl Sequencer {
         }
     }
 
-    /// The decider, once every live party's digest is in: merges them,
-    /// sends each party the versions its copies lack, and installs its
-    /// own.
+    /// The decider, once every live party's summary is in: asks every
+    /// live party for its versions of the buckets whose copies differ —
+    /// or, when none does, goes straight to the installs.
+    fn fetch_differences(
+        &mut self,
+        channel: &mut dyn ControlChannel,
+        live: &[NodeId],
+    ) -> Result<(), String> {
+        let mut summaries = Vec::new();
+        for &party in live {
+            let (counts, summary) = self.synced[party as usize].take().unwrap_or_default();
+            self.totals.counts.add(&counts);
+            summaries.push((party, summary));
+        }
+        let began = self.now_ns();
+        let failed = self.failover.failed_nodes();
+        let buckets = differing_buckets(&self.failover.placement(), &failed, &summaries)?;
+        let times = self.times();
+        times.summary_words = summaries.iter().map(|(_, s)| s.len() as u64).sum();
+        times.differing_buckets = buckets.len() as u64 / 3;
+        self.phase = Phase::Fetching;
+        if buckets.is_empty() {
+            for &party in live {
+                self.versions[party as usize] = Some(Vec::new());
+            }
+            return Ok(());
+        }
+        channel.send(&Message::Fetch(buckets.clone()))?;
+        let own = self.failover.sync_digest_of(&buckets);
+        self.times().local_fetch_ns = self.now_ns() - began;
+        self.versions[DECIDER as usize] = Some(own);
+        Ok(())
+    }
+
+    /// The decider, once every live party's versions of the differing
+    /// buckets are in: merges them, sends each party the versions its
+    /// copies lack, and installs its own.
     fn send_installs(
         &mut self,
         channel: &mut dyn ControlChannel,
         live: &[NodeId],
     ) -> Result<(), String> {
         let failed = self.failover.failed_nodes();
-        let mut digests = Vec::new();
-        for &party in live {
-            let (counts, digest) = self.synced[party as usize].take().unwrap_or_default();
-            self.totals.counts.add(&counts);
-            digests.push((party, digest));
-        }
+        let digests: Vec<(NodeId, Vec<u64>)> = live
+            .iter()
+            .map(|&party| {
+                (
+                    party,
+                    self.versions[party as usize].take().unwrap_or_default(),
+                )
+            })
+            .collect();
         let placement = self.failover.placement();
+        let began = self.now_ns();
         let installs = merge_sync_digests(&placement, &failed, &digests)?;
+        let merged = self.now_ns();
+        self.times().digest_words = digests.iter().map(|(_, d)| d.len() as u64).sum();
+        self.times().merge_ns = merged - began;
+        self.times().install_words = installs.iter().map(|(_, e)| e.len() as u64).sum();
         self.phase = Phase::Installing;
         let mut own = Vec::new();
         for (party, entries) in installs {
@@ -605,7 +780,9 @@ impl Sequencer {
                 channel.send_to(party, &Message::Install(entries))?;
             }
         }
+        let began = self.now_ns();
         let counts = self.install(&own)?;
+        self.times().local_install_ns = self.now_ns() - began;
         self.totals.counts.add(&counts);
         self.recovered[DECIDER as usize] = true;
         Ok(())

@@ -611,9 +611,143 @@ pub fn sync_digest(
     store: &Arc<NodeStore>,
     failed: &[NodeId],
 ) -> Vec<u64> {
-    let placement = replication.placement;
+    sync_digest_where(replication, store, failed, &|_, _, _| true)
+}
+
+/// [`sync_digest`] of the tuples whose `(partition, table, bucket)` —
+/// [`sync_bucket`] of the key — `wanted` takes.
+pub fn sync_digest_where(
+    replication: &Replication,
+    store: &Arc<NodeStore>,
+    failed: &[NodeId],
+    wanted: &dyn Fn(NodeId, u32, u64) -> bool,
+) -> Vec<u64> {
     let mut digest = Vec::new();
     let mut record = Vec::new();
+    for_each_shared_version(
+        replication,
+        store,
+        failed,
+        |source, partition, table, slot, key, seq| {
+            if !wanted(partition, table, sync_bucket(key)) {
+                return;
+            }
+            source.record(table, slot, &mut record);
+            digest.extend_from_slice(&[
+                partition as u64,
+                table as u64,
+                key,
+                seq,
+                record.len() as u64,
+            ]);
+            digest.extend_from_slice(&record);
+        },
+    );
+    digest
+}
+
+/// How many buckets a [`sync_summary`] splits each copy's table into: the
+/// copies of a partition differ only in the few tuples the failure caught
+/// in flight, so the versions exchanged are those of a few buckets.
+pub const SYNC_BUCKETS: u64 = 4096;
+
+/// The bucket of the tuple keyed `key`, the same on every copy.
+pub fn sync_bucket(key: u64) -> u64 {
+    key.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) % SYNC_BUCKETS
+}
+
+/// The cheap first round of [`sync_digest`]: for every copy `store` holds
+/// of a partition with another live copy, and every table, one word per
+/// bucket — the wrapping sum of a mix of `(key, seq)` over the bucket's
+/// versions (seq > 0), which two copies share iff they hold the same
+/// versions there (but for a 2⁻⁶⁴ collision; the checker compares the
+/// copies whole at the run's end). Words: `[partition, table, sums…]`
+/// per copy and table.
+pub fn sync_summary(
+    replication: &Replication,
+    store: &Arc<NodeStore>,
+    failed: &[NodeId],
+) -> Vec<u64> {
+    let placement = replication.placement;
+    // Every shared copy's every table, versions or none: the decider
+    // compares each with every other holder's.
+    let mut sums: std::collections::BTreeMap<(NodeId, u32), Vec<u64>> = Default::default();
+    for partition in 0..placement.nodes as NodeId {
+        let holders = live_holders(&placement, partition, failed);
+        if holders.len() >= 2 && holders.iter().any(|(node, _)| *node == store.node) {
+            for table in &store.layout.tables {
+                sums.insert((partition, table.id), vec![0; SYNC_BUCKETS as usize]);
+            }
+        }
+    }
+    for_each_shared_version(
+        replication,
+        store,
+        failed,
+        |_, partition, table, _, key, seq| {
+            let bucket = sync_bucket(key) as usize;
+            let Some(sums) = sums.get_mut(&(partition, table)) else {
+                return;
+            };
+            let mixed = (key ^ seq.rotate_left(32)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+            sums[bucket] = sums[bucket].wrapping_add(mixed ^ (mixed >> 32));
+        },
+    );
+    let mut words = Vec::new();
+    for ((partition, table), bucket_sums) in sums {
+        words.extend_from_slice(&[partition as u64, table as u64]);
+        words.extend_from_slice(&bucket_sums);
+    }
+    words
+}
+
+/// From every live node's [`sync_summary`]: the `(partition, table,
+/// bucket)`s whose sums differ between two live copies, or that a live
+/// copy lacks, as sorted words `[partition, table, bucket]`.
+pub fn differing_buckets(
+    placement: &Placement,
+    failed: &[NodeId],
+    summaries: &[(NodeId, Vec<u64>)],
+) -> Result<Vec<u64>, String> {
+    use std::collections::BTreeMap;
+    let stride = 2 + SYNC_BUCKETS as usize;
+    // (partition, table) -> every holder's sums.
+    let mut held: BTreeMap<(NodeId, u32), Vec<&[u64]>> = BTreeMap::new();
+    for (_, words) in summaries {
+        if words.len() % stride != 0 {
+            return Err("a sync summary ends inside a table".into());
+        }
+        for chunk in words.chunks_exact(stride) {
+            held.entry((chunk[0] as NodeId, chunk[1] as u32))
+                .or_default()
+                .push(&chunk[2..]);
+        }
+    }
+    let mut out = Vec::new();
+    for ((partition, table), sums) in held {
+        // Every live holder summarizes each table of its shared copies;
+        // one that did not is compared as a copy that differs everywhere.
+        let whole = sums.len() == live_holders(placement, partition, failed).len();
+        for bucket in 0..SYNC_BUCKETS as usize {
+            let first = sums[0][bucket];
+            if !whole || sums.iter().any(|s| s[bucket] != first) {
+                out.extend_from_slice(&[partition as u64, table as u64, bucket as u64]);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Calls `visit(copy, partition, table, slot, key, seq)` for every tuple
+/// version (seq > 0) of every copy `store` holds of a partition with
+/// another live copy.
+fn for_each_shared_version(
+    replication: &Replication,
+    store: &Arc<NodeStore>,
+    failed: &[NodeId],
+    mut visit: impl FnMut(&NodeStore, NodeId, u32, u64, u64, u64),
+) {
+    let placement = replication.placement;
     for partition in 0..placement.nodes as NodeId {
         let holders = live_holders(&placement, partition, failed);
         let Some(&(_, copy)) = holders.iter().find(|(node, _)| *node == store.node) else {
@@ -633,19 +767,10 @@ pub fn sync_digest(
                 let key = source
                     .region
                     .load(table.tuple_addr(slot) + crate::store::KEY_WORD as u64);
-                source.record(table.id, slot, &mut record);
-                digest.extend_from_slice(&[
-                    partition as u64,
-                    table.id as u64,
-                    key,
-                    seq,
-                    record.len() as u64,
-                ]);
-                digest.extend_from_slice(&record);
+                visit(&source, partition, table.id, slot, key, seq);
             }
         }
     }
-    digest
 }
 
 /// One entry of a digest: `(partition, table, key, seq, record)`.

@@ -16,8 +16,11 @@ use crate::cluster::wire::{read_frame, read_frame_limited, write_frame, Dec, Enc
 /// admitted yet (a join carries a few UCX addresses: kilobytes).
 const MAX_HELLO_BYTES: u64 = 16 << 20;
 
-/// How long a new connection has to answer rank 0's challenge.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a new connection has to answer rank 0's challenge, in all: a
+/// rank answers at once (a hash and a few kilobytes), so a connection
+/// still silent, or still short of a whole message, after this is a
+/// stranger holding it open, logged and closed.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How many connections may be proving themselves at once; past that rank
 /// 0 closes new ones at once (a flood of idle connections costs a thread
@@ -39,6 +42,31 @@ type Admission = (SocketAddr, Result<(TcpStream, RankInfo), String>);
 /// The abort frame's marker: rank 0 refused this connection (the run
 /// itself goes on).
 const REFUSED: u64 = 1;
+
+/// The abort frame's marker: rank 0 refused this connection as a rank of
+/// another job (another job id, or another cluster key). The rank 0 this
+/// rank wants may not listen yet — the other job's holds the address —
+/// so the joiner tries again until its join timeout.
+const REFUSED_OTHER_JOB: u64 = 2;
+
+/// A stream whose reads, all together, end at `deadline`: a peer that
+/// trickles a message byte by byte cannot stretch the limit a read
+/// timeout alone would reset on every byte.
+struct Deadlined<'a> {
+    stream: &'a mut TcpStream,
+    deadline: Instant,
+}
+
+impl std::io::Read for Deadlined<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
 
 /// Logs, once, a connection rank 0 turned away; the join goes on.
 fn log_refusal(peer: SocketAddr, reason: &str) {
@@ -66,7 +94,11 @@ fn admit(mut stream: TcpStream, gate: &Gate) -> Result<(TcpStream, RankInfo), St
     write_frame(&mut stream, Kind::Challenge, &challenge.bytes)
         .map_err(|e| format!("sending it the challenge failed: {e}"))?;
     let started = Instant::now();
-    let hello = match read_frame_limited(&mut stream, MAX_HELLO_BYTES) {
+    let mut deadlined = Deadlined {
+        stream: &mut stream,
+        deadline: started + HELLO_TIMEOUT,
+    };
+    let hello = match read_frame_limited(&mut deadlined, MAX_HELLO_BYTES) {
         Ok(Some(frame)) if frame.kind == Kind::Hello => frame,
         Ok(Some(frame)) => {
             return Err(format!(
@@ -77,8 +109,8 @@ fn admit(mut stream: TcpStream, gate: &Gate) -> Result<(TcpStream, RankInfo), St
         Ok(None) => return Err("it closed the connection without a join message".into()),
         Err(_) if started.elapsed() >= HELLO_TIMEOUT => {
             return Err(format!(
-                "it sent no join message within {} s",
-                HELLO_TIMEOUT.as_secs()
+                "it sent no whole join message within {:.1} s",
+                HELLO_TIMEOUT.as_secs_f64()
             ))
         }
         Err(e) => return Err(format!("not a verbena join message: {e}")),
@@ -106,30 +138,30 @@ fn admit(mut stream: TcpStream, gate: &Gate) -> Result<(TcpStream, RankInfo), St
     // The key first: until the proof holds, nothing else it says is
     // trusted (a wrong key could come with any job id or digest).
     let problem = match (&gate.key, proof.is_empty()) {
-        (Some(_), true) => Some(format!(
+        (Some(_), true) => Some((format!(
             "a peer calling itself {who} holds no cluster key and this job has one (give every rank the same VERBENA_CLUSTER_KEY or --cluster-key)"
-        )),
+        ), REFUSED)),
         (Some(key), false) if !auth::verify(key, &nonce, info.rank, digest, &job, &proof) => {
-            Some(format!(
+            Some((format!(
                 "a peer calling itself {who} does not hold this job's cluster key (a rank of another job, or one given another key)"
-            ))
+            ), REFUSED_OTHER_JOB))
         }
-        (None, false) => Some(format!(
+        (None, false) => Some((format!(
             "a peer calling itself {who} holds a cluster key and this job has none (give every rank the same VERBENA_CLUSTER_KEY or --cluster-key)"
-        )),
-        _ if job != gate.job => Some(format!(
+        ), REFUSED)),
+        _ if job != gate.job => Some((format!(
             "{who} belongs to another job ({}; this one has {})",
             describe_job(&job),
             describe_job(&gate.job)
-        )),
-        _ if digest != gate.digest => Some(format!(
+        ), REFUSED_OTHER_JOB)),
+        _ if digest != gate.digest => Some((format!(
             "{who} was started with a different configuration than rank 0; every rank needs the same flags and config file"
-        )),
+        ), REFUSED)),
         _ => None,
     };
-    if let Some(reason) = problem {
+    if let Some((reason, marker)) = problem {
         let mut enc = Enc::default();
-        enc.str(&reason).u64(REFUSED);
+        enc.str(&reason).u64(marker);
         let _ = write_frame(&mut stream, Kind::Abort, &enc.bytes);
         return Err(reason);
     }
@@ -140,11 +172,28 @@ fn admit(mut stream: TcpStream, gate: &Gate) -> Result<(TcpStream, RankInfo), St
 pub(super) fn abort_message(frame: &Frame, address: &str) -> String {
     let mut dec = Dec::new(&frame.body);
     let message = dec.str("message").unwrap_or_default();
-    if dec.u64("marker") == Ok(REFUSED) {
-        format!("rank 0 at {address} refused this rank: {message}")
-    } else {
-        format!("rank 0 stopped the run: {message}")
+    match dec.u64("marker") {
+        Ok(REFUSED | REFUSED_OTHER_JOB) => {
+            format!("rank 0 at {address} refused this rank: {message}")
+        }
+        _ => format!("rank 0 stopped the run: {message}"),
     }
+}
+
+/// What rank 0 answered a member's join message.
+enum Introduced {
+    /// Admitted: the stream and the table frame.
+    Table(TcpStream, Frame),
+    /// Refused as a rank of another job: why.
+    OtherJob(String),
+}
+
+/// Whether rank 0's `Abort` refused this rank as one of another job.
+fn refused_as_other_job(frame: &Frame) -> bool {
+    let mut dec = Dec::new(&frame.body);
+    frame.kind == Kind::Abort
+        && dec.str("message").is_ok()
+        && dec.u64("marker") == Ok(REFUSED_OTHER_JOB)
 }
 
 impl Bootstrap {
@@ -182,8 +231,40 @@ impl Bootstrap {
 
     fn join_as_member(options: &BootstrapOptions, mine: RankInfo) -> Result<Bootstrap, String> {
         let deadline = Instant::now() + options.join_timeout;
-        let rank = options.rank;
-        let mut stream = loop {
+        let mut told = false;
+        loop {
+            let stream = Self::reach_rank0(options, &mine, deadline)?;
+            match Self::introduce(options, &mine, stream)? {
+                Introduced::Table(stream, frame) => {
+                    return Self::seat_member(options, stream, frame)
+                }
+                Introduced::OtherJob(refusal) if Instant::now() >= deadline => {
+                    return Err(format!(
+                        "{refusal} (tried again for {:.0} s, the join timeout)",
+                        options.join_timeout.as_secs_f64()
+                    ))
+                }
+                Introduced::OtherJob(refusal) => {
+                    if !told {
+                        told = true;
+                        eprintln!(
+                            "verbena: rank {}: {refusal}; trying again until the join timeout",
+                            options.rank
+                        );
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+    }
+
+    /// Connects to rank 0, trying again until `deadline`.
+    fn reach_rank0(
+        options: &BootstrapOptions,
+        mine: &RankInfo,
+        deadline: Instant,
+    ) -> Result<TcpStream, String> {
+        loop {
             let attempt = options
                 .address
                 .to_socket_addrs()
@@ -198,10 +279,11 @@ impl Bootstrap {
                         .map_err(|e| e.to_string())
                 });
             match attempt {
-                Ok(stream) => break stream,
+                Ok(stream) => return Ok(stream),
                 Err(e) if Instant::now() >= deadline => {
                     return Err(format!(
-                        "rank {rank} (host {}) could not reach rank 0 at {} within {:.0} s: {e} (is rank 0 running, and is --bootstrap its address?)",
+                        "rank {} (host {}) could not reach rank 0 at {} within {:.0} s: {e} (is rank 0 running, and is --bootstrap its address?)",
+                        options.rank,
                         mine.host,
                         options.address,
                         options.join_timeout.as_secs_f64()
@@ -209,7 +291,18 @@ impl Bootstrap {
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(100)),
             }
-        };
+        }
+    }
+
+    /// Answers rank 0's challenge with this rank's join message and reads
+    /// its answer: the table of every rank, or a refusal as a rank of
+    /// another job (any other refusal is an error).
+    fn introduce(
+        options: &BootstrapOptions,
+        mine: &RankInfo,
+        mut stream: TcpStream,
+    ) -> Result<Introduced, String> {
+        let rank = options.rank;
         let _ = stream.set_nodelay(true);
         // Rank 0 speaks first: the nonce this rank's join must answer.
         let _ = stream.set_read_timeout(Some(options.join_timeout + Duration::from_secs(5)));
@@ -264,17 +357,30 @@ impl Bootstrap {
             &format!("while rank {rank} was joining"),
             &format!("answer from rank 0 at {address} while joining"),
         )?;
-        let mut dec = Dec::new(&frame.body);
         match frame.kind {
-            Kind::Table => {}
-            Kind::Abort => return Err(abort_message(&frame, &options.address)),
-            other => return Err(format!("rank 0 sent {other:?} instead of the table")),
+            Kind::Table => Ok(Introduced::Table(stream, frame)),
+            Kind::Abort if refused_as_other_job(&frame) => Ok(Introduced::OtherJob(abort_message(
+                &frame,
+                &options.address,
+            ))),
+            Kind::Abort => Err(abort_message(&frame, &options.address)),
+            other => Err(format!("rank 0 sent {other:?} instead of the table")),
         }
+    }
+
+    /// A member admitted: reads the table of every rank from `frame` and
+    /// listens to rank 0 on `stream`.
+    fn seat_member(
+        options: &BootstrapOptions,
+        stream: TcpStream,
+        frame: Frame,
+    ) -> Result<Bootstrap, String> {
+        let mut dec = Dec::new(&frame.body);
         let count = dec.u64("rank count")?;
         if count != options.nodes as u64 {
             return Err(format!(
-                "rank 0 runs {count} nodes but rank {rank} was started with --nodes {}",
-                options.nodes
+                "rank 0 runs {count} nodes but rank {} was started with --nodes {}",
+                options.rank, options.nodes
             ));
         }
         let ranks = (0..count)
@@ -312,6 +418,7 @@ impl Bootstrap {
             lease_epoch: None,
             lease_granted: Vec::new(),
             lease_beat_ns: 0,
+            lease: Duration::ZERO,
             unsent: None,
         }
     }

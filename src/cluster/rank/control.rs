@@ -70,6 +70,11 @@ impl<'r, X: ExtraStats> Control<'r, X> {
         let gathered = self.gather(workload, transports, results, fault_words)?;
         if let Some(failover) = &failover {
             failover.finish();
+            // The report carries the pause's total; where it went is for
+            // whoever tunes the recovery.
+            for (index, times) in failover.phase_times().iter().enumerate() {
+                eprintln!("{}: failover {} pause: {times}", self.me(), index + 1);
+            }
         }
         Ok(Some(gathered))
     }
@@ -171,7 +176,10 @@ impl<'r, X: ExtraStats> Control<'r, X> {
         if rank == 0 {
             self.boot.tolerate_loss();
         }
-        self.boot.enable_leases(self.context.epoch);
+        self.boot.enable_leases(
+            self.context.epoch,
+            crate::config::faults::lease_of(self.config),
+        );
         let membership = faults.memberships[rank as usize].clone();
         let suspicions = faults
             .detector_views
@@ -249,7 +257,14 @@ impl<'r, X: ExtraStats> Control<'r, X> {
             if Instant::now() >= deadline {
                 return Err(self.late(&done));
             }
-            match self.boot.next(Duration::from_millis(5))? {
+            // While recovering, every turn may end a phase of the pause
+            // (this rank's coroutines all parked): look often.
+            let turn = if recovering {
+                Duration::from_millis(1)
+            } else {
+                Duration::from_millis(5)
+            };
+            match self.boot.next(turn)? {
                 Some((from, frame)) if frame.kind == Kind::Done => done[from as usize] = true,
                 Some((_, frame)) if frame.kind == Kind::AllDone => return Ok(()),
                 Some((from, frame))
