@@ -10,9 +10,12 @@
 //! (`History::hash_only`), which hashes the same.
 //!
 //! A run ends when every worker's coroutines have finished; a run whose
-//! coroutines wait for what never comes (a crashed node, a dropped
-//! message) ends at a virtual deadline instead, and the report counts the
-//! workers that were still waiting (`stuck_workers`).
+//! coroutines wait for what never comes (a crashed node that no detector
+//! declares, traffic the transport gave up on) ends at a virtual deadline
+//! instead, a virtual second or the run's length past its end (beyond the
+//! transport's whole retry budget on RDMA, `fabric::sim`'s transport), and
+//! counts the workers that were still waiting (`stuck_workers`); the
+//! driver then fails the run with that as the reason.
 
 use std::sync::Arc;
 use std::time::Instant;

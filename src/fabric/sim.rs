@@ -72,7 +72,8 @@
 //!   ([`CpuModel::send_ns`], charged as it leaves), one one-way RPC
 //!   latency (jittered once), a 16-byte header at the wire rate, one
 //!   operation of the target NIC's op-rate cap, one draw of each link
-//!   fault (a delay delays and a drop loses the whole message), FIFO
+//!   fault (a delay delays it; a drop loses the whole message, which the
+//!   transport sends again after its timeout, drawing again), FIFO
 //!   behind the previous message of the same (worker, node) channel, and
 //!   one arrival event;
 //! * per part: writing its frame into the outbox (`frame_ns`, when it is
@@ -91,9 +92,9 @@
 //! sender `send_ns + frame_ns` and 32 bytes of header on the wire. After
 //! the arrival the receivers' mailboxes hold the parts in send order; at a
 //! crashed node every part is lost (each counts in `lost_count`, as does
-//! each part of a dropped message) and each request goes back to its
-//! sender as `MSG_FAILED` one lookahead after the message would have
-//! arrived. A message between workers of one node never reaches the wire:
+//! each copy of a wire message a drop loses) and each request goes back
+//! to its sender as `MSG_FAILED` one lookahead after the message would
+//! have arrived. A message between workers of one node never reaches the wire:
 //! it costs `frame_ns` and is delivered at once.
 //! One-sided verbs are not coalesced: on RDMA a doorbell batch is already
 //! one doorbell to one queue pair and each verb is its own work request
@@ -112,7 +113,12 @@
 //! message (a batch at its modeled completion time, an RPC request when it
 //! would have been delivered), which the runtime holds until the failure
 //! detector declares the node dead (see `recovery`). What a dropped link
-//! loses never comes back.
+//! loses the transport sends again after its timeout (RC's Local ACK
+//! Timeout, TCP's RTO; [`TransportRetry`]), so it arrives late, once; past the
+//! transport's retry budget the connection between the two nodes breaks
+//! and what was lost, and everything later sent over it, comes back as
+//! `MSG_FAILED` from the peer, exactly as a crash's losses do: the fabric
+//! reports the unreachable peer, and the recovery decides what follows.
 //!
 //! Invariants: events run in the processing order (its key only grows, and
 //! every event is scheduled at or after the current one's: at its own
@@ -145,8 +151,10 @@ mod messages;
 mod nic;
 mod onesided;
 mod order;
+mod transport;
 
 pub use endpoint::SimEndpoint;
+pub use transport::TransportRetry;
 
 /// Latencies after swarm scaling, ns.
 #[derive(Clone, Copy, Debug)]
@@ -181,11 +189,10 @@ struct InFlight {
     verbs: Vec<SimVerb>,
     write_data: Vec<u64>,
     results: Vec<u64>,
-    /// A verb of it was lost (crash, drop): it never completes.
+    /// A verb of it was lost to its target's crash or to a broken
+    /// connection: it never completes normally, and its poster hears of
+    /// it (`MSG_FAILED`) at its completion time.
     lost: bool,
-    /// It was lost to its target's crash: its poster hears of it
-    /// (`MSG_FAILED`) at its completion time.
-    target_crashed: bool,
 }
 
 enum Event {
@@ -357,8 +364,14 @@ struct SimState {
     crash_at_ns: Vec<u64>,
     pauses: Vec<(NodeId, u64, u64)>,
     links: Vec<LinkFault>,
+    /// How the transport retransmits what a `drop` loses.
+    transport: TransportRetry,
+    /// Node pairs (smaller first) whose connection ran out of retries.
+    broken_connections: Vec<(NodeId, NodeId)>,
     events_processed: u64,
     lost_count: u64,
+    /// Transfers the transport sent again after a loss.
+    retransmitted_count: u64,
     /// The NICs' connection caches; `None` when the profile has none.
     connections: Option<ConnectionCaches>,
 }
@@ -639,8 +652,11 @@ impl SimFabric {
             crash_at_ns: vec![u64::MAX; nodes],
             pauses: Vec::new(),
             links: Vec::new(),
+            transport: TransportRetry::of(profile),
+            broken_connections: Vec::new(),
             events_processed: 0,
             lost_count: 0,
+            retransmitted_count: 0,
             connections: ConnectionCaches::new(
                 profile,
                 config.emulated_nodes,
@@ -761,9 +777,16 @@ impl SimFabric {
             .map_or((0, 0), |c| (c.lookups, c.misses))
     }
 
-    /// Verbs, batches and messages lost to crashes and drops.
+    /// Verbs, batches and messages lost to crashes, and copies of them
+    /// lost to drops.
     pub fn lost_count(&self) -> u64 {
         self.state.borrow().lost_count
+    }
+
+    /// Copies of verbs and wire messages the transport sent again after
+    /// a drop lost one.
+    pub fn retransmitted_count(&self) -> u64 {
+        self.state.borrow().retransmitted_count
     }
 
     /// Pauses `node`'s CPUs during `[at_ns, at_ns + for_ns)`.

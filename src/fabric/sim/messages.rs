@@ -7,8 +7,13 @@
 //! Invariants: messages of one worker pair deliver in send order (one
 //! (worker, node) channel, FIFO); a wire message leaves exactly once; a
 //! request that reaches a crashed node goes back to its sender as
-//! `MSG_FAILED` one lookahead later, and anything else to it is lost.
+//! `MSG_FAILED` one lookahead later, and anything else to it is lost; a
+//! wire message a drop loses is sent again by the transport and arrives
+//! once, late, keeping its place on its channel; one the transport gave
+//! up on fails every part: a request back to its sender, a reply on to its
+//! receiver, each `MSG_FAILED` from the unreachable peer.
 
+use super::transport::Transfer;
 use super::{Event, Outbox, SimState, WIRE_HEADER_BYTES};
 use crate::fabric::verbs::{MAX_COALESCED_WORDS, MSG_COMPLETION, MSG_FAILED, MSG_REPLY};
 use crate::fabric::Message;
@@ -121,12 +126,13 @@ impl SimState {
         let source = self.node_of(sender);
         let bytes = WIRE_HEADER_BYTES + 8 * words as u64;
         let mut at = now + self.jittered(self.timing.rpc_one_way_ns) + self.wire_ns(bytes);
-        let (extra, lost) = self.link_effect(source, node, now);
-        if lost {
-            // A dropped wire message loses every part; none comes back.
-            self.lost_count += parts.len() as u64;
-            return;
-        }
+        let extra = match self.transfer(source, node, now) {
+            Transfer::Delivered { extra_ns } => extra_ns,
+            Transfer::Failed { at_ns } => {
+                self.fail_unsent(parts, at_ns);
+                return;
+            }
+        };
         at = self.through_nic(node, at + extra);
         let channel = sender as usize * self.regions.len() + node as usize;
         at = at.max(self.channel_last_ns[channel]);
@@ -136,6 +142,34 @@ impl SimState {
             part.deliver_at_ns = at;
         }
         self.schedule(node, at, Event::Arrive { parts });
+    }
+
+    /// Fails every part of a wire message the transport gave up on at
+    /// `at_ns` (its connection broke): a request goes back to its sender
+    /// as `MSG_FAILED`, then, and a reply goes on to its receiver marked
+    /// `MSG_FAILED`, one lookahead later at the earliest (no node hears of
+    /// another's state sooner), so whoever waits on either learns that
+    /// the peer is unreachable. Nothing of it ran at the receiver.
+    pub(super) fn fail_unsent(&mut self, mut parts: Vec<Message>, at_ns: u64) {
+        let per_node = self.workers_per_node as u32;
+        for mut msg in parts.drain(..) {
+            let (node, at) = if msg.flags & MSG_REPLY == 0 {
+                std::mem::swap(&mut msg.src_node, &mut msg.dst_node);
+                std::mem::swap(&mut msg.src_worker, &mut msg.dst_worker);
+                msg.flags |= MSG_REPLY | MSG_FAILED;
+                (msg.dst_node, at_ns.max(self.now_ns))
+            } else {
+                msg.flags |= MSG_FAILED;
+                (
+                    msg.dst_node,
+                    at_ns.max(self.now_ns + self.order.lookahead_ns),
+                )
+            };
+            msg.deliver_at_ns = at;
+            let worker = node as u32 * per_node + msg.dst_worker as u32;
+            self.schedule(node, at, Event::Deliver { worker, msg });
+        }
+        self.spare_parts.push(parts);
     }
 
     /// A wire message arrives: its parts go to their receivers' mailboxes

@@ -6,9 +6,11 @@
 //!
 //! Invariants: verbs of one queue pair apply in issue order, each after
 //! the previous one's last step; a batch completes strictly after its
-//! last step; a batch lost to a crash or a drop never completes normally
-//! (a crash's comes back as `MSG_FAILED`).
+//! last step; a verb a drop loses arrives late, once (the transport sends
+//! it again, `transport`); a batch lost to a crash, or to a connection
+//! that ran out of retries, comes back as `MSG_FAILED` from its target.
 
+use super::transport::Transfer;
 use super::{Event, InFlight, PendingRead, SimState, SimVerb, NO_PENDING};
 use crate::fabric::verbs::{VerbKind, MSG_COMPLETION, MSG_FAILED};
 use crate::fabric::{Doorbell, Message};
@@ -40,7 +42,6 @@ impl SimState {
             write_data: self.spare_write_data.pop().unwrap_or_default(),
             results,
             lost: false,
-            target_crashed: false,
         };
         debug_assert!(batch.verbs.is_empty() && batch.write_data.is_empty());
         let batch_id = match self.free_batches.pop() {
@@ -87,8 +88,17 @@ impl SimState {
                 swap: verb.swap,
             });
             let out = self.jittered(one_way) + self.wire_ns(out_bytes);
-            let (extra, lost) = self.link_effect(source, target, issue_ns);
-            batch.lost |= lost;
+            let extra = match self.transfer(source, target, issue_ns) {
+                Transfer::Delivered { extra_ns } => extra_ns,
+                Transfer::Failed { at_ns } => {
+                    // Every copy was lost on the way out: the verb takes
+                    // effect nowhere, and the batch completes with an
+                    // error once the transport gives up.
+                    batch.lost = true;
+                    complete_ns = complete_ns.max(at_ns + 1);
+                    continue;
+                }
+            };
             let arrival = self.through_nic(target, issue_ns + out + extra + connection_ns);
             let start = arrival.max(qp_free);
             let steps = if verb.kind == VerbKind::Read {
@@ -125,7 +135,6 @@ impl SimState {
         if self.now_ns >= self.crash_at_ns[batch.target as usize] {
             let batch = self.batches[batch_id as usize].as_mut().expect("checked");
             batch.lost = true;
-            batch.target_crashed = true;
             return;
         }
         let verb = &batch.verbs[verb_index as usize];
@@ -234,7 +243,6 @@ impl SimState {
                 .expect("a READ's batch is in flight until it completes");
             if read.at_ns >= self.crash_at_ns[batch.target as usize] {
                 batch.lost = true;
-                batch.target_crashed = true;
             } else if let Some(rest) = self.copy_words(read, next_key) {
                 self.pending_reads.push(rest);
             }
@@ -265,7 +273,7 @@ impl SimState {
         self.spare_verbs.push(verbs);
         self.spare_write_data.push(write_data);
         let initiator_node = self.node_of(batch.initiator);
-        if (batch.lost && !batch.target_crashed) || self.crashed(initiator_node, self.now_ns) {
+        if self.crashed(initiator_node, self.now_ns) {
             self.lost_count += 1;
             return;
         }
