@@ -314,21 +314,24 @@ fn a_paused_node_stops_committing_and_its_peers_go_on() {
 }
 
 #[test]
-fn a_crashed_node_loses_its_traffic_and_the_run_still_ends() {
+fn a_crashed_node_nobody_declares_fails_the_run_naming_its_stuck_workers() {
+    // Without a failure detector nobody declares the crashed node, so its
+    // peers wait on it until the virtual deadline: the run must fail and
+    // say so (with its report), not pass with workers still stuck.
     let mut config = sim_config(ProtocolKind::NoWait, Primitive::Rpc, 4);
     config.check = false;
     config.sim.faults = vec![FaultSpec::Crash {
         node: 2,
         at_us: 2_000.0,
     }];
-    let report = run(&config);
-    let sim = report.sim.unwrap();
-    assert!(sim.lost_messages > 0);
+    let error = engine::run(&config).expect_err("a run with stuck workers fails");
+    let message = error.to_string();
     assert!(
-        sim.stuck_workers > 0,
-        "peers waiting on the crashed node are reported"
+        message.contains("still waited at the virtual deadline")
+            && message.contains("--failure-detector on"),
+        "{message}"
     );
-    assert!(report.committed > 0);
+    assert!(message.contains("throughput"), "the report follows: {message}");
 }
 
 #[test]
