@@ -331,7 +331,10 @@ fn a_crashed_node_nobody_declares_fails_the_run_naming_its_stuck_workers() {
             && message.contains("--failure-detector on"),
         "{message}"
     );
-    assert!(message.contains("throughput"), "the report follows: {message}");
+    assert!(
+        message.contains("throughput"),
+        "the report follows: {message}"
+    );
 }
 
 #[test]

@@ -190,6 +190,9 @@ pub(super) fn run_config_unresolved(flags: &RunFlags) -> Result<(Config, Option<
     set(&mut c.ucx.transport, &u.transport);
     set(&mut c.ucx.local_atomics, &u.local_atomics);
     set(&mut c.ucx.join_timeout_s, &u.join_timeout);
+    if u.lease_ms.is_some() {
+        c.failure_detector.lease_ms = u.lease_ms;
+    }
     set(&mut c.ucx.stall_timeout_s, &u.stall_timeout);
 
     let y = &flags.ycsb;

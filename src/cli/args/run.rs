@@ -191,4 +191,9 @@ pub struct UcxFlags {
     /// A silent or unfinished rank is hung after S seconds [10]
     #[arg(long, value_name = "S", value_parser = real())]
     pub stall_timeout: Option<f64>,
+    /// A rank's lease with the failure detector on, ms: a frozen rank is
+    /// declared about one lease after it froze, 2..=60000 [shm 100, else
+    /// 500]
+    #[arg(long, value_name = "MS", value_parser = real())]
+    pub lease_ms: Option<f64>,
 }

@@ -45,7 +45,7 @@ const NOT_FOR_RANKS: [Inapplicable; 5] = [
 ];
 
 /// The flags `run` (one process: sim or threads) ignores.
-const NOT_FOR_RUN: [Inapplicable; 4] = [
+const NOT_FOR_RUN: [Inapplicable; 5] = [
     Inapplicable {
         id: "transport",
         why: UCX_ONLY,
@@ -60,6 +60,10 @@ const NOT_FOR_RUN: [Inapplicable; 4] = [
     },
     Inapplicable {
         id: "stall_timeout",
+        why: UCX_ONLY,
+    },
+    Inapplicable {
+        id: "lease_ms",
         why: UCX_ONLY,
     },
 ];
