@@ -30,7 +30,7 @@ pub(super) fn command_demo(a: args::DemoArgs) -> Result<i32, CliError> {
         let output = engine::run(&config).map_err(|e| failed(e.to_string()))?;
         reports.push(output.report);
     }
-    print!("{}", demo_table(&reports));
+    super::terminal::print_out(&demo_table(&reports))?;
     if let Some(path) = &a.json {
         write_json(path, &reports)?;
     }
