@@ -673,7 +673,7 @@ fn assert_usage_error(args: &[&str], expected: &[&str]) {
 fn bad_experiment_input_exits_2_naming_what_is_allowed() {
     assert_usage_error(
         &["sweep", "--vary", "thetta=0.1"],
-        &["unknown config key `thetta`", "ycsb.theta"],
+        &["unknown config key `thetta`", "did you mean `theta`?"],
     );
     assert_usage_error(&["sweep", "--vary", "coroutines"], &["not KEY=V1,V2"]);
     assert_usage_error(
