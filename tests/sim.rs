@@ -324,8 +324,13 @@ fn a_crashed_node_nobody_declares_fails_the_run_naming_its_stuck_workers() {
         node: 2,
         at_us: 2_000.0,
     }];
-    let Err(error) = engine::run(&config) else {
-        panic!("a run with stuck workers passed");
+    let error = match engine::run(&config) {
+        Err(error @ engine::RunError::Unfinished { stuck_workers, .. }) => {
+            assert!(stuck_workers > 0);
+            error
+        }
+        Err(other) => panic!("failed for another reason: {other}"),
+        Ok(_) => panic!("a run with stuck workers passed"),
     };
     let message = error.to_string();
     assert!(

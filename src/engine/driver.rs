@@ -234,32 +234,34 @@ pub(crate) fn run<G: NodeProgram, W: Workload, B: Backend>(
         faults.report(config, &views, start_ns, commits, run.abandoned_rounds)
     });
     backend.finish_report(config, &mut report);
-    refuse_stuck_workers(&report)?;
-    Ok(Some(RunOutput {
+    let output = RunOutput {
         report,
         history: config.check.then_some(gathered.history),
         stores,
         replication: cluster.replication,
-    }))
+    };
+    refuse_stuck_workers(output).map(Some)
 }
 
 /// A run whose workers still waited at the simulator's virtual deadline
 /// did not finish: what they waited for never came (a crashed peer with
 /// no failure detector to declare it, or traffic the transport gave up
 /// on), so its numbers describe a run cut short. It fails, with that as
-/// the reason and its report for context, rather than passing silently.
-fn refuse_stuck_workers(report: &Report) -> Result<(), RunError> {
-    let stuck = report.sim.as_ref().map_or(0, |sim| sim.stuck_workers);
-    if stuck == 0 {
-        return Ok(());
+/// the reason, rather than passing silently; the error keeps what the
+/// run left for a caller that crashed a node on purpose.
+fn refuse_stuck_workers(output: RunOutput) -> Result<RunOutput, RunError> {
+    let stuck_workers = output
+        .report
+        .sim
+        .as_ref()
+        .map_or(0, |sim| sim.stuck_workers);
+    if stuck_workers == 0 {
+        return Ok(output);
     }
-    Err(RunError::Cluster(format!(
-        "{stuck} worker(s) still waited at the virtual deadline on traffic that never came \
-         (a crashed or unreachable peer that no failure detector declared: \
-         add --failure-detector on, or a --fault that turns it on); \
-         the run did not finish. Its report:\n{}",
-        report.table()
-    )))
+    Err(RunError::Unfinished {
+        stuck_workers,
+        output: Box::new(output),
+    })
 }
 
 /// The cluster a run's program runs on: the layout with its replication,

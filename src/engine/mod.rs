@@ -65,6 +65,16 @@ pub struct RunOutput {
     pub replication: Option<Arc<Replication>>,
 }
 
+impl std::fmt::Debug for RunOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOutput")
+            .field("committed", &self.report.committed)
+            .field("history", &self.history.is_some())
+            .field("stores", &self.stores.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Something to do with the run's workload, generic over its type: the one
 /// workload switch every driver shares ([`with_workload`]).
 pub trait WithWorkload {

@@ -42,6 +42,16 @@ pub enum RunError {
     /// peers (they stopped hearing from it) and stopped: its partitions
     /// are served by their backups, and the run goes on without it.
     DeclaredFailed(String),
+    /// A `sim` run whose workers still waited at the virtual deadline on
+    /// traffic that never came (a crashed or unreachable peer that no
+    /// failure detector declared): it did not finish, and its numbers
+    /// describe a run cut short. `output` is what it left, for a caller
+    /// that crashed a node on purpose without failover and inspects the
+    /// stores itself.
+    Unfinished {
+        stuck_workers: usize,
+        output: Box<super::RunOutput>,
+    },
 }
 
 impl std::fmt::Display for RunError {
@@ -50,6 +60,17 @@ impl std::fmt::Display for RunError {
             RunError::Config(e) => write!(f, "invalid configuration: {e}"),
             RunError::Load(e) => write!(f, "loading the workload failed: {e}"),
             RunError::Cluster(e) | RunError::DeclaredFailed(e) => f.write_str(e),
+            RunError::Unfinished {
+                stuck_workers,
+                output,
+            } => write!(
+                f,
+                "{stuck_workers} worker(s) still waited at the virtual deadline on traffic that \
+                 never came (a crashed or unreachable peer that no failure detector declared: \
+                 add --failure-detector on, or a --fault that turns it on); the run did not \
+                 finish. Its report:\n{}",
+                output.report.table()
+            ),
         }
     }
 }
