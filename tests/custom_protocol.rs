@@ -134,7 +134,7 @@ fn a_custom_protocol_is_named_in_the_report_and_refused_where_its_code_is_missin
         protocol: Strict2pl::KIND,
         ..config.clone()
     };
-    let refused = engine::run(&named).err().expect("refused");
+    let refused = engine::run(&named).expect_err("refused");
     assert!(
         refused.to_string().contains("run_custom_protocol"),
         "{refused}"

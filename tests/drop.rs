@@ -231,10 +231,7 @@ fn a_broken_connection_without_a_detector_fails_the_run_saying_why() {
     let mut config = drop_config(ProtocolKind::NoWait, WorkloadKind::SmallBank, 1, 1);
     config.check = false;
     config.sim.faults = vec![broken_link()];
-    let error = engine::run(&config)
-        .err()
-        .expect("the run fails")
-        .to_string();
+    let error = engine::run(&config).expect_err("the run fails").to_string();
     assert!(
         error.contains("worker(s) still waited at the virtual deadline"),
         "{error}"

@@ -201,25 +201,25 @@ fn bad_replication_settings_are_refused_with_what_is_allowed() {
         4,
         1,
     );
-    let error = engine::run(&config).err().expect("r = 4").to_string();
+    let error = engine::run(&config).expect_err("r = 4").to_string();
     assert!(
         error.contains("replication = 4") && error.contains("1..=3"),
         "{error}"
     );
     config.replication = 3;
     config.nodes = 2;
-    let error = engine::run(&config).err().expect("r > nodes").to_string();
+    let error = engine::run(&config).expect_err("r > nodes").to_string();
     assert!(
         error.contains("nodes = 2") && error.contains("1..=2"),
         "{error}"
     );
     config.nodes = 3;
     config.replication_options.ring_bytes = 100;
-    let error = engine::run(&config).err().expect("ring").to_string();
+    let error = engine::run(&config).expect_err("ring").to_string();
     assert!(error.contains("ring_bytes = 100"), "{error}");
     config.replication_options.ring_bytes = 4096;
     config.replication = 0;
-    let error = engine::run(&config).err().expect("r = 0").to_string();
+    let error = engine::run(&config).expect_err("r = 0").to_string();
     assert!(error.contains("replication = 0"), "{error}");
 }
 
@@ -508,8 +508,7 @@ fn calvin_with_a_fault_it_cannot_fail_over_is_refused() {
         at_s: 0.002,
     }];
     let error = engine::run(&config)
-        .err()
-        .expect("calvin with --fault and replication 1")
+        .expect_err("calvin with --fault and replication 1")
         .to_string();
     assert!(
         error.contains("protocol calvin needs --replication 2 or 3"),
@@ -523,8 +522,7 @@ fn calvin_with_a_fault_it_cannot_fail_over_is_refused() {
             at_s: 0.003,
         });
     let error = engine::run(&config)
-        .err()
-        .expect("calvin with two crashes")
+        .expect_err("calvin with two crashes")
         .to_string();
     assert!(
         error.contains("allowed: exactly one crash:NODE@SECONDS"),
