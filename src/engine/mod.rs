@@ -49,31 +49,10 @@ use crate::workloads::ycsb::Ycsb;
 use crate::workloads::Workload;
 
 pub use coroutine::{backoff_ns, CoroutineEnv};
-pub use program::RunError;
 pub(crate) use program::WithProgram;
+pub use program::{RunError, RunOutput};
 pub use report::{CheckSummary, Report, SimSummary};
 pub use sim::tables_hash;
-
-/// What a run produced.
-pub struct RunOutput {
-    pub report: Report,
-    /// The committed history, when the run recorded it (`check`).
-    pub history: Option<History>,
-    /// Every node's store as the run left it (quiescent).
-    pub stores: Vec<Arc<NodeStore>>,
-    /// The run's replication (placement, rings), when it replicated.
-    pub replication: Option<Arc<Replication>>,
-}
-
-impl std::fmt::Debug for RunOutput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunOutput")
-            .field("committed", &self.report.committed)
-            .field("history", &self.history.is_some())
-            .field("stores", &self.stores.len())
-            .finish_non_exhaustive()
-    }
-}
 
 /// Something to do with the run's workload, generic over its type: the one
 /// workload switch every driver shares ([`with_workload`]).

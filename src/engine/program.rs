@@ -31,6 +31,27 @@ use crate::runtime::{RpcService, Worker};
 use crate::stats::WorkerStats;
 use crate::store::{LocationCache, NodeStore, StoreError, StoreLayout, TableLayout};
 
+/// What a run produced.
+pub struct RunOutput {
+    pub report: Report,
+    /// The committed history, when the run recorded it (`check`).
+    pub history: Option<History>,
+    /// Every node's store as the run left it (quiescent).
+    pub stores: Vec<Arc<NodeStore>>,
+    /// The run's replication (placement, rings), when it replicated.
+    pub replication: Option<Arc<Replication>>,
+}
+
+impl std::fmt::Debug for RunOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOutput")
+            .field("committed", &self.report.committed)
+            .field("history", &self.history.is_some())
+            .field("stores", &self.stores.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Why a run could not be carried out.
 #[derive(Debug)]
 pub enum RunError {
@@ -50,7 +71,7 @@ pub enum RunError {
     /// stores itself.
     Unfinished {
         stuck_workers: usize,
-        output: Box<super::RunOutput>,
+        output: Box<RunOutput>,
     },
 }
 
