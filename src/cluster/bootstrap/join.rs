@@ -234,17 +234,25 @@ impl Bootstrap {
         let mut told = false;
         loop {
             let stream = Self::reach_rank0(options, &mine, deadline)?;
-            match Self::introduce(options, &mine, stream)? {
-                Introduced::Table(stream, frame) => {
+            match Self::introduce(options, &mine, stream) {
+                Ok(Introduced::Table(stream, frame)) => {
                     return Self::seat_member(options, stream, frame)
                 }
-                Introduced::OtherJob(refusal) if Instant::now() >= deadline => {
+                // Once refused as another job, the address was held by a
+                // rank 0 that is not ours: a connection it drops or an
+                // abort it sends while giving up says nothing of our own
+                // rank 0, which may bind the address next.
+                Err(_) if told && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(error) => return Err(error),
+                Ok(Introduced::OtherJob(refusal)) if Instant::now() >= deadline => {
                     return Err(format!(
                         "{refusal} (tried again for {:.0} s, the join timeout)",
                         options.join_timeout.as_secs_f64()
                     ))
                 }
-                Introduced::OtherJob(refusal) => {
+                Ok(Introduced::OtherJob(refusal)) => {
                     if !told {
                         told = true;
                         eprintln!(
