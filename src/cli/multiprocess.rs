@@ -306,9 +306,7 @@ fn run_node_and_report(
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         default_hook(info);
-        eprint_out(&format!(
-            "rank {rank}: a thread panicked (a bug in verbena); the process aborts\n"
-        ))?;
+        eprintln!("rank {rank}: a thread panicked (a bug in verbena); the process aborts");
         std::process::abort();
     }));
     let started = std::time::SystemTime::now();
