@@ -497,8 +497,10 @@ fn mismatched_ranks_and_bad_launch_flags_are_refused() {
         "launch",
         "--local",
         "2",
+        // auto, not rdma: on a host without an RDMA device `--transport
+        // rdma` is refused before the configuration is checked.
         "--transport",
-        "rdma",
+        "auto",
         "--local-atomics",
         "cpu",
     ]);
