@@ -401,7 +401,9 @@ fn strangers_are_refused_and_logged_and_the_run_completes_checked() {
         );
     }
     // A rank 1 with the wrong key, a rank 2 of another job (right key):
-    // each is refused, told why, and stops.
+    // each is refused, told why, and stops — the one of another job after
+    // trying again until its (short) join timeout, since the address may
+    // yet be its own rank 0's.
     for (rank, key, job, reason) in [
         (
             1,
@@ -411,7 +413,7 @@ fn strangers_are_refused_and_logged_and_the_run_completes_checked() {
         ),
         (2, key, "job-2", "belongs to another job (job `job-2`"),
     ] {
-        let intruder = spawn_quiet(node(rank, port, key, job, &["-"]));
+        let intruder = spawn_quiet(node(rank, port, key, job, &["-", "--join-timeout", "2"]));
         let output = output_within_child(intruder, Duration::from_secs(120));
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{stderr}");

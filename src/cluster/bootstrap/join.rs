@@ -68,11 +68,6 @@ impl std::io::Read for Deadlined<'_> {
     }
 }
 
-/// Logs, once, a connection rank 0 turned away; the join goes on.
-fn log_refusal(peer: SocketAddr, reason: &str) {
-    eprintln!("verbena: rank 0 refused a connection from {peer}: {reason}; the run goes on");
-}
-
 fn describe_job(job: &str) -> String {
     if job.is_empty() {
         "no job id".into()
@@ -223,7 +218,7 @@ impl Bootstrap {
             leader.pending -= 1;
             match outcome {
                 Ok((stream, info)) => leader.seat(peer, stream, info)?,
-                Err(reason) => leader.refusals.push(format!("from {peer}: {reason}")),
+                Err(reason) => leader.refuse(peer, reason),
             }
         }
         leader.send_table(options)
@@ -445,6 +440,10 @@ struct Leader {
     /// Connections still proving themselves.
     pending: usize,
     refusals: Vec<String>,
+    /// The reasons already logged: a rank of another job tries again
+    /// until its join timeout, and its refusal is logged once, not at
+    /// every attempt.
+    logged_reasons: std::collections::HashSet<String>,
 }
 
 impl Leader {
@@ -484,7 +483,19 @@ impl Leader {
             admitted,
             pending: 0,
             refusals: Vec::new(),
+            logged_reasons: std::collections::HashSet::new(),
         })
+    }
+
+    /// Logs a connection turned away, once per reason (the peer's
+    /// address aside); the join goes on.
+    fn refuse(&mut self, peer: SocketAddr, reason: String) {
+        if self.logged_reasons.insert(reason.clone()) {
+            eprintln!(
+                "verbena: rank 0 refused a connection from {peer}: {reason}; the run goes on"
+            );
+            self.refusals.push(format!("from {peer}: {reason}"));
+        }
     }
 
     /// Tells every rank joined so far that the run stops with `message`.
@@ -533,19 +544,14 @@ impl Leader {
                 let reason = format!(
                     "{MAX_PENDING_JOINS} other connections are still to send their join message"
                 );
-                log_refusal(peer, &reason);
-                self.refusals.push(format!("from {peer}: {reason}"));
+                self.refuse(peer, reason);
             }
             Ok((stream, peer)) => {
                 let (gate, admitted_tx) = (self.gate.clone(), self.admitted_tx.clone());
                 std::thread::Builder::new()
                     .name("verbena-boot-admit".into())
                     .spawn(move || {
-                        let outcome = admit(stream, &gate);
-                        if let Err(reason) = &outcome {
-                            log_refusal(peer, reason);
-                        }
-                        let _ = admitted_tx.send((peer, outcome));
+                        let _ = admitted_tx.send((peer, admit(stream, &gate)));
                     })
                     .map_err(|e| format!("rank 0: starting a bootstrap thread: {e}"))?;
                 self.pending += 1;
