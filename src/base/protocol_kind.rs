@@ -219,12 +219,6 @@ impl ProtocolKind {
         ProtocolKind::ALL.map(|p| p.name()).to_vec()
     }
 
-    /// The former name of [`ProtocolKind::names`], from when a build could
-    /// lack a protocol; the sweep's knobs still call it.
-    pub fn implemented_names() -> Vec<&'static str> {
-        ProtocolKind::names()
-    }
-
     /// RCC bits of the stages the protocol has.
     pub fn stage_bits(self) -> u16 {
         self.stages().iter().fold(0, |acc, s| acc | s.bit())

@@ -479,7 +479,7 @@ mod tests {
         let knob = parse_knob("stages=read=rpc,lock=rpc|read=onesided").unwrap();
         assert_eq!(knob.values, ["read=rpc,lock=rpc", "read=onesided"]);
         let all = parse_knob("protocol=all").unwrap();
-        assert_eq!(all.values, ProtocolKind::implemented_names());
+        assert_eq!(all.values, ProtocolKind::names());
         assert!(parse_knob("coroutines=1,1").unwrap_err().contains("twice"));
     }
 

@@ -44,7 +44,7 @@ pub fn parse_knob(text: &str) -> Result<Knob, String> {
         .filter(|v| !v.is_empty())
         .collect();
     if key == "protocol" && list.iter().any(|v| v == "all") {
-        list = ProtocolKind::implemented_names()
+        list = ProtocolKind::names()
             .into_iter()
             .map(String::from)
             .collect();
