@@ -35,13 +35,10 @@ pub(super) fn no_names() -> Vec<&'static str> {
     Vec::new()
 }
 
-/// A flag whose text is parsed by `parse(flag, text)`.
+/// A flag whose text is parsed by `parse(flag, text)`: open text, with no
+/// names to hint or complete.
 pub(super) fn parse<T>(parse: fn(&str, &str) -> Result<T, CliError>) -> Parse<T> {
-    Parse {
-        parse,
-        names: no_names,
-        closed: false,
-    }
+    one_of_or_more(parse, no_names)
 }
 
 /// A flag that takes one of `names` (aliases allowed by `parse`).
