@@ -40,15 +40,15 @@ pub(super) fn command_node(a: args::NodeArgs) -> Result<i32, CliError> {
     if !bootstrap.contains(':') {
         return Err(usage(format!("--bootstrap `{bootstrap}` is not HOST:PORT")));
     }
-    refuse_other_fabric("node", &a.flags)?;
-    refuse_rdma_without_device(&a.flags)?;
-    let mut flags = a.flags;
+    refuse_other_fabric("node", &a.job.flags)?;
+    refuse_rdma_without_device(&a.job.flags)?;
+    let mut flags = a.job.flags;
     if let Some(source) = &from_env {
         // The launcher's size is the default; a --nodes flag wins.
         flags.nodes.get_or_insert(source.size);
     }
     flags.fabric = Some(FabricKind::Ucx);
-    flags.check |= a.outputs.history.is_some();
+    flags.check |= a.job.outputs.history.is_some();
     let config = run_config(&flags)?;
     if let Some(source) = &from_env {
         if source.size != config.nodes {
@@ -67,9 +67,9 @@ pub(super) fn command_node(a: args::NodeArgs) -> Result<i32, CliError> {
     }
     // Rank 0 writes the outputs; it alone checks them.
     if rank == 0 {
-        a.outputs.check()?;
+        a.job.outputs.check()?;
     }
-    let key = cluster_key(a.cluster_key.as_deref())?;
+    let key = cluster_key(a.job.cluster_key.as_deref())?;
     let job = crate::cluster::auth::job_id_from_env(|name| std::env::var(name).ok())
         .map(|(id, _)| id)
         .unwrap_or_default();
@@ -79,7 +79,7 @@ pub(super) fn command_node(a: args::NodeArgs) -> Result<i32, CliError> {
         key,
         job,
     };
-    run_node_and_report(&config, options, &a.outputs)
+    run_node_and_report(&config, options, &a.job.outputs)
 }
 
 /// `launch` and `node` run fabric ucx: `--fabric` may only say so.
@@ -119,12 +119,12 @@ fn cluster_key(flag: Option<&str>) -> Result<Option<crate::cluster::auth::Cluste
 /// and output flags as given, passed on to every rank.
 pub(super) fn command_launch(a: args::LaunchArgs, given: Vec<String>) -> Result<i32, CliError> {
     use crate::cluster::launch::{free_local_port, read_hosts, spawn_rank, wait_all, Spawn};
-    refuse_other_fabric("launch", &a.flags)?;
+    refuse_other_fabric("launch", &a.job.flags)?;
     let hosts = match (a.local, &a.hosts) {
         (Some(_), Some(_)) => return Err(usage("give either --local N or --hosts FILE, not both")),
         (Some(count), None) => {
             // Every rank runs here, so this host's devices are theirs.
-            refuse_rdma_without_device(&a.flags)?;
+            refuse_rdma_without_device(&a.job.flags)?;
             if count == 0 || count > 256 {
                 return Err(usage(format!(
                     "--local {count} is out of range; allowed: 1..=256 processes"
@@ -141,10 +141,10 @@ pub(super) fn command_launch(a: args::LaunchArgs, given: Vec<String>) -> Result<
     };
     let nodes = hosts.len() as u32;
     // Check the flags once here, before any process starts.
-    let mut flags = a.flags;
+    let mut flags = a.job.flags;
     flags.nodes.get_or_insert(nodes);
     flags.fabric = Some(FabricKind::Ucx);
-    flags.check |= a.outputs.history.is_some();
+    flags.check |= a.job.outputs.history.is_some();
     let config = run_config(&flags)?;
     if config.nodes != nodes {
         return Err(usage(format!(
@@ -152,9 +152,9 @@ pub(super) fn command_launch(a: args::LaunchArgs, given: Vec<String>) -> Result<
             config.nodes
         )));
     }
-    a.outputs.check()?;
+    a.job.outputs.check()?;
     // Every launch is a job of its own: the user's key, or a random one.
-    let key = match cluster_key(a.cluster_key.as_deref())? {
+    let key = match cluster_key(a.job.cluster_key.as_deref())? {
         Some(key) => key,
         None => crate::cluster::auth::ClusterKey::generate().map_err(failed)?,
     };

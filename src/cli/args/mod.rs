@@ -35,7 +35,9 @@ use clap::{Args, Parser, Subcommand};
 pub use experiments::{
     CheckArgs, DemoArgs, ExperimentFlags, HybridArgs, PlotArgs, ReproduceArgs, SweepArgs,
 };
-pub use multiprocess::{CompletionsArgs, FabricBenchArgs, LaunchArgs, NodeArgs, FABRIC_BENCH_OPS};
+pub use multiprocess::{
+    CompletionsArgs, FabricBenchArgs, JobFlags, LaunchArgs, NodeArgs, FABRIC_BENCH_OPS,
+};
 pub use run::{FaultFlags, Outputs, RunArgs, RunFlags, UcxFlags};
 pub use scope::{refuse_inapplicable, UCX_COMMANDS};
 pub use values::{closest, Parse};

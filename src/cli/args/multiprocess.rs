@@ -27,14 +27,8 @@ pub struct LaunchArgs {
     /// verbena on the hosts [this binary's path]
     #[arg(long, value_name = "PATH")]
     pub remote_exe: Option<String>,
-    /// The job's secret, at least 16 bytes (or VERBENA_CLUSTER_KEY, which
-    /// ps does not show) [a random one per launch]
-    #[arg(long, value_name = "KEY")]
-    pub cluster_key: Option<String>,
     #[command(flatten)]
-    pub flags: RunFlags,
-    #[command(flatten)]
-    pub outputs: Outputs,
+    pub job: JobFlags,
 }
 
 #[derive(Args)]
@@ -45,8 +39,18 @@ pub struct NodeArgs {
     /// HOST:PORT where rank 0 listens (or VERBENA_BOOTSTRAP)
     #[arg(long, value_name = "HOST:PORT")]
     pub bootstrap: Option<String>,
-    /// The job's secret, the same on every rank (or VERBENA_CLUSTER_KEY,
-    /// which ps does not show)
+    #[command(flatten)]
+    pub job: JobFlags,
+}
+
+/// What every rank of a ucx job is given, by `launch` or by whatever
+/// starts each `node`: the job's secret, the run's flags, and what rank 0
+/// writes.
+#[derive(Args, Clone, Default)]
+pub struct JobFlags {
+    /// The job's secret, at least 16 bytes and the same on every rank (or
+    /// VERBENA_CLUSTER_KEY, which ps does not show); `launch` makes a
+    /// random one when none is given
     #[arg(long, value_name = "KEY")]
     pub cluster_key: Option<String>,
     #[command(flatten)]
