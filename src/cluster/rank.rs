@@ -47,17 +47,15 @@ use super::bootstrap::{hostname, Bootstrap, BootstrapOptions, RankInfo};
 use super::launch::NodeOptions;
 use super::node::{check_after_lost_rank, detections_of, journal_prefix};
 use super::wire;
-use crate::check::History;
 use crate::config::{Config, UcxTransport};
-use crate::engine::driver::{Backend, BackendRun};
-use crate::engine::program::{Cluster, NodeProgram, WorkerResult};
+use crate::engine::driver::{Backend, BackendRun, FailedOver, ReplicatedLayout, RunInputs};
+use crate::engine::program::{Cluster, FailoverParts, NodeProgram, WorkerResult};
 use crate::engine::report::{ClusterSummary, Report};
 use crate::engine::RunError;
 use crate::fabric::ucx::{PeerInfo, TransportChoice, UcxContext};
 use crate::fabric::NodeId;
 use crate::recovery::{Failover, FaultRun, Membership, NoRecovery, RankVerdicts};
-use crate::replication::Replication;
-use crate::store::{NodeStore, StoreLayout};
+use crate::store::NodeStore;
 use crate::workloads::{InvariantReport, Workload};
 
 mod control;
@@ -107,13 +105,16 @@ fn cluster<E: std::fmt::Display>(e: E) -> RunError {
 }
 
 impl Backend for RankBackend<'_> {
-    fn load_stores<W: Workload>(
+    fn load_stores<G: NodeProgram, W: Workload>(
         &mut self,
-        config: &Config,
-        workload: &W,
-        layout: &Arc<StoreLayout>,
-        replication: Option<&Arc<Replication>>,
+        inputs: &RunInputs<G, W>,
+        layout: &ReplicatedLayout,
     ) -> Result<Vec<Arc<NodeStore>>, RunError> {
+        let (config, workload) = (inputs.config, inputs.workload);
+        let ReplicatedLayout {
+            layout,
+            replication,
+        } = layout;
         let rank = self.options.rank;
         self.workers = config.workers as u16;
         let transport = match config.ucx.transport {
@@ -145,14 +146,16 @@ impl Backend for RankBackend<'_> {
     /// A rank fails over only a replicated run with a detector; rank 0
     /// decides failures (`cluster::failover`), so the detector only
     /// declares them in this process's own view.
-    fn fault_run<G: NodeProgram>(
+    fn fault_run<G: NodeProgram, W: Workload>(
         &mut self,
-        config: &Config,
-        program: &G,
-        stores: &[Arc<NodeStore>],
-        replication: Option<&Arc<Replication>>,
+        inputs: &RunInputs<G, W>,
+        replicated: Option<FailoverParts<'_>>,
     ) -> Option<FaultRun> {
-        let replication = replication.filter(|_| config.tolerates_rank_loss())?;
+        let (config, program) = (inputs.config, inputs.program);
+        let FailoverParts {
+            stores,
+            replication,
+        } = replicated.filter(|_| config.tolerates_rank_loss())?;
         let mut faults = FaultRun::new(config).expect("a detector run");
         // The fabric reports unreachable peers; this rank's membership
         // (declared into by `cluster::failover`) and lease decide.
@@ -179,11 +182,10 @@ impl Backend for RankBackend<'_> {
 
     fn run<G: NodeProgram, W: Workload>(
         &mut self,
-        config: &Config,
-        program: &G,
-        workload: &W,
+        inputs: &RunInputs<G, W>,
         cluster_parts: &Cluster,
     ) -> Result<Option<BackendRun<G::Extra>>, RunError> {
+        let (config, program, workload) = (inputs.config, inputs.program, inputs.workload);
         let digest = wire::digest(serde_json::to_string(config).map_err(cluster)?.as_bytes());
         // A checked fault-tolerant run journals each rank's history, so a
         // rank that dies leaves it behind for the checker.
@@ -219,20 +221,13 @@ impl Backend for RankBackend<'_> {
         }))
     }
 
-    fn check_failed_over<W: Workload>(
-        &self,
-        workload: &W,
-        history: &mut History,
-        stores: &[Arc<NodeStore>],
-        replication: &Replication,
-        failover: &Failover,
-    ) -> InvariantReport {
+    fn check_failed_over<W: Workload>(&self, workload: &W, run: FailedOver<'_>) -> InvariantReport {
         check_after_lost_rank(
             workload,
-            history,
-            stores,
-            replication,
-            &failover.failed_nodes(),
+            run.history,
+            run.stores,
+            run.replication,
+            &run.failover.failed_nodes(),
             self.journal_prefix.as_deref(),
             self.workers,
         )

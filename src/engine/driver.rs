@@ -115,23 +115,19 @@ pub(crate) fn build_report<G: NodeProgram, W: Workload>(
 pub(crate) trait Backend {
     /// Makes and loads the store of every node this process hosts (in
     /// node order), each with its backup copies.
-    fn load_stores<W: Workload>(
+    fn load_stores<G: NodeProgram, W: Workload>(
         &mut self,
-        config: &Config,
-        workload: &W,
-        layout: &Arc<StoreLayout>,
-        replication: Option<&Arc<Replication>>,
+        inputs: &RunInputs<G, W>,
+        layout: &ReplicatedLayout,
     ) -> Result<Vec<Arc<NodeStore>>, RunError>;
 
-    /// The run's failure handling over `stores`, its failover included;
-    /// `None` when the run has none. It exists iff the layout has the
-    /// detector's heartbeat.
-    fn fault_run<G: NodeProgram>(
+    /// The run's failure handling, its failover over the `replicated`
+    /// stores included; `None` when the run has none. It exists iff the
+    /// layout has the detector's heartbeat.
+    fn fault_run<G: NodeProgram, W: Workload>(
         &mut self,
-        config: &Config,
-        program: &G,
-        stores: &[Arc<NodeStore>],
-        replication: Option<&Arc<Replication>>,
+        inputs: &RunInputs<G, W>,
+        replicated: Option<FailoverParts<'_>>,
     ) -> Option<FaultRun>;
 
     /// Runs the workers of the nodes this process hosts until the run is
@@ -139,24 +135,15 @@ pub(crate) trait Backend {
     /// process gathers them (a `ucx` rank other than 0).
     fn run<G: NodeProgram, W: Workload>(
         &mut self,
-        config: &Config,
-        program: &G,
-        workload: &W,
+        inputs: &RunInputs<G, W>,
         cluster: &Cluster,
     ) -> Result<Option<BackendRun<G::Extra>>, RunError>;
 
     /// The checks of a replicated run with failure handling, over every
-    /// node's final `stores`: each failed partition is read from the copy
-    /// that now serves it. `history` may gain what only the backend kept
-    /// (a dead rank's journal).
-    fn check_failed_over<W: Workload>(
-        &self,
-        workload: &W,
-        history: &mut History,
-        stores: &[Arc<NodeStore>],
-        replication: &Replication,
-        failover: &Failover,
-    ) -> InvariantReport;
+    /// node's final stores: each failed partition is read from the copy
+    /// that now serves it. The history may gain what only the backend
+    /// kept (a dead rank's journal).
+    fn check_failed_over<W: Workload>(&self, workload: &W, run: FailedOver<'_>) -> InvariantReport;
 
     /// What the store check's line adds of where the final stores came
     /// from (nothing: they are this process's own).
@@ -166,6 +153,32 @@ pub(crate) trait Backend {
 
     /// Adds the backend's own parts to the report.
     fn finish_report(&mut self, _config: &Config, _report: &mut Report) {}
+}
+
+/// What the driver runs, as every step of a backend takes it: the
+/// configuration, the node program and the workload.
+pub(crate) struct RunInputs<'a, G, W> {
+    pub config: &'a Config,
+    pub program: &'a G,
+    pub workload: &'a W,
+}
+
+/// The run's tables with the replication rings reserved, and the
+/// replication they serve (`None`: one copy): what every node's store is
+/// made from.
+pub(crate) struct ReplicatedLayout {
+    pub layout: Arc<StoreLayout>,
+    pub replication: Option<Arc<Replication>>,
+}
+
+/// A replicated run whose failure handling failed nodes over, as its
+/// checks take it: the history, every node's final store (in node
+/// order), the replication and the failover.
+pub(crate) struct FailedOver<'a> {
+    pub history: &'a mut History,
+    pub stores: &'a [Arc<NodeStore>],
+    pub replication: &'a Replication,
+    pub failover: &'a Failover,
 }
 
 /// What a backend's run hands the driver: every node's results.
@@ -198,8 +211,13 @@ pub(crate) fn run<G: NodeProgram, W: Workload, B: Backend>(
     layout: StoreLayout,
     backend: &mut B,
 ) -> Result<Option<RunOutput>, RunError> {
-    let cluster = build_cluster(config, program, workload, layout, backend)?;
-    let Some(mut run) = backend.run(config, program, workload, &cluster)? else {
+    let inputs = RunInputs {
+        config,
+        program,
+        workload,
+    };
+    let cluster = build_cluster(&inputs, layout, backend)?;
+    let Some(mut run) = backend.run(&inputs, &cluster)? else {
         return Ok(None);
     };
     let mut gathered = gather(program, &mut run.results);
@@ -267,23 +285,32 @@ fn refuse_stuck_workers(output: RunOutput) -> Result<RunOutput, RunError> {
 /// The cluster a run's program runs on: the layout with its replication,
 /// the stores `backend` hosts, and the failure handling.
 fn build_cluster<G: NodeProgram, W: Workload, B: Backend>(
-    config: &Config,
-    program: &G,
-    workload: &W,
+    inputs: &RunInputs<G, W>,
     layout: StoreLayout,
     backend: &mut B,
 ) -> Result<Cluster, RunError> {
-    let (layout, replication) = replicated_layout(config, layout);
-    let stores = backend.load_stores(config, workload, &layout, replication.as_ref())?;
-    let faults = backend.fault_run(config, program, &stores, replication.as_ref());
-    debug_assert_eq!(faults.is_some(), layout.heartbeat_addr.is_some());
+    let (layout, replication) = replicated_layout(inputs.config, layout);
+    let layout = ReplicatedLayout {
+        layout,
+        replication,
+    };
+    let stores = backend.load_stores(inputs, &layout)?;
+    let replicated = layout
+        .replication
+        .as_ref()
+        .map(|replication| FailoverParts {
+            stores: &stores,
+            replication,
+        });
+    let faults = backend.fault_run(inputs, replicated);
+    debug_assert_eq!(faults.is_some(), layout.layout.heartbeat_addr.is_some());
     let attach_faults = faults
         .as_ref()
-        .is_some_and(|f| f.failover.is_some() || program.detector_without_failover());
+        .is_some_and(|f| f.failover.is_some() || inputs.program.detector_without_failover());
     Ok(Cluster {
-        layout,
+        layout: layout.layout,
         stores,
-        replication,
+        replication: layout.replication,
         faults,
         attach_faults,
     })
@@ -311,8 +338,13 @@ fn check_run<W: Workload, B: Backend>(
             let verdict = check_serializable(history);
             return check_stores(workload, verdict, history, stores, Some(replication), scope);
         }
-        let invariants =
-            backend.check_failed_over(workload, history, stores, replication, failover);
+        let failed_over = FailedOver {
+            history,
+            stores,
+            replication,
+            failover,
+        };
+        let invariants = backend.check_failed_over(workload, failed_over);
         return CheckSummary::new(check_serializable(history), invariants);
     }
     let verdict = check_serializable(history);
@@ -345,36 +377,31 @@ fn check_run<W: Workload, B: Backend>(
 pub(crate) struct InProcess;
 
 impl Backend for InProcess {
-    fn load_stores<W: Workload>(
+    fn load_stores<G: NodeProgram, W: Workload>(
         &mut self,
-        config: &Config,
-        workload: &W,
-        layout: &Arc<StoreLayout>,
-        replication: Option<&Arc<Replication>>,
+        inputs: &RunInputs<G, W>,
+        layout: &ReplicatedLayout,
     ) -> Result<Vec<Arc<NodeStore>>, RunError> {
-        load_stores(config, workload, layout, replication.map(|r| &**r)).map_err(RunError::Load)
+        let replication = layout.replication.as_deref();
+        load_stores(inputs.config, inputs.workload, &layout.layout, replication)
+            .map_err(RunError::Load)
     }
 
-    fn fault_run<G: NodeProgram>(
+    fn fault_run<G: NodeProgram, W: Workload>(
         &mut self,
-        config: &Config,
-        program: &G,
-        stores: &[Arc<NodeStore>],
-        replication: Option<&Arc<Replication>>,
+        inputs: &RunInputs<G, W>,
+        replicated: Option<FailoverParts<'_>>,
     ) -> Option<FaultRun> {
-        let mut faults = FaultRun::new(config)?;
-        if let Some(replication) = replication {
+        let program = inputs.program;
+        let mut faults = FaultRun::new(inputs.config)?;
+        if let Some(parts) = replicated {
             let failover = Arc::new(Failover::new(
-                replication.clone(),
-                stores.to_vec(),
+                parts.replication.clone(),
+                parts.stores.to_vec(),
                 program.failover_coroutines(),
                 faults.settings.heartbeat_interval_ns / 4,
                 program.recovered_header(),
             ));
-            let parts = FailoverParts {
-                stores,
-                replication,
-            };
             program.on_failover(&failover, parts);
             faults.set_failover(failover);
         }
@@ -383,11 +410,10 @@ impl Backend for InProcess {
 
     fn run<G: NodeProgram, W: Workload>(
         &mut self,
-        config: &Config,
-        program: &G,
-        _workload: &W,
+        inputs: &RunInputs<G, W>,
         cluster: &Cluster,
     ) -> Result<Option<BackendRun<G::Extra>>, RunError> {
+        let (config, program) = (inputs.config, inputs.program);
         let run = match config.fabric {
             FabricKind::Threads => run_threads(config, program, cluster),
             FabricKind::Sim => super::sim::run_sim(config, program, cluster),
@@ -401,15 +427,14 @@ impl Backend for InProcess {
         Ok(Some(run))
     }
 
-    fn check_failed_over<W: Workload>(
-        &self,
-        workload: &W,
-        history: &mut History,
-        stores: &[Arc<NodeStore>],
-        replication: &Replication,
-        failover: &Failover,
-    ) -> InvariantReport {
-        check_after_failover(workload, history, stores, replication, failover)
+    fn check_failed_over<W: Workload>(&self, workload: &W, run: FailedOver<'_>) -> InvariantReport {
+        check_after_failover(
+            workload,
+            run.history,
+            run.stores,
+            run.replication,
+            run.failover,
+        )
     }
 }
 
