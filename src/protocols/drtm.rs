@@ -230,9 +230,7 @@ impl Drtm {
     }
 
     async fn access_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        kit::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
+        let (access, table) = kit::locate_onesided(cx, index).await?;
         let mut expected = INIT;
         for _ in 0..CAS_ROUNDS {
             let now = cx.now_ns();

@@ -97,7 +97,7 @@ use super::timestamp::{
     TOO_LATE,
 };
 use super::{Protocol, ProtocolKind, Served, Stage};
-use crate::txn::kit::{self, lock_addr, lock_reply, status};
+use crate::txn::kit::{self, lock_addr, status};
 
 /// Header word of `rts`; the version slots follow it.
 const RTS_WORD: u32 = 1;
@@ -204,9 +204,7 @@ impl Mvcc {
     }
 
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        kit::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
+        let (access, table) = kit::locate_onesided(cx, index).await?;
         let ts = cx.timestamp;
         let mut tries = ReadTries::new(self.pending_wait);
         while tries.left() {
@@ -524,19 +522,10 @@ impl Protocol for Mvcc {
             kind::MVCC_LOCK_READ => self.serve_lock_read(store, payload),
             kind::MVCC_LOCK => {
                 let ts = payload[0];
-                kit::answer_entries(payload, 1, 3, |entry| {
-                    let table = store.layout.table(entry[0] as u32);
-                    let (slot, read_seq) = (entry[1], entry[2]);
-                    if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
-                        return lock_reply::CONFLICT;
-                    }
+                kit::serve_lock(store, payload, |table, slot, read_seq| {
                     let seq = store.region.load(table.seq_addr(slot));
                     let rts = store.region.load(table.header_addr(slot, RTS_WORD));
-                    if writable(ts, read_seq, seq, rts) {
-                        lock_reply::OK
-                    } else {
-                        lock_reply::STALE
-                    }
+                    writable(ts, read_seq, seq, rts)
                 });
             }
             kind::MVCC_COMMIT => {

@@ -266,9 +266,7 @@ fn after_failed_cas(access: &mut Access, previous: u64, seq: u64) -> CasOutcome 
 
 impl Sundial {
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        kit::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
+        let (access, table) = kit::locate_onesided(cx, index).await?;
         for _ in 0..READ_TRIES {
             let read = kit::read_tuple_onesided(cx, index).await?;
             let batch = cx.batch();
@@ -331,9 +329,7 @@ impl Sundial {
         index: usize,
         upgrade: bool,
     ) -> TxnResult<()> {
-        kit::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
+        let (access, table) = kit::locate_onesided(cx, index).await?;
         let lease = lease_addr(table, access.slot);
         let owner_at = (HEADER_WORD + OWNER_WORD) as usize;
         let wts_at = (HEADER_WORD + WTS_WORD) as usize;

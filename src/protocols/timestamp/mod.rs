@@ -189,9 +189,7 @@ pub(super) async fn lock_read_onesided(
     clock: &TsClock,
     stamps: impl Fn(&TableLayout, &[u64], u64) -> (u64, u64),
 ) -> TxnResult<()> {
-    kit::locate_onesided(cx, index).await?;
-    let access = cx.accesses[index];
-    let table = cx.table(access.table);
+    let (access, table) = kit::locate_onesided(cx, index).await?;
     let ts = cx.timestamp;
     let (cas, read) = kit::queue_cas_then_read_tuple(
         &mut cx.round(),
@@ -499,9 +497,7 @@ impl Timestamp {
     }
 
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        kit::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
+        let (access, table) = kit::locate_onesided(cx, index).await?;
         let ts = cx.timestamp;
         let mut tries = ReadTries::new(self.pending_wait);
         while tries.left() {

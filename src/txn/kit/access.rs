@@ -10,13 +10,18 @@ use super::status;
 
 /// Makes `cx.accesses[index].slot` known: a location-cache hit costs
 /// nothing; a miss probes the three cuckoo buckets with one doorbell batch of
-/// READs (one round trip) and fills the cache.
-pub async fn locate_onesided(cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+/// READs (one round trip) and fills the cache. Returns the access, its slot
+/// set, and the layout of its table, which a one-sided stage addresses the
+/// tuple's words in.
+pub async fn locate_onesided<'w>(
+    cx: &mut TxnCx<'w>,
+    index: usize,
+) -> TxnResult<(Access, &'w TableLayout)> {
+    let table = cx.table(cx.accesses[index].table);
     if cx.locate_cached(index) {
-        return Ok(());
+        return Ok((cx.accesses[index], table));
     }
     let access = cx.accesses[index];
-    let table = cx.table(access.table);
     let reads = {
         let mut batch = cx.round();
         table
@@ -34,7 +39,7 @@ pub async fn locate_onesided(cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> 
     match found {
         Some(slot) => {
             cx.remember_slot(index, slot);
-            Ok(())
+            Ok((cx.accesses[index], table))
         }
         None => Err(AbortReason::NotFound),
     }

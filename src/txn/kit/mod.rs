@@ -18,8 +18,9 @@
 //!   commit and the unlock release of the lock-word protocols (RCC §4.2
 //!   Fig. 5; DrTM+H §5.3), posted with passive ACK.
 //! * Serving ([`serve_shared`], [`serve_write_back`], [`serve_unlock`],
-//!   [`find_row`], [`load_tuple`], [`push_record`], [`reply_with_record`]): the handler
-//!   side of the above, on the serving node's own memory.
+//!   [`serve_lock`], [`find_row`], [`load_tuple`], [`push_record`],
+//!   [`reply_with_record`]): the handler side of the above, on the serving
+//!   node's own memory.
 //! * [`in_form!`](crate::in_form): runs a stage in the form the run's plan
 //!   gives it.
 //!
@@ -61,8 +62,8 @@ pub use finish::{
 };
 pub use serve::{
     answer_entries, find_row, load_tuple, push_record, read_status, reply_with_record,
-    reply_with_tuple_record, serve_shared, serve_shared_or_panic, serve_unlock, serve_write_back,
-    write_back_entries, WriteBack,
+    reply_with_tuple_record, serve_lock, serve_shared, serve_shared_or_panic, serve_unlock,
+    serve_write_back, write_back_entries, WriteBack,
 };
 
 /// The RPC kinds of the kit's handlers, in the range of the crate's
