@@ -270,9 +270,7 @@ impl Drtm {
     async fn access_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         let now = cx.now_ns();
         let desired = self.desired(cx, index, now);
-        let call = kit::call_access(cx, index, kind::DRTM_ACCESS, &[desired, now]).await?;
-        let batch = cx.batch();
-        let reply = batch.reply(call);
+        let reply = kit::access_reply(cx, index, kind::DRTM_ACCESS, &[desired, now]).await?;
         match reply[0] {
             status::OK | status::INCONSISTENT => {
                 if desired & W_LOCKED != 0 {

@@ -93,8 +93,8 @@ use crate::txn::{AbortReason, TxnCx, TxnResult};
 
 use super::common::kind;
 use super::timestamp::{
-    raise_rts_local, raise_rts_onesided, read_failure, PendingWait, ReadTries, TsClock, READ_TRIES,
-    TOO_LATE,
+    raise_rts_local, raise_rts_onesided, read_failure, OrderedFetch, PendingWait, ReadTries,
+    TsClock, READ_TRIES, TOO_LATE,
 };
 use super::{Protocol, ProtocolKind, Served, Stage};
 use crate::txn::kit::{self, lock_addr, status};
@@ -202,13 +202,14 @@ impl Mvcc {
         }
         Choice::Refuse(AbortReason::VersionUnavailable)
     }
+}
 
+impl OrderedFetch for Mvcc {
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         let (access, table) = kit::locate_onesided(cx, index).await?;
         let ts = cx.timestamp;
         let mut tries = ReadTries::new(self.pending_wait);
-        while tries.left() {
-            let read = kit::read_tuple_onesided(cx, index).await?;
+        while let Some(read) = tries.next_read(cx, index).await? {
             let (choice, rts) = {
                 let batch = cx.batch();
                 let words = batch.result(read);
@@ -246,9 +247,7 @@ impl Mvcc {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let call = kit::call_access(cx, index, kind::MVCC_READ, &[cx.timestamp, 0]).await?;
-        let batch = cx.batch();
-        let reply = batch.reply(call);
+        let reply = kit::access_reply(cx, index, kind::MVCC_READ, &[cx.timestamp, 0]).await?;
         match reply[0] {
             status::OK => {
                 self.clock.observe(cx, reply[3].max(reply[4]));
@@ -280,7 +279,9 @@ impl Mvcc {
     async fn lock_read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         super::timestamp::lock_read_rpc(cx, index, kind::MVCC_LOCK_READ, &self.clock).await
     }
+}
 
+impl Mvcc {
     /// Handler of `MVCC_LOCK_READ`: `[table, key, ts]` → `[status, slot, seq,
     /// wts, rts, record…]`: `OK` (locked, W1 holds), `STALE` (locked, too
     /// late: the requester must release it), or `[LOCKED, slot]`,
@@ -486,17 +487,8 @@ impl Protocol for Mvcc {
         cx.owner = cx.timestamp;
     }
 
-    /// Reads use the `read` stage's primitive; a fetch with write intent is
-    /// a lock (and read), so it uses the `lock` stage's.
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        if cx.accesses[index].write {
-            return kit::in_form!(cx, Stage::Lock,
-                onesided: self.lock_read_onesided(cx, index),
-                rpc: self.lock_read_rpc(cx, index));
-        }
-        kit::in_form!(cx, Stage::Read,
-            onesided: self.read_onesided(cx, index),
-            rpc: self.read_rpc(cx, index))
+        self.fetch(cx, index).await
     }
 
     async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {

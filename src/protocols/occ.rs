@@ -89,9 +89,7 @@ impl Occ {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let call = kit::call_access(cx, index, kind::OCC_READ, &[]).await?;
-        let batch = cx.batch();
-        let reply = batch.reply(call);
+        let reply = kit::access_reply(cx, index, kind::OCC_READ, &[]).await?;
         match reply[0] {
             status::OK => {
                 kit::accept_record(cx, index, reply[2], &reply[3..]);

@@ -284,9 +284,7 @@ impl Sundial {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let call = kit::call_access(cx, index, kind::SUNDIAL_READ, &[]).await?;
-        let batch = cx.batch();
-        let reply = batch.reply(call);
+        let reply = kit::access_reply(cx, index, kind::SUNDIAL_READ, &[]).await?;
         match reply[0] {
             status::OK => {
                 accept(cx, index, reply[2], reply[3], reply[4], &reply[5..]);
@@ -404,9 +402,7 @@ impl Sundial {
     ) -> TxnResult<()> {
         let access = cx.accesses[index];
         let seq = if upgrade { access.seq } else { NO_SEQ };
-        let call = kit::call_access(cx, index, kind::SUNDIAL_LOCK_READ, &[cx.owner, seq]).await?;
-        let batch = cx.batch();
-        let reply = batch.reply(call);
+        let reply = kit::access_reply(cx, index, kind::SUNDIAL_LOCK_READ, &[cx.owner, seq]).await?;
         match reply[0] {
             status::OK if upgrade => {
                 cx.accesses[index].locked = true;

@@ -4,7 +4,7 @@
 //! needs. A protocol (`protocols`, layer 7) then holds its own rules only:
 //! what it checks, in which order, and what a conflict costs.
 //!
-//! * Fetching ([`locate_onesided`], [`call_access`], [`decode`],
+//! * Fetching ([`locate_onesided`], [`call_access`], [`access_reply`], [`decode`],
 //!   [`accept_record`], [`queue_cas_then_read_tuple`],
 //!   [`queue_lock_then_read_seq`]): find a record's tuple by one-sided
 //!   index probes or ask its node, read it, lock it in the same round,
@@ -50,8 +50,9 @@ mod serve;
 use crate::store::{TableLayout, KEY_WORD, SEQ_WORD};
 
 pub use access::{
-    accept_record, call_access, judge_locks, locate_onesided, queue_cas_then_read_tuple,
-    queue_lock_then_read_seq, queue_per_node, read_tuple_onesided, remember_reply_slot,
+    accept_record, access_reply, call_access, judge_locks, locate_onesided,
+    queue_cas_then_read_tuple, queue_lock_then_read_seq, queue_per_node, read_tuple_onesided,
+    remember_reply_slot, Reply,
 };
 pub use calls::{
     call_nodes_all_ok, call_one, call_payload, lock_outcome, queue_calls_per_node, reply_entry,
