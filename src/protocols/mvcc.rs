@@ -553,6 +553,14 @@ mod tests {
         Mvcc::new(&config)
     }
 
+    /// MVCC keeping four versions, and the layout of a one-table store
+    /// (record of 2 words) under it.
+    fn four_versions() -> (Mvcc, StoreLayout) {
+        let mvcc = mvcc(4);
+        let layout = layout(&mvcc);
+        (mvcc, layout)
+    }
+
     fn layout(mvcc: &Mvcc) -> StoreLayout {
         StoreLayout::new(
             &[TableSpec {
@@ -590,8 +598,7 @@ mod tests {
 
     #[test]
     fn a_reader_takes_the_newest_version_below_its_timestamp() {
-        let m = mvcc(4);
-        let layout = layout(&m);
+        let (m, layout) = four_versions();
         let table = layout.table(0);
         let words = snapshot(&m, table, 3, 6, 0);
         let record = table.record_offset() as usize;
@@ -633,8 +640,7 @@ mod tests {
 
     #[test]
     fn the_loaded_version_is_readable_until_overwritten() {
-        let m = mvcc(4);
-        let layout = layout(&m);
+        let (m, layout) = four_versions();
         let table = layout.table(0);
         let fresh = snapshot(&m, table, 1, 0, 0);
         assert!(matches!(
