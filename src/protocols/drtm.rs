@@ -230,9 +230,7 @@ impl Drtm {
     }
 
     async fn access_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        kit::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
+        let (access, table) = kit::locate_onesided(cx, index).await?;
         let mut expected = INIT;
         for _ in 0..CAS_ROUNDS {
             let now = cx.now_ns();
@@ -272,9 +270,7 @@ impl Drtm {
     async fn access_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         let now = cx.now_ns();
         let desired = self.desired(cx, index, now);
-        let call = kit::call_access(cx, index, kind::DRTM_ACCESS, &[desired, now]).await?;
-        let batch = cx.batch();
-        let reply = batch.reply(call);
+        let reply = kit::access_reply(cx, index, kind::DRTM_ACCESS, &[desired, now]).await?;
         match reply[0] {
             status::OK | status::INCONSISTENT => {
                 if desired & W_LOCKED != 0 {

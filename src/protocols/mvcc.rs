@@ -93,11 +93,11 @@ use crate::txn::{AbortReason, TxnCx, TxnResult};
 
 use super::common::kind;
 use super::timestamp::{
-    raise_rts_local, raise_rts_onesided, read_failure, PendingWait, ReadTries, TsClock, READ_TRIES,
-    TOO_LATE,
+    raise_rts_local, raise_rts_onesided, read_failure, OrderedFetch, PendingWait, ReadTries,
+    TsClock, READ_TRIES, TOO_LATE,
 };
 use super::{Protocol, ProtocolKind, Served, Stage};
-use crate::txn::kit::{self, lock_addr, lock_reply, status};
+use crate::txn::kit::{self, lock_addr, status};
 
 /// Header word of `rts`; the version slots follow it.
 const RTS_WORD: u32 = 1;
@@ -202,15 +202,14 @@ impl Mvcc {
         }
         Choice::Refuse(AbortReason::VersionUnavailable)
     }
+}
 
+impl OrderedFetch for Mvcc {
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        kit::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
+        let (access, table) = kit::locate_onesided(cx, index).await?;
         let ts = cx.timestamp;
         let mut tries = ReadTries::new(self.pending_wait);
-        while tries.left() {
-            let read = kit::read_tuple_onesided(cx, index).await?;
+        while let Some(read) = tries.next_read(cx, index).await? {
             let (choice, rts) = {
                 let batch = cx.batch();
                 let words = batch.result(read);
@@ -248,9 +247,7 @@ impl Mvcc {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let call = kit::call_access(cx, index, kind::MVCC_READ, &[cx.timestamp, 0]).await?;
-        let batch = cx.batch();
-        let reply = batch.reply(call);
+        let reply = kit::access_reply(cx, index, kind::MVCC_READ, &[cx.timestamp, 0]).await?;
         match reply[0] {
             status::OK => {
                 self.clock.observe(cx, reply[3].max(reply[4]));
@@ -282,7 +279,9 @@ impl Mvcc {
     async fn lock_read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
         super::timestamp::lock_read_rpc(cx, index, kind::MVCC_LOCK_READ, &self.clock).await
     }
+}
 
+impl Mvcc {
     /// Handler of `MVCC_LOCK_READ`: `[table, key, ts]` → `[status, slot, seq,
     /// wts, rts, record…]`: `OK` (locked, W1 holds), `STALE` (locked, too
     /// late: the requester must release it), or `[LOCKED, slot]`,
@@ -488,17 +487,8 @@ impl Protocol for Mvcc {
         cx.owner = cx.timestamp;
     }
 
-    /// Reads use the `read` stage's primitive; a fetch with write intent is
-    /// a lock (and read), so it uses the `lock` stage's.
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        if cx.accesses[index].write {
-            return kit::in_form!(cx, Stage::Lock,
-                onesided: self.lock_read_onesided(cx, index),
-                rpc: self.lock_read_rpc(cx, index));
-        }
-        kit::in_form!(cx, Stage::Read,
-            onesided: self.read_onesided(cx, index),
-            rpc: self.read_rpc(cx, index))
+        self.fetch(cx, index).await
     }
 
     async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
@@ -524,19 +514,10 @@ impl Protocol for Mvcc {
             kind::MVCC_LOCK_READ => self.serve_lock_read(store, payload),
             kind::MVCC_LOCK => {
                 let ts = payload[0];
-                kit::answer_entries(payload, 1, 3, |entry| {
-                    let table = store.layout.table(entry[0] as u32);
-                    let (slot, read_seq) = (entry[1], entry[2]);
-                    if store.region.cas(lock_addr(table, slot), 0, ts) != 0 {
-                        return lock_reply::CONFLICT;
-                    }
+                kit::serve_lock(store, payload, |table, slot, read_seq| {
                     let seq = store.region.load(table.seq_addr(slot));
                     let rts = store.region.load(table.header_addr(slot, RTS_WORD));
-                    if writable(ts, read_seq, seq, rts) {
-                        lock_reply::OK
-                    } else {
-                        lock_reply::STALE
-                    }
+                    writable(ts, read_seq, seq, rts)
                 });
             }
             kind::MVCC_COMMIT => {
@@ -570,6 +551,14 @@ mod tests {
         let mut config = Config::default();
         config.protocol_options.mvcc_versions = versions;
         Mvcc::new(&config)
+    }
+
+    /// MVCC keeping four versions, and the layout of a one-table store
+    /// (record of 2 words) under it.
+    fn four_versions() -> (Mvcc, StoreLayout) {
+        let mvcc = mvcc(4);
+        let layout = layout(&mvcc);
+        (mvcc, layout)
     }
 
     fn layout(mvcc: &Mvcc) -> StoreLayout {
@@ -609,8 +598,7 @@ mod tests {
 
     #[test]
     fn a_reader_takes_the_newest_version_below_its_timestamp() {
-        let m = mvcc(4);
-        let layout = layout(&m);
+        let (m, layout) = four_versions();
         let table = layout.table(0);
         let words = snapshot(&m, table, 3, 6, 0);
         let record = table.record_offset() as usize;
@@ -652,8 +640,7 @@ mod tests {
 
     #[test]
     fn the_loaded_version_is_readable_until_overwritten() {
-        let m = mvcc(4);
-        let layout = layout(&m);
+        let (m, layout) = four_versions();
         let table = layout.table(0);
         let fresh = snapshot(&m, table, 1, 0, 0);
         assert!(matches!(

@@ -59,7 +59,7 @@ use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
 
 use super::common::kind;
 use super::{Protocol, ProtocolKind, Served, Stage};
-use crate::txn::kit::{self, lock_addr, lock_reply, status};
+use crate::txn::kit::{self, lock_addr, status};
 
 #[derive(Clone, Debug, Default)]
 pub struct Occ {
@@ -73,10 +73,8 @@ pub struct Occ {
 
 impl Occ {
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        kit::locate_onesided(cx, index).await?;
+        let (access, table) = kit::locate_onesided(cx, index).await?;
         let read = kit::read_tuple_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
         let batch = cx.batch();
         let tuple = kit::decode(table, batch.result(read));
         debug_assert_eq!(tuple.key, access.key, "location cache entry is stale");
@@ -91,9 +89,7 @@ impl Occ {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let call = kit::call_access(cx, index, kind::OCC_READ, &[]).await?;
-        let batch = cx.batch();
-        let reply = batch.reply(call);
+        let reply = kit::access_reply(cx, index, kind::OCC_READ, &[]).await?;
         match reply[0] {
             status::OK => {
                 kit::accept_record(cx, index, reply[2], &reply[3..]);
@@ -241,10 +237,9 @@ impl Protocol for Occ {
         match kind {
             kind::OCC_READ => {
                 let (table_id, key) = (payload[0] as u32, payload[1]);
-                let Some(slot) = kit::load_tuple(store, table_id, key, payload) else {
+                let Some((slot, table)) = kit::load_tuple(store, table_id, key, payload) else {
                     return Served::Reply;
                 };
-                let table = store.layout.table(table_id);
                 let tuple = kit::decode(table, payload);
                 let (lock, seq, seq_end) = (tuple.lock, tuple.seq, tuple.seq_end);
                 let status = if lock != 0 && !self.read_through_locks {
@@ -254,20 +249,9 @@ impl Protocol for Occ {
                 };
                 kit::reply_with_tuple_record(payload, table, &[status, slot, seq]);
             }
-            kind::OCC_LOCK => {
-                let owner = payload[0];
-                kit::answer_entries(payload, 1, 3, |entry| {
-                    let table = store.layout.table(entry[0] as u32);
-                    let (slot, seq) = (entry[1], entry[2]);
-                    if store.region.cas(lock_addr(table, slot), 0, owner) != 0 {
-                        lock_reply::CONFLICT
-                    } else if store.region.load(table.seq_addr(slot)) != seq {
-                        lock_reply::STALE
-                    } else {
-                        lock_reply::OK
-                    }
-                });
-            }
+            kind::OCC_LOCK => kit::serve_lock(store, payload, |table, slot, seq| {
+                store.region.load(table.seq_addr(slot)) == seq
+            }),
             kind::OCC_VALIDATE => {
                 // Lock before seq, for the reason the module doc gives.
                 let valid = payload.chunks_exact(3).all(|entry| {

@@ -340,9 +340,7 @@ impl Cicada {
     }
 
     async fn fetch_onesided(&self, cx: &mut TxnCx<'_>, index: usize, write: bool) -> TxnResult<()> {
-        kit::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
+        let (access, table) = kit::locate_onesided(cx, index).await?;
         let shape = Shape::of(table);
         let mut tries = 0;
         loop {

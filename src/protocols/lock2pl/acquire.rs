@@ -28,9 +28,7 @@ impl<R: LockRule> Lock2pl<R> {
         index: usize,
         exclusive: bool,
     ) -> TxnResult<()> {
-        kit::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
+        let (access, table) = kit::locate_onesided(cx, index).await?;
         let lock = lock_addr(table, access.slot);
         let waiters = self.fix().then(|| table.header_addr(access.slot, 1));
         let waiters_at = table.record_offset() as usize - table.header_words as usize + 1;

@@ -357,9 +357,7 @@ impl Maat {
         intent: Intent,
     ) -> TxnResult<()> {
         let Intent { write, upgrade } = intent;
-        kit::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
+        let (access, table) = kit::locate_onesided(cx, index).await?;
         let words = Words::of(table);
         let latch = table.header_addr(access.slot, 0);
         let mut tries = 0;

@@ -266,9 +266,7 @@ fn after_failed_cas(access: &mut Access, previous: u64, seq: u64) -> CasOutcome 
 
 impl Sundial {
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        kit::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
+        let (access, table) = kit::locate_onesided(cx, index).await?;
         for _ in 0..READ_TRIES {
             let read = kit::read_tuple_onesided(cx, index).await?;
             let batch = cx.batch();
@@ -286,9 +284,7 @@ impl Sundial {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let call = kit::call_access(cx, index, kind::SUNDIAL_READ, &[]).await?;
-        let batch = cx.batch();
-        let reply = batch.reply(call);
+        let reply = kit::access_reply(cx, index, kind::SUNDIAL_READ, &[]).await?;
         match reply[0] {
             status::OK => {
                 accept(cx, index, reply[2], reply[3], reply[4], &reply[5..]);
@@ -331,9 +327,7 @@ impl Sundial {
         index: usize,
         upgrade: bool,
     ) -> TxnResult<()> {
-        kit::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
+        let (access, table) = kit::locate_onesided(cx, index).await?;
         let lease = lease_addr(table, access.slot);
         let owner_at = (HEADER_WORD + OWNER_WORD) as usize;
         let wts_at = (HEADER_WORD + WTS_WORD) as usize;
@@ -408,9 +402,7 @@ impl Sundial {
     ) -> TxnResult<()> {
         let access = cx.accesses[index];
         let seq = if upgrade { access.seq } else { NO_SEQ };
-        let call = kit::call_access(cx, index, kind::SUNDIAL_LOCK_READ, &[cx.owner, seq]).await?;
-        let batch = cx.batch();
-        let reply = batch.reply(call);
+        let reply = kit::access_reply(cx, index, kind::SUNDIAL_LOCK_READ, &[cx.owner, seq]).await?;
         match reply[0] {
             status::OK if upgrade => {
                 cx.accesses[index].locked = true;

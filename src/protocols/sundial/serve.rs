@@ -132,10 +132,9 @@ impl Sundial {
         match kind {
             kind::SUNDIAL_READ => {
                 let (table_id, key) = (payload[0] as u32, payload[1]);
-                let Some(slot) = kit::load_tuple(store, table_id, key, payload) else {
+                let Some((slot, table)) = kit::load_tuple(store, table_id, key, payload) else {
                     return Served::Reply;
                 };
-                let table = store.layout.table(table_id);
                 let mut consistent = false;
                 for read in 0..READ_TRIES {
                     if read > 0 {

@@ -11,20 +11,30 @@
 use super::serve::outcome_of;
 use super::*;
 use crate::fabric::Batch;
+use crate::txn::Access;
 
 impl Timestamp {
+    /// The records the lock stage takes: the written ones not locked when
+    /// fetched, or every written one in the cascading variant, which backs
+    /// them all up. Collects their nodes in `cx.nodes`; `None` if there are
+    /// none.
+    fn collect_lock_set(&self, cx: &mut TxnCx<'_>) -> Option<impl Fn(&Access) -> bool + Copy> {
+        let fetch = self.cascading;
+        let pick = move |a: &Access| a.write && (fetch || !a.locked);
+        cx.collect_nodes(pick);
+        (!cx.nodes.is_empty()).then_some(pick)
+    }
+
     /// Lock stage, first round: lock the records that were read first and
     /// written later (the others were locked when fetched) and check they
     /// are still writable by `ts`. The cascading variant also fetches every
     /// write-set record's committed `wts` and record into its backup (see
     /// [`Backups`]), taking no lock it already holds.
     pub(super) async fn lock_onesided(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        let fetch = self.cascading;
-        let pick = |a: &crate::txn::Access| a.write && (fetch || !a.locked);
-        cx.collect_nodes(pick);
-        if cx.nodes.is_empty() {
+        let Some(pick) = self.collect_lock_set(cx) else {
             return Ok(());
-        }
+        };
+        let fetch = self.cascading;
         let ts = cx.timestamp;
         kit::queue_per_node(cx, pick, |cx, batch, access| {
             let (node, table) = (access.node, cx.table(access.table));
@@ -75,12 +85,10 @@ impl Timestamp {
     }
 
     pub(super) async fn lock_rpc(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {
-        let fetch = self.cascading;
-        let pick = |a: &crate::txn::Access| a.write && (fetch || !a.locked);
-        cx.collect_nodes(pick);
-        if cx.nodes.is_empty() {
+        let Some(pick) = self.collect_lock_set(cx) else {
             return Ok(());
-        }
+        };
+        let fetch = self.cascading;
         let kind = if fetch {
             kind::TS_LOCK_FETCH
         } else {

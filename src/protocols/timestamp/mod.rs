@@ -189,9 +189,7 @@ pub(super) async fn lock_read_onesided(
     clock: &TsClock,
     stamps: impl Fn(&TableLayout, &[u64], u64) -> (u64, u64),
 ) -> TxnResult<()> {
-    kit::locate_onesided(cx, index).await?;
-    let access = cx.accesses[index];
-    let table = cx.table(access.table);
+    let (access, table) = kit::locate_onesided(cx, index).await?;
     let ts = cx.timestamp;
     let (cas, read) = kit::queue_cas_then_read_tuple(
         &mut cx.round(),
@@ -229,9 +227,7 @@ pub(super) async fn lock_read_rpc(
     kind: u16,
     clock: &TsClock,
 ) -> TxnResult<()> {
-    let call = kit::call_access(cx, index, kind, &[cx.timestamp]).await?;
-    let batch = cx.batch();
-    let reply = batch.reply(call);
+    let reply = kit::access_reply(cx, index, kind, &[cx.timestamp]).await?;
     match reply[0] {
         status::OK | status::STALE => {
             cx.accesses[index].locked = true;
@@ -245,6 +241,31 @@ pub(super) async fn lock_read_rpc(
         }
         status::LOCKED => Err(AbortReason::LockConflict),
         _ => Err(AbortReason::NotFound),
+    }
+}
+
+/// The execution-phase fetch of the timestamp-ordering protocols
+/// (TIMESTAMP, MVCC): a read, or for a record fetched with write intent a
+/// lock and read (their shared [`lock_read_onesided`], [`lock_read_rpc`]),
+/// each in its one-sided and its RPC form.
+pub(super) trait OrderedFetch {
+    async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()>;
+    async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()>;
+    async fn lock_read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()>;
+    async fn lock_read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()>;
+
+    /// `Protocol::access`. Reads use the `read` stage's primitive; a fetch
+    /// with write intent is a lock (and read), so it uses the `lock`
+    /// stage's.
+    async fn fetch(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+        if cx.accesses[index].write {
+            return kit::in_form!(cx, Stage::Lock,
+                onesided: self.lock_read_onesided(cx, index),
+                rpc: self.lock_read_rpc(cx, index));
+        }
+        kit::in_form!(cx, Stage::Read,
+            onesided: self.read_onesided(cx, index),
+            rpc: self.read_rpc(cx, index))
     }
 }
 
@@ -497,15 +518,14 @@ impl Timestamp {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
 
+impl OrderedFetch for Timestamp {
     async fn read_onesided(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        kit::locate_onesided(cx, index).await?;
-        let access = cx.accesses[index];
-        let table = cx.table(access.table);
+        let (access, table) = kit::locate_onesided(cx, index).await?;
         let ts = cx.timestamp;
         let mut tries = ReadTries::new(self.pending_wait);
-        while tries.left() {
-            let read = kit::read_tuple_onesided(cx, index).await?;
+        while let Some(read) = tries.next_read(cx, index).await? {
             let (verdict, seq, lock, wts, rts) = {
                 let batch = cx.batch();
                 let words = batch.result(read);
@@ -545,15 +565,13 @@ impl Timestamp {
     }
 
     async fn read_rpc(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        let call = kit::call_access(
+        let reply = kit::access_reply(
             cx,
             index,
             kind::TS_READ,
             &[cx.timestamp, self.cascading as u64, 0],
         )
         .await?;
-        let batch = cx.batch();
-        let reply = batch.reply(call);
         if reply[0] != status::OK && reply[0] != DIRTY_OK {
             return Err(read_failure(reply[0], false));
         }
@@ -669,17 +687,8 @@ impl Protocol for Timestamp {
         }
     }
 
-    /// Reads use the `read` stage's primitive; a fetch with write intent is
-    /// a lock (and read), so it uses the `lock` stage's.
     async fn access(&self, cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
-        if cx.accesses[index].write {
-            return kit::in_form!(cx, Stage::Lock,
-                onesided: self.lock_read_onesided(cx, index),
-                rpc: self.lock_read_rpc(cx, index));
-        }
-        kit::in_form!(cx, Stage::Read,
-            onesided: self.read_onesided(cx, index),
-            rpc: self.read_rpc(cx, index))
+        self.fetch(cx, index).await
     }
 
     async fn lock(&self, cx: &mut TxnCx<'_>) -> TxnResult<()> {

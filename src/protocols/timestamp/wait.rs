@@ -28,7 +28,8 @@
 //! at the first wait plus one (so that 0 still means "not yet waited").
 
 use crate::config::Config;
-use crate::txn::{AbortReason, TxnCx};
+use crate::fabric::VerbId;
+use crate::txn::{kit, AbortReason, TxnCx, TxnResult};
 
 use super::Served;
 
@@ -124,6 +125,20 @@ impl ReadTries {
     /// Whether the read may fetch the tuple again.
     pub(in crate::protocols) fn left(&self) -> bool {
         self.tries < READ_TRIES && !self.waited_out
+    }
+
+    /// The next READ of the whole tuple of `cx.accesses[index]` (its slot
+    /// known), awaited, while the read may fetch it again; `None` once it
+    /// may not.
+    pub(in crate::protocols) async fn next_read(
+        &self,
+        cx: &mut TxnCx<'_>,
+        index: usize,
+    ) -> TxnResult<Option<VerbId>> {
+        if !self.left() {
+            return Ok(None);
+        }
+        kit::read_tuple_onesided(cx, index).await.map(Some)
     }
 
     /// The snapshot was torn (`seq != seq_end`).

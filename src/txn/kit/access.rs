@@ -1,7 +1,10 @@
 //! Fetching a record: finding its tuple (one-sided index probes or the
 //! slot an RPC reply names), reading it, and locking it in the same round.
 
-use crate::fabric::{Batch, NodeId, VerbId};
+use std::cell::RefMut;
+use std::ops::Deref;
+
+use crate::fabric::{Batch, CallId, NodeId, VerbId};
 use crate::store::index::{IndexLayout, BUCKET_WORDS};
 use crate::store::TableLayout;
 use crate::txn::{AbortReason, Access, TxnCx, TxnResult};
@@ -10,13 +13,18 @@ use super::status;
 
 /// Makes `cx.accesses[index].slot` known: a location-cache hit costs
 /// nothing; a miss probes the three cuckoo buckets with one doorbell batch of
-/// READs (one round trip) and fills the cache.
-pub async fn locate_onesided(cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> {
+/// READs (one round trip) and fills the cache. Returns the access, its slot
+/// set, and the layout of its table, which a one-sided stage addresses the
+/// tuple's words in.
+pub async fn locate_onesided<'w>(
+    cx: &mut TxnCx<'w>,
+    index: usize,
+) -> TxnResult<(Access, &'w TableLayout)> {
+    let table = cx.table(cx.accesses[index].table);
     if cx.locate_cached(index) {
-        return Ok(());
+        return Ok((cx.accesses[index], table));
     }
     let access = cx.accesses[index];
-    let table = cx.table(access.table);
     let reads = {
         let mut batch = cx.round();
         table
@@ -34,7 +42,7 @@ pub async fn locate_onesided(cx: &mut TxnCx<'_>, index: usize) -> TxnResult<()> 
     match found {
         Some(slot) => {
             cx.remember_slot(index, slot);
-            Ok(())
+            Ok((cx.accesses[index], table))
         }
         None => Err(AbortReason::NotFound),
     }
@@ -58,7 +66,7 @@ pub async fn call_access(
     index: usize,
     kind: u16,
     extra: &[u64],
-) -> TxnResult<crate::fabric::CallId> {
+) -> TxnResult<CallId> {
     let access = cx.accesses[index];
     let call = {
         let mut batch = cx.round();
@@ -71,6 +79,37 @@ pub async fn call_access(
     let batch = cx.batch();
     remember_reply_slot(cx, index, batch.reply(call));
     Ok(call)
+}
+
+/// A reply read back from the round that brought it: derefs to its words.
+/// It holds the round (`cx.batch()`) borrowed until dropped, as reading
+/// the round by hand would.
+pub struct Reply<'w> {
+    batch: RefMut<'w, Batch>,
+    call: CallId,
+}
+
+impl Deref for Reply<'_> {
+    type Target = [u64];
+
+    fn deref(&self) -> &[u64] {
+        self.batch.reply(self.call)
+    }
+}
+
+/// [`call_access`], read back: the reply `[status, slot, …]`, its slot
+/// already kept.
+pub async fn access_reply<'w>(
+    cx: &mut TxnCx<'w>,
+    index: usize,
+    kind: u16,
+    extra: &[u64],
+) -> TxnResult<Reply<'w>> {
+    let call = call_access(cx, index, kind, extra).await?;
+    Ok(Reply {
+        batch: cx.batch(),
+        call,
+    })
 }
 
 /// One READ of the whole tuple of `cx.accesses[index]` (its slot known),

@@ -4,7 +4,7 @@
 //! needs. A protocol (`protocols`, layer 7) then holds its own rules only:
 //! what it checks, in which order, and what a conflict costs.
 //!
-//! * Fetching ([`locate_onesided`], [`call_access`], [`decode`],
+//! * Fetching ([`locate_onesided`], [`call_access`], [`access_reply`], [`decode`],
 //!   [`accept_record`], [`queue_cas_then_read_tuple`],
 //!   [`queue_lock_then_read_seq`]): find a record's tuple by one-sided
 //!   index probes or ask its node, read it, lock it in the same round,
@@ -18,8 +18,9 @@
 //!   commit and the unlock release of the lock-word protocols (RCC §4.2
 //!   Fig. 5; DrTM+H §5.3), posted with passive ACK.
 //! * Serving ([`serve_shared`], [`serve_write_back`], [`serve_unlock`],
-//!   [`find_row`], [`load_tuple`], [`push_record`], [`reply_with_record`]): the handler
-//!   side of the above, on the serving node's own memory.
+//!   [`serve_lock`], [`find_row`], [`load_tuple`], [`push_record`],
+//!   [`reply_with_record`]): the handler side of the above, on the serving
+//!   node's own memory.
 //! * [`in_form!`](crate::in_form): runs a stage in the form the run's plan
 //!   gives it.
 //!
@@ -49,8 +50,9 @@ mod serve;
 use crate::store::{TableLayout, KEY_WORD, SEQ_WORD};
 
 pub use access::{
-    accept_record, call_access, judge_locks, locate_onesided, queue_cas_then_read_tuple,
-    queue_lock_then_read_seq, queue_per_node, read_tuple_onesided, remember_reply_slot,
+    accept_record, access_reply, call_access, judge_locks, locate_onesided,
+    queue_cas_then_read_tuple, queue_lock_then_read_seq, queue_per_node, read_tuple_onesided,
+    remember_reply_slot, Reply,
 };
 pub use calls::{
     call_nodes_all_ok, call_one, call_payload, lock_outcome, queue_calls_per_node, reply_entry,
@@ -61,8 +63,8 @@ pub use finish::{
 };
 pub use serve::{
     answer_entries, find_row, load_tuple, push_record, read_status, reply_with_record,
-    reply_with_tuple_record, serve_shared, serve_shared_or_panic, serve_unlock, serve_write_back,
-    write_back_entries, WriteBack,
+    reply_with_tuple_record, serve_lock, serve_shared, serve_shared_or_panic, serve_unlock,
+    serve_write_back, write_back_entries, WriteBack,
 };
 
 /// The RPC kinds of the kit's handlers, in the range of the crate's

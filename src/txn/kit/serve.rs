@@ -3,7 +3,7 @@
 use crate::runtime::Served;
 use crate::store::{NodeStore, TableLayout};
 
-use super::{kind, lock_addr, seq_end_addr, status};
+use super::{kind, lock_addr, lock_reply, seq_end_addr, status};
 
 /// Handler side of an access: the slot of `key` in table `table_id`, or
 /// `None`, with the reply `[NOT_FOUND]` in `payload`, if no row has that
@@ -17,21 +17,21 @@ pub fn find_row(store: &NodeStore, table_id: u32, key: u64, payload: &mut Vec<u6
     slot
 }
 
-/// Handler side of a tuple fetch: the slot of `key` in table `table_id`,
-/// with the whole tuple read into `payload`; `None`, with `payload =
-/// [NOT_FOUND]`, if no row has that key.
-pub fn load_tuple(
-    store: &NodeStore,
+/// Handler side of a tuple fetch: the slot of `key` in table `table_id`
+/// and the table's layout, with the whole tuple read into `payload`;
+/// `None`, with `payload = [NOT_FOUND]`, if no row has that key.
+pub fn load_tuple<'s>(
+    store: &'s NodeStore,
     table_id: u32,
     key: u64,
     payload: &mut Vec<u64>,
-) -> Option<u64> {
+) -> Option<(u64, &'s TableLayout)> {
     let slot = find_row(store, table_id, key, payload)?;
     let table = store.layout.table(table_id);
     payload.clear();
     payload.resize(table.tuple_words as usize, 0);
     store.region.read(table.tuple_addr(slot), payload);
-    Some(slot)
+    Some((slot, table))
 }
 
 /// Handler side of a request with one reply word per entry, `[head…,
@@ -50,6 +50,31 @@ pub fn answer_entries(
         payload[entry] = answer(&payload[at..at + entry_words]);
     }
     payload.truncate(entries);
+}
+
+/// Handler side of a commit-time lock `[owner, (table, slot, seq read)…]`
+/// (`OCC_LOCK`, `MVCC_LOCK`): one [`lock_reply`] word per entry, in
+/// entry order. Each record's lock word is CASed 0 → `owner` (`CONFLICT`
+/// if another holds it); a locked record is `OK` if `still_writable(table,
+/// slot, seq read)` says the version read may still be overwritten, else
+/// `STALE`, and keeps the lock for the coordinator's release to drop.
+pub fn serve_lock(
+    store: &NodeStore,
+    payload: &mut Vec<u64>,
+    still_writable: impl Fn(&TableLayout, u64, u64) -> bool,
+) {
+    let owner = payload[0];
+    answer_entries(payload, 1, 3, |entry| {
+        let table = store.layout.table(entry[0] as u32);
+        let (slot, read_seq) = (entry[1], entry[2]);
+        if store.region.cas(lock_addr(table, slot), 0, owner) != 0 {
+            lock_reply::CONFLICT
+        } else if still_writable(table, slot, read_seq) {
+            lock_reply::OK
+        } else {
+            lock_reply::STALE
+        }
+    });
 }
 
 /// The status of a read reply: `OK` for a consistent snapshot of the

@@ -30,7 +30,9 @@
 //! threshold]`. Decoding checks every field's range.
 
 use super::txns::resolve_customer;
-use super::{table, CustomerSel, LineRequest, Tpcc, TpccRequest, DISTRICTS, MAX_ORDER_LINES};
+use super::{
+    table, CustomerSel, LineRequest, PaymentRequest, Tpcc, TpccRequest, DISTRICTS, MAX_ORDER_LINES,
+};
 use crate::workloads::Declared;
 
 /// Most words of an encoded request (a NewOrder with 15 lines).
@@ -77,17 +79,10 @@ impl Tpcc {
                     l.item as u64 | (l.supply_w as u64) << 32 | (l.quantity as u64) << 48
                 }));
             }
-            TpccRequest::Payment {
-                w,
-                d,
-                c_w,
-                c_d,
-                customer,
-                amount_cents,
-            } => {
-                out.extend_from_slice(&[1, w as u64, d as u64, c_w as u64, c_d as u64]);
-                out.extend_from_slice(&sel(customer));
-                out.push(amount_cents as u64);
+            TpccRequest::Payment(p) => {
+                out.extend_from_slice(&[1, p.w as u64, p.d as u64, p.c_w as u64, p.c_d as u64]);
+                out.extend_from_slice(&sel(p.customer));
+                out.push(p.amount_cents as u64);
             }
             TpccRequest::OrderStatus { w, d, customer } => {
                 out.extend_from_slice(&[2, w as u64, d as u64]);
@@ -146,14 +141,14 @@ impl Tpcc {
                 let &[_, w, d, c_w, c_d, by_name, value, amount] = words else {
                     return None;
                 };
-                Some(TpccRequest::Payment {
+                Some(TpccRequest::Payment(PaymentRequest {
                     w: warehouse(w)?,
                     d: district(d)?,
                     c_w: warehouse(c_w)?,
                     c_d: district(c_d)?,
                     customer: customer(by_name, value)?,
                     amount_cents: u32::try_from(amount).ok()?,
-                })
+                }))
             }
             2 => {
                 let &[_, w, d, by_name, value] = words else {
@@ -244,14 +239,14 @@ impl Tpcc {
                 }
                 true
             }
-            TpccRequest::Payment {
+            TpccRequest::Payment(PaymentRequest {
                 w,
                 d,
                 c_w,
                 c_d,
                 customer,
                 ..
-            } => {
+            }) => {
                 let (w, d, c_w, c_d) = (w as u64, d as u64, c_w as u64, c_d as u64);
                 let home = self.node_of(w);
                 out.push(at(table::WAREHOUSE, home, w, true));
@@ -395,7 +390,7 @@ mod tests {
                         assert!(elsewhere <= tpcc.max_forwarded_accesses());
                     }
                 }
-                TpccRequest::Payment { .. } => {
+                TpccRequest::Payment(_) => {
                     assert!(known);
                     assert_eq!(declared.len(), 3, "a loaded customer always resolves");
                     assert!(declared.iter().all(|a| a.write));

@@ -9,7 +9,9 @@
 //! `new_order_always_distributed` every NewOrder has a line supplied
 //! from another node.
 
-use super::{CustomerSel, LineRequest, Tpcc, TpccRequest, DISTRICTS, MAX_ORDER_LINES};
+use super::{
+    CustomerSel, LineRequest, PaymentRequest, Tpcc, TpccRequest, DISTRICTS, MAX_ORDER_LINES,
+};
 use crate::base::rng::Rng;
 use crate::fabric::NodeId;
 
@@ -123,14 +125,14 @@ impl Tpcc {
         } else {
             (w, d)
         };
-        TpccRequest::Payment {
+        TpccRequest::Payment(PaymentRequest {
             w: w as u32,
             d,
             c_w: c_w as u32,
             c_d,
             customer: self.customer_sel(rng),
             amount_cents: 100 + rng.below(500_000 - 100 + 1) as u32,
-        }
+        })
     }
 
     fn pick_other_warehouse(&self, rng: &mut Rng, w: u64) -> u64 {

@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use crate::base::rng::Rng;
 use crate::check::History;
+use crate::fabric::NodeId;
 use crate::store::{row_live, NodeStore, StoreError, TableId, KEY_WORD, ROW_LIVE};
 use crate::workloads::InvariantReport;
 
-use super::{col, table, Tpcc, DISTRICTS};
+use super::{col, rows, table, Tpcc, DISTRICTS};
 
 /// Per-row generator tags (a row's generator is `derive(seed, [tag, key])`).
 const TAG_ITEM: u64 = 1;
@@ -211,13 +212,7 @@ impl<'a> Loader<'a> {
             let history = &mut self.history;
             history.fill(0);
             history[0] = ROW_LIVE;
-            history[col::H_C_ID] = c;
-            history[col::H_C_D_ID] = d;
-            history[col::H_C_W_ID] = w;
-            history[col::H_D_ID] = d;
-            history[col::H_W_ID] = w;
-            history[col::H_DATE] = 1;
-            history[col::H_AMOUNT] = LOADED_PAYMENT_CENTS;
+            rows::history(history, (w, d, c), (w, d), 1, LOADED_PAYMENT_CENTS);
             fill_text(&mut rng, &mut history[col::H_DATA..], 12, 24);
             self.store
                 .insert(table::HISTORY, Tpcc::history_key(w, d, c + 1), history)?;
@@ -291,18 +286,12 @@ impl<'a> Loader<'a> {
             let order = &mut self.order;
             order.fill(0);
             order[0] = ROW_LIVE;
-            order[col::O_ID] = o;
-            order[col::O_C_ID] = c;
-            order[col::O_D_ID] = d;
-            order[col::O_W_ID] = w;
-            order[col::O_ENTRY_D] = 1;
-            order[col::O_CARRIER_ID] = if is_delivered {
+            let carrier_id = if is_delivered {
                 1 + order_rng.below(10)
             } else {
                 0
             };
-            order[col::O_OL_CNT] = ol_cnt;
-            order[col::O_ALL_LOCAL] = 1;
+            rows::order(order, (w, d, o), c, 1, carrier_id, ol_cnt, true);
             self.store.insert(table::ORDER, okey, order)?;
             indexes
                 .orders_by_customer
@@ -312,9 +301,7 @@ impl<'a> Loader<'a> {
                 let new_order = &mut self.new_order;
                 new_order.fill(0);
                 new_order[0] = ROW_LIVE;
-                new_order[col::NO_O_ID] = o;
-                new_order[col::NO_D_ID] = d;
-                new_order[col::NO_W_ID] = w;
+                rows::new_order(new_order, (w, d, o));
                 self.store.insert(table::NEW_ORDER, okey, new_order)?;
                 indexes.new_orders.insert(okey, 0);
             }
@@ -337,19 +324,14 @@ impl<'a> Loader<'a> {
             let line = &mut self.line;
             line.fill(0);
             line[0] = ROW_LIVE;
-            line[col::OL_O_ID] = o;
-            line[col::OL_D_ID] = d;
-            line[col::OL_W_ID] = w;
-            line[col::OL_NUMBER] = ol;
-            line[col::OL_I_ID] = 1 + order_rng.below(items);
-            line[col::OL_SUPPLY_W_ID] = w;
-            line[col::OL_DELIVERY_D] = is_delivered as u64;
-            line[col::OL_QUANTITY] = 5;
-            line[col::OL_AMOUNT] = if is_delivered {
+            let item = 1 + order_rng.below(items);
+            let amount = if is_delivered {
                 0
             } else {
                 1 + order_rng.below(999_999)
             };
+            let delivery_d = is_delivered as u64;
+            rows::order_line(line, (w, d, o), (ol, item, w), (delivery_d, 5, amount));
             fill_text(order_rng, &mut line[col::OL_DIST_INFO..], 24, 24);
             self.store
                 .insert(table::ORDER_LINE, Tpcc::order_line_key(okey, ol), line)?;
@@ -428,6 +410,21 @@ impl<'a> Consistency<'a> {
         }
     }
 
+    /// An ordered index holds one entry per live row of the table it
+    /// indexes.
+    fn check_index(
+        &mut self,
+        node: NodeId,
+        (index_name, entries): (&str, usize),
+        (row_name, live_rows): (&str, usize),
+    ) {
+        if entries != live_rows {
+            self.note(format!(
+                "node {node}: the {index_name} index holds {entries} entries but {live_rows} {row_name} rows are live"
+            ));
+        }
+    }
+
     fn district(&mut self, w: u64, d: u64) -> &mut DistrictTally {
         &mut self.districts[Tpcc::district_key(w, d) as usize]
     }
@@ -466,22 +463,15 @@ impl<'a> Consistency<'a> {
                 }
             }
         }
-        if indexes.new_orders.len() != live_new_orders {
-            self.note(format!(
-                "node {}: the new-order index holds {} entries but {} new-order rows are live",
-                store.node,
-                indexes.new_orders.len(),
-                live_new_orders
-            ));
-        }
-        if indexes.orders_by_customer.len() != live_orders {
-            self.note(format!(
-                "node {}: the orders-by-customer index holds {} entries but {} order rows are live",
-                store.node,
-                indexes.orders_by_customer.len(),
-                live_orders
-            ));
-        }
+        let node = store.node;
+        let entries = indexes.new_orders.len();
+        self.check_index(node, ("new-order", entries), ("new-order", live_new_orders));
+        let entries = indexes.orders_by_customer.len();
+        self.check_index(
+            node,
+            ("orders-by-customer", entries),
+            ("order", live_orders),
+        );
     }
 
     /// Adds one row to the tallies; returns its table if it is a live row

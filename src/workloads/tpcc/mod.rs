@@ -80,6 +80,7 @@
 mod deterministic;
 mod generate;
 mod load;
+mod rows;
 mod txns;
 
 use std::sync::Arc;
@@ -242,6 +243,18 @@ pub struct LineRequest {
     pub quantity: u8,
 }
 
+/// §2.5: a Payment at district `(w, d)` by a customer of district `(c_w,
+/// c_d)`, the home one or, for a remote payment, one elsewhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PaymentRequest {
+    pub w: u32,
+    pub d: u8,
+    pub c_w: u32,
+    pub c_d: u8,
+    pub customer: CustomerSel,
+    pub amount_cents: u32,
+}
+
 /// A generated TPC-C transaction: plain data, replayed exactly on retry.
 /// Warehouses are global numbers; districts and customers 0-based.
 #[derive(Clone, Copy, Debug)]
@@ -253,14 +266,7 @@ pub enum TpccRequest {
         ol_cnt: u8,
         lines: [LineRequest; MAX_ORDER_LINES],
     },
-    Payment {
-        w: u32,
-        d: u8,
-        c_w: u32,
-        c_d: u8,
-        customer: CustomerSel,
-        amount_cents: u32,
-    },
+    Payment(PaymentRequest),
     OrderStatus {
         w: u32,
         d: u8,
@@ -563,24 +569,7 @@ impl Workload for Tpcc {
                 )
                 .await
             }
-            TpccRequest::Payment {
-                w,
-                d,
-                c_w,
-                c_d,
-                customer,
-                amount_cents,
-            } => {
-                txns::payment(
-                    self,
-                    txn,
-                    (w as u64, d as u64),
-                    (c_w as u64, c_d as u64),
-                    customer,
-                    amount_cents as u64,
-                )
-                .await
-            }
+            TpccRequest::Payment(ref payment) => txns::payment(self, txn, payment).await,
             TpccRequest::OrderStatus { w, d, customer } => {
                 txns::order_status(self, txn, w as u64, d as u64, customer).await
             }
@@ -600,7 +589,7 @@ impl Workload for Tpcc {
     fn txn_type(&self, request: &TpccRequest) -> usize {
         match request {
             TpccRequest::NewOrder { .. } => 0,
-            TpccRequest::Payment { .. } => 1,
+            TpccRequest::Payment(_) => 1,
             TpccRequest::OrderStatus { .. } => 2,
             TpccRequest::Delivery { .. } => 3,
             TpccRequest::StockLevel { .. } => 4,

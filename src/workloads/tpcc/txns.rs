@@ -6,7 +6,7 @@
 use crate::txn::{AbortReason, Protocol, Txn, TxnResult};
 
 use super::load::contains_original;
-use super::{col, ordered, table, CustomerSel, LineRequest, Tpcc, DISTRICTS};
+use super::{col, ordered, rows, table, CustomerSel, LineRequest, PaymentRequest, Tpcc, DISTRICTS};
 
 /// Signed money in a record word.
 #[inline]
@@ -100,15 +100,12 @@ pub(super) async fn new_order<P: Protocol>(
         let amount = quantity * price;
         total_cents += amount;
         let ol = number as u64 + 1;
-        line_record[col::OL_O_ID] = o_id;
-        line_record[col::OL_D_ID] = d;
-        line_record[col::OL_W_ID] = w;
-        line_record[col::OL_NUMBER] = ol;
-        line_record[col::OL_I_ID] = i;
-        line_record[col::OL_SUPPLY_W_ID] = supply_w;
-        line_record[col::OL_DELIVERY_D] = 0;
-        line_record[col::OL_QUANTITY] = quantity;
-        line_record[col::OL_AMOUNT] = amount;
+        rows::order_line(
+            &mut line_record,
+            (w, d, o_id),
+            (ol, i, supply_w),
+            (0, quantity, amount),
+        );
         txn.insert(
             table::ORDER_LINE,
             Tpcc::order_line_key(okey, ol),
@@ -117,19 +114,11 @@ pub(super) async fn new_order<P: Protocol>(
         .await?;
     }
     let mut order = [0u64; col::O_WORDS as usize];
-    order[col::O_ID] = o_id;
-    order[col::O_C_ID] = c;
-    order[col::O_D_ID] = d;
-    order[col::O_W_ID] = w;
-    order[col::O_ENTRY_D] = now;
-    order[col::O_CARRIER_ID] = 0;
-    order[col::O_OL_CNT] = lines.len() as u64;
-    order[col::O_ALL_LOCAL] = all_local as u64;
+    let ol_cnt = lines.len() as u64;
+    rows::order(&mut order, (w, d, o_id), c, now, 0, ol_cnt, all_local);
     txn.insert(table::ORDER, okey, &order).await?;
     let mut new_order = [0u64; col::NO_WORDS as usize];
-    new_order[col::NO_O_ID] = o_id;
-    new_order[col::NO_D_ID] = d;
-    new_order[col::NO_W_ID] = w;
+    rows::new_order(&mut new_order, (w, d, o_id));
     txn.insert(table::NEW_ORDER, okey, &new_order).await?;
     txn.index_insert(ordered::NEW_ORDERS, okey, 0);
     txn.index_insert(
@@ -168,11 +157,11 @@ pub(super) fn resolve_customer(tpcc: &Tpcc, w: u64, d: u64, customer: CustomerSe
 pub(super) async fn payment<P: Protocol>(
     tpcc: &Tpcc,
     txn: &mut Txn<'_, '_, P>,
-    (w, d): (u64, u64),
-    (c_w, c_d): (u64, u64),
-    customer: CustomerSel,
-    amount_cents: u64,
+    request: &PaymentRequest,
 ) -> TxnResult<()> {
+    let (w, d) = (request.w as u64, request.d as u64);
+    let (c_w, c_d) = (request.c_w as u64, request.c_d as u64);
+    let (customer, amount_cents) = (request.customer, request.amount_cents as u64);
     let home = tpcc.node_of(w);
     debug_assert_eq!(home, txn.node());
     let warehouse = txn.update(table::WAREHOUSE, home, w).await?;
@@ -211,13 +200,13 @@ pub(super) async fn payment<P: Protocol>(
         }
     }
     let mut history = [0u64; col::H_WORDS as usize];
-    history[col::H_C_ID] = c;
-    history[col::H_C_D_ID] = c_d;
-    history[col::H_C_W_ID] = c_w;
-    history[col::H_D_ID] = d;
-    history[col::H_W_ID] = w;
-    history[col::H_DATE] = txn.now_ns();
-    history[col::H_AMOUNT] = amount_cents;
+    rows::history(
+        &mut history,
+        (c_w, c_d, c),
+        (w, d),
+        txn.now_ns(),
+        amount_cents,
+    );
     // H_DATA is W_NAME and D_NAME, 4 spaces apart (§2.5.2.2); the names are
     // not read here, so it holds the warehouse and district ids instead.
     history[col::H_DATA] = w;
