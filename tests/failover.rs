@@ -8,9 +8,10 @@
 //! the failed partition read from its promoted copy: every acknowledged
 //! commit's writes present, nothing uncommitted visible, the workload
 //! invariants over every partition, every remaining backup equal to the
-//! copy that serves its partition. Last, the failover sequencer that a
-//! `ucx` run's ranks go through (`recovery::sequencer`) runs here in one
-//! process, every node a party, over a loopback channel.
+//! copy that serves its partition. Last, the failover sequencer that every
+//! fabric recovers through (`recovery::sequencer`) is driven here by hand,
+//! every node a party, over the in-process channel `sim` and `threads` use
+//! (`recovery::loopback`).
 
 use verbena::base::rng::Rng;
 use verbena::base::{Primitive, ProtocolKind, Stage, StagePlan};
