@@ -8,16 +8,18 @@
 //! the failed partition read from its promoted copy: every acknowledged
 //! commit's writes present, nothing uncommitted visible, the workload
 //! invariants over every partition, every remaining backup equal to the
-//! copy that serves its partition. Last, the failover sequencer that a
-//! `ucx` run's ranks go through (`recovery::sequencer`) runs here in one
-//! process, every node a party, over a loopback channel.
+//! copy that serves its partition. Last, the failover sequencer that every
+//! fabric recovers through (`recovery::sequencer`) is driven here by hand,
+//! every node a party, over the in-process channel `sim` and `threads` use
+//! (`recovery::loopback`).
 
 use verbena::base::rng::Rng;
 use verbena::base::{Primitive, ProtocolKind, Stage, StagePlan};
 use verbena::config::faults::RunFault;
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine;
-use verbena::recovery::sequencer::{ControlChannel, Message, Sequencer, DECIDER};
+use verbena::recovery::loopback::{Loopback, Mailbox};
+use verbena::recovery::sequencer::{Sequencer, DECIDER};
 
 const WARMUP_S: f64 = 0.001;
 const DURATION_S: f64 = 0.004;
@@ -595,57 +597,6 @@ fn tpcc_failover_checked(config: &Config, node: u32, what: &str) -> u64 {
     recovery.suspicions_ignored
 }
 
-/// The failover sequencer's parties, in one process: every message queued
-/// as `(from, to, message)`.
-type Mailbox = std::rc::Rc<std::cell::RefCell<std::collections::VecDeque<(u16, u16, Message)>>>;
-
-/// A loopback control channel: party `party`'s end of one in-process
-/// mailbox; `lost` is the party whose connection is gone (a crashed node).
-struct Loopback {
-    party: u16,
-    parties: u16,
-    lost: u16,
-    mailbox: Mailbox,
-}
-
-impl ControlChannel for Loopback {
-    fn send(&mut self, message: &Message) -> Result<(), String> {
-        let mut mailbox = self.mailbox.borrow_mut();
-        if self.party != DECIDER {
-            mailbox.push_back((self.party, DECIDER, message.clone()));
-            return Ok(());
-        }
-        for to in (0..self.parties).filter(|&p| p != DECIDER && p != self.lost) {
-            mailbox.push_back((DECIDER, to, message.clone()));
-        }
-        Ok(())
-    }
-
-    fn send_to(&mut self, party: u16, message: &Message) -> Result<(), String> {
-        let mut mailbox = self.mailbox.borrow_mut();
-        mailbox.push_back((self.party, party, message.clone()));
-        Ok(())
-    }
-
-    fn is_lost(&self, party: u16) -> bool {
-        party == self.lost
-    }
-
-    fn corroborates(&self, party: u16) -> bool {
-        party == self.lost
-    }
-
-    fn expel(&mut self, _party: u16) {}
-
-    fn declared_failed(&mut self) -> String {
-        panic!("party {} was declared failed", self.party)
-    }
-
-    fn describe(&self, party: u16) -> String {
-        format!("party {party}")
-    }
-}
-
 /// The protocol headers as the loader leaves them.
 fn loaded_header(_table: &verbena::store::TableLayout, header: &mut [u64]) {
     header.fill(0);
@@ -653,11 +604,13 @@ fn loaded_header(_table: &verbena::store::TableLayout, header: &mut [u64]) {
 
 /// The failover sequencer (`recovery::sequencer`) is independent of its
 /// transport: here every node is a party over its own memory
-/// (`Failover::for_node`, as a `ucx` rank is) and the channel is a loopback
-/// in one process. A node crashes mid-run on the simulator (the fabric's
-/// crash, no in-run failover); the survivors then run the whole sequence —
-/// fail, quiet, drain, decide, sync, install, resume — and the failed
-/// partition's promoted copy holds every acknowledged write.
+/// (`Failover::for_node`, as a `ucx` rank is) and the channel is the
+/// in-process loopback that `sim` and `threads` recover over
+/// (`recovery::loopback`). A node crashes mid-run on the simulator (the
+/// fabric's crash, no in-run failover); the decider's detector suspects
+/// it, and the survivors then run the whole sequence — fail, quiet, drain,
+/// decide, sync, install, resume — and the failed partition's promoted
+/// copy holds every acknowledged write.
 #[test]
 fn the_failover_sequencer_recovers_over_a_loopback_channel() {
     use std::sync::Arc;
@@ -695,12 +648,8 @@ fn the_failover_sequencer_recovers_over_a_loopback_channel() {
                     party,
                     std::time::Instant::now(),
                 );
-                let channel = Loopback {
-                    party,
-                    parties,
-                    lost: crashed,
-                    mailbox: mailbox.clone(),
-                };
+                let channel =
+                    Loopback::new(party, parties as u32, DECIDER, &[crashed], mailbox.clone());
                 (party != crashed).then_some((sequencer, channel))
             })
             .collect();
@@ -708,10 +657,7 @@ fn the_failover_sequencer_recovers_over_a_loopback_channel() {
             for (sequencer, channel) in sequencers.iter_mut().flatten() {
                 sequencer.poll(channel).expect("poll");
             }
-            loop {
-                let Some((from, to, message)) = mailbox.borrow_mut().pop_front() else {
-                    break;
-                };
+            while let Some((from, to, message)) = mailbox.pop() {
                 let (sequencer, channel) = sequencers[to as usize].as_mut().expect("a live party");
                 let taken = sequencer.on_message(channel, from, message.clone());
                 assert_eq!(taken, Ok(true), "{what}: {message:?} to party {to}");
@@ -761,6 +707,29 @@ fn the_failover_sequencer_recovers_over_a_loopback_channel() {
             "{what}: no acknowledged write to the failed partition"
         );
     }
+}
+
+/// The in-process recovery (`recovery::loopback::recover_in_process`)
+/// when node 0, the decider on `ucx`, is the one that failed: the first
+/// survivor decides, and the failed partition is promoted to a survivor.
+#[test]
+fn the_first_survivor_decides_when_node_0_failed() {
+    use verbena::config::sim::FaultSpec;
+    use verbena::recovery::loopback::recover_in_process;
+    let mut config = sim_config(ProtocolKind::NoWait, Primitive::OneSided, 2, 7);
+    config.sim.faults = vec![FaultSpec::Crash {
+        node: 0,
+        at_us: 2_500.0,
+    }];
+    let output = run_through_crash(&config);
+    let rep = output.replication.expect("a replicated run");
+    let done = recover_in_process(&rep, &output.stores, &[0], loaded_header).expect("recovered");
+    assert_eq!(done.promoted.len(), 1);
+    let (partition, serving) = done.promoted[0];
+    assert_eq!(partition, 0);
+    assert_ne!(serving, 0);
+    assert_eq!(rep.serving(0), serving);
+    assert!(done.counts.headers_reset > 0);
 }
 
 /// Runs `config`, which crashes a node with no failure detector to fail it

@@ -12,7 +12,7 @@ use verbena::base::{Primitive, ProtocolKind, Stage};
 use verbena::config::profile::NetworkProfile;
 use verbena::config::{Config, FabricKind, WorkloadKind};
 use verbena::engine::{self, Report};
-use verbena::recovery::steps as recovery;
+use verbena::recovery::loopback::recover_in_process;
 use verbena::replication::{backups_match_primaries, Placement};
 
 fn replicated(
@@ -225,9 +225,10 @@ fn bad_replication_settings_are_refused_with_what_is_allowed() {
 
 /// A node crashes at a seeded virtual time in the middle of the run; the
 /// survivors' rings are resolved and the failed partition's first backup
-/// promoted (`recovery::steps`, on the quiescent cluster: the
-/// in-run failure detector and re-routing come with the fault side). Every
-/// commit acknowledged before the crash must be on the promoted copy.
+/// promoted by the failover sequencer in one process
+/// (`recovery::loopback::recover_in_process`, on the quiescent cluster
+/// after the run, with no failure detector). Every commit acknowledged
+/// before the crash must be on the promoted copy.
 fn crash_and_recover(protocol: ProtocolKind, log: Primitive, replication: u32, seed: u64) {
     use verbena::config::sim::FaultSpec;
     use verbena::store::KEY_WORD;
@@ -255,7 +256,8 @@ fn crash_and_recover(protocol: ProtocolKind, log: Primitive, replication: u32, s
     assert!(check.serializable, "{what}: {:?}", check.cycle);
     let history = output.history.expect("history");
     let rep = output.replication.expect("replicated run");
-    let outcome = recovery::recover(&rep, &output.stores, &[crashed]);
+    let outcome = recover_in_process(&rep, &output.stores, &[crashed], loaded_header)
+        .unwrap_or_else(|why| panic!("{what}: {why}"));
     let (_, serving) = outcome.promoted[0];
     assert_ne!(serving, crashed);
     // The last version each acknowledged commit installed, per (table, key).
@@ -528,6 +530,11 @@ fn calvin_with_a_fault_it_cannot_fail_over_is_refused() {
         error.contains("allowed: exactly one crash:NODE@SECONDS"),
         "{error}"
     );
+}
+
+/// The protocol headers as the loader leaves them.
+fn loaded_header(_table: &verbena::store::TableLayout, header: &mut [u64]) {
+    header.fill(0);
 }
 
 /// Runs `config`, which crashes a node with no failure detector to fail it

@@ -1,10 +1,12 @@
 //! In-run failover (issue 8 item 3): when the failure detector declares a
 //! node dead in a replicated run, the survivors stop starting transactions,
 //! finish the ones past their commit point, and once the cluster is quiet
-//! one of them recovers — every whole log record the dead coordinator left
-//! in a survivor's ring is rolled forward onto every live copy of the
-//! partitions it names (a partial one is discarded), every ring is drained
-//! into its backup copy, each of the dead node's partitions is promoted to
+//! the survivors recover — every log record the dead coordinator left
+//! that every backup got is rolled forward onto every live copy of the
+//! partitions it names (one that reached some backups only, or a partial
+//! one, is discarded), every ring is drained into its backup copy, the
+//! live copies of each partition are brought to the newest version among
+//! them, each of the dead node's partitions is promoted to
 //! its first live backup (`Placement::primary_given`), and every live
 //! copy's protocol headers are reset to the loaded state, which releases the
 //! locks, leases, reader lists and versions the dead coordinator held.
@@ -34,17 +36,18 @@
 //! coordinator that dies after its commit point has its records on every
 //! live backup; one that dies before posted nothing.
 //!
-//! Where it runs: on `sim` and `threads`, whose nodes share one address
-//! space, one `Failover` serves the whole cluster ([`Failover::new`]): the
-//! recovering worker reads the survivors' rings and writes their tuples
-//! directly (what one-sided READs and WRITEs would do on a real network; on
-//! `sim` the recovery takes no virtual time). On `ucx` each process has
-//! its own ([`Failover::for_node`]): the pause and the parking are the
-//! same, but the steps run on each survivor's own memory and are
-//! sequenced across the processes by the failover sequencer
+//! Where it runs: everywhere the steps are the failover sequencer's
 //! (`recovery::sequencer`: quiet → recover locally → decide the doubts →
-//! exchange and install the newest versions → reset → resume), whose
-//! messages `cluster::failover` carries.
+//! exchange and install the newest versions → reset → resume), each node
+//! a party over its own memory. On `sim` and `threads`, whose nodes share
+//! one address space, one `Failover` serves the whole cluster
+//! ([`Failover::new`]): it pauses and parks every node's coroutines, and
+//! the last to park runs every survivor's party over an in-process
+//! channel (`recovery::loopback`; on `sim` the recovery takes virtual
+//! time for the tuples it visits, charged to that worker). On `ucx` each
+//! process has its own ([`Failover::for_node`]): the pause and the parking
+//! are the same, and the party's messages are carried by
+//! `cluster::failover`.
 //!
 //! Invariants: a partition is served by exactly one node at a time, which
 //! holds an up-to-date copy of it before serving it; no transaction is
@@ -71,8 +74,9 @@ type RecoveredHeader = fn(&TableLayout, &mut [u64]);
 
 /// A protocol's own recovery steps around the generic ones (CALVIN's
 /// resolution of its sequenced transactions, `engine::calvin::failover`),
-/// run by [`Failover`]'s recovery on `sim` and `threads` with every live
-/// coroutine parked or stepped out and the background apply gated.
+/// run by [`Failover`]'s recovery on `sim` and `threads` — before and after
+/// the sequencer's parties — with every live coroutine parked or stepped
+/// out and the background apply gated.
 pub trait RecoveryHook: Send + Sync {
     /// Before the failed coordinators' log records are rolled forward and
     /// the rings drained (they are still there to be read).
@@ -138,6 +142,10 @@ pub struct Failover {
     local: Option<NodeId>,
     /// The protocol's own recovery steps, if it has any.
     hook: OnceLock<Arc<dyn RecoveryHook>>,
+    /// Whether the per-process steps take the replication's apply gate
+    /// themselves: not a party of an in-process recovery, whose driver
+    /// holds it throughout ([`Failover::party_in_process`]).
+    takes_apply_gate: bool,
 }
 
 impl Failover {
@@ -179,7 +187,36 @@ impl Failover {
             report: Mutex::new(FailoverReport::default()),
             local,
             hook: OnceLock::new(),
+            takes_apply_gate: true,
         }
+    }
+
+    /// Node `store`'s party in a recovery of a run whose nodes share one
+    /// address space (`recovery::loopback`): [`Failover::for_node`] with
+    /// no coroutine of its own to wait for, whose steps run under the
+    /// apply gate the recovering worker already holds.
+    pub fn party_in_process(
+        replication: Arc<Replication>,
+        store: Arc<NodeStore>,
+        recovered_header: RecoveredHeader,
+    ) -> Failover {
+        let node = store.node;
+        let settings = (0, 1, recovered_header);
+        let mut party = Failover::build(replication, vec![store], settings, Some(node));
+        party.takes_apply_gate = false;
+        party
+    }
+
+    /// The replication's apply gate, held while a step changes this
+    /// node's copies (background apply must not run meanwhile); `None`
+    /// where the caller holds it.
+    fn apply_gate(&self) -> Option<std::sync::RwLockWriteGuard<'_, ()>> {
+        self.takes_apply_gate.then(|| {
+            self.replication
+                .apply_gate
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+        })
     }
 
     /// Adds the protocol's own recovery steps (once, before the run).
@@ -237,11 +274,7 @@ impl Failover {
     /// copies, drains its other rings, and reports the undecided ones
     /// (`recovery::recover_local`).
     pub fn recover_locally(&self) -> (recovery::RecoveryOutcome, recovery::Doubts) {
-        let _gate = self
-            .replication
-            .apply_gate
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _gate = self.apply_gate();
         recovery::recover_local(&self.replication, self.local_store(), &self.failed_nodes())
     }
 
@@ -250,11 +283,7 @@ impl Failover {
     /// `committed` (sorted), drops the others, installs the redo writes
     /// (`recovery::resolve_local`).
     pub fn resolve_locally(&self, committed: &[u64]) -> recovery::RecoveryOutcome {
-        let _gate = self
-            .replication
-            .apply_gate
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _gate = self.apply_gate();
         recovery::resolve_local(
             &self.replication,
             self.local_store(),
@@ -295,11 +324,7 @@ impl Failover {
     /// Per process: installs the versions the merge of every survivor's
     /// digest found this node lacking. Returns how many.
     pub fn install_sync(&self, entries: &[u64]) -> Result<u64, String> {
-        let _gate = self
-            .replication
-            .apply_gate
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _gate = self.apply_gate();
         recovery::install_sync(&self.replication, self.local_store(), entries)
     }
 
@@ -325,16 +350,7 @@ impl Failover {
     /// `cluster`: what the whole recovery did (rank 0 reports it; others
     /// may pass their own part).
     pub fn resume(&self, recovery_ns: u64, cluster: &FailoverReport) {
-        let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
-        for &(partition, node) in &cluster.promoted {
-            if !self.recovered[partition as usize].swap(true, Ordering::AcqRel) {
-                report.promoted.push((partition, node));
-            }
-        }
-        report.recoveries += 1;
-        report.recovery_ns += recovery_ns;
-        report.counts.add(&cluster.counts);
-        drop(report);
+        self.record(Some(recovery_ns), &cluster.promoted, &cluster.counts);
         self.paused.store(false, Ordering::Release);
     }
 
@@ -470,53 +486,44 @@ impl Failover {
 
     /// The recovery, on `worker` (charged for its work: on `sim` its clock
     /// and heartbeat stop meanwhile, as a real worker's do) or, at the
-    /// run's end, on no worker.
+    /// run's end, on no worker: the failover sequencer with every survivor
+    /// a party over its own memory (`recovery::loopback`), between the
+    /// protocol's own steps.
     fn recover(&self, worker: Option<&Worker>, now_ns: u64) {
         let _gate = self
             .replication
             .apply_gate
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let failed: Vec<NodeId> = (0..self.failed.len() as NodeId)
-            .filter(|&n| self.is_failed(n))
-            .collect();
+        let failed = self.failed_nodes();
         let hook = self.hook.get();
         if let Some(hook) = hook {
             hook.before(&failed);
         }
-        let mut outcome = recovery::recover(&self.replication, &self.stores, &failed);
-        // Redo writes are versions installed, not log records found.
-        outcome.versions_rolled_forward +=
-            recovery::redo_writes(&self.replication, &self.stores, &failed);
-        let mut headers_reset = 0;
-        for store in self.stores.iter().filter(|s| !self.is_failed(s.node)) {
-            headers_reset += store.reset_headers(self.recovered_header);
-        }
+        let recovered = super::loopback::recover_in_process(
+            &self.replication,
+            &self.stores,
+            &failed,
+            self.recovered_header,
+        )
+        .unwrap_or_else(|why| panic!("the in-process recovery failed: {why}"));
         let end_ns = match worker {
             Some(worker) => {
-                let tuples = outcome.tuples_compared + headers_reset;
+                // The work that grows with the data: every shared copy's
+                // tuples summarized, every live header reset.
+                let placement = &self.replication.placement;
+                let tuples = recovery::shared_copy_rows(placement, &self.stores, &failed)
+                    + recovered.counts.headers_reset;
                 worker.charge(CpuOp::RecoveryTuple, tuples.min(u32::MAX as u64) as u32);
                 worker.now_ns()
             }
             None => now_ns,
         };
-        let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
-        for &(partition, node) in &outcome.promoted {
-            self.replication.serving[partition as usize].store(node as u32, Ordering::Release);
-            if !self.recovered[partition as usize].swap(true, Ordering::AcqRel) {
-                report.promoted.push((partition, node));
-            }
-        }
-        report.recoveries += 1;
-        if end_ns != u64::MAX {
-            report.recovery_ns += end_ns.saturating_sub(self.paused_at_ns.load(Ordering::Acquire));
+        let recovery_ns = (end_ns != u64::MAX).then(|| {
             self.resume_at_ns.fetch_max(end_ns, Ordering::AcqRel);
-        }
-        report.counts.add(&recovery::RecoveryCounts {
-            headers_reset,
-            ..outcome.counts()
+            end_ns.saturating_sub(self.paused_at_ns.load(Ordering::Acquire))
         });
-        drop(report);
+        self.record(recovery_ns, &recovered.promoted, &recovered.counts);
         if let Some(hook) = hook {
             let (finished, given_up) = hook.after(&failed);
             let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
@@ -524,6 +531,25 @@ impl Failover {
             report.sequenced_given_up_count += given_up;
         }
         self.paused.store(false, Ordering::Release);
+    }
+
+    /// Adds one recovery to the report: `recovery_ns` long (`None`: it ran
+    /// after the run, untimed), promoting `promoted`, doing `counts`.
+    fn record(
+        &self,
+        recovery_ns: Option<u64>,
+        promoted: &[(NodeId, NodeId)],
+        counts: &recovery::RecoveryCounts,
+    ) {
+        let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
+        for &(partition, node) in promoted {
+            if !self.recovered[partition as usize].swap(true, Ordering::AcqRel) {
+                report.promoted.push((partition, node));
+            }
+        }
+        report.recoveries += 1;
+        report.recovery_ns += recovery_ns.unwrap_or(0);
+        report.counts.add(counts);
     }
 
     /// What the recoveries did.

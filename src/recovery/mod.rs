@@ -6,9 +6,11 @@
 //! ([`failover`]: declare, pause, recover, resume) and its steps
 //! ([`steps`]: roll the logs forward, promote, reset headers,
 //! re-replicate), the one sequencer that runs those steps across parties
-//! that each reach only their own memory ([`sequencer`]: the phases, each
-//! party's part and the decider's, over any [`sequencer::ControlChannel`];
-//! `cluster::failover` is its transport between `ucx` ranks), the one
+//! that each reach only their own memory, on every fabric ([`sequencer`]:
+//! the phases, each party's part and the decider's, over any
+//! [`sequencer::ControlChannel`]; [`loopback`] is its channel in one
+//! process, which `sim` and `threads` recover over, and `cluster::failover`
+//! its transport between `ucx` ranks), the one
 //! crash injector every fabric uses
 //! ([`CrashInjector`]: the schedule, and the backend's way to stop a
 //! node), the injected faults' bookkeeping ([`FaultRun`]) and what the
@@ -37,6 +39,7 @@
 pub mod detector;
 pub mod failover;
 pub mod injector;
+pub mod loopback;
 pub mod sequencer;
 pub mod steps;
 #[cfg(feature = "ucx")]

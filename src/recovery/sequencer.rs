@@ -7,11 +7,13 @@
 //! own memory what is decided, and the decider settles the rest.
 //!
 //! A party is a node whose memory only it reaches (a `ucx` rank: its own
-//! [`Failover::for_node`]); the sequencer runs the local steps of
+//! [`Failover::for_node`]; a node of `sim` or `threads`: its
+//! `Failover::party_in_process`); the sequencer runs the local steps of
 //! [`Failover`] on it and exchanges [`Message`]s with the other parties
 //! through a [`ControlChannel`] (on `ucx`, `cluster::failover` frames them
-//! over the bootstrap connections, whose hub is rank 0). The phases, each
-//! a barrier over the live parties at the decider:
+//! over the bootstrap connections, whose hub is rank 0; in one process,
+//! `recovery::loopback` queues them in a mailbox). The phases, each a
+//! barrier over the live parties at the decider:
 //!
 //! 1. **Suspect.** A party's failure detector (its `suspicions` view), or
 //!    a peer its transport reports unreachable ([`Sequencer::suspect`]),
@@ -54,16 +56,22 @@
 //! 8. **Resume.** The decider tells everyone ([`Message::Resume`]) and the
 //!    clients go on.
 //!
-//! The recovery time reported is the decider's, from its `Fail` to its
-//! `Resume`; where it went, phase by phase, is [`PhaseTimes`]. One failure is recovered at a time: a party lost during a
-//! recovery ends the run with an error naming it.
+//! The recovery time reported on `ucx` is the decider's, from its `Fail`
+//! to its `Resume`; where it went, phase by phase, is [`PhaseTimes`] (in
+//! one process the failover reports the fabric's time instead: on `sim`
+//! the wall clock decides nothing). One failure is recovered at a time
+//! (failures the cluster declared together are one:
+//! [`Sequencer::fail_together`]): a party lost during a recovery ends the
+//! run with an error naming it.
 //!
-//! On `sim` and `threads`, whose nodes share one address space, the whole
-//! recovery is one call on one worker over every node's memory
-//! (`Failover::recover`), which is not a party of this sequencer: its
-//! shared-memory steps (a whole record anywhere is a round every backup
-//! got; `steps::sync_copies` compares every copy directly) are not the
-//! per-party steps, and the simulator's hashes pin what they do.
+//! Every fabric runs this one sequencer. On `sim` and `threads`, whose
+//! nodes share one address space, the worker that finds the cluster quiet
+//! runs every survivor's party in turn over the loopback channel
+//! (`recovery::loopback::recover_in_process`): each still reaches only its
+//! own node's memory, so a coordinator's record that reached some backups
+//! only is decided as on `ucx`. The decider is [`DECIDER`] on `ucx`
+//! (rank 0 must survive) and the first survivor in one process
+//! ([`Sequencer::with_decider`]).
 //!
 //! Invariants: every survivor applies the same `Fail`s in the same order
 //! (the decider is their only source); no survivor starts a recovery step
@@ -134,7 +142,7 @@ impl std::fmt::Display for PhaseTimes {
     }
 }
 
-/// The party that decides (and must survive): rank 0 on `ucx`.
+/// The party that decides (and must survive) on `ucx`: rank 0.
 pub const DECIDER: NodeId = 0;
 
 /// What the parties of a failover tell each other.
@@ -171,8 +179,9 @@ pub enum Message {
 }
 
 /// How a party's failover messages travel: on `ucx` rank 0's bootstrap
-/// connections (`cluster::failover`). A member's messages go to the
-/// decider, the decider's to every live party or to one.
+/// connections (`cluster::failover`), in one process a mailbox
+/// (`recovery::loopback`). A member's messages go to the decider, the
+/// decider's to every live party or to one.
 pub trait ControlChannel {
     /// Sends `message` from this party: a member's to the decider, the
     /// decider's to every live party.
@@ -224,6 +233,9 @@ pub struct Sequencer {
     /// `membership`, which only the decider's `Fail`s change).
     suspicions: Arc<Membership>,
     party: NodeId,
+    /// The party that decides: [`DECIDER`] on `ucx`, the first survivor
+    /// in one process (`recovery::loopback`).
+    decider: NodeId,
     parties: u32,
     epoch: Instant,
     phase: Phase,
@@ -273,6 +285,7 @@ impl Sequencer {
             membership,
             suspicions,
             party,
+            decider: DECIDER,
             parties,
             epoch,
             phase: Phase::Running,
@@ -293,8 +306,15 @@ impl Sequencer {
         }
     }
 
+    /// This party with `decider` deciding instead of [`DECIDER`] (every
+    /// party of a cluster must be given the same one, and it must survive).
+    pub fn with_decider(mut self, decider: NodeId) -> Sequencer {
+        self.decider = decider;
+        self
+    }
+
     fn is_decider(&self) -> bool {
-        self.party == DECIDER
+        self.party == self.decider
     }
 
     fn now_ns(&self) -> u64 {
@@ -338,6 +358,12 @@ impl Sequencer {
         self.phase_times.last_mut().expect("just pushed")
     }
 
+    /// What this party's failovers did: on the decider, the whole
+    /// cluster's totals.
+    pub fn report(&self) -> FailoverReport {
+        self.failover.report()
+    }
+
     /// The parties failed over so far.
     pub fn failed(&self) -> Vec<NodeId> {
         self.failover.failed_nodes()
@@ -367,7 +393,7 @@ impl Sequencer {
                 .map(|party| channel.describe(party))
                 .collect()
         } else {
-            vec![channel.describe(DECIDER)]
+            vec![channel.describe(self.decider)]
         };
         format!(
             "the recovery from the failure of {} stalled while {phase}: no answer from {}",
@@ -434,7 +460,7 @@ impl Sequencer {
         if self.phase == Phase::Pausing && !self.quiet_sent && self.failover.quiet_locally() {
             self.quiet_sent = true;
             if self.is_decider() {
-                self.quiet[DECIDER as usize] = true;
+                self.quiet[self.decider as usize] = true;
                 self.advance(channel)?;
             } else {
                 channel.send(&Message::Quiet)?;
@@ -550,7 +576,7 @@ impl Sequencer {
         node: NodeId,
         lost: bool,
     ) -> Result<(), String> {
-        if node == DECIDER || self.failover.is_failed(node) {
+        if node == self.decider || self.failover.is_failed(node) {
             return Ok(());
         }
         self.reported[node as usize] = true;
@@ -570,8 +596,7 @@ impl Sequencer {
             self.failover.ignore_suspicion();
             return Ok(());
         }
-        let now = self.now_ns();
-        if !self.failover.fail(node, now) {
+        if !self.failover.fail(node, self.now_ns()) {
             // It holds a partition's last live copy (`Failover::fail`).
             if lost {
                 return Err(format!(
@@ -581,14 +606,39 @@ impl Sequencer {
             }
             return Ok(());
         }
-        self.failed.push(node);
+        self.fail_together(channel, &[node])
+    }
+
+    /// The decider: `nodes` are failed — judged here ([`Sequencer::poll`],
+    /// [`Sequencer::on_lost`]) or already decided by the cluster, as in one
+    /// process, where the detectors' hook fails them
+    /// (`recovery::loopback`) — and recovered from together: tells
+    /// everyone, and starts the recovery.
+    pub fn fail_together(
+        &mut self,
+        channel: &mut dyn ControlChannel,
+        nodes: &[NodeId],
+    ) -> Result<(), String> {
+        debug_assert!(self.is_decider() && self.phase == Phase::Running);
+        let now = self.now_ns();
+        for &node in nodes {
+            if !self.failover.fail(node, now) {
+                return Err(format!(
+                    "{} holds the last live copy of a partition: it cannot be failed over",
+                    channel.describe(node)
+                ));
+            }
+        }
+        self.failed.extend_from_slice(nodes);
         self.declared_at_ns = now;
         self.phase_began_ns = now;
         self.phase_times.push(PhaseTimes::default());
         self.start_recovery();
-        channel.send(&Message::Fail(node))?;
-        channel.expel(node);
-        self.declare(node);
+        for &node in nodes {
+            channel.send(&Message::Fail(node))?;
+            channel.expel(node);
+            self.declare(node);
+        }
         Ok(())
     }
 
@@ -675,7 +725,7 @@ impl Sequencer {
                     self.phase = Phase::Deciding;
                     channel.send(&Message::Drain)?;
                     let began = self.now_ns();
-                    self.doubts[DECIDER as usize] = Some(self.drain());
+                    self.doubts[self.decider as usize] = Some(self.drain());
                     self.times().local_drain_ns = self.now_ns() - began;
                 }
                 Phase::Deciding => {
@@ -690,7 +740,7 @@ impl Sequencer {
                     self.times().drain_ns = self.end_phase();
                     self.phase = Phase::Draining;
                     channel.send(&Message::Decide(committed.clone()))?;
-                    self.synced[DECIDER as usize] = Some(self.resolve(committed));
+                    self.synced[self.decider as usize] = Some(self.resolve(committed));
                 }
                 Phase::Draining => {
                     self.times().decide_ns = self.end_phase();
@@ -742,7 +792,7 @@ impl Sequencer {
         channel.send(&Message::Fetch(buckets.clone()))?;
         let own = self.failover.sync_digest_of(&buckets);
         self.times().local_fetch_ns = self.now_ns() - began;
-        self.versions[DECIDER as usize] = Some(own);
+        self.versions[self.decider as usize] = Some(own);
         Ok(())
     }
 
@@ -774,7 +824,7 @@ impl Sequencer {
         self.phase = Phase::Installing;
         let mut own = Vec::new();
         for (party, entries) in installs {
-            if party == DECIDER {
+            if party == self.decider {
                 own = entries;
             } else {
                 channel.send_to(party, &Message::Install(entries))?;
@@ -784,7 +834,7 @@ impl Sequencer {
         let counts = self.install(&own)?;
         self.times().local_install_ns = self.now_ns() - began;
         self.totals.counts.add(&counts);
-        self.recovered[DECIDER as usize] = true;
+        self.recovered[self.decider as usize] = true;
         Ok(())
     }
 }

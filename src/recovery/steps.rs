@@ -5,22 +5,25 @@
 //! coordinator's transactions from the log records it left in the
 //! survivors' rings.
 //!
-//! The steps, each run on a quiet cluster (no transaction before its
-//! commit point; `failover` drives them during a run, a test may call
-//! [`recover`] after one), with direct access to the survivors' memory:
+//! The steps are each party's of the failover sequencer
+//! (`recovery::sequencer`, on every fabric), run on a quiet cluster (no
+//! transaction before its commit point) by a node over its own memory:
 //!
-//! * [`recover`]: a whole record of a failed coordinator found in a
-//!   survivor's ring is rolled forward onto every live copy of every
-//!   partition it names; a partial one (its trailer never landed: the
-//!   coordinator died while posting, before its commit point) is
-//!   discarded; every other ring is drained into its backup copy;
-//! * [`redo_writes`]: the redo writes a serving node holds (from a
-//!   coordinator that was its partition's only other backup) are installed
-//!   where the serving copy lacks them;
-//! * [`sync_copies`]: every live copy of a partition is brought to the
-//!   newest version of each tuple among them, which finishes the installs
-//!   a dead coordinator left undone on live primaries even when the
-//!   backups applied its records long before the failure.
+//! * [`recover_local`]: the failed coordinators' records every backup
+//!   acknowledged are rolled forward onto this node's copies, every live
+//!   coordinator's ring is drained, and the rest are reported as
+//!   [`Doubts`], which the decider settles ([`decide_doubts`]: committed
+//!   iff every backup got the record);
+//! * [`resolve_local`]: the decided records are applied or dropped, and the
+//!   redo writes this node holds (from a coordinator that was its
+//!   partition's only other backup) installed ([`redo_writes_on`]);
+//! * [`sync_summary`], [`differing_buckets`], [`sync_digest_where`],
+//!   [`merge_sync_digests`], [`install_sync`]: every live copy of a
+//!   partition is brought to the newest version of each tuple among them,
+//!   which finishes the installs a dead coordinator left undone on live
+//!   primaries even when the backups applied its records long before the
+//!   failure — comparing a sum per bucket of keys first, so only the
+//!   buckets that differ travel.
 //!
 //! Releasing the dead coordinators' locks is the header reset that
 //! `failover` runs after these steps (`Protocol::recovered_header`).
@@ -51,11 +54,8 @@ pub struct RecoveryOutcome {
     pub resolved_committed_count: u64,
     pub resolved_aborted_count: u64,
     /// Tuple versions a live copy lacked and took from a newer live copy
-    /// of the same partition ([`sync_copies`]).
+    /// of the same partition ([`install_sync`]) or from a redo write.
     pub versions_rolled_forward: u64,
-    /// Tuples of live copies that [`sync_copies`] compared (the work that
-    /// grows with the data, with the header reset after it).
-    pub tuples_compared: u64,
 }
 
 /// What recoveries did to the data, summed over the parties of one and
@@ -146,40 +146,6 @@ pub fn apply_on(store: &NodeStore, placement: &Placement, write: &LoggedWrite<'_
         }
         None => {}
     }
-}
-
-/// Recovers from the failure of the nodes in `failed`; `stores` are every
-/// node's stores (the failed ones are not read). Survivors' rings of live
-/// coordinators are drained too, so the copies are up to date.
-pub fn recover(
-    replication: &Replication,
-    stores: &[Arc<NodeStore>],
-    failed: &[NodeId],
-) -> RecoveryOutcome {
-    let placement = replication.placement;
-    let alive = |n: NodeId| !failed.contains(&n);
-    let mut outcome = RecoveryOutcome::promotions(&placement, failed);
-    for backup in stores.iter().filter(|s| alive(s.node)) {
-        // Shared memory: a coordinator's posts of one round all land in
-        // one turn, so a whole record anywhere is a round every backup got.
-        recover_rings(
-            replication,
-            backup,
-            failed,
-            &mut outcome,
-            &mut |_| Verdict::Apply,
-            &mut |write| {
-                for store in stores.iter().filter(|s| alive(s.node)) {
-                    apply_on(store, &placement, write);
-                }
-            },
-        );
-        replication.drain_all(backup);
-    }
-    let synced = sync_copies(&placement, stores, failed);
-    outcome.versions_rolled_forward = synced.installed;
-    outcome.tuples_compared = synced.compared;
-    outcome
 }
 
 /// A whole record of a failed coordinator, as the recovery judges it.
@@ -557,21 +523,12 @@ pub fn resolve_local(
     outcome
 }
 
-/// Installs, on the node serving each partition, the redo writes it holds
+/// Installs, on the copies of `store`, the redo writes it holds
 /// (`RedoWrite`: committed writes whose only other record is on their
 /// coordinator's own node) that its copy lacks — a failed coordinator's, or
 /// a live one's that left installs to the recovery (a committing attempt
 /// that found a latch of the failed coordinator) — and drops them all.
 /// Returns the writes installed.
-pub fn redo_writes(replication: &Replication, stores: &[Arc<NodeStore>], failed: &[NodeId]) -> u64 {
-    stores
-        .iter()
-        .filter(|s| !failed.contains(&s.node))
-        .map(|store| redo_writes_on(replication, store))
-        .sum()
-}
-
-/// [`redo_writes`] for the one node `store`.
 pub fn redo_writes_on(replication: &Replication, store: &Arc<NodeStore>) -> u64 {
     let placement = replication.placement;
     let mut installed = 0;
@@ -594,6 +551,30 @@ pub fn redo_writes_on(replication: &Replication, store: &Arc<NodeStore>) -> u64 
     installed
 }
 
+/// The tuples of every live copy of each partition with another live
+/// copy, among `stores` (every node's, in node order): what a recovery's
+/// sync summaries scan, the work of a recovery that grows with the data.
+pub fn shared_copy_rows(
+    placement: &Placement,
+    stores: &[Arc<NodeStore>],
+    failed: &[NodeId],
+) -> u64 {
+    let mut rows = 0;
+    for partition in 0..placement.nodes as NodeId {
+        let holders = live_holders(placement, partition, failed);
+        if holders.len() < 2 {
+            continue;
+        }
+        for (node, copy) in holders {
+            let store = &stores[node as usize];
+            for table in &store.layout.tables {
+                rows += store.rows_in_copy(table.id, copy);
+            }
+        }
+    }
+    rows
+}
+
 /// The live holders of `partition`: `(node, copy)`.
 fn live_holders(placement: &Placement, partition: NodeId, failed: &[NodeId]) -> Vec<(NodeId, u32)> {
     (0..placement.factor)
@@ -602,7 +583,7 @@ fn live_holders(placement: &Placement, partition: NodeId, failed: &[NodeId]) -> 
         .collect()
 }
 
-/// [`sync_copies`] across processes, step 1 on each node: every tuple
+/// Copy sync, step 1 on each node: every tuple
 /// version (seq > 0) of every copy `store` holds of a partition with
 /// another live copy, as words `[partition, table, key, seq, len,
 /// record…]`.
@@ -799,7 +780,7 @@ fn digest_entries(words: &[u64]) -> Result<Vec<DigestEntry<'_>>, String> {
     Ok(entries)
 }
 
-/// [`sync_copies`] across processes, step 2 (one node, e.g. rank 0):
+/// Copy sync, step 2 (on the decider):
 /// from every live node's [`sync_digest`], for each node the entries its
 /// copies lack — the newest version of each tuple among the live copies
 /// of its partition, where that node's copy holds an older one or none.
@@ -857,7 +838,7 @@ pub fn merge_sync_digests(
     Ok(out)
 }
 
-/// [`sync_copies`] across processes, step 3 on each node: installs the
+/// Copy sync, step 3 on each node: installs the
 /// entries [`merge_sync_digests`] found its copies lacking. Returns the
 /// versions installed.
 pub fn install_sync(
@@ -887,75 +868,6 @@ pub fn install_sync(
         }
     }
     Ok(installed)
-}
-
-/// Brings every live copy of every partition to the newest version of
-/// each tuple found among them (newest wins; run-time inserts a copy lacks
-/// are created). Run after the rings are drained, on a quiet cluster: a
-/// backup copy then holds exactly the writes of committed transactions
-/// (records are posted at the commit point), so a newer version on a
-/// backup than on the primary is a committed write whose coordinator died
-/// before installing it there — including records the backup had applied
-/// long before the failure, which are no longer in its ring.
-pub fn sync_copies(placement: &Placement, stores: &[Arc<NodeStore>], failed: &[NodeId]) -> Synced {
-    let mut installed = 0;
-    let mut compared = 0;
-    let mut record = Vec::new();
-    for partition in 0..placement.nodes as NodeId {
-        let holders = live_holders(placement, partition, failed);
-        if holders.len() < 2 {
-            continue;
-        }
-        let handles: Vec<NodeStore> = holders
-            .iter()
-            .map(|&(node, copy)| copy_handle(&stores[node as usize], partition, copy))
-            .collect();
-        for (from, source) in handles.iter().enumerate() {
-            for table in &source.layout.tables {
-                let base = table.copy_base(source.copy);
-                for slot in base..base + source.rows_in_copy(table.id, source.copy) {
-                    compared += 1;
-                    let key = source
-                        .region
-                        .load(table.tuple_addr(slot) + crate::store::KEY_WORD as u64);
-                    let seq = source.seq(table.id, slot);
-                    if seq == 0 {
-                        continue;
-                    }
-                    source.record(table.id, slot, &mut record);
-                    for (to, target) in handles.iter().enumerate() {
-                        if to == from {
-                            continue;
-                        }
-                        let behind = target
-                            .lookup(table.id, key)
-                            .is_none_or(|s| target.seq(table.id, s) < seq);
-                        if !behind {
-                            continue;
-                        }
-                        if let Ok(target_slot) = target.ensure_row(table.id, key) {
-                            if ring::install_if_newer(target, table.id, target_slot, seq, &record) {
-                                installed += 1;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    Synced {
-        installed,
-        compared,
-    }
-}
-
-/// What [`sync_copies`] did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Synced {
-    /// Versions installed on copies that lacked them.
-    pub installed: u64,
-    /// Tuples of live copies compared with the other copies.
-    pub compared: u64,
 }
 
 /// A handle on `store`'s copy `copy` of `partition` (copy 0: the node's
