@@ -109,14 +109,12 @@ fn check_tpcc(config: &Config) -> Result<(), ConfigError> {
 mod tests {
     use super::*;
 
+    /// Sets a workload's scale knob to a multiple of its unit.
+    type Scale = fn(&mut Config, u64);
+
     /// The estimate of `workload` with its scale knob at `small` and at
     /// `large` (set by `scale`).
-    fn estimates(
-        workload: WorkloadKind,
-        scale: fn(&mut Config, u64),
-        small: u64,
-        large: u64,
-    ) -> (u64, u64) {
+    fn estimates(workload: WorkloadKind, scale: Scale, small: u64, large: u64) -> (u64, u64) {
         let mut config = Config {
             workload,
             ..Config::default()
@@ -129,7 +127,7 @@ mod tests {
 
     #[test]
     fn each_workloads_estimate_grows_with_its_scale_knob() {
-        let knobs: [(WorkloadKind, fn(&mut Config, u64)); 5] = [
+        let knobs: [(WorkloadKind, Scale); 5] = [
             (WorkloadKind::Ycsb, |c, n| c.ycsb.rows_per_node = n * 1_000),
             (WorkloadKind::Tpcc, |c, n| {
                 c.tpcc.warehouses_per_node = n as u32
