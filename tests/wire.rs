@@ -6,41 +6,52 @@
 //! NIC and `ucx` would send. So the same run shows about the same figure
 //! on both.
 
+use std::process::Command;
 use std::sync::Arc;
 
-use verbena::base::{Primitive, ProtocolKind};
-use verbena::config::{Config, FabricKind, LatencyConfig};
-use verbena::engine::{self, Report};
+use serde_json::Value;
+use verbena::config::LatencyConfig;
 use verbena::fabric::threads::ThreadsFabric;
-use verbena::fabric::{Endpoint, Message, Region, Verb, VerbKind};
+use verbena::fabric::{Endpoint, Region, Verb, VerbKind};
 
-/// A small, lightly contended YCSB run on `fabric`: 3 nodes, so about two
-/// thirds of the accesses are remote.
-fn config(fabric: FabricKind, primitive: Primitive) -> Config {
-    let mut config = Config {
-        fabric,
-        protocol: ProtocolKind::NoWait,
-        primitive,
-        nodes: 3,
-        workers: 1,
-        coroutines: 4,
-        duration_s: 0.05,
-        warmup_s: 0.02,
-        seed: 3,
-        ..Config::default()
-    };
-    config.ycsb.write_ratio = 0.1;
-    config
+mod common;
+use common::request;
+
+/// `verbena run`'s per-transaction counts for a small, lightly contended
+/// YCSB run with `primitive` on `fabric`: 3 nodes, so about two thirds of
+/// the accesses are remote.
+fn per_txn(fabric: &str, primitive: &str) -> Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_verbena"))
+        .args(["run", "--fabric", fabric, "--primitive", primitive])
+        .args(["--protocol", "no_wait", "--nodes", "3", "--workers", "1"])
+        .args([
+            "--coroutines",
+            "4",
+            "--duration",
+            "0.05",
+            "--warmup",
+            "0.02",
+        ])
+        .args(["--write-ratio", "0.1", "--seed", "3", "--json", "-"])
+        .output()
+        .expect("verbena runs");
+    assert!(output.status.success(), "{output:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("a JSON report");
+    report["verbs_per_txn"].clone()
 }
 
-fn run(fabric: FabricKind, primitive: Primitive) -> Report {
-    engine::run(&config(fabric, primitive)).expect("run").report
+fn field(per_txn: &Value, name: &str) -> f64 {
+    per_txn[name]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{name}: {per_txn}"))
 }
 
 /// One-sided verbs per committed transaction.
-fn verbs_per_txn(report: &Report) -> f64 {
-    let v = &report.verbs_per_txn;
-    v.read + v.write + v.cas + v.faa
+fn verbs(per_txn: &Value) -> f64 {
+    ["read", "write", "cas", "faa"]
+        .iter()
+        .map(|name| field(per_txn, name))
+        .sum()
 }
 
 /// `a` and `b` within a factor of `factor` of each other.
@@ -48,68 +59,47 @@ fn agree(a: f64, b: f64, factor: f64) -> bool {
     a > 0.0 && b > 0.0 && a.max(b) <= factor * a.min(b)
 }
 
+/// `primitive`'s run on `sim` and on `threads`, their `wire/txn` checked
+/// to agree; their per-transaction counts, by fabric.
+fn on_sim_and_threads(primitive: &str) -> [(&'static str, Value); 2] {
+    let runs = ["sim", "threads"].map(|fabric| (fabric, per_txn(fabric, primitive)));
+    let (s, t) = (
+        field(&runs[0].1, "wire_messages"),
+        field(&runs[1].1, "wire_messages"),
+    );
+    // Aborted attempts count too, and the fabrics' abort rates differ
+    // (threads' lock holders get preempted), hence the tolerance.
+    assert!(
+        agree(s, t, 1.5),
+        "{primitive}: wire/txn sim {s:.2}, threads {t:.2}"
+    );
+    runs
+}
+
 #[test]
 fn a_one_sided_run_counts_its_verbs_on_the_wire_on_sim_and_threads() {
-    let sim = run(FabricKind::Sim, Primitive::OneSided);
-    let threads = run(FabricKind::Threads, Primitive::OneSided);
-    let (s, t) = (&sim.verbs_per_txn, &threads.verbs_per_txn);
-    assert!(s.wire_messages > 0.0 && t.wire_messages > 0.0);
-    // Aborted attempts' verbs count too, and the fabrics' abort rates
-    // differ (threads' lock holders get preempted), hence the tolerance.
+    let [sim, threads] = on_sim_and_threads("onesided").map(|(_, per_txn)| {
+        // Per verb the count is the workload's share of remote verbs,
+        // twice: the same on both fabrics, whatever the abort rate.
+        field(&per_txn, "wire_messages") / verbs(&per_txn)
+    });
     assert!(
-        agree(s.wire_messages, t.wire_messages, 1.5),
-        "wire/txn: sim {:.2}, threads {:.2}",
-        s.wire_messages,
-        t.wire_messages
+        agree(sim, threads, 1.15),
+        "wire messages per verb: sim {sim:.3}, threads {threads:.3}"
     );
-    // Per verb the count is the workload's share of remote verbs, twice:
-    // the same on both fabrics, whatever the abort rate.
-    let (sim_per_verb, threads_per_verb) = (
-        s.wire_messages / verbs_per_txn(&sim),
-        t.wire_messages / verbs_per_txn(&threads),
-    );
-    assert!(
-        agree(sim_per_verb, threads_per_verb, 1.15),
-        "wire messages per verb: sim {sim_per_verb:.3}, threads {threads_per_verb:.3}"
-    );
-    assert!(sim_per_verb < 2.0, "local verbs send nothing");
+    assert!(sim < 2.0, "local verbs send nothing");
 }
 
 #[test]
 fn an_rpc_run_counts_coalesced_messages_on_sim_and_threads() {
-    let sim = run(FabricKind::Sim, Primitive::Rpc);
-    let threads = run(FabricKind::Threads, Primitive::Rpc);
-    let (s, t) = (&sim.verbs_per_txn, &threads.verbs_per_txn);
-    assert!(
-        agree(s.wire_messages, t.wire_messages, 1.5),
-        "wire/txn: sim {:.2}, threads {:.2}",
-        s.wire_messages,
-        t.wire_messages
-    );
-    for (name, v) in [("sim", s), ("threads", t)] {
+    for (name, per_txn) in on_sim_and_threads("rpc") {
         // Requests and replies, coalesced: fewer than the requests alone.
+        let (wire, rpc) = (field(&per_txn, "wire_messages"), field(&per_txn, "rpc"));
         assert!(
-            v.wire_messages < v.rpc,
-            "{name}: {:.2} wire messages for {:.2} RPCs",
-            v.wire_messages,
-            v.rpc
+            wire < rpc,
+            "{name}: {wire:.2} wire messages for {rpc:.2} RPCs"
         );
-        assert_eq!(v.read + v.write + v.cas + v.faa, 0.0, "{name}");
-    }
-}
-
-fn request(to: u16, call: u16, words: usize) -> Message {
-    Message {
-        src_node: 0,
-        src_worker: 0,
-        dst_node: to,
-        dst_worker: 0,
-        coroutine: 0,
-        call,
-        kind: 1,
-        flags: 0,
-        deliver_at_ns: 0,
-        payload: vec![0; words],
+        assert_eq!(verbs(&per_txn), 0.0, "{name}");
     }
 }
 
@@ -123,10 +113,10 @@ fn threads_counts_the_wire_messages_ucx_would_send() {
     let mut client = fabric.endpoint(0, 0);
     let mut inbox = Vec::new();
     for call in 0..5u16 {
-        client.send(request(1, call, 1 + call as usize));
+        client.send(request(0, 1, call, 1 + call as usize));
     }
-    client.send(request(2, 5, 1));
-    client.send(request(0, 6, 1));
+    client.send(request(0, 2, 5, 1));
+    client.send(request(0, 0, 6, 1));
     let counters = *client.counters();
     assert_eq!(counters.rpc, 7, "the logical count stays one per RPC");
     assert_eq!(counters.wire_messages, 2, "one per other node this turn");
@@ -136,7 +126,7 @@ fn threads_counts_the_wire_messages_ucx_would_send() {
     client.receive(&mut inbox);
     // 3 × 3,002 words reach 8,192: the fourth request opens a second.
     for call in 0..5u16 {
-        client.send(request(1, call, 3_000));
+        client.send(request(0, 1, call, 3_000));
     }
     assert_eq!(client.counters().wire_messages, 2 + 2);
 
