@@ -107,13 +107,13 @@ fn check_threads(config: &Config, cores: u64, refusals: &mut Vec<String>) {
     }
 }
 
-/// The flag that scales `workload`'s tables on each node.
+/// The flags that scale `workload`'s tables on each node.
 fn scale_flag(workload: WorkloadKind) -> &'static str {
     match workload {
         WorkloadKind::Ycsb => "--rows-per-node",
         WorkloadKind::Tpcc => "--warehouses",
         WorkloadKind::SmallBank => "--sb-accounts-per-worker",
-        WorkloadKind::Pps => "--pps-products-per-node and its parts and suppliers",
+        WorkloadKind::Pps => "--pps-products-per-node, --pps-parts-per-node or --pps-suppliers-per-node",
         WorkloadKind::TpceCp => "--tpce-customers-per-node",
     }
 }
@@ -125,7 +125,7 @@ fn check_memory(workload: WorkloadKind, need: u64, have: u64, refusals: &mut Vec
         return;
     }
     let what = format!(
-        "the run's {} tables need about {:.1} GiB of memory and this host has {:.1} GiB available; a smaller {} (or fewer --nodes) shrinks them",
+        "the run's {} tables need about {:.1} GiB of memory and this host has {:.1} GiB available; lowering {} (or --nodes) shrinks them",
         workload.name(),
         gib(need),
         gib(have),
