@@ -113,7 +113,9 @@ fn scale_flag(workload: WorkloadKind) -> &'static str {
         WorkloadKind::Ycsb => "--rows-per-node",
         WorkloadKind::Tpcc => "--warehouses",
         WorkloadKind::SmallBank => "--sb-accounts-per-worker",
-        WorkloadKind::Pps => "--pps-products-per-node, --pps-parts-per-node or --pps-suppliers-per-node",
+        WorkloadKind::Pps => {
+            "--pps-products-per-node, --pps-parts-per-node or --pps-suppliers-per-node"
+        }
         WorkloadKind::TpceCp => "--tpce-customers-per-node",
     }
 }
