@@ -17,8 +17,11 @@ use verbena::engine::{self, Report};
 use verbena::experiments::matrix::{self, Case};
 use verbena::fabric::sim::SimFabric;
 use verbena::fabric::verbs::{VerbKind, MSG_PASSIVE, MSG_REPLY};
-use verbena::fabric::{Endpoint, Message, Posted, Region, Verb, MSG_FAILED};
+use verbena::fabric::{Endpoint, Posted, Region, Verb, MSG_FAILED};
 use verbena::runtime::{RpcService, Served, Worker};
+
+mod common;
+use common::request;
 
 fn sim_config(protocol: ProtocolKind, primitive: Primitive, seed: u64) -> Config {
     let mut config = Config {
@@ -733,22 +736,6 @@ fn more_connections_than_the_cache_holds_lower_the_op_rate() {
     let (_, small_ns, _) = connection_cache_run(2, 4, 50, &plain, 8);
     let (_, large_ns, _) = connection_cache_run(2, 4, 50, &plain, 32);
     assert_eq!(small_ns, large_ns);
-}
-
-/// A request from worker 0 of `from` to worker 0 of `to`, `words` long.
-fn request(from: u16, to: u16, call: u16, words: usize) -> Message {
-    Message {
-        src_node: from,
-        src_worker: 0,
-        dst_node: to,
-        dst_worker: 0,
-        coroutine: 0,
-        call,
-        kind: 1,
-        flags: 0,
-        deliver_at_ns: 0,
-        payload: vec![call as u64; words],
-    }
 }
 
 /// Two nodes of one worker each, `cx4-edr`, jitter on.

@@ -19,6 +19,7 @@
 
 use super::{usage, CliError};
 use crate::config::{Config, FabricKind, UcxTransport, WorkloadKind};
+use crate::workloads::footprint::tables_bytes_estimate;
 
 /// Worker threads per core past which a `threads` run gets a warning.
 const WARN_THREADS_PER_CORE: u64 = 16;
@@ -51,20 +52,6 @@ fn host_available_bytes() -> Option<u64> {
     Some(kib.saturating_mul(1024))
 }
 
-/// Rough bytes of the run's tables on all nodes, for the workloads whose
-/// estimate is plain arithmetic on the config (YCSB, TPC-C); `None` for
-/// the others, whose tables are small at any default.
-fn tables_bytes_estimate(config: &Config) -> Option<u64> {
-    let per_node = match config.workload {
-        WorkloadKind::Ycsb => config
-            .row_bytes_estimate(config.ycsb.record_bytes as u64 / 8)
-            .saturating_mul(config.ycsb.rows_per_node),
-        WorkloadKind::Tpcc => crate::workloads::tpcc::region_bytes_estimate(&config.tpcc),
-        _ => return None,
-    };
-    Some(per_node.saturating_mul(config.nodes as u64))
-}
-
 fn gib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 30) as f64
 }
@@ -76,8 +63,13 @@ pub(super) fn check_run_cost(config: &Config, force: bool) -> Result<(), CliErro
     if config.fabric == FabricKind::Threads {
         check_threads(config, host_cores(), &mut refusals);
     }
-    if let (Some(need), Some(have)) = (tables_bytes_estimate(config), host_available_bytes()) {
-        check_memory(need, have, &mut refusals);
+    if let Some(have) = host_available_bytes() {
+        check_memory(
+            config.workload,
+            tables_bytes_estimate(config),
+            have,
+            &mut refusals,
+        );
     }
     if let Some(note) = warmup_note(config) {
         eprintln!("verbena: note: {note}");
@@ -115,16 +107,31 @@ fn check_threads(config: &Config, cores: u64, refusals: &mut Vec<String>) {
     }
 }
 
-/// Warns of (or, past all the host has, records for refusal) tables that
-/// need `need` bytes of the `have` available.
-fn check_memory(need: u64, have: u64, refusals: &mut Vec<String>) {
+/// The flags that scale `workload`'s tables on each node.
+fn scale_flag(workload: WorkloadKind) -> &'static str {
+    match workload {
+        WorkloadKind::Ycsb => "--rows-per-node",
+        WorkloadKind::Tpcc => "--warehouses",
+        WorkloadKind::SmallBank => "--sb-accounts-per-worker",
+        WorkloadKind::Pps => {
+            "--pps-products-per-node, --pps-parts-per-node or --pps-suppliers-per-node"
+        }
+        WorkloadKind::TpceCp => "--tpce-customers-per-node",
+    }
+}
+
+/// Warns of (or, past all the host has, records for refusal) `workload`'s
+/// tables that need `need` bytes of the `have` available.
+fn check_memory(workload: WorkloadKind, need: u64, have: u64, refusals: &mut Vec<String>) {
     if (need as f64) <= WARN_MEMORY_SHARE * have as f64 {
         return;
     }
     let what = format!(
-        "the run's tables need about {:.1} GiB of memory and this host has {:.1} GiB available; fewer --rows-per-node (or --nodes) shrink them",
+        "the run's {} tables need about {:.1} GiB of memory and this host has {:.1} GiB available; lowering {} (or --nodes) shrinks them",
+        workload.name(),
         gib(need),
-        gib(have)
+        gib(have),
+        scale_flag(workload)
     );
     if need > have {
         refusals.push(what);
@@ -196,10 +203,11 @@ mod tests {
     #[test]
     fn memory_beyond_the_host_is_refused() {
         let mut refusals = Vec::new();
-        check_memory(1 << 30, 4 << 30, &mut refusals);
-        check_memory(3 << 30, 4 << 30, &mut refusals);
+        let ycsb = WorkloadKind::Ycsb;
+        check_memory(ycsb, 1 << 30, 4 << 30, &mut refusals);
+        check_memory(ycsb, 3 << 30, 4 << 30, &mut refusals);
         assert!(refusals.is_empty());
-        check_memory(5 << 30, 4 << 30, &mut refusals);
+        check_memory(ycsb, 5 << 30, 4 << 30, &mut refusals);
         assert_eq!(refusals.len(), 1);
         assert!(refusals[0].contains("5.0 GiB") && refusals[0].contains("4.0 GiB"));
     }
@@ -221,10 +229,23 @@ mod tests {
     }
 
     #[test]
-    fn the_ycsb_estimate_grows_with_nodes() {
-        let mut config = Config::default();
-        let two = tables_bytes_estimate(&config).expect("ycsb");
-        config.nodes = 1000;
-        assert_eq!(tables_bytes_estimate(&config), Some(two / 2 * 1000));
+    fn every_workload_gets_the_memory_check() {
+        for (_, workload) in WorkloadKind::NAMED {
+            let mut config = Config {
+                workload,
+                nodes: 1_000_000,
+                ..Config::default()
+            };
+            config.smallbank.accounts_per_worker = 1_000_000;
+            let mut refusals = Vec::new();
+            let need = tables_bytes_estimate(&config);
+            check_memory(workload, need, 1 << 30, &mut refusals);
+            assert_eq!(refusals.len(), 1, "{workload:?}");
+            assert!(
+                refusals[0].contains(scale_flag(workload)),
+                "{}",
+                refusals[0]
+            );
+        }
     }
 }

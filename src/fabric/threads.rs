@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use super::verbs::{VerbKind, MSG_COMPLETION, MSG_FAILED, MSG_REPLY};
+use super::verbs::{Coalescing, VerbKind, MSG_COMPLETION, MSG_FAILED, MSG_REPLY};
 use super::{Doorbell, Endpoint, Message, NodeId, Posted, Region, VerbCounters};
 use crate::config::profile::LatencyConfig;
 
@@ -176,6 +176,7 @@ impl ThreadsFabric {
             worker,
             mailbox: index,
             counters: VerbCounters::default(),
+            coalescing: Coalescing::default(),
             delayed: Vec::new(),
             inbox: Vec::new(),
         }
@@ -197,6 +198,10 @@ pub struct ThreadsEndpoint {
     worker: u16,
     mailbox: usize,
     counters: VerbCounters,
+    /// Counts RPC traffic as the coalescing fabrics send it (this one
+    /// delivers each message on its own); a turn ends at `receive` or
+    /// `idle`, where `ucx` sends what it coalesced.
+    coalescing: Coalescing,
     /// Messages that arrived but are not due yet (injected latency).
     delayed: Vec<Message>,
     /// Swapped with the mailbox's queue, so neither side allocates.
@@ -232,6 +237,9 @@ impl Endpoint for ThreadsEndpoint {
         let Some(target) = self.counters.count_batch(verbs) else {
             return Posted::At(0);
         };
+        if target != self.node {
+            self.counters.count_remote_verbs(verbs);
+        }
         if target != self.node && self.shared.crashed(target) {
             self.shared.deliver(
                 self.mailbox,
@@ -270,8 +278,7 @@ impl Endpoint for ThreadsEndpoint {
     fn send(&mut self, mut msg: Message) {
         self.counters.count_send(&msg);
         if msg.dst_node != self.node {
-            self.counters.wire_messages += 1;
-            self.counters.wire_bytes += msg.wire_bytes();
+            self.coalescing.count(&msg, &mut self.counters);
         }
         msg.deliver_at_ns = if msg.dst_node == self.node || self.shared.latency.rpc_ns == 0 {
             0
@@ -291,6 +298,7 @@ impl Endpoint for ThreadsEndpoint {
     }
 
     fn receive(&mut self, out: &mut Vec<Message>) {
+        self.coalescing.end_turn();
         if self.shared.crashed(self.node) {
             // A crashed node serves nothing: hand back what reached it.
             let mut arrived = std::mem::take(&mut self.delayed);
@@ -361,6 +369,7 @@ impl Endpoint for ThreadsEndpoint {
     }
 
     fn idle(&mut self, wake_at_ns: Option<u64>) {
+        self.coalescing.end_turn();
         let wake_at = match (wake_at_ns, self.earliest_delayed()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -140,6 +140,45 @@ pub const FRAME_HEADER_WORDS: usize = 2;
 /// words (64 KiB), not only at the end of the turn.
 pub const MAX_COALESCED_WORDS: usize = 8192;
 
+/// The coalesced wire messages one worker's RPC traffic amounts to, as
+/// `ucx` sends it: the frames bound for one node within one turn of the
+/// event loop leave as one message, cut where they reach
+/// [`MAX_COALESCED_WORDS`]. A fabric that delivers messages one by one
+/// (`threads`) counts through it, so that `wire_messages` means what it
+/// means where the coalescing is real (`ucx`) or modelled (`sim`).
+#[derive(Clone, Debug, Default)]
+pub struct Coalescing {
+    /// Per destination node: words of the message open this turn (0: none).
+    open_words: Vec<usize>,
+}
+
+impl Coalescing {
+    /// Counts `msg`, bound for another node, into `counters`: its frame's
+    /// bytes, and a wire message with its header when the frame opens one.
+    pub fn count(&mut self, msg: &Message, counters: &mut VerbCounters) {
+        let node = msg.dst_node as usize;
+        if node >= self.open_words.len() {
+            self.open_words.resize(node + 1, 0);
+        }
+        let words = &mut self.open_words[node];
+        if *words == 0 {
+            counters.wire_messages += 1;
+            counters.wire_bytes += 8 * COALESCED_HEADER_WORDS as u64;
+        }
+        counters.wire_bytes += msg.wire_bytes();
+        *words += msg.frame_words();
+        if *words >= MAX_COALESCED_WORDS {
+            // Full: it leaves now, and the next frame opens another.
+            *words = 0;
+        }
+    }
+
+    /// The turn ends: every open message has left.
+    pub fn end_turn(&mut self) {
+        self.open_words.fill(0);
+    }
+}
+
 /// Verbs and messages by type, with bytes. Counted by the issuing side.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct VerbCounters {
@@ -152,15 +191,20 @@ pub struct VerbCounters {
     pub doorbells: u64,
     pub rpc: u64,
     pub rpc_request_bytes: u64,
-    /// Messages this endpoint put on the wire to other nodes, as the
-    /// fabric sends them: on `ucx`, one per coalesced active message (all
-    /// frames bound for one node in one turn) and one per UCX RMA or
-    /// atomic operation; on `sim`, one per coalesced message as `ucx`
-    /// sends it (RPC requests, replies and passive messages) and two per
-    /// doorbell batch between nodes (request and completion: RDMA's verbs
-    /// are not coalesced); on `threads`, one per RPC request or reply to
-    /// another node. Verbs on mapped or shared memory are CPU operations
-    /// and send nothing.
+    /// Messages between nodes this endpoint's traffic puts on the wire,
+    /// counted alike on every fabric: a one-sided verb to another node is
+    /// two (its request and its response or completion, as an RDMA NIC
+    /// sends them; a doorbell batch saves MMIO, not messages), and RPC
+    /// traffic counts as coalesced messages, everything one worker sends
+    /// to one node within one turn of its event loop as one
+    /// ([`Coalescing`]), requests and replies each by their sender. Where
+    /// a fabric carries verbs another way the count stays: `threads` and
+    /// `ucx` on mapped memory run them as CPU operations, and count what
+    /// a NIC would send; `threads` delivers RPCs one by one, and counts
+    /// the coalesced messages `ucx` and `sim` send. The one exception is
+    /// `ucx` over a transport without RMA, where verb batches really
+    /// travel as frames of coalesced messages and count as such. Traffic
+    /// within a node counts nothing.
     pub wire_messages: u64,
     /// Bytes of those messages, headers included.
     pub wire_bytes: u64,
@@ -210,6 +254,14 @@ impl VerbCounters {
             VerbKind::Cas => self.cas += 1,
             VerbKind::Faa => self.faa += 1,
         }
+    }
+
+    /// Counts the wire traffic of a doorbell batch to another node: per
+    /// verb a request and a response (see `wire_messages`), and the
+    /// verbs' bytes. Every fabric calls it wherever it runs the batch.
+    pub fn count_remote_verbs(&mut self, verbs: &[Verb]) {
+        self.wire_messages += 2 * verbs.len() as u64;
+        self.wire_bytes += verbs.iter().map(Verb::wire_bytes).sum::<u64>();
     }
 
     /// Counts one doorbell batch as its poster issues it: each verb and

@@ -1,9 +1,13 @@
-//! What the multi-process test suites share: running a command with a
-//! bound on its time, so that a hang fails the suite instead of stalling it.
+//! What the test suites share: running a command with a bound on its
+//! time, so that a hang fails the suite instead of stalling it (the
+//! multi-process suites), and an RPC request built by hand (the fabrics'
+//! message counting).
 #![allow(dead_code)]
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use verbena::fabric::Message;
 
 /// Runs `command` to its end, at most `limit`: past it, the command and
 /// every process it started (its process group) are killed and the test
@@ -45,5 +49,21 @@ pub fn output_within(mut command: Command, limit: Duration) -> Output {
         status,
         stdout: stdout.join().unwrap(),
         stderr: stderr.join().unwrap(),
+    }
+}
+
+/// A request from worker 0 of `from` to worker 0 of `to`, `words` long.
+pub fn request(from: u16, to: u16, call: u16, words: usize) -> Message {
+    Message {
+        src_node: from,
+        src_worker: 0,
+        dst_node: to,
+        dst_worker: 0,
+        coroutine: 0,
+        call,
+        kind: 1,
+        flags: 0,
+        deliver_at_ns: 0,
+        payload: vec![call as u64; words],
     }
 }

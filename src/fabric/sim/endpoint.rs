@@ -12,7 +12,7 @@ use std::rc::Rc;
 
 use super::{SimState, SPARE_RESULTS};
 use crate::fabric::verbs::{COALESCED_HEADER_WORDS, MSG_COMPLETION, MSG_REPLY};
-use crate::fabric::{CpuOp, Doorbell, Endpoint, Message, NodeId, Posted, Verb, VerbCounters};
+use crate::fabric::{CpuOp, Doorbell, Endpoint, Message, NodeId, Posted, VerbCounters};
 
 /// One worker's endpoint on the simulated cluster.
 pub struct SimEndpoint {
@@ -68,9 +68,7 @@ impl Endpoint for SimEndpoint {
         let cost = state.cpu.post_ns + state.cpu.verb_ns * verbs.len() as u64;
         state.clock_ns[self.index as usize] += cost;
         if target != self.node {
-            // The request and its completion cross the wire.
-            self.counters.wire_messages += 2;
-            self.counters.wire_bytes += verbs.iter().map(Verb::wire_bytes).sum::<u64>();
+            self.counters.count_remote_verbs(verbs);
             state.post_remote(self.index, doorbell);
             return Posted::Deferred;
         }

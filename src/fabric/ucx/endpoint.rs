@@ -143,6 +143,13 @@ impl UcxEndpoint {
         mapped
     }
 
+    /// Whether one-sided verbs to other nodes travel as frames of
+    /// coalesced active messages (emulated, without mapped memory): the
+    /// messages that carry them are then what the wire counts.
+    fn verbs_travel_in_messages(&self) -> bool {
+        self.emulate && self.mapped.is_empty()
+    }
+
     /// Whether one-sided verbs run on mapped memory (see the module docs).
     pub fn maps_regions(&self) -> bool {
         !self.mapped.is_empty()
@@ -303,6 +310,10 @@ impl Endpoint for UcxEndpoint {
         if self.track && (self.failure.is_dead(target) || !self.leased()) {
             self.fail_now(doorbell.coroutine, doorbell.tag, verbs.len(), target);
             return Posted::Deferred;
+        }
+        if target != self.node && !self.verbs_travel_in_messages() {
+            // What a NIC sends, whether UCX or this CPU runs the verbs.
+            self.counters.count_remote_verbs(verbs);
         }
         if let Some(region) = self.mapped.get(target as usize) {
             Self::run_on(

@@ -131,8 +131,6 @@ impl UcxEndpoint {
         }
         self.counters.count(verb);
         self.counters.doorbells += 1;
-        self.counters.wire_messages += 1;
-        self.counters.wire_bytes += verb.wire_bytes();
         Immediate::Done
     }
 
@@ -240,8 +238,6 @@ impl UcxEndpoint {
         let mut writes = false;
         for verb in verbs {
             self.counters.count(verb);
-            self.counters.wire_messages += 1;
-            self.counters.wire_bytes += verb.wire_bytes();
             self.order(target, verb.kind != VerbKind::Read);
             let status = self.issue_one(flight_ptr, verb, write_data, &param, &mut at);
             let done = !matches!(classify(status), StatusPtr::Request(_));
