@@ -65,8 +65,8 @@
 //!   configuration (`config::faults`). `cluster::failover` is only the
 //!   sequencer's transport between `ucx` ranks (frames over the bootstrap
 //!   connections, rank 0's leases and timeouts); on `sim` and `threads`
-//!   the recovery is one call over every node's memory
-//!   (`recovery::Failover`), not a run of the sequencer.
+//!   every survivor is a party of the same sequencer over its own memory,
+//!   its messages passed in process (`recovery::loopback`).
 //! * `check` (the history, the dependency graph, the final-state check)
 //!   sits beside `txn` on 5; the seeded matrix that drives whole runs
 //!   under it is an experiment (`experiments::matrix`).

@@ -402,11 +402,8 @@ pub fn describe_keys(ycsb: &YcsbConfig) -> String {
 pub const READING_GUIDE: &str = "docs/guide/reading-a-report.md";
 
 /// What the `wire/txn` line counts: the same on every fabric (see
-/// `fabric::VerbCounters::wire_messages`), so the label names no fabric;
-/// `_fabric` is there for callers that pass the run's.
-fn wire_counts(_fabric: FabricKind) -> &'static str {
-    "messages between nodes: 2 per one-sided verb, RPCs coalesced per turn"
-}
+/// `fabric::VerbCounters::wire_messages`), so the label names no fabric.
+const WIRE_COUNTS: &str = "messages between nodes: 2 per one-sided verb, RPCs coalesced per turn";
 
 fn per(value: u64, count: u64) -> f64 {
     if count == 0 {
@@ -710,9 +707,7 @@ impl Report {
         let _ = writeln!(
             out,
             "  wire/txn        messages {:.2}  bytes {:.0}  ({})",
-            v.wire_messages,
-            v.wire_bytes,
-            wire_counts(self.config.fabric)
+            v.wire_messages, v.wire_bytes, WIRE_COUNTS
         );
         for t in &self.txn_types {
             let _ = writeln!(
