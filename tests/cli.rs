@@ -355,17 +355,17 @@ fn sim_runs_report_virtual_time_and_hashes_and_check_replays() {
         &["unknown fabric", "threads, sim, ucx"],
     );
 
-    let check = verbena(&[
-        "check",
-        "--protocol",
-        "occ",
-        "--seed",
-        "4",
-        "--seeds",
-        "1",
-        "--hybrid",
-        "5",
-    ]);
+    // The command a failing case prints replays that one case, not the
+    // ten seeds from it that `--seed` alone would run.
+    let replay = verbena::experiments::matrix::replay_command(verbena::experiments::matrix::Case {
+        protocol: verbena::base::ProtocolKind::Occ,
+        seed: 4,
+        code: 5,
+        workload: verbena::config::WorkloadKind::Ycsb,
+        failure: verbena::experiments::matrix::Failure::None,
+    });
+    let replay_args: Vec<&str> = replay.split_whitespace().skip(1).collect();
+    let check = verbena(&replay_args);
     let stdout = String::from_utf8_lossy(&check.stdout);
     assert_eq!(check.status.code(), Some(0), "{stdout}");
     assert!(

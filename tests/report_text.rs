@@ -4,7 +4,7 @@
 //! knobs, and the `run` report ends pointing at the page that explains it.
 
 use verbena::config::{Config, FabricKind, KeyDistribution, YcsbConfig};
-use verbena::engine::report::{describe_keys, percent, READING_GUIDE};
+use verbena::engine::report::{describe_keys, describe_writes, percent, READING_GUIDE};
 use verbena::engine::Report;
 use verbena::stats::WorkerStats;
 use verbena::txn::AbortReason;
@@ -92,5 +92,26 @@ fn the_key_distribution_names_only_its_own_knobs() {
     assert_eq!(
         describe_keys(&ycsb(KeyDistribution::Uniform)),
         "uniform keys"
+    );
+}
+
+/// The write mix says what the run did: a share of written operations, or
+/// with Deneva's mix the share of update transactions, never a
+/// `write_ratio` the workload ignored.
+#[test]
+fn the_write_mix_names_the_knob_the_workload_used() {
+    let ycsb = YcsbConfig {
+        ops_per_txn: 10,
+        write_ratio: 0.2,
+        ..YcsbConfig::default()
+    };
+    assert_eq!(describe_writes(&ycsb), "20 % writes");
+    let deneva = YcsbConfig {
+        update_txn_ratio: Some(0.5),
+        ..ycsb
+    };
+    assert_eq!(
+        describe_writes(&deneva),
+        "50 % update transactions (5 of 10 operations write), the rest read-only"
     );
 }

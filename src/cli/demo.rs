@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::{args, check_exit, check_output_path, failed, usage, write_json, CliError};
 use crate::base::{Primitive, ProtocolKind};
 use crate::config::Config;
-use crate::engine::report::{describe_keys, percent};
+use crate::engine::report::{describe_keys, describe_writes, percent};
 use crate::engine::{self, Report};
 
 pub(super) fn command_demo(a: args::DemoArgs) -> Result<i32, CliError> {
@@ -62,12 +62,12 @@ pub fn demo_table(reports: &[Report]) -> String {
         let c = &first.config;
         let _ = writeln!(
             out,
-            "\nYCSB, {} nodes × {} worker × {} coroutines, {} ops/txn, {:.0} % writes, {}, {:.0} µs compute",
+            "\nYCSB, {} nodes × {} worker × {} coroutines, {} ops/txn, {}, {}, {:.0} µs compute",
             c.nodes,
             c.workers,
             c.coroutines,
             c.ycsb.ops_per_txn,
-            c.ycsb.write_ratio * 100.0,
+            describe_writes(&c.ycsb),
             describe_keys(&c.ycsb),
             c.ycsb.compute_us
         );

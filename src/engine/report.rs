@@ -398,6 +398,25 @@ pub fn describe_keys(ycsb: &YcsbConfig) -> String {
     }
 }
 
+/// The YCSB write mix in words: the share of operations written, or, with
+/// Deneva's mix (`update_txn_ratio`), the share of update transactions and
+/// how many of their operations write.
+pub fn describe_writes(ycsb: &YcsbConfig) -> String {
+    let short = |value: f64| {
+        let text = format!("{value:.2}");
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    match ycsb.update_txn_ratio {
+        None => format!("{} % writes", short(100.0 * ycsb.write_ratio)),
+        Some(ratio) => format!(
+            "{} % update transactions ({} of {} operations write), the rest read-only",
+            short(100.0 * ratio),
+            ycsb.ops_per_txn / 2,
+            ycsb.ops_per_txn
+        ),
+    }
+}
+
 /// Where `verbena run`'s report is explained line by line.
 pub const READING_GUIDE: &str = "docs/guide/reading-a-report.md";
 

@@ -30,7 +30,7 @@ use super::svg::{escape, format_number};
 use super::sweep::{check_verdicts, group_by_point};
 use super::table::report_spread;
 use crate::config::YcsbConfig;
-use crate::engine::report::{describe_keys, percent};
+use crate::engine::report::{describe_keys, describe_writes, percent};
 
 const STYLE: &str = "
 body { font-family: 'DejaVu Sans', Helvetica, Arial, sans-serif; margin: 24px 40px; color: #222; max-width: 1150px; }
@@ -74,30 +74,38 @@ fn provenance(out: &mut String, rows: &[Value]) {
     );
 }
 
-/// How the base's YCSB picks keys, naming only its distribution's knobs
-/// (`describe_keys`); the distribution's name alone for a config this
-/// version does not read.
-fn base_keys(ycsb: &Value) -> String {
+/// The base's YCSB write mix and how it picks keys, naming only the
+/// knobs that apply (`describe_writes`, `describe_keys`); the write ratio
+/// and the distribution's name alone for a config this version does not
+/// read.
+fn base_ycsb(ycsb: &Value) -> (String, String) {
     match serde_json::from_value::<YcsbConfig>(ycsb.clone()) {
-        Ok(y) => describe_keys(&y),
-        Err(_) => format!("{} keys", ycsb["distribution"].as_str().unwrap_or("?")),
+        Ok(y) => (describe_writes(&y), describe_keys(&y)),
+        Err(_) => (
+            format!(
+                "{} % writes",
+                format_number(ycsb["write_ratio"].as_f64().unwrap_or(0.0) * 100.0)
+            ),
+            format!("{} keys", ycsb["distribution"].as_str().unwrap_or("?")),
+        ),
     }
 }
 
 fn base_config(out: &mut String, rows: &[Value]) {
     let c = &rows[0]["report"]["config"];
     let y = &c["ycsb"];
+    let (writes, keys) = base_ycsb(y);
     let _ = writeln!(
         out,
-        "<p class=\"meta\">Base of the first point: fabric <b>{}</b> ({} time), network profile <b>{}</b>, {} node(s) × {} worker(s) × {} coroutine(s), protocol {}, YCSB {} ops/txn, {} % writes, {}, {} µs compute, {} s measured after {} s warm-up. The full resolved config of every run is in <a href=\"results.json\">results.json</a> and <a href=\"results.csv\">results.csv</a>.</p>",
+        "<p class=\"meta\">Base of the first point: fabric <b>{}</b> ({} time), network profile <b>{}</b>, {} node(s) × {} worker(s) × {} coroutine(s), protocol {}, YCSB {} ops/txn, {}, {}, {} µs compute, {} s measured after {} s warm-up. The full resolved config of every run is in <a href=\"results.json\">results.json</a> and <a href=\"results.csv\">results.csv</a>.</p>",
         escape(c["fabric"].as_str().unwrap_or("?")),
         escape(rows[0]["report"]["time"].as_str().unwrap_or("?")),
         escape(c["profile"]["name"].as_str().unwrap_or("?")),
         c["nodes"], c["workers"], c["coroutines"],
         escape(c["protocol"].as_str().unwrap_or("?")),
         y["ops_per_txn"],
-        format_number(y["write_ratio"].as_f64().unwrap_or(0.0) * 100.0),
-        escape(&base_keys(y)),
+        escape(&writes),
+        escape(&keys),
         y["compute_us"],
         c["duration_s"], c["warmup_s"],
     );

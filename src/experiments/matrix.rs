@@ -332,7 +332,7 @@ pub fn replay_command(case: Case) -> String {
     };
     let failure = failure_suffix(case.failure, " --failover ");
     format!(
-        "verbena check --protocol {} --seed {} --hybrid {}{workload}{failure}",
+        "verbena check --protocol {} --seed {} --seeds 1 --hybrid {}{workload}{failure}",
         case.protocol.name(),
         case.seed,
         case.code

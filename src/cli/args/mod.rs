@@ -75,7 +75,7 @@ Ucx flags (--transport, --join-timeout…) belong to `verbena launch` and `verbe
     /// codes × seeds, under high contention, checker on
     #[command(after_help = "Examples:
     verbena check --seeds 20
-    verbena check --protocol no_wait --hybrid 5 --seed 3   (replays one case)
+    verbena check --protocol no_wait --hybrid 5 --seed 3 --seeds 1   (replays one case)
     verbena check --workload all --failover --seeds 2")]
     Check(CheckArgs),
     /// Each protocol's stages and hybrid-code bits
