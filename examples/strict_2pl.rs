@@ -107,14 +107,6 @@ impl Protocol for Strict2pl {
         self.access(cx, index).await
     }
 
-    async fn commit(&self, cx: &mut TxnCx<'_>) {
-        kit::post_commit(cx);
-    }
-
-    async fn release(&self, cx: &mut TxnCx<'_>) {
-        kit::post_release(cx);
-    }
-
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         match kind {
             kind::LOCK_READ => serve_lock_read(store, payload),

@@ -385,14 +385,6 @@ impl Protocol for Drtm {
         }
     }
 
-    async fn commit(&self, cx: &mut TxnCx<'_>) {
-        kit::post_commit(cx);
-    }
-
-    async fn release(&self, cx: &mut TxnCx<'_>) {
-        kit::post_release(cx);
-    }
-
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         match kind {
             kind::DRTM_ACCESS => self.serve_access(store, payload),

@@ -225,14 +225,6 @@ impl Protocol for Occ {
             rpc: self.validate_rpc(cx))
     }
 
-    async fn commit(&self, cx: &mut TxnCx<'_>) {
-        kit::post_commit(cx);
-    }
-
-    async fn release(&self, cx: &mut TxnCx<'_>) {
-        kit::post_release(cx);
-    }
-
     fn serve(&self, store: &NodeStore, kind: u16, payload: &mut Vec<u64>, _now_ns: u64) -> Served {
         match kind {
             kind::OCC_READ => {

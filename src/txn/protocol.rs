@@ -20,7 +20,7 @@ use crate::base::{ProtocolKind, Stage};
 use crate::config::Config;
 use crate::runtime::Served;
 use crate::store::{NodeStore, StoreError};
-use crate::txn::{AbortReason, TxnCx, TxnResult};
+use crate::txn::{kit, AbortReason, TxnCx, TxnResult};
 
 /// A concurrency-control protocol: its tuple header, its stages, and the RPC
 /// handlers that serve the two-sided form of its stages.
@@ -130,10 +130,18 @@ pub trait Protocol: Sync {
     }
 
     /// Past the commit point: install the writes and drop the locks.
-    async fn commit(&self, cx: &mut TxnCx<'_>);
+    /// Default: the lock-word protocols' commit (`kit::post_commit`: every
+    /// locked write written back and unlocked, the other locks dropped,
+    /// posted with passive ACK).
+    async fn commit(&self, cx: &mut TxnCx<'_>) {
+        kit::post_commit(cx);
+    }
 
-    /// Abort: drop every lock the attempt holds.
-    async fn release(&self, cx: &mut TxnCx<'_>);
+    /// Abort: drop every lock the attempt holds. Default: the lock-word
+    /// protocols' release (`kit::post_release`).
+    async fn release(&self, cx: &mut TxnCx<'_>) {
+        kit::post_release(cx);
+    }
 
     /// RPC handler, run on the event loop of a worker of `store`'s node:
     /// rewrites the request into its reply, or returns [`Served::Wait`] to
