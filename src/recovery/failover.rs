@@ -200,9 +200,7 @@ impl Failover {
         store: Arc<NodeStore>,
         recovered_header: RecoveredHeader,
     ) -> Failover {
-        let node = store.node;
-        let settings = (0, 1, recovered_header);
-        let mut party = Failover::build(replication, vec![store], settings, Some(node));
+        let mut party = Failover::for_node(replication, store, 0, 1, recovered_header);
         party.takes_apply_gate = false;
         party
     }
@@ -248,7 +246,7 @@ impl Failover {
         store: Arc<NodeStore>,
         coroutines_per_node: u32,
         poll_ns: u64,
-        recovered_header: fn(&TableLayout, &mut [u64]),
+        recovered_header: RecoveredHeader,
     ) -> Failover {
         let node = store.node;
         let settings = (coroutines_per_node, poll_ns, recovered_header);
